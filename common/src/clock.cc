@@ -1,0 +1,10 @@
+#include "lockstep/common/clock.h"
+
+namespace lockstep {
+
+SystemClock& SystemClock::Instance() {
+  static SystemClock clock;
+  return clock;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,48 @@
+#include "lockstep/common/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+namespace lockstep::log {
+namespace {
+std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
+std::mutex g_mu;
+std::string g_component;  // GUARDED_BY(g_mu)
+
+const char* LevelName(Level l) {
+  switch (l) {
+    case Level::kDebug: return "debug";
+    case Level::kInfo: return "info";
+    case Level::kWarn: return "warn";
+    case Level::kError: return "error";
+  }
+  return "info";
+}
+}  // namespace
+
+void SetLevel(Level level) { g_level = static_cast<int>(level); }
+
+void SetComponent(std::string component) {
+  std::lock_guard lock(g_mu);
+  g_component = std::move(component);
+}
+
+void Write(Level level, std::string_view msg, std::initializer_list<Field> fields) {
+  if (static_cast<int>(level) < g_level.load()) return;
+  using namespace std::chrono;
+  double ts = duration<double>(system_clock::now().time_since_epoch()).count();
+  nlohmann::json line;
+  line["ts"] = ts;
+  line["level"] = LevelName(level);
+  line["msg"] = std::string(msg);
+  std::lock_guard lock(g_mu);
+  if (!g_component.empty()) line["component"] = g_component;
+  for (const auto& [k, v] : fields) line[std::string(k)] = v;
+  std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::fprintf(stderr, "%s\n", out.c_str());
+}
+
+}  // namespace lockstep::log
