@@ -1,0 +1,61 @@
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+
+#include "lockstep/operator/agent_objects.h"
+
+namespace lockstep::op {
+namespace {
+
+TEST_CASE("the agent DaemonSet runs with only the capabilities it needs", "[operator]") {
+  PolicySpec spec = *ParsePolicySpec("default", nullptr);
+  OperatorSettings s;
+  s.namespace_name = "ls";
+  Json ds = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
+  REQUIRE(ds["metadata"]["name"] == "lockstep-agent-default");
+  REQUIRE(ds["metadata"]["namespace"] == "ls");
+  REQUIRE(ds["metadata"]["ownerReferences"][0]["uid"] == "uid-1");
+  REQUIRE(ds["metadata"]["ownerReferences"][0]["controller"] == true);
+  const Json& pod = ds["spec"]["template"]["spec"];
+  REQUIRE(pod["serviceAccountName"] == "lockstep-agent");
+  REQUIRE(pod["priorityClassName"] == "system-node-critical");
+  REQUIRE(pod["tolerations"][0]["key"] == "nvidia.com/gpu");
+  const Json& caps = pod["containers"][0]["securityContext"]["capabilities"];
+  REQUIRE(caps["add"] == Json::array({"NET_ADMIN"}));
+  REQUIRE(caps["drop"] == Json::array({"ALL"}));
+  REQUIRE_FALSE(pod["containers"][0]["securityContext"].contains("privileged"));
+
+  spec.clock_sync.discipline_host_clock = true;
+  Json ds2 = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
+  REQUIRE(ds2["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] ==
+          Json::array({"NET_ADMIN", "SYS_TIME"}));
+}
+
+TEST_CASE("a config change changes the pod template hash", "[operator]") {
+  PolicySpec spec = *ParsePolicySpec("default", nullptr);
+  OperatorSettings s;
+  auto hash = [&] {
+    return RenderAgentDaemonSet({"default", "u"}, spec, s)["spec"]["template"]["metadata"]["annotations"]
+        ["lockstep.dev/config-hash"];
+  };
+  Json before = hash();
+  REQUIRE(before == hash());
+  spec.probe.interval_ms = 10;
+  REQUIRE(before != hash());
+}
+
+TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
+  PolicySpec spec = *ParsePolicySpec("p1", Json::parse(R"({"probe":{"intervalMs":25,"port":7400}})"));
+  OperatorSettings s;
+  YAML::Node y = YAML::Load(RenderAgentConfig({"p1", "u"}, spec, s));
+  REQUIRE(y["policy"].as<std::string>() == "p1");
+  REQUIRE(y["probe"]["intervalMs"].as<int>() == 25);
+  REQUIRE(y["probe"]["port"].as<int>() == 7400);
+  REQUIRE(y["flapAlertPerHour"].as<int>() == 8);
+  REQUIRE(y["probeKeyFile"].as<std::string>() == "/etc/lockstep/probe-key/key");
+  Json cm = RenderAgentConfigMap({"p1", "u"}, spec, s);
+  REQUIRE(cm["data"]["agent.yaml"] == RenderAgentConfig({"p1", "u"}, spec, s));
+}
+
+}  // namespace
+}  // namespace lockstep::op
