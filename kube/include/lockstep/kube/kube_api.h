@@ -21,11 +21,11 @@ using Json = nlohmann::json;
 // Group/version/resource, e.g. {"apps", "v1", "daemonsets", true}.
 // group is "" for the core API.
 struct Gvr {
-  std::string group;
-  std::string version;
-  std::string resource;  // plural, lower case
+  std::string group{};
+  std::string version{};
+  std::string resource{};  // plural, lower case
   bool namespaced = true;
-  std::string kind;      // for apply bodies and events, e.g. "DaemonSet"
+  std::string kind{};      // for apply bodies and events, e.g. "DaemonSet"
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
   bool operator<(const Gvr& o) const { return std::tie(group, version, resource) < std::tie(o.group, o.version, o.resource); }
@@ -47,25 +47,25 @@ extern const Gvr kTrainingJobs;
 }  // namespace gvr
 
 struct ListOptions {
-  std::string label_selector;
-  std::string field_selector;
-  std::string resource_version;  // "" = most recent (quorum read)
+  std::string label_selector{};
+  std::string field_selector{};
+  std::string resource_version{};  // "" = most recent (quorum read)
   int limit = 0;                 // 0 = no paging
-  std::string continue_token;
+  std::string continue_token{};
 };
 
 struct WatchOptions {
-  std::string label_selector;
-  std::string field_selector;
-  std::string resource_version;  // resume point
+  std::string label_selector{};
+  std::string field_selector{};
+  std::string resource_version{};  // resume point
   bool allow_bookmarks = true;
   int timeout_seconds = 300;     // server closes the stream after this
 };
 
 // One watch event: type is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
 struct WatchEvent {
-  std::string type;
-  Json object;
+  std::string type{};
+  Json object{};
 };
 
 // Returns false to stop the watch.

@@ -1,0 +1,81 @@
+{{/*
+Names. The full name is capped at 40 characters so that every derived name
+("<fullname>-operator", "<fullname>-probe-key", ...) stays a valid DNS label.
+*/}}
+{{- define "lockstep.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lockstep.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "lockstep.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels shared by every object; add the component with lockstep.componentLabels. */}}
+{{- define "lockstep.labels" -}}
+helm.sh/chart: {{ include "lockstep.chart" . }}
+{{ include "lockstep.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: lockstep
+{{- end }}
+
+{{- define "lockstep.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lockstep.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Usage: include "lockstep.componentLabels" (list . "operator") */}}
+{{- define "lockstep.componentLabels" -}}
+{{ include "lockstep.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "lockstep.operatorSelectorLabels" -}}
+{{ include "lockstep.selectorLabels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "lockstep.operatorServiceAccountName" -}}
+{{- default (printf "%s-operator" (include "lockstep.fullname" .)) .Values.operator.serviceAccount.name }}
+{{- end }}
+
+{{- define "lockstep.agentServiceAccountName" -}}
+{{- default (printf "%s-agent" (include "lockstep.fullname" .)) .Values.agent.serviceAccountName }}
+{{- end }}
+
+{{- define "lockstep.operatorImage" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) }}
+{{- end }}
+
+{{- define "lockstep.agentImage" -}}
+{{- printf "%s:%s" .Values.agent.image.repository (default .Chart.AppVersion .Values.agent.image.tag) }}
+{{- end }}
+
+{{/* Name of the Secret holding the probe key (created by the chart or supplied). */}}
+{{- define "lockstep.probeKeySecretName" -}}
+{{- if .Values.probeKey.existingSecret }}
+{{- .Values.probeKey.existingSecret }}
+{{- else if .Values.probeKey.create }}
+{{- printf "%s-probe-key" (include "lockstep.fullname" .) }}
+{{- else }}
+{{- fail "probeKey: set probeKey.create=true or name a Secret in probeKey.existingSecret; the agents need a shared key to authenticate probes" }}
+{{- end }}
+{{- end }}
+
+{{/* Name the operator gives its metrics Service (also the Prometheus job label). */}}
+{{- define "lockstep.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "lockstep.fullname" .) }}
+{{- end }}

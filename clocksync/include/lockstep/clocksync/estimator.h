@@ -1,0 +1,209 @@
+// Estimator: the Huygens engine. Feed it one window of probes, call Solve(), get
+// every node's offset and drift against fabric time with an error bound.
+//
+//   Estimator est = *Estimator::Create({});
+//   for (each received probe) est.AddSample(sample);   // or AddPair()
+//   Result<Solution> s = est.Solve(window_end_ns);      // every ~2 s
+//   discipline.Update(s->Model(self), now_local);       // clock_discipline.h
+//
+// Pipeline per Solve (all pure computation, no I/O):
+//  1. coded-pair purity filter, guard band learned per receiving node
+//     (purity_filter.h);
+//  2. per edge a<b: max-margin line between forward and reverse points on a's
+//     clock (edge_fit.h) -> offset, drift, margin, sigmas; optional NTP baseline;
+//  3. network effect (network_solver.h): weighted least squares over the whole
+//     probe graph, for drifts (weights 1/drift_sigma^2) then offsets (weights
+//     1/offset_sigma^2, each edge's a-clock reference moved to the common fabric
+//     instant t_ref), with Huber reweighting;
+//  4. gauge per connected component (see GaugeMode) and per-node uncertainty:
+//     sigma_i^2 = s_i^2 / sum_j w_ij, where s_i^2 is the node's (shrunk) reduced
+//     chi-square of its post-correction edge residuals, so loop inconsistency
+//     (per-edge asymmetry, bad edges) widens the bound of the nodes it touches.
+//     error_bound = bound_sigmas * sigma_i + asymmetry_allowance_ns.
+//
+// Fabric time. F is defined by the gauge: with kMeanZero, sum of node offsets is
+// zero in each component (the mean clock); with kContinuous (default) each
+// component is shifted so that the nodes that were also in the previous solution
+// keep, on average, their predicted offsets: F continues smoothly and does not
+// jump when any node (or several) leaves or joins. No node is ever the reference.
+//
+// Per-node asymmetry (a node's egress vs ingress stamping latency) biases that
+// node's offset and cannot be detected; asymmetry_allowance_ns is where an
+// operator who knows the hardware budgets for it. Per-edge asymmetry shows up in
+// EdgeReport::residual_ns (asymmetry = d_min_fwd - d_min_rev).
+//
+// Central vs per-node solve. The simulator and e2e testbed run one central solve
+// over all edges. In the agent each node measures only its own edges. A fit
+// needs both directions, so a peer returns the receive stamps of the probes it
+// got (ProbePairs, e.g. piggybacked on its own probes) and the node AddPair()s
+// them next to the pairs it received itself. It then fits its edges (step 2),
+// gossips its EdgeSummary records (a few dozen bytes per edge) and adds its
+// peers' summaries with AddEdgeSummary() (duplicates of an edge: the locally
+// measured one wins, else the smallest sigma). The network solve is
+// deterministic and independent of input order, so nodes holding the same
+// summaries agree exactly with GaugeMode::kMeanZero; kContinuous also depends on
+// the previous solution, so there one node (e.g. the lowest id) solves and
+// publishes models, or every node starts from the same published solution.
+//
+// Thread-compatible: one owner thread. Memory: ~32 bytes per pair held until
+// Solve, ~0.5 KB per receiving node of purity history, O(edges) per solve.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "lockstep/clocksync/clock_discipline.h"
+#include "lockstep/clocksync/edge_fit.h"
+#include "lockstep/clocksync/network_solver.h"
+#include "lockstep/clocksync/ntp_baseline.h"
+#include "lockstep/clocksync/purity_filter.h"
+#include "lockstep/clocksync/types.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::clocksync {
+
+enum class GaugeMode { kMeanZero, kContinuous };
+
+struct EstimatorOptions {
+  PurityOptions purity;
+  EdgeFitOptions fit;                  // fit.outlier_rise_ns 0 => outlier_guard_multiple * guard
+  double outlier_guard_multiple = 3.0;
+  NetworkOptions network;
+  double cg_offset_tolerance_ns = 0.05;  // network.abs_tolerance for the offset solve
+  double cg_drift_tolerance = 1e-12;     // ... and for the drift solve
+  GaugeMode gauge = GaugeMode::kContinuous;
+  int64_t continuity_max_age_ns = 60'000'000'000;  // forget a vanished node's last estimate
+  double bound_sigmas = 3.0;
+  double asymmetry_allowance_ns = 0;
+  bool compute_baseline = false;       // fill EdgeReport::ntp (comparison only)
+  NtpOptions ntp;
+  NodeId max_node_id = 1u << 24;       // larger ids are rejected (InvalidArgument)
+};
+
+// What one node gossips about an edge it measured: enough to join a network solve.
+struct EdgeSummary {
+  NodeId a = 0, b = 0;     // a < b; values are b relative to a, on a's clock
+  int64_t t_ref_ns = 0;    // reference instant (a's clock) of offset_ns
+  double offset_ns = 0;    // c_b - c_a when a's clock reads t_ref_ns
+  double drift = 0;        // d(c_b - c_a)/dt_a
+  double margin_ns = 0;    // max-margin half-gap (<= min one-way delay)
+  double offset_sigma_ns = 0;
+  double drift_sigma = 0;
+  bool drift_identified = false;
+};
+
+struct EdgeReport {
+  EdgeSummary fit;          // the edge-only estimate
+  bool local = true;        // false: added with AddEdgeSummary
+  uint32_t fwd_pairs = 0, rev_pairs = 0, fwd_pure = 0, rev_pure = 0, trimmed = 0;
+  // After the network solve:
+  double residual_ns = 0;   // network (x_b - x_a) minus the edge's own estimate
+  double d_min_fwd_ns = 0;  // = margin - residual: min one-way delay a->b
+  double d_min_rev_ns = 0;  // = margin + residual: min one-way delay b->a
+  double weight = 0;        // final offset weight (after Huber)
+  bool has_ntp = false;
+  NtpEstimate ntp;          // only with compute_baseline
+};
+
+struct NodeEstimate {
+  bool valid = false;              // false: node had no fitted edge this window
+  uint32_t component = kNoComponent;
+  double offset_ns = 0;            // c_i - F at F = t_ref
+  double drift = 0;                // d(c_i - F)/dF
+  double offset_sigma_ns = 0;
+  double drift_sigma = 0;
+  double error_bound_ns = 0;       // at t_ref
+  uint32_t degree = 0;             // fitted edges
+};
+
+struct SolveStats {
+  uint64_t pairs = 0, pure_pairs = 0, unmatched_samples = 0, rejected = 0;
+  uint32_t edges_fit = 0, edges_skipped = 0, edges_remote = 0, outliers_trimmed = 0;
+  uint32_t cg_iterations = 0;
+  bool cg_converged = true;
+};
+
+struct Solution {
+  int64_t t_ref_ns = 0;
+  std::vector<NodeEstimate> nodes;  // by NodeId
+  std::vector<EdgeReport> edges;    // sorted by (a, b)
+  uint32_t num_components = 0;
+  SolveStats stats;
+
+  // The node's model for ClockDiscipline; invalid if the node has no estimate.
+  NodeModel Model(NodeId node) const;
+};
+
+class Estimator {
+ public:
+  static Result<Estimator> Create(const EstimatorOptions& options);
+
+  // Adds one probe; the two probes of a pair are matched by (src, dst,
+  // pair_seq). A probe left unmatched for a whole window is dropped.
+  // Errors (the sample is ignored and counted in SolveStats::rejected):
+  // InvalidArgument for src == dst, an id above max_node_id, index_in_pair > 1.
+  Status AddSample(const ProbeSample& sample);
+  // Adds a matched pair (same errors; also a pair whose probes are > 2 s apart).
+  // O(1); the receiver's purity history learns from it immediately.
+  Status AddPair(const ProbePair& pair);
+  // Adds an edge fitted elsewhere (gossip). A locally measured edge wins.
+  Status AddEdgeSummary(const EdgeSummary& summary);
+  // Capacity hint for the pairs of one window.
+  void Reserve(size_t pairs) { records_.reserve(pairs); }
+
+  // Solves the window made of everything added since the previous Solve, at the
+  // reference instant window_end_ns, and clears the window. Errors:
+  // InvalidArgument if window_end_ns is not after the previous one.
+  Result<Solution> Solve(int64_t window_end_ns);
+
+  // Purity guard band currently learned for pairs received by `node` (ns).
+  double GuardNs(NodeId node) const;
+
+ private:
+  explicit Estimator(const EstimatorOptions& options) : options_(options) {}
+  struct Record;
+  struct Prepared;
+  void FitEdges(int64_t t_ref, Prepared& prep, Solution& sol);
+  void SolveNetworkAndGauge(Prepared& prep, Solution& sol);
+
+  struct Record {
+    NodeId src, dst;
+    int64_t tx0, rx0;
+    int32_t dtx, drx;  // tx1 - tx0, rx1 - rx0
+  };
+  struct PendingKey {
+    uint64_t nodes;
+    uint32_t seq;
+    bool operator==(const PendingKey&) const = default;
+  };
+  struct PendingHash {
+    size_t operator()(const PendingKey& k) const {
+      return std::hash<uint64_t>()(k.nodes * 0x9E3779B97F4A7C15ull ^ k.seq);
+    }
+  };
+
+  EstimatorOptions options_;
+  std::vector<Record> records_;
+  std::vector<uint64_t> keyed_;  // scratch: records grouped by edge
+  size_t last_edge_count_ = 0;
+  NodeId max_id_ = 0;  // largest id seen in any pair
+  std::vector<EdgeSummary> remote_;
+  std::vector<PurityFilter> purity_;  // by receiving NodeId, grown on demand
+  std::unordered_map<PendingKey, ProbeSample, PendingHash> pending_, pending_old_;
+  uint64_t rejected_ = 0;
+  // Previous solution, for continuity of the gauge, warm starts and hints.
+  // Each node's last estimate (kept across windows where it is missing, up to
+  // continuity_max_age_ns), for gauge continuity, warm starts and drift hints.
+  struct PrevNode {
+    bool valid = false;
+    int64_t t_ref_ns = 0;
+    double offset_ns = 0, drift = 0;
+  };
+  bool have_prev_ = false;
+  int64_t prev_t_ref_ = 0;
+  std::vector<PrevNode> prev_;
+};
+
+}  // namespace lockstep::clocksync

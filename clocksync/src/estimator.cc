@@ -1,0 +1,417 @@
+#include "lockstep/clocksync/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace lockstep::clocksync {
+namespace {
+
+constexpr double kUnknownDriftSigma = 1e-4;
+constexpr double kChiShrink = 4.0;     // prior weight of the global chi-square
+constexpr double kMinChiSquare = 0.25;
+
+std::string Id(NodeId n) { return std::to_string(n); }
+
+bool EdgeLess(const EdgeReport& x, const EdgeReport& y) {
+  return x.fit.a != y.fit.a ? x.fit.a < y.fit.a : x.fit.b < y.fit.b;
+}
+
+}  // namespace
+
+// Per-solve scratch shared by the steps.
+struct Estimator::Prepared {
+  uint32_t num_nodes = 0;
+  int64_t t_ref = 0;
+  std::vector<double> pred_offset;   // prediction from the previous solution
+  std::vector<uint8_t> has_pred;
+};
+
+NodeModel Solution::Model(NodeId node) const {
+  NodeModel m;
+  if (node >= nodes.size() || !nodes[node].valid) return m;
+  const NodeEstimate& e = nodes[node];
+  m.valid = true;
+  m.t_ref_ns = t_ref_ns;
+  m.offset_ns = e.offset_ns;
+  m.drift = e.drift;
+  m.error_bound_ns = e.error_bound_ns;
+  m.drift_sigma = e.drift_sigma;
+  return m;
+}
+
+Result<Estimator> Estimator::Create(const EstimatorOptions& o) {
+  if (o.purity.history == 0 || !(o.purity.multiplier > 0)) {
+    return InvalidArgument("clocksync: purity.history and purity.multiplier must be positive");
+  }
+  if (!(o.purity.min_guard_ns >= 0) || !(o.purity.max_guard_ns >= o.purity.min_guard_ns)) {
+    return InvalidArgument("clocksync: purity guard bounds must satisfy 0 <= min_guard_ns <= max_guard_ns");
+  }
+  if (!(o.bound_sigmas > 0) || !(o.asymmetry_allowance_ns >= 0)) {
+    return InvalidArgument("clocksync: bound_sigmas must be > 0 and asymmetry_allowance_ns >= 0");
+  }
+  if (o.max_node_id > kMaxNodeId) {
+    return InvalidArgument("clocksync: max_node_id must be <= " + Id(kMaxNodeId) + " (got " +
+                           Id(o.max_node_id) + ")");
+  }
+  if (!(o.network.tolerance > 0) || o.network.max_iterations == 0) {
+    return InvalidArgument("clocksync: network.tolerance and network.max_iterations must be positive");
+  }
+  return Estimator(o);
+}
+
+Status Estimator::AddSample(const ProbeSample& s) {
+  if (s.index_in_pair > 1) {
+    ++rejected_;
+    return InvalidArgument("clocksync: index_in_pair must be 0 or 1 (got " + Id(s.index_in_pair) + ")");
+  }
+  if (s.src == s.dst || s.src > options_.max_node_id || s.dst > options_.max_node_id) {
+    ++rejected_;
+    return InvalidArgument("clocksync: bad probe endpoints " + Id(s.src) + "->" + Id(s.dst));
+  }
+  const PendingKey key{(uint64_t{s.src} << 32) | s.dst, s.pair_seq};
+  for (auto* map : {&pending_, &pending_old_}) {
+    auto it = map->find(key);
+    if (it == map->end() || it->second.index_in_pair == s.index_in_pair) continue;
+    const ProbeSample& first = s.index_in_pair == 0 ? s : it->second;
+    const ProbeSample& second = s.index_in_pair == 0 ? it->second : s;
+    const ProbePair pair{s.src, s.dst, first.tx_local_ns, first.rx_local_ns,
+                         second.tx_local_ns, second.rx_local_ns};
+    map->erase(it);
+    return AddPair(pair);
+  }
+  pending_[key] = s;
+  return Status::Ok();
+}
+
+Status Estimator::AddPair(const ProbePair& p) {
+  if (p.src == p.dst || p.src > options_.max_node_id || p.dst > options_.max_node_id) {
+    ++rejected_;
+    return InvalidArgument("clocksync: bad probe endpoints " + Id(p.src) + "->" + Id(p.dst));
+  }
+  const int64_t dtx = p.tx1_ns - p.tx0_ns;
+  const int64_t drx = p.rx1_ns - p.rx0_ns;
+  constexpr int64_t kLim = std::numeric_limits<int32_t>::max();
+  if (dtx > kLim || dtx < -kLim || drx > kLim || drx < -kLim) {
+    ++rejected_;
+    return InvalidArgument("clocksync: probe pair spacing over 2 s; the two probes of a pair "
+                           "must be sent back to back");
+  }
+  records_.push_back({p.src, p.dst, p.tx0_ns, p.rx0_ns, static_cast<int32_t>(dtx),
+                      static_cast<int32_t>(drx)});
+  // The receiver's purity history learns as pairs arrive; the guard band is
+  // recomputed once per window, in Solve.
+  const NodeId top = std::max(p.src, p.dst);
+  if (top >= purity_.size()) purity_.resize(top + 1, PurityFilter(options_.purity));
+  purity_[p.dst].Observe(drx - dtx);
+  max_id_ = std::max(max_id_, top);
+  return Status::Ok();
+}
+
+Status Estimator::AddEdgeSummary(const EdgeSummary& s) {
+  if (s.a >= s.b || s.b > options_.max_node_id) {
+    ++rejected_;
+    return InvalidArgument("clocksync: edge summary needs a < b <= max_node_id (got " + Id(s.a) +
+                           ", " + Id(s.b) + ")");
+  }
+  if (!(s.offset_sigma_ns > 0) || !(s.drift_sigma > 0)) {
+    ++rejected_;
+    return InvalidArgument("clocksync: edge summary sigmas must be positive");
+  }
+  remote_.push_back(s);
+  return Status::Ok();
+}
+
+double Estimator::GuardNs(NodeId node) const {
+  return node < purity_.size() ? purity_[node].guard_ns() : options_.purity.initial_guard_ns;
+}
+
+void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
+  const uint32_t n = prep.num_nodes;
+  // 1. Purity: each receiver's guard band, from the history including this
+  // window's pairs (observed in AddPair).
+  std::vector<uint8_t> receiving(n, 0);
+  for (const Record& r : records_) receiving[r.dst] = 1;
+  for (uint32_t v = 0; v < n; ++v) if (receiving[v]) purity_[v].Relearn();
+
+  // 2. Group records by edge: counting sort on a = min(src, dst), then sort each
+  // bucket by (b, direction, arrival order).
+  std::vector<uint32_t> start(n + 1, 0);
+  for (const Record& r : records_) ++start[std::min(r.src, r.dst) + 1];
+  for (uint32_t v = 0; v < n; ++v) start[v + 1] += start[v];
+  std::vector<uint64_t>& keyed = keyed_;  // reused across windows: no page faults
+  keyed.resize(records_.size());
+  sol.edges.reserve(last_edge_count_ + remote_.size());
+  {
+    std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+    for (uint32_t i = 0; i < records_.size(); ++i) {
+      const Record& r = records_[i];
+      const NodeId a = std::min(r.src, r.dst), b = std::max(r.src, r.dst);
+      const uint64_t dir = r.src == a ? 0 : 1;
+      keyed[fill[a]++] = (((uint64_t{b} << 1) | dir) << 32) | i;
+    }
+  }
+  std::vector<double> guard(n);  // compact copy: one cache line per 8 receivers
+  for (NodeId v = 0; v < n; ++v) guard[v] = purity_[v].guard_ns();
+  std::vector<EdgePoint> fwd, rev;
+  std::vector<NtpProbe> nf, nr;
+  for (NodeId a = 0; a < n; ++a) {
+    const auto begin = keyed.begin() + start[a], end = keyed.begin() + start[a + 1];
+    std::sort(begin, end);
+    for (auto it = begin; it != end;) {
+      const NodeId b = static_cast<NodeId>(*it >> 33);
+      EdgeReport rep;
+      fwd.clear(); rev.clear(); nf.clear(); nr.clear();
+      for (; it != end && static_cast<NodeId>(*it >> 33) == b; ++it) {
+        const Record& r = records_[static_cast<uint32_t>(*it)];
+        const bool forward = ((*it >> 32) & 1) == 0;
+        const int64_t tx1 = r.tx0 + r.dtx, rx1 = r.rx0 + r.drx;
+        const bool pure = std::abs(static_cast<double>(int64_t{r.drx} - r.dtx)) <= guard[r.dst];
+        if (forward) {
+          ++rep.fwd_pairs;
+          nf.push_back({r.tx0, r.rx0});
+          if (!pure) continue;
+          ++rep.fwd_pure;
+          fwd.push_back({static_cast<double>(r.tx0 - t_ref),
+                         static_cast<double>(std::min(r.rx0 - r.tx0, rx1 - tx1))});
+        } else {
+          ++rep.rev_pairs;
+          nr.push_back({r.tx0, r.rx0});
+          if (!pure) continue;
+          ++rep.rev_pure;
+          rev.push_back({static_cast<double>(r.rx0 - t_ref),
+                         static_cast<double>(std::max(r.tx0 - r.rx0, tx1 - rx1))});
+        }
+      }
+      sol.stats.pure_pairs += rep.fwd_pure + rep.rev_pure;
+      EdgeFitOptions fo = options_.fit;
+      if (fo.outlier_rise_ns == 0) {
+        fo.outlier_rise_ns = options_.outlier_guard_multiple *
+                             std::max(guard[a], guard[b]);
+      }
+      if (a < prev_.size() && b < prev_.size() && prev_[a].valid && prev_[b].valid) {
+        fo.drift_hint = prev_[b].drift - prev_[a].drift;
+      }
+      Result<EdgeFitResult> fit = FitEdge(fwd, rev, fo);
+      if (!fit.ok()) {
+        ++sol.stats.edges_skipped;
+        continue;
+      }
+      rep.fit = {a, b, t_ref, fit->offset_ns, fit->drift, fit->margin_ns,
+                 fit->offset_sigma_ns, fit->drift_sigma, fit->drift_identified};
+      rep.trimmed = fit->fwd_trimmed + fit->rev_trimmed;
+      sol.stats.outliers_trimmed += rep.trimmed;
+      if (options_.compute_baseline) {
+        Result<NtpEstimate> ntp = NtpBaseline(nf, nr, options_.ntp);
+        if (ntp.ok()) { rep.has_ntp = true; rep.ntp = *ntp; }
+      }
+      sol.edges.push_back(rep);
+    }
+  }
+  sol.stats.edges_fit = static_cast<uint32_t>(sol.edges.size());
+  last_edge_count_ = sol.edges.size();
+
+  // Gossiped edges, moved to this window's reference instant; local ones win.
+  std::sort(remote_.begin(), remote_.end(), [](const EdgeSummary& x, const EdgeSummary& y) {
+    return x.a != y.a ? x.a < y.a : (x.b != y.b ? x.b < y.b : x.offset_sigma_ns < y.offset_sigma_ns);
+  });
+  const size_t local_count = sol.edges.size();
+  for (size_t i = 0; i < remote_.size(); ++i) {
+    const EdgeSummary& s = remote_[i];
+    if (i > 0 && remote_[i - 1].a == s.a && remote_[i - 1].b == s.b) continue;
+    EdgeReport rep;
+    rep.fit = s;
+    if (std::binary_search(sol.edges.begin(), sol.edges.begin() + static_cast<std::ptrdiff_t>(local_count),
+                           rep, EdgeLess)) {
+      continue;
+    }
+    const double dt = static_cast<double>(t_ref - s.t_ref_ns);
+    rep.fit.t_ref_ns = t_ref;
+    rep.fit.offset_ns = s.offset_ns + s.drift * dt;
+    rep.fit.offset_sigma_ns = std::hypot(s.offset_sigma_ns, s.drift_sigma * dt);
+    rep.local = false;
+    sol.edges.push_back(rep);
+    ++sol.stats.edges_remote;
+  }
+  std::inplace_merge(sol.edges.begin(), sol.edges.begin() + static_cast<std::ptrdiff_t>(local_count),
+                     sol.edges.end(), EdgeLess);
+}
+
+void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
+  const uint32_t n = prep.num_nodes;
+  const auto& edges = sol.edges;
+  auto prev_valid = [&](NodeId v) { return v < prev_.size() && prev_[v].valid; };
+
+  // Drifts first: every edge with an identified drift, in fabric units.
+  std::vector<NetworkEdge> de;
+  std::vector<double> warm(n, 0.0);
+  for (NodeId v = 0; v < n; ++v) if (prev_valid(v)) warm[v] = prev_[v].drift;
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const EdgeSummary& f = edges[e].fit;
+    if (!f.drift_identified) continue;
+    de.push_back({f.a, f.b, f.drift * (1.0 + warm[f.a]), 1.0 / (f.drift_sigma * f.drift_sigma)});
+  }
+  NetworkOptions dopt = options_.network;
+  dopt.abs_tolerance = options_.cg_drift_tolerance;
+  NetworkSolution dsol = SolveNetwork(n, de, dopt, warm);
+  sol.stats.cg_iterations += dsol.iterations;
+  sol.stats.cg_converged = sol.stats.cg_converged && dsol.converged;
+  std::vector<double> rho(n, 0.0);
+  for (NodeId v = 0; v < n; ++v) {
+    rho[v] = dsol.component[v] != kNoComponent ? dsol.x[v] : (prev_valid(v) ? prev_[v].drift : 0.0);
+  }
+
+  // Offsets. Edge e's offset is on a's clock at t_ref, i.e. at fabric instant
+  // t_ref - x_a; moving it to fabric t_ref adds (drift in a-clock units) * x_a.
+  // x_a comes from a first pass (warm-started from the previous prediction).
+  std::vector<NetworkEdge> oe(edges.size());
+  std::vector<double> beta(edges.size());
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const EdgeSummary& f = edges[e].fit;
+    const bool solved = dsol.component[f.a] != kNoComponent && dsol.component[f.b] != kNoComponent;
+    beta[e] = solved ? (rho[f.b] - rho[f.a]) / (1.0 + rho[f.a]) : f.drift;
+    oe[e] = {f.a, f.b, f.offset_ns, 1.0 / (f.offset_sigma_ns * f.offset_sigma_ns)};
+  }
+  std::vector<double> xhat(n, 0.0);
+  for (NodeId v = 0; v < n; ++v) if (prep.has_pred[v]) xhat[v] = prep.pred_offset[v];
+  auto apply_gauge = [&](NetworkSolution& s, std::vector<double>* drift) {
+    if (options_.gauge != GaugeMode::kContinuous) return;
+    std::vector<double> shift(s.num_components, 0.0), dshift(s.num_components, 0.0);
+    std::vector<uint32_t> count(s.num_components, 0);
+    for (NodeId v = 0; v < n; ++v) {
+      const uint32_t c = s.component[v];
+      if (c == kNoComponent || !prep.has_pred[v]) continue;
+      shift[c] += prep.pred_offset[v] - s.x[v];
+      if (drift != nullptr) dshift[c] += prev_[v].drift - (*drift)[v];
+      ++count[c];
+    }
+    for (NodeId v = 0; v < n; ++v) {
+      const uint32_t c = s.component[v];
+      if (c == kNoComponent || count[c] == 0) continue;
+      s.x[v] += shift[c] / count[c];
+      if (drift != nullptr) (*drift)[v] += dshift[c] / count[c];
+    }
+  };
+  NetworkOptions oopt = options_.network;
+  oopt.abs_tolerance = options_.cg_offset_tolerance_ns;
+  NetworkOptions first = oopt;
+  first.robust_passes = 0;
+  // The first pass is only needed for nodes without a prediction (first window,
+  // newcomers): a prediction ~100 ns off moves an edge by drift * 100 ns, 0.01 ns.
+  bool all_predicted = true;
+  for (const EdgeReport& r : edges) all_predicted = all_predicted && prep.has_pred[r.fit.a];
+  if (!all_predicted) {
+    for (size_t e = 0; e < edges.size(); ++e) oe[e].value = edges[e].fit.offset_ns + beta[e] * xhat[edges[e].fit.a];
+    NetworkSolution pass0 = SolveNetwork(n, oe, first, xhat);
+    apply_gauge(pass0, nullptr);
+    for (NodeId v = 0; v < n; ++v) if (!prep.has_pred[v]) xhat[v] = pass0.x[v];
+    sol.stats.cg_iterations += pass0.iterations;
+    sol.stats.cg_converged = sol.stats.cg_converged && pass0.converged;
+  }
+  for (size_t e = 0; e < edges.size(); ++e) oe[e].value = edges[e].fit.offset_ns + beta[e] * xhat[edges[e].fit.a];
+  NetworkSolution osol = SolveNetwork(n, oe, oopt, xhat);
+  apply_gauge(osol, &rho);
+  sol.stats.cg_iterations += osol.iterations;
+  sol.stats.cg_converged = sol.stats.cg_converged && osol.converged;
+  sol.num_components = osol.num_components;
+
+  // Per-node uncertainty from weights and the shrunk reduced chi-square.
+  auto node_sigma = [&](std::span<const NetworkEdge> in, const NetworkSolution& s,
+                        uint32_t nodes_in_graph) {
+    std::vector<double> wsum(n, 0.0), chi(n, 0.0);
+    std::vector<uint32_t> deg(n, 0);
+    double chi_total = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      const double c = in[k].weight * s.residual[k] * s.residual[k];
+      chi_total += c;
+      for (NodeId v : {in[k].a, in[k].b}) { wsum[v] += s.weight[k]; chi[v] += c; ++deg[v]; }
+    }
+    const double dof = static_cast<double>(in.size()) - (nodes_in_graph - s.num_components);
+    const double global = dof > 0 ? chi_total / dof : 1.0;
+    std::vector<double> sigma(n, 0.0);
+    for (NodeId v = 0; v < n; ++v) {
+      if (deg[v] == 0 || !(wsum[v] > 0)) continue;
+      const double d = deg[v];
+      const double eff = std::max(d - 2.0, 0.5 * d);
+      const double s2 = std::max(kMinChiSquare, (chi[v] + kChiShrink * global) / (eff + kChiShrink));
+      sigma[v] = std::sqrt(s2 / wsum[v]);
+    }
+    return sigma;
+  };
+  auto count_nodes = [&](const NetworkSolution& s) {
+    return static_cast<uint32_t>(std::count_if(s.component.begin(), s.component.end(),
+                                               [](uint32_t c) { return c != kNoComponent; }));
+  };
+  const std::vector<double> osig = node_sigma(oe, osol, count_nodes(osol));
+  const std::vector<double> dsig = node_sigma(de, dsol, count_nodes(dsol));
+
+  sol.nodes.assign(n, NodeEstimate{});
+  for (NodeId v = 0; v < n; ++v) {
+    NodeEstimate& ne = sol.nodes[v];
+    ne.component = osol.component[v];
+    if (ne.component == kNoComponent) continue;
+    ne.valid = true;
+    ne.offset_ns = osol.x[v];
+    ne.drift = rho[v];
+    ne.offset_sigma_ns = osig[v];
+    ne.drift_sigma = dsol.component[v] != kNoComponent ? dsig[v] : kUnknownDriftSigma;
+    ne.error_bound_ns = options_.bound_sigmas * ne.offset_sigma_ns + options_.asymmetry_allowance_ns;
+  }
+  for (size_t e = 0; e < edges.size(); ++e) {
+    EdgeReport& rep = sol.edges[e];
+    ++sol.nodes[rep.fit.a].degree;
+    ++sol.nodes[rep.fit.b].degree;
+    rep.residual_ns = osol.residual[e];
+    rep.d_min_fwd_ns = rep.fit.margin_ns - rep.residual_ns;
+    rep.d_min_rev_ns = rep.fit.margin_ns + rep.residual_ns;
+    rep.weight = osol.weight[e];
+  }
+}
+
+Result<Solution> Estimator::Solve(int64_t window_end_ns) {
+  if (have_prev_ && window_end_ns <= prev_t_ref_) {
+    return InvalidArgument("clocksync: Solve(" + std::to_string(window_end_ns) +
+                           ") must be after the previous window end " + std::to_string(prev_t_ref_));
+  }
+  Solution sol;
+  sol.t_ref_ns = window_end_ns;
+  sol.stats.pairs = records_.size();
+  sol.stats.unmatched_samples = pending_old_.size();
+  sol.stats.rejected = rejected_;
+  rejected_ = 0;
+  pending_old_ = std::move(pending_);
+  pending_.clear();
+
+  Prepared prep;
+  prep.t_ref = window_end_ns;
+  NodeId max_id = max_id_;
+  for (const EdgeSummary& s : remote_) max_id = std::max(max_id, s.b);
+  prep.num_nodes = std::max<uint32_t>(max_id + 1, static_cast<uint32_t>(prev_.size()));
+  if (purity_.size() < prep.num_nodes) purity_.resize(prep.num_nodes, PurityFilter(options_.purity));
+  prep.pred_offset.assign(prep.num_nodes, 0.0);
+  prep.has_pred.assign(prep.num_nodes, 0);
+  for (NodeId v = 0; v < prev_.size(); ++v) {
+    PrevNode& p = prev_[v];
+    if (p.valid && window_end_ns - p.t_ref_ns > options_.continuity_max_age_ns) p.valid = false;
+    if (!p.valid) continue;
+    prep.has_pred[v] = 1;
+    prep.pred_offset[v] = p.offset_ns + p.drift * static_cast<double>(window_end_ns - p.t_ref_ns);
+  }
+
+  FitEdges(window_end_ns, prep, sol);
+  SolveNetworkAndGauge(prep, sol);
+
+  records_.clear();
+  remote_.clear();
+  have_prev_ = true;
+  prev_t_ref_ = window_end_ns;
+  prev_.resize(sol.nodes.size());
+  for (NodeId v = 0; v < sol.nodes.size(); ++v) {
+    const NodeEstimate& e = sol.nodes[v];
+    if (e.valid) prev_[v] = {true, window_end_ns, e.offset_ns, e.drift};
+  }
+  return sol;
+}
+
+}  // namespace lockstep::clocksync

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Invalid FabricPolicies are rejected by the API server with a clear message.
+. "$(dirname "$0")/lib.sh"
+
+# expect_rejected NAME SPEC_YAML MESSAGE_REGEX
+expect_rejected() {
+  local name=$1 spec=$2 want=$3 out
+  if out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: FabricPolicy
+metadata:
+  name: $name
+spec:
+$spec
+YAML
+  ); then
+    kubectl delete fabricpolicy "$name" >/dev/null 2>&1 || true
+    fail "$name was accepted"
+  fi
+  grep -Eq "$want" <<<"$out" || fail "$name: message does not say what is wrong: $out"
+  say "rejected $name: $(grep -Eo "$want.*" <<<"$out" | head -c 200)"
+}
+
+expect_rejected zero-interval "  probe: {intervalMs: 0}" "spec.probe.intervalMs"
+expect_rejected negative-peers "  probe: {peersPerNode: -1}" "spec.probe.peersPerNode"
+expect_rejected slow-detection "  probe: {intervalMs: 30000, missThreshold: 3}" "60000"
+expect_rejected hold-down "  failover: {readmitAfterSeconds: 600, maxHoldDownSeconds: 60}" "maxHoldDownSeconds"
+expect_rejected bad-operator "  nodeSelector: {matchExpressions: [{key: a, operator: Near}]}" "Unsupported value: \"Near\""
+expect_rejected in-without-values "  nodeSelector: {matchExpressions: [{key: a, operator: In}]}" "values"
+expect_rejected bad-port "  probe: {port: 80}" "spec.probe.port"
+expect_rejected unknown-field "  probe: {intervalMillis: 5}" "unknown field|intervalMillis"
+expect_rejected bad-type "  flapAlertPerHour: lots" "flapAlertPerHour"
+[[ -z $(kubectl get fabricpolicy -o name | grep -v '/default$' || true) ]] || fail "an invalid policy was stored"
+pass "invalid FabricPolicies are rejected with clear messages"

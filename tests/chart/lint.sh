@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Offline checks of the CRDs and the Helm chart:
+#   - chart CRDs in sync with crds/;
+#   - kubectl parses crds/ and the rendered chart (client-side, no cluster);
+#   - helm lint --strict with default and non-default values;
+#   - helm template renders, and rejects bad values with a clear message.
+# helm and kubectl come from $LOCKSTEP_BIN or PATH. Exits non-zero on any problem.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+
+helm="$(find_tool helm)"
+kubectl="$(find_tool kubectl)"
+if [[ -z "$helm" || -z "$kubectl" ]]; then
+  echo "FAIL helm and kubectl are needed: put them in \$LOCKSTEP_BIN (scripts/install-k8s-tools) or on PATH" \
+       "(found helm='${helm}', kubectl='${kubectl}')" >&2
+  exit 1
+fi
+echo "using $("$helm" version --short 2>/dev/null) ($helm), kubectl $("$kubectl" version --client 2>/dev/null | head -1) ($kubectl)"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# Never talk to a cluster: an empty kubeconfig, and only --local/offline commands.
+export KUBECONFIG="$tmp/kubeconfig"
+printf 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n' > "$KUBECONFIG"
+export HELM_CACHE_HOME="$tmp/helm-cache" HELM_CONFIG_HOME="$tmp/helm-config" HELM_DATA_HOME="$tmp/helm-data"
+
+chart="$root/charts/lockstep"
+
+# 1. CRD copies.
+if out="$("$here/check-crds-in-sync.sh" 2>&1)"; then ok "crd sync"; else echo "$out"; bad "crd sync"; fi
+
+# 2. kubectl parses every CRD (client side).
+kparse() { # kparse LABEL FILE-OR-DIR
+  local out
+  if out="$("$kubectl" annotate --local --dry-run=client -o name -f "$2" lockstep.dev/lint=ok 2>&1)"; then
+    ok "kubectl parses $1: $(echo "$out" | tr '\n' ' ')"
+  else
+    bad "kubectl cannot parse $1: $out"
+  fi
+}
+kparse crds/ "$root/crds"
+count="$(ls "$root"/crds/*.yaml | wc -l)"
+[[ "$count" -eq 3 ]] && ok "crds/ holds 3 CRDs" || bad "crds/ holds $count CRDs, expected 3"
+
+# 3. helm lint --strict, with several value sets.
+value_sets=(
+  "defaults|"
+  "everything-on|--set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true --set operator.logLevel=debug"
+  "existing-secret|--set probeKey.create=false --set probeKey.existingSecret=my-key"
+  "no-policy|--set defaultPolicy.create=false --set agent.restrictToOwnNode=false --set operator.leaderElect=false --set operator.replicas=1"
+  "custom-policy|--set defaultPolicy.name=rails --set defaultPolicy.spec.probe.intervalMs=10 --set defaultPolicy.spec.agent.image=registry.local/agent:dev --set agent.serviceAccountName=custom-agent"
+)
+for vs in "${value_sets[@]}"; do
+  name="${vs%%|*}"; args="${vs#*|}"
+  # shellcheck disable=SC2086
+  if out="$("$helm" lint --strict "$chart" $args 2>&1)"; then
+    ok "helm lint --strict ($name)"
+  else
+    echo "$out"; bad "helm lint --strict ($name)"
+  fi
+  # shellcheck disable=SC2086
+  if "$helm" template lockstep "$chart" --namespace lockstep-system $args > "$tmp/$name.yaml" 2> "$tmp/$name.err"; then
+    ok "helm template ($name)"
+    kparse "rendered chart ($name)" "$tmp/$name.yaml"
+  else
+    cat "$tmp/$name.err"; bad "helm template ($name)"
+  fi
+done
+
+# 4. Contract checks on the default render.
+r="$tmp/defaults.yaml"
+expect() { # expect LABEL PATTERN FILE
+  if grep -qE -- "$2" "$3"; then ok "$1"; else bad "$1: no line matches /$2/ in the render"; fi
+}
+expect "operator arg --namespace"             '^ +- --namespace=\$\(POD_NAMESPACE\)$' "$r"
+expect "operator arg --leader-elect"          '^ +- --leader-elect=true$' "$r"
+expect "operator arg --metrics-addr"          '^ +- --metrics-addr=:8080$' "$r"
+expect "operator arg --health-addr"           '^ +- --health-addr=:8081$' "$r"
+expect "operator arg --agent-service-account" '^ +- --agent-service-account=lockstep-agent$' "$r"
+expect "operator arg --agent-image"           '^ +- --agent-image=ghcr.io/lockstep/lockstep-agent:0.1.0$' "$r"
+expect "operator arg --probe-key-secret"      '^ +- --probe-key-secret=lockstep-probe-key$' "$r"
+expect "operator arg --log-level"             '^ +- --log-level=info$' "$r"
+expect "agent ServiceAccount <fullname>-agent" '^  name: lockstep-agent$' "$r"
+expect "probe key Secret"                      '^  name: lockstep-probe-key$' "$r"
+expect "default FabricPolicy"                  '^kind: FabricPolicy$' "$r"
+if grep -qE '^kind: DaemonSet$' "$tmp"/*.yaml; then
+  bad "the chart must not render the agent DaemonSet (the operator creates it from each FabricPolicy)"
+else
+  ok "no agent DaemonSet in the chart"
+fi
+key="$(sed -n 's/^  key: "\(.*\)"$/\1/p' "$r")"
+if [[ "$(printf '%s' "$key" | base64 -d 2>/dev/null | wc -c)" -eq 32 ]]; then ok "probe key is 32 bytes"; else bad "probe key is not 32 random bytes: '$key'"; fi
+expect "custom agent SA flows to the operator" '^ +- --agent-service-account=custom-agent$' "$tmp/custom-policy.yaml"
+expect "custom policy keeps user image"        '^    image: registry.local/agent:dev$' "$tmp/custom-policy.yaml"
+expect "existing secret flows to the operator" '^ +- --probe-key-secret=my-key$' "$tmp/existing-secret.yaml"
+if grep -q '^kind: Secret$' "$tmp/existing-secret.yaml"; then bad "existingSecret must not render a Secret"; else ok "existingSecret renders no Secret"; fi
+if grep -q '^kind: FabricPolicy$' "$tmp/no-policy.yaml"; then bad "defaultPolicy.create=false must not render a FabricPolicy"; else ok "defaultPolicy.create=false renders no FabricPolicy"; fi
+
+# 5. Bad values are rejected with a message that says what to do.
+reject() { # reject LABEL EXPECTED-MESSAGE-REGEX ARGS...
+  local label="$1" msg="$2"; shift 2
+  local out
+  if out="$("$helm" template lockstep "$chart" "$@" 2>&1)"; then
+    bad "$label: helm template accepted it"
+  elif echo "$out" | grep -qE -- "$msg"; then
+    ok "$label rejected"
+  else
+    bad "$label: rejected, but the message lacks /$msg/: $out"
+  fi
+}
+reject "no probe key"          "probeKey.create=true or name a Secret" --set probeKey.create=false
+reject "unknown top-level key" "additional properties|additionalProperties|not allowed" --set bogus=1
+reject "unknown operator key"  "additional properties|additionalProperties|not allowed" --set operator.bogus=1
+reject "bad log level"         "logLevel" --set operator.logLevel=loud
+reject "bad pull policy"       "pullPolicy" --set agent.image.pullPolicy=Sometimes
+reject "unknown policy field"  "spec|propertyNames|bogus" --set defaultPolicy.spec.bogus=1
+
+summary

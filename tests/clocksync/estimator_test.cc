@@ -1,0 +1,290 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "lockstep/clocksync/clock_discipline.h"
+#include "lockstep/clocksync/estimator.h"
+#include "synth.h"
+
+namespace lockstep::clocksync {
+namespace {
+
+using testing::Edge;
+using testing::Link;
+using testing::ProbeGen;
+using testing::TrueClock;
+
+constexpr double kWindow = 2e9;
+
+struct Scenario {
+  uint32_t n = 0;
+  std::vector<TrueClock> clocks;
+  std::vector<Edge> graph;
+  std::vector<Link> links;
+  uint32_t rounds = 16;  // probing rounds per edge per window
+
+  Scenario(uint32_t nodes, uint32_t k, uint64_t seed, Link link)
+      : n(nodes), clocks(testing::RandomClocks(nodes, seed)),
+        graph(testing::RandomGraph(nodes, k, seed + 1)), links(graph.size(), link) {}
+
+  // Probes of one window [t0, t0 + kWindow) into `sink`, skipping `absent`.
+  template <typename Sink>
+  void Window(double t0, ProbeGen& gen, uint64_t seed, Sink&& sink, NodeId absent = kMaxNodeId) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> when(t0, t0 + kWindow - 1e6);
+    for (size_t e = 0; e < graph.size(); ++e) {
+      auto [a, b] = graph[e];
+      if (a == absent || b == absent) continue;
+      for (uint32_t r = 0; r < rounds; ++r) gen.Round(a, b, clocks[a], clocks[b], links[e], when(rng), sink);
+    }
+  }
+
+  // Pairwise error at true time t: both nodes convert their local reading to
+  // fabric time; the two fabric times should agree.
+  double PairError(const Solution& s, NodeId i, NodeId j, double t) const {
+    const auto li = std::llround(clocks[i].At(t)), lj = std::llround(clocks[j].At(t));
+    return static_cast<double>(ToFabric(s.Model(j), lj) - ToFabric(s.Model(i), li));
+  }
+  // Per-edge-only estimate error for edge a-b at true time t.
+  double EdgeError(const EdgeReport& r, double t) const {
+    const double la = clocks[r.fit.a].At(t);
+    const double pred = r.fit.offset_ns + r.fit.drift * (la - static_cast<double>(r.fit.t_ref_ns));
+    return pred - (clocks[r.fit.b].At(t) - la);
+  }
+  double NtpError(const EdgeReport& r) const {
+    const TrueClock& ca = clocks[r.fit.a];
+    const double t = (static_cast<double>(r.ntp.at_ns) - ca.theta) / (1 + ca.rho);
+    return r.ntp.offset_ns - (clocks[r.fit.b].At(t) - ca.At(t));
+  }
+};
+
+double Quantile(std::vector<double> v, double q) {
+  for (double& x : v) x = std::abs(x);
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+Estimator Make(EstimatorOptions o = {}) {
+  Result<Estimator> e = Estimator::Create(o);
+  REQUIRE(e.ok());
+  return std::move(e).value();
+}
+
+Link Typical() {
+  return {.d_fwd = 6000, .d_rev = 6000, .q_prob_fwd = 0.3, .q_prob_rev = 0.3,
+          .q_mean_fwd = 10000, .q_mean_rev = 10000};
+}
+
+TEST_CASE("estimator: network effect beats per-edge fits, bounds cover the error", "[clocksync]") {
+  Scenario sc(300, 5, 1, Typical());
+  ProbeGen gen(2);
+  gen.stamp_jitter_ns = 30;
+  Estimator est = Make();
+  sc.Window(0, gen, 3, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+  Result<Solution> sol = est.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(sol.ok());
+  REQUIRE(sol->stats.cg_converged);
+  CHECK(sol->num_components == 1);
+  CHECK(sol->stats.pure_pairs < sol->stats.pairs);  // queued pairs were filtered out
+  CHECK(sol->stats.edges_fit >= 0.99 * static_cast<double>(sc.graph.size()));
+
+  std::vector<double> edge_err, net_err;
+  int covered = 0;
+  for (const EdgeReport& r : sol->edges) {
+    edge_err.push_back(sc.EdgeError(r, kWindow));
+    const double e = sc.PairError(*sol, r.fit.a, r.fit.b, kWindow);
+    net_err.push_back(e);
+    covered += std::abs(e) <= sol->nodes[r.fit.a].error_bound_ns + sol->nodes[r.fit.b].error_bound_ns;
+  }
+  INFO("per-edge p50 " << Quantile(edge_err, 0.5) << " p99 " << Quantile(edge_err, 0.99));
+  INFO("network  p50 " << Quantile(net_err, 0.5) << " p99 " << Quantile(net_err, 0.99));
+  CHECK(Quantile(net_err, 0.5) < 0.7 * Quantile(edge_err, 0.5));
+  CHECK(Quantile(net_err, 0.99) < 0.7 * Quantile(edge_err, 0.99));
+  CHECK(Quantile(net_err, 0.99) < 300);
+  CHECK(covered >= 0.97 * static_cast<double>(sol->edges.size()));
+  // Random non-adjacent pairs are as good as neighbours.
+  std::vector<double> far;
+  for (NodeId i = 0; i + 150 < sc.n; ++i) far.push_back(sc.PairError(*sol, i, i + 150, kWindow));
+  CHECK(Quantile(far, 0.99) < 300);
+}
+
+TEST_CASE("NTP-style baseline is off by asymmetric queueing; Huygens is not", "[clocksync]") {
+  // The a->b direction is almost always queued; b->a is nearly idle.
+  Link l{.d_fwd = 6000, .d_rev = 6000, .q_prob_fwd = 0.95, .q_prob_rev = 0.05,
+         .q_mean_fwd = 50000, .q_mean_rev = 50000};
+  Scenario sc(40, 3, 4, l);
+  sc.rounds = 128;
+  ProbeGen gen(5);
+  gen.queue_together = 0.5;
+  EstimatorOptions o;
+  o.compute_baseline = true;
+  Estimator est = Make(o);
+  sc.Window(0, gen, 6, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+  Result<Solution> sol = est.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(sol.ok());
+  std::vector<double> ntp, huygens;
+  for (const EdgeReport& r : sol->edges) {
+    REQUIRE(r.has_ntp);
+    ntp.push_back(sc.NtpError(r));
+    huygens.push_back(sc.EdgeError(r, kWindow));
+  }
+  INFO("ntp p50 " << Quantile(ntp, 0.5) << " huygens p50 " << Quantile(huygens, 0.5));
+  CHECK(Quantile(ntp, 0.5) > 500);
+  CHECK(Quantile(huygens, 0.5) < 100);
+}
+
+TEST_CASE("losing a node: ids keep their meaning and fabric time does not jump", "[clocksync]") {
+  Scenario sc(60, 4, 7, Typical());
+  for (GaugeMode mode : {GaugeMode::kContinuous, GaugeMode::kMeanZero}) {
+    ProbeGen gen(8);
+    EstimatorOptions o;
+    o.gauge = mode;
+    Estimator est = Make(o);
+    sc.Window(0, gen, 9, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+    Result<Solution> w1 = est.Solve(static_cast<int64_t>(kWindow));
+    REQUIRE(w1.ok());
+    const NodeId gone = 7;
+    sc.Window(kWindow, gen, 10, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); }, gone);
+    Result<Solution> w2 = est.Solve(static_cast<int64_t>(2 * kWindow));
+    REQUIRE(w2.ok());
+    CHECK_FALSE(w2->nodes[gone].valid);
+    CHECK(w2->nodes.size() == 60);
+    double worst_pair = 0, mean_jump = 0;
+    for (NodeId i = 0; i < sc.n; ++i) {
+      if (i == gone) continue;
+      REQUIRE(w2->nodes[i].valid);
+      worst_pair = std::max(worst_pair, std::abs(sc.PairError(*w2, 0, i, 2 * kWindow)));
+      const NodeModel m1 = w1->Model(i);
+      const double predicted = m1.offset_ns + m1.drift * kWindow;
+      mean_jump += (w2->nodes[i].offset_ns - predicted) / (sc.n - 1);
+    }
+    CHECK(worst_pair < 300);  // pairwise sync is unaffected either way
+    if (mode == GaugeMode::kContinuous) {
+      CHECK(std::abs(mean_jump) < 50);
+    } else {
+      // Mean-zero gauge: fabric time moves by node 7's offset / (N - 1).
+      CHECK(std::abs(mean_jump) > 1000);
+    }
+  }
+}
+
+TEST_CASE("per-edge asymmetry is visible in the edge report", "[clocksync]") {
+  Scenario sc(80, 4, 11, Typical());
+  sc.links[10].d_fwd = 9000;  // this path is 4 us slower a->b than b->a
+  sc.links[10].d_rev = 5000;
+  ProbeGen gen(12);
+  Estimator est = Make();
+  sc.Window(0, gen, 13, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+  Result<Solution> sol = est.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(sol.ok());
+  for (const EdgeReport& r : sol->edges) {
+    const double asym = r.d_min_fwd_ns - r.d_min_rev_ns;
+    if (r.fit.a == sc.graph[10].first && r.fit.b == sc.graph[10].second) {
+      CHECK(asym > 3000);
+      CHECK(r.d_min_fwd_ns == Approx(9000).margin(800));
+      CHECK(r.d_min_rev_ns == Approx(5000).margin(800));
+    } else if (r.fit.offset_sigma_ns < 500) {  // asymmetry is only visible on a well-measured edge
+      INFO("edge " << r.fit.a << "-" << r.fit.b << " fwd " << r.fwd_pairs << "/" << r.fwd_pure
+           << " rev " << r.rev_pairs << "/" << r.rev_pure << " margin " << r.fit.margin_ns
+           << " sigma " << r.fit.offset_sigma_ns << " drift_id " << r.fit.drift_identified
+           << " err " << sc.EdgeError(r, kWindow) << " trimmed " << r.trimmed);
+      CHECK(std::abs(asym) < 600);
+    }
+  }
+}
+
+TEST_CASE("individual samples are paired into coded pairs", "[clocksync]") {
+  Scenario sc(30, 3, 14, Typical());
+  ProbeGen gen_a(15), gen_b(15);
+  Estimator by_pair = Make(), by_sample = Make();
+  sc.Window(0, gen_a, 16, [&](const ProbePair& p) { REQUIRE(by_pair.AddPair(p).ok()); });
+  uint32_t seq = 0;
+  bool flip = false;
+  sc.Window(0, gen_b, 16, [&](const ProbePair& p) {
+    ProbeSample s0{p.src, p.dst, p.tx0_ns, p.rx0_ns, seq, 0};
+    ProbeSample s1{p.src, p.dst, p.tx1_ns, p.rx1_ns, seq, 1};
+    ++seq;
+    flip = !flip;  // arrival order does not matter
+    REQUIRE(by_sample.AddSample(flip ? s1 : s0).ok());
+    REQUIRE(by_sample.AddSample(flip ? s0 : s1).ok());
+  });
+  REQUIRE(by_sample.AddSample({1, 2, 5, 6, 999999, 0}).ok());  // partner never arrives
+  CHECK_FALSE(by_sample.AddSample({1, 1, 5, 6, 7, 0}).ok());   // self-probe
+  Result<Solution> a = by_pair.Solve(static_cast<int64_t>(kWindow));
+  Result<Solution> b = by_sample.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(b->stats.pairs == a->stats.pairs);
+  CHECK(b->stats.rejected == 1);
+  for (NodeId i = 0; i < sc.n; ++i) CHECK(b->nodes[i].offset_ns == a->nodes[i].offset_ns);
+}
+
+TEST_CASE("gossiped edge summaries give the same network solve as a central one", "[clocksync]") {
+  Scenario sc(50, 4, 17, Typical());
+  EstimatorOptions o;
+  o.gauge = GaugeMode::kMeanZero;
+  // Central: one estimator sees every probe.
+  ProbeGen g0(18);
+  Estimator central = Make(o);
+  sc.Window(0, g0, 19, [&](const ProbePair& p) { REQUIRE(central.AddPair(p).ok()); });
+  Result<Solution> c = central.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(c.ok());
+  // Distributed: the edge fits, as each measuring node would gossip them, fed in
+  // two different orders to two solvers.
+  Estimator s1 = Make(o), s2 = Make(o);
+  for (const EdgeReport& r : c->edges) REQUIRE(s1.AddEdgeSummary(r.fit).ok());
+  for (auto it = c->edges.rbegin(); it != c->edges.rend(); ++it) REQUIRE(s2.AddEdgeSummary(it->fit).ok());
+  Result<Solution> d1 = s1.Solve(static_cast<int64_t>(kWindow));
+  Result<Solution> d2 = s2.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(d1.ok());
+  REQUIRE(d2.ok());
+  CHECK(d1->stats.edges_remote == c->edges.size());
+  for (NodeId i = 0; i < sc.n; ++i) {
+    CHECK(d1->nodes[i].offset_ns == d2->nodes[i].offset_ns);  // order-independent
+    CHECK(d1->nodes[i].offset_ns == Approx(c->nodes[i].offset_ns).margin(1e-3));
+  }
+}
+
+TEST_CASE("estimator feeds a clock discipline across windows and into holdover", "[clocksync]") {
+  Scenario sc(40, 4, 20, Typical());
+  ProbeGen gen(21);
+  Estimator est = Make();
+  ClockDiscipline node3;
+  for (int w = 0; w < 3; ++w) {
+    sc.Window(w * kWindow, gen, 22 + w, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+    Result<Solution> sol = est.Solve(static_cast<int64_t>((w + 1) * kWindow));
+    REQUIRE(sol.ok());
+    const int64_t now = std::llround(sc.clocks[3].At((w + 1) * kWindow));
+    CHECK(node3.Update(sol->Model(3), now));
+  }
+  const auto local = [&](double t) { return std::llround(sc.clocks[3].At(t)); };
+  TimeReading r = node3.Now(local(3.5 * kWindow));
+  CHECK(r.state == ClockState::kLocked);
+  // Fabric time is the mean clock; node 3's reading is within its bound of the
+  // others' (checked against node 0 through the same solution's gauge).
+  CHECK(r.latest_ns - r.earliest_ns < 2000);
+  CHECK(node3.State(local(3 * kWindow + 6e9)) == ClockState::kHoldover);
+  CHECK(node3.Now(local(3 * kWindow + 6e9)).error_bound_ns > r.error_bound_ns);
+}
+
+TEST_CASE("Solve rejects a window end that does not move forward", "[clocksync]") {
+  Estimator est = Make();
+  REQUIRE(est.Solve(100).ok());
+  Result<Solution> again = est.Solve(100);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.code() == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("Create validates options", "[clocksync]") {
+  EstimatorOptions o;
+  o.purity.multiplier = 0;
+  Result<Estimator> e = Estimator::Create(o);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.code() == ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lockstep::clocksync
