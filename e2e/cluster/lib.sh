@@ -35,10 +35,10 @@ used_ports() {
 
 # Ports in LISTEN state (st == 0A).
 listen_ports() {
-	local f sl addr rem st rest
+	local f sl addr st rest
 	for f in /proc/net/tcp /proc/net/tcp6; do
 		[[ -r $f ]] || continue
-		while read -r sl addr rem st rest; do
+		while read -r sl addr _ st rest; do
 			[[ $st == 0A ]] && echo $((16#${addr##*:}))
 		done <"$f"
 	done | sort -un
@@ -142,7 +142,7 @@ proc_alive() {
 
 # stop_proc DIR NAME [GRACE_SECONDS]: TERM the process group, KILL after grace.
 stop_proc() {
-	local dir=$1 name=$2 grace=${3:-10} pidf pid i
+	local dir=$1 name=$2 grace=${3:-10} pidf pid
 	pidf="$dir/pids/$name.pid"
 	[[ -f $pidf ]] || return 0
 	pid=$(cat "$pidf")
