@@ -1,0 +1,29 @@
+// lockstep-agent: parse the command line and dispatch. See commands.h.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  using namespace lockstep::agent;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto cl = ParseCommandLine(args);
+  if (!cl.ok()) {
+    std::fprintf(stderr, "lockstep-agent: %s\n", cl.error().message.c_str());
+    return kExitUsage;
+  }
+  switch (cl->command) {
+    case CommandLine::Command::kHelp:
+      std::fputs(Usage().c_str(), stdout);
+      return kExitOk;
+    case CommandLine::Command::kVersion:
+      std::printf("lockstep-agent %s\n", kAgentVersion);
+      return kExitOk;
+    case CommandLine::Command::kClockStatus:
+      return ClockStatusCommand(*cl);
+    case CommandLine::Command::kRun:
+      return RunAgent(*cl);
+  }
+  return kExitUsage;
+}

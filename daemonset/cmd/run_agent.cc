@@ -1,0 +1,235 @@
+// `lockstep-agent run`: load the config, build the adapters, wire the
+// clock-sync service and the HTTP servers, run until SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "lockstep/agent/agent_http.h"
+#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/config.h"
+#include "lockstep/agent/net/host_clock.h"
+#include "lockstep/agent/net/system_node_clock.h"
+#include "lockstep/agent/net/udp_timestamped_transport.h"
+#include "lockstep/agent/peer_selection.h"
+#include "lockstep/agent/virtual_clock.h"
+#include "lockstep/common/clock.h"
+#include "lockstep/common/http_server.h"
+#include "lockstep/common/log.h"
+#include "lockstep/common/metrics.h"
+
+namespace lockstep::agent {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop = true; }
+
+Result<std::string> ReadFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("cannot read " + what + " \"" + path + "\"");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int ConfigError(const std::string& msg) {
+  std::fprintf(stderr, "lockstep-agent: %s\n", msg.c_str());
+  return kExitUsage;
+}
+
+log::Level ParseLevel(const std::string& s) {
+  if (s == "debug") return log::Level::kDebug;
+  if (s == "warn") return log::Level::kWarn;
+  if (s == "error") return log::Level::kError;
+  return log::Level::kInfo;
+}
+
+}  // namespace
+
+int RunAgent(const CommandLine& cl) {
+  // --- configuration (any problem here is exit code 2) ---
+  auto text = ReadFile(cl.config_path, "config file");
+  if (!text.ok()) return ConfigError(text.error().message);
+  auto parsed = ParseAgentConfig(*text, cl.config_path);
+  if (!parsed.ok()) return ConfigError(parsed.error().message);
+  AgentConfig config = std::move(*parsed);
+  if (Status s = ApplyOverrides(cl, config); !s.ok()) return ConfigError(s.error().message);
+  if (cl.peers_file) {
+    auto peers_text = ReadFile(*cl.peers_file, "peers file");
+    if (!peers_text.ok()) return ConfigError(peers_text.error().message);
+    auto peers = ParsePeers(*peers_text, *cl.peers_file);
+    if (!peers.ok()) return ConfigError(peers.error().message);
+    config.peers = std::move(*peers);
+  }
+  if (Status s = ValidateAgentConfig(config); !s.ok()) return ConfigError(s.error().message);
+  std::optional<VirtualClockParams> vparams;
+  if (cl.virtual_clock) {
+    auto v = ParseVirtualClockSpec(*cl.virtual_clock);
+    if (!v.ok()) return ConfigError(v.error().message);
+    vparams = *v;
+  }
+  auto key_bytes = ReadFile(config.probe_key_file, "probeKeyFile");
+  if (!key_bytes.ok()) return ConfigError(key_bytes.error().message + " (the shared probe key; in Kubernetes a Secret)");
+  std::string key_text = *key_bytes;
+  while (!key_text.empty() && (key_text.back() == '\n' || key_text.back() == '\r')) key_text.pop_back();
+  auto key = ProbeKey::FromBytes(key_text);
+  if (!key.ok()) return ConfigError(config.probe_key_file + ": " + key.error().message);
+  std::vector<PeerTarget> known;
+  for (const PeerConfig& p : config.peers) {
+    if (p.name == config.node_name) continue;
+    int port = p.port ? p.port : config.probe.port;
+    if (port == 0) return ConfigError("peer \"" + p.name + "\" has no port and probe.port is 0; give it address IP:PORT");
+    auto ep = Endpoint::Parse(p.address, port);
+    if (!ep.ok()) return ConfigError("peer \"" + p.name + "\": " + ep.error().message);
+    known.push_back({p.name, NodeIdFromName(p.name), *ep});
+  }
+
+  log::SetComponent("agent");
+  log::SetLevel(ParseLevel(cl.log_level));
+
+  // --- adapters ---
+  SystemNodeClock system_clock;
+  std::unique_ptr<VirtualClock> virtual_clock;
+  if (vparams) virtual_clock = std::make_unique<VirtualClock>(system_clock, *vparams);
+  const NodeClock& node_clock = virtual_clock ? static_cast<const NodeClock&>(*virtual_clock) : system_clock;
+  metrics::Registry registry;
+  registry.Gauge("lockstep_agent_info", "Agent build and identity", {"node", "policy", "version"})
+      .Set({config.node_name, config.policy, kAgentVersion}, 1);
+
+  auto transport = UdpTimestampedTransport::Open(config.bind_address, config.probe.port, node_clock);
+  if (!transport.ok()) {
+    log::Error("cannot open the probe socket", {{"error", transport.error().message}});
+    return kExitFailure;
+  }
+  PacketCodec codec(*key);
+  uint64_t seed = cl.seed ? *cl.seed : NodeIdFromName(config.node_name);
+  std::vector<PeerConfig> chosen = SelectPeers(config.peers, config.node_name, config.probe.peers_per_node, seed);
+  ClockSyncOptions opts;
+  opts.self_name = config.node_name;
+  for (const PeerConfig& p : chosen) {
+    for (const PeerTarget& t : known) {
+      if (t.name == p.name) opts.selected.push_back(t);
+    }
+  }
+  opts.known = known;
+  opts.interval = std::chrono::milliseconds(config.probe.interval_ms);
+  opts.window = std::chrono::seconds(config.clock_sync.window_seconds);
+  opts.max_error_bound_ns = config.clock_sync.max_error_bound_ns;
+  opts.seed = seed;
+  std::unique_ptr<ClockSyncService> service;
+  if (config.clock_sync.enabled) {
+    service = std::make_unique<ClockSyncService>(**transport, node_clock, SystemClock::Instance(), codec, opts,
+                                                 registry);
+  }
+
+  // --- host clock discipline (opt-in) ---
+  bool discipline = config.clock_sync.discipline_host_clock && service != nullptr;
+  if (discipline && virtual_clock) {
+    log::Warn("disciplineHostClock is ignored with --virtual-clock (the local clock is simulated)");
+    discipline = false;
+  }
+  auto& discipline_active = registry.Gauge("lockstep_clock_host_discipline_active",
+                                           "1 while the agent disciplines the host clock (CAP_SYS_TIME)");
+  discipline_active.Set(discipline ? 1 : 0);
+  AdjtimexHostClock host_clock;
+  if (discipline) {
+    service->OnWindow([&](const ClockEstimate&, const TimeReading&) {
+      if (!discipline) return;
+      TimeReading r = service->Read();
+      if (r.state != ClockSyncState::kLocked) return;
+      int64_t host_minus_fabric = SystemNodeClock::RealtimeNs() - r.now_ns;
+      Status s = host_clock.Apply(PlanHostClockAdjustment(host_minus_fabric), r.error_bound_ns);
+      if (!s.ok()) {
+        log::Error("host clock discipline disabled; still serving fabric time", {{"error", s.error().message}});
+        discipline = false;
+        discipline_active.Set(0);
+      }
+    });
+  }
+
+  // --- HTTP ---
+  std::atomic<bool> ready{false};
+  auto& true_offset = registry.Gauge("lockstep_virtual_clock_true_offset_ns",
+                                     "Ground truth with --virtual-clock: local clock minus the shared base clock");
+  auto& true_drift = registry.Gauge("lockstep_virtual_clock_true_drift_ppb",
+                                    "Ground truth with --virtual-clock: frequency error of the local clock");
+  std::function<std::optional<GroundTruth>()> truth;
+  if (virtual_clock) {
+    truth = [&]() -> std::optional<GroundTruth> {
+      int64_t b = system_clock.NowNs();
+      int64_t local = virtual_clock->Transform(b);
+      return GroundTruth{local, local - b, virtual_clock->TrueDriftPpb(b)};
+    };
+  }
+  HttpServer health;
+  RegisterHealthRoutes(health, registry, [&] { return ready.load(); }, [&] {
+    if (service) service->RefreshGauges();
+    if (truth) {
+      auto t = truth();
+      true_offset.Set(static_cast<double>(t->true_offset_ns));
+      true_drift.Set(t->true_drift_ppb);
+    }
+  });
+  if (Status s = health.Start(config.health_addr.host, config.health_addr.port); !s.ok()) {
+    log::Error("cannot start the health server", {{"error", s.error().message}});
+    return kExitFailure;
+  }
+  HttpServer time_api;
+  TimeApiSource source;
+  source.node_name = config.node_name;
+  source.truth = truth;
+  source.status = [&](std::optional<int64_t> local) {
+    if (service) return service->Status(local);
+    ClockStatus s;  // clock sync disabled: FREERUN on the local clock
+    s.reading.local_ns = s.reading.now_ns = local ? *local : node_clock.NowNs();
+    s.reading.error_bound_ns = s.reading.latest_ns = std::numeric_limits<int64_t>::max();
+    s.reading.earliest_ns = std::numeric_limits<int64_t>::min();
+    return s;
+  };
+  RegisterTimeRoutes(time_api, std::move(source));
+  if (Status s = time_api.Start(config.time_api_addr.host, config.time_api_addr.port); !s.ok()) {
+    log::Error("cannot start the time API", {{"error", s.error().message}});
+    return kExitFailure;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  std::string selected_names;
+  for (const auto& p : opts.selected) selected_names += (selected_names.empty() ? "" : ",") + p.name;
+  log::Info("lockstep-agent started",
+            {{"node", config.node_name},
+             {"policy", config.policy},
+             {"probe_addr", (*transport)->local().ToString()},
+             {"health_addr", config.health_addr.host + ":" + std::to_string(health.port())},
+             {"time_api_addr", config.time_api_addr.host + ":" + std::to_string(time_api.port())},
+             {"clock_sync", config.clock_sync.enabled ? "enabled" : "disabled"},
+             {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
+             {"peers", selected_names}});
+  ready = true;
+  TransportEvents idle;
+  while (!g_stop) {
+    if (service) {
+      service->RunOnce(std::chrono::milliseconds(100));
+    } else {
+      idle.clear();
+      (void)(*transport)->Poll(std::chrono::milliseconds(100), idle);  // nothing to do but wait
+    }
+  }
+  ready = false;
+  log::Info("lockstep-agent stopping", {{"reason", "signal"}});
+  time_api.Stop();
+  health.Stop();
+  return kExitOk;
+}
+
+}  // namespace lockstep::agent

@@ -1,0 +1,50 @@
+// Command line of lockstep-agent. Flags accept "--flag value" and
+// "--flag=value". Pure; thread-compatible.
+//
+//   lockstep-agent [run] --config PATH [overrides...]
+//   lockstep-agent clock status [--addr HOST:PORT] [--json]
+//   lockstep-agent version | help
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/agent/config.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::agent {
+
+struct CommandLine {
+  enum class Command { kRun, kClockStatus, kVersion, kHelp };
+  Command command = Command::kRun;
+
+  // run
+  std::string config_path;
+  std::optional<std::string> node_name;
+  std::optional<std::string> health_addr;
+  std::optional<std::string> time_api_addr;
+  std::optional<std::string> bind_address;
+  std::optional<int> probe_port;
+  std::optional<std::string> peers_file;
+  std::optional<std::string> probe_key_file;
+  std::optional<std::string> virtual_clock;  // offset_ns=..,drift_ppb=..,wander=..,seed=..
+  std::optional<uint64_t> seed;              // peer selection seed
+  std::string log_level = "info";
+
+  // clock status
+  std::string status_addr = "127.0.0.1:9611";
+  bool json = false;
+};
+
+// `args` excludes argv[0]. Errors are InvalidArgument with a usage hint.
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// Applies the flag overrides that need no I/O (everything but peers_file and
+// virtual_clock) to `config`.
+Status ApplyOverrides(const CommandLine& cl, AgentConfig& config);
+
+std::string Usage();
+
+}  // namespace lockstep::agent

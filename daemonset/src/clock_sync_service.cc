@@ -1,0 +1,279 @@
+#include "lockstep/agent/clock_sync_service.h"
+
+#include <algorithm>
+
+namespace lockstep::agent {
+namespace {
+
+constexpr size_t kMaxTxRefs = 8192;
+
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+ClockSyncService::ClockSyncService(ProbeTransport& transport, const NodeClock& node_clock, const Clock& clock,
+                                   const PacketCodec& codec, ClockSyncOptions options, metrics::Registry& registry)
+    : transport_(transport),
+      node_clock_(node_clock),
+      clock_(clock),
+      codec_(codec),
+      options_(std::move(options)),
+      self_(NodeIdFromName(options_.self_name)),
+      filter_(codec_, self_),
+      joiner_(self_),
+      packet_seq_(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(clock.Wall().time_since_epoch()).count())),
+      rng_state_(options_.seed),
+      model_(self_, ClockModelOptions{.window_ns = options_.window.count(),
+                                      .lock_threshold_ns = static_cast<double>(options_.max_error_bound_ns)}),
+      sent_(registry.Counter("lockstep_probe_sent_total", "Probe packets sent, by type", {"type"})),
+      received_(registry.Counter("lockstep_probe_received_total", "Authenticated probe packets accepted, by type",
+                                 {"type"})),
+      dropped_(registry.Counter("lockstep_probe_dropped_total",
+                                "Received probe datagrams dropped (never trusted), by reason", {"reason"})),
+      send_errors_(registry.Counter("lockstep_probe_send_errors_total", "Probe sends that failed")),
+      unstamped_(registry.Counter("lockstep_probe_rx_unstamped_total",
+                                  "Probes received without a kernel timestamp (not used for clock sync)")),
+      pairs_(registry.Counter("lockstep_probe_pairs_total", "Complete coded pairs joined, by direction",
+                              {"direction"})),
+      offset_(registry.Gauge("lockstep_clock_offset_ns", "Local clock minus fabric time (ns)")),
+      drift_(registry.Gauge("lockstep_clock_drift_ppb", "Drift of the local clock against fabric time (ppb)")),
+      error_bound_(registry.Gauge("lockstep_clock_error_bound_ns", "Error bound of fabric time (ns)")),
+      state_(registry.Gauge("lockstep_clock_state", "Clock sync state (1 for the current state)", {"state"})),
+      peers_(registry.Gauge("lockstep_clock_peers", "Own edges fitted in the last window")),
+      pure_fraction_(registry.Gauge("lockstep_clock_pure_probe_fraction", "Pure coded pairs / all pairs, last window")),
+      graph_nodes_(registry.Gauge("lockstep_clock_graph_nodes", "Nodes in our connected probe graph")),
+      windows_total_(registry.Counter("lockstep_clock_windows_total", "Clock sync windows closed")) {
+  for (int r = 0; r < kNumDropReasons; ++r) dropped_.Inc({DropReasonName(static_cast<DropReason>(r))}, 0);
+  for (const char* s : {"FREERUN", "LOCKED", "HOLDOVER"}) state_.Set({s}, s == std::string("FREERUN") ? 1 : 0);
+  std::unordered_set<NodeId> known_ids;
+  for (const PeerTarget& p : options_.known) {
+    known_[p.id] = p;
+    known_ids.insert(p.id);
+  }
+  for (const PeerTarget& p : options_.selected) {
+    known_[p.id] = p;
+    known_ids.insert(p.id);
+  }
+  if (!options_.known.empty()) filter_.SetKnownSenders(std::move(known_ids));
+  MonoTime now = clock_.Monotonic();
+  for (const PeerTarget& p : options_.selected) {
+    if (p.id == self_) continue;
+    targets_[p.id] = Target{p, Phase(now), now, true, 0};
+  }
+  next_window_ = now + options_.window;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
+  std::sort(target_names_.begin(), target_names_.end());
+}
+
+MonoTime ClockSyncService::Phase(MonoTime now) {
+  auto interval = std::max<int64_t>(options_.interval.count(), 1);
+  return now + std::chrono::nanoseconds(static_cast<int64_t>(SplitMix(rng_state_) % static_cast<uint64_t>(interval)));
+}
+
+void ClockSyncService::RunOnce(std::chrono::nanoseconds max_wait) {
+  MonoTime now = clock_.Monotonic();
+  SendDue(now);
+  MonoTime deadline = std::min(next_window_, now + max_wait);
+  for (const auto& [id, t] : targets_) deadline = std::min(deadline, t.next_send);
+  events_.clear();
+  if (lockstep::Status s = transport_.Poll(std::max(deadline - now, std::chrono::nanoseconds(0)), events_); !s.ok()) {
+    send_errors_.Inc();
+  }
+  now = clock_.Monotonic();
+  Handle(events_, now);
+  if (now >= next_window_) {
+    CloseWindow();
+    while (next_window_ <= now) next_window_ += options_.window;
+  }
+}
+
+void ClockSyncService::SendDue(MonoTime now) {
+  bool changed = false;
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    Target& t = it->second;
+    if (!t.selected && now - t.last_heard > options_.responder_timeout) {
+      joiner_.Forget(t.peer.id);
+      it = targets_.erase(it);
+      changed = true;
+      continue;
+    }
+    if (now >= t.next_send) {
+      SendTo(t);
+      t.next_send += options_.interval;
+      if (t.next_send <= now) t.next_send = now + options_.interval;  // we fell behind: do not burst
+    }
+    ++it;
+  }
+  if (changed) {
+    std::lock_guard lock(mu_);
+    target_names_.clear();
+    for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
+    std::sort(target_names_.begin(), target_names_.end());
+  }
+}
+
+void ClockSyncService::SendTo(Target& t) {
+  const uint64_t pair_seq = ++pair_seq_;
+  ProbeBody body;
+  body.pair_seq = pair_seq;
+  body.spacing_ns = static_cast<uint32_t>(options_.spacing.count());
+  body.tx_app_ns = node_clock_.NowNs();
+  if (auto prev = joiner_.TakePrevTx(t.peer.id)) {
+    body.prev_valid = true;
+    body.prev_pair_seq = prev->pair_seq;
+    body.prev_tx_ns = prev->tx_ns;
+  }
+  Packet a{self_, t.peer.id, packet_seq_++, body};
+  body.index = 1;
+  body.tx_app_ns += options_.spacing.count();
+  Packet b{self_, t.peer.id, packet_seq_++, body};
+  auto ea = codec_.Encode(a), eb = codec_.Encode(b);
+  if (!ea.ok() || !eb.ok()) return;  // cannot happen: fields are in range
+  auto ids = transport_.SendPair(t.peer.endpoint, *ea, *eb, options_.spacing);
+  if (!ids.ok()) {
+    send_errors_.Inc();
+    return;
+  }
+  sent_.Inc({"probe"}, 2);
+  for (int i = 0; i < 2; ++i) {
+    tx_refs_[(*ids)[i]] = TxRef{t.peer.id, pair_seq, i};
+    tx_order_.push_back((*ids)[i]);
+  }
+  while (tx_order_.size() > kMaxTxRefs) {
+    tx_refs_.erase(tx_order_.front());
+    tx_order_.pop_front();
+  }
+  // The report: RX stamps we owe this peer, and a slice of the gossip.
+  ReportBody report;
+  report.rx = joiner_.TakeRxRecords(t.peer.id, kMaxRxRecords);
+  if (t.reports++ % static_cast<uint64_t>(std::max(options_.gossip_every, 1)) == 0) {
+    std::lock_guard lock(mu_);
+    report.edges = model_.EdgesToGossip(kMaxEdgeRecords);
+  }
+  if (report.rx.empty() && report.edges.empty()) return;
+  auto er = codec_.Encode(Packet{self_, t.peer.id, packet_seq_++, std::move(report)});
+  if (!er.ok()) return;
+  if (transport_.Send(t.peer.endpoint, *er).ok()) {
+    sent_.Inc({"report"});
+  } else {
+    send_errors_.Inc();
+  }
+}
+
+void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
+  for (const TxCompletion& tx : ev.tx_stamps) {
+    auto it = tx_refs_.find(tx.tx_id);
+    if (it == tx_refs_.end()) continue;  // a report, or too old
+    joiner_.OnLocalTx(it->second.peer, it->second.pair_seq, it->second.index, tx.tx_ns);
+    tx_refs_.erase(it);
+  }
+  bool targets_changed = false;
+  for (const ReceivedDatagram& d : ev.received) {
+    auto accepted = filter_.Accept(d.bytes);
+    if (auto* reason = std::get_if<DropReason>(&accepted)) {
+      dropped_.Inc({DropReasonName(*reason)});
+      continue;
+    }
+    const Packet& p = std::get<Packet>(accepted);
+    // Every node that probes us is probed back, so each edge has both directions.
+    auto [it, fresh] = targets_.try_emplace(p.sender);
+    Target& t = it->second;
+    if (fresh) {
+      auto k = known_.find(p.sender);
+      t.peer = k != known_.end() ? k->second : PeerTarget{"node-" + std::to_string(p.sender), p.sender, d.from};
+      if (k == known_.end() || k->second.endpoint.port == 0) t.peer.endpoint = d.from;
+      t.next_send = Phase(now);
+      targets_changed = true;
+    }
+    t.last_heard = now;
+    if (const auto* probe = std::get_if<ProbeBody>(&p.body)) {
+      received_.Inc({"probe"});
+      // A user-space stamp is a different (worse) measurement: keep it out of
+      // the model. Linux enables RX stamping lazily, so the first packets
+      // after start can miss one.
+      if (d.kernel_stamp) {
+        joiner_.OnProbe(p.sender, *probe, d.rx_ns);
+      } else {
+        unstamped_.Inc();
+      }
+    } else {
+      const auto& report = std::get<ReportBody>(p.body);
+      received_.Inc({"report"});
+      joiner_.OnReport(p.sender, report);
+      std::lock_guard lock(mu_);
+      for (const EdgeRecord& e : report.edges) model_.AddRemoteEdge(e);
+    }
+  }
+  std::vector<CodedPair> ready = joiner_.TakeReady();
+  if (!ready.empty()) {
+    std::lock_guard lock(mu_);
+    for (const CodedPair& pair : ready) model_.AddPair(pair);
+  }
+  for (const CodedPair& pair : ready) pairs_.Inc({pair.src == self_ ? "outbound" : "inbound"});
+  complete_pairs_ += ready.size();
+  if (targets_changed) {
+    std::lock_guard lock(mu_);
+    target_names_.clear();
+    for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
+    std::sort(target_names_.begin(), target_names_.end());
+  }
+}
+
+void ClockSyncService::CloseWindow() {
+  ClockEstimate est;
+  TimeReading reading;
+  {
+    std::lock_guard lock(mu_);
+    est = model_.CloseWindow(node_clock_.NowNs());
+    ++windows_;
+    reading = model_.Read(node_clock_.NowNs());
+  }
+  windows_total_.Inc();
+  RefreshGauges();
+  peers_.Set(est.peers);
+  pure_fraction_.Set(est.pure_fraction);
+  graph_nodes_.Set(est.graph_nodes);
+  if (on_window_) on_window_(est, reading);
+}
+
+void ClockSyncService::RefreshGauges() const {
+  TimeReading reading;
+  double drift = 0;
+  {
+    std::lock_guard lock(mu_);
+    reading = model_.Read(node_clock_.NowNs());
+    drift = model_.model().valid ? model_.model().drift * 1e9 : 0.0;
+  }
+  offset_.Set(reading.offset_ns);
+  drift_.Set(drift);
+  error_bound_.Set(static_cast<double>(reading.error_bound_ns));
+  for (auto s : {ClockSyncState::kFreerun, ClockSyncState::kLocked, ClockSyncState::kHoldover}) {
+    state_.Set({ClockSyncStateName(s)}, s == reading.state ? 1 : 0);
+  }
+}
+
+TimeReading ClockSyncService::Read() const {
+  std::lock_guard lock(mu_);
+  return model_.Read(node_clock_.NowNs());
+}
+
+ClockStatus ClockSyncService::Status(std::optional<int64_t> local_ns) const {
+  std::lock_guard lock(mu_);
+  ClockStatus s;
+  s.reading = model_.Read(local_ns ? *local_ns : node_clock_.NowNs());
+  s.estimate = model_.last();
+  s.model = model_.model();
+  s.peers = target_names_;
+  s.windows = windows_;
+  if (s.model.valid) s.since_model_ns = s.reading.now_ns - s.model.t_ref_ns;
+  return s;
+}
+
+}  // namespace lockstep::agent

@@ -1,0 +1,248 @@
+#include "lockstep/agent/probe_packet.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include <algorithm>
+
+#include "lockstep/agent/wire.h"
+
+namespace lockstep::agent {
+
+const char* DropReasonName(DropReason r) {
+  switch (r) {
+    case DropReason::kTruncated: return "truncated";
+    case DropReason::kOversize: return "oversize";
+    case DropReason::kBadMagic: return "bad_magic";
+    case DropReason::kWrongVersion: return "wrong_version";
+    case DropReason::kBadType: return "bad_type";
+    case DropReason::kMalformed: return "malformed";
+    case DropReason::kUnauthenticated: return "unauthenticated";
+    case DropReason::kReplayed: return "replayed";
+    case DropReason::kMisdirected: return "misdirected";
+    case DropReason::kUnknownSender: return "unknown_sender";
+  }
+  return "unknown";
+}
+
+Result<ProbeKey> ProbeKey::FromBytes(std::string bytes) {
+  if (bytes.size() < 16 || bytes.size() > 4096) {
+    return InvalidArgument("probe key must be between 16 and 4096 bytes (got " +
+                           std::to_string(bytes.size()) + "); generate one with `head -c 32 /dev/urandom`");
+  }
+  return ProbeKey(std::move(bytes));
+}
+
+// HMAC-SHA256 (RFC 2104) with the key schedule done once: the digest states
+// after absorbing (key ^ ipad) and (key ^ opad) are kept, and each MAC starts
+// from copies of them. ~1.7 us per packet here, 6x less than HMAC() one-shot
+// (which fetches the algorithm and re-keys every call).
+struct PacketCodec::MacState {
+  EVP_MD* md = nullptr;
+  EVP_MD_CTX* inner = nullptr;  // immutable after construction
+  EVP_MD_CTX* outer = nullptr;
+  ~MacState() {
+    EVP_MD_CTX_free(inner);
+    EVP_MD_CTX_free(outer);
+    EVP_MD_free(md);
+  }
+};
+
+namespace {
+
+// One scratch digest context per thread: Mac() stays const and thread-safe.
+EVP_MD_CTX* Scratch() {
+  struct Holder {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Holder() { EVP_MD_CTX_free(ctx); }
+  };
+  thread_local Holder holder;
+  return holder.ctx;
+}
+
+}  // namespace
+
+PacketCodec::PacketCodec(const ProbeKey& key) : mac_(std::make_unique<MacState>()) {
+  constexpr size_t kBlock = 64;
+  mac_->md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  mac_->inner = EVP_MD_CTX_new();
+  mac_->outer = EVP_MD_CTX_new();
+  if (mac_->md == nullptr || mac_->inner == nullptr || mac_->outer == nullptr) std::abort();
+  unsigned char k[kBlock] = {};
+  if (key.bytes().size() > kBlock) {
+    unsigned int len = 0;
+    if (EVP_Digest(key.bytes().data(), key.bytes().size(), k, &len, mac_->md, nullptr) != 1) std::abort();
+  } else {
+    std::memcpy(k, key.bytes().data(), key.bytes().size());
+  }
+  unsigned char ipad[kBlock], opad[kBlock];
+  for (size_t i = 0; i < kBlock; ++i) {
+    ipad[i] = static_cast<unsigned char>(k[i] ^ 0x36);
+    opad[i] = static_cast<unsigned char>(k[i] ^ 0x5c);
+  }
+  if (EVP_DigestInit_ex(mac_->inner, mac_->md, nullptr) != 1 || EVP_DigestUpdate(mac_->inner, ipad, kBlock) != 1 ||
+      EVP_DigestInit_ex(mac_->outer, mac_->md, nullptr) != 1 || EVP_DigestUpdate(mac_->outer, opad, kBlock) != 1) {
+    std::abort();  // an OpenSSL without SHA-256: nothing sensible to do
+  }
+  OPENSSL_cleanse(k, sizeof k);
+  OPENSSL_cleanse(ipad, sizeof ipad);
+  OPENSSL_cleanse(opad, sizeof opad);
+}
+
+PacketCodec::~PacketCodec() = default;
+
+std::optional<std::array<uint8_t, kMacSize>> PacketCodec::Mac(std::span<const uint8_t> data) const {
+  EVP_MD_CTX* w = Scratch();
+  unsigned char h[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (w == nullptr || EVP_MD_CTX_copy_ex(w, mac_->inner) != 1 || EVP_DigestUpdate(w, data.data(), data.size()) != 1 ||
+      EVP_DigestFinal_ex(w, h, &len) != 1 || EVP_MD_CTX_copy_ex(w, mac_->outer) != 1 ||
+      EVP_DigestUpdate(w, h, len) != 1 || EVP_DigestFinal_ex(w, h, &len) != 1 || len < kMacSize) {
+    return std::nullopt;
+  }
+  std::array<uint8_t, kMacSize> out{};
+  std::copy(h, h + kMacSize, out.begin());
+  return out;
+}
+
+Result<std::vector<uint8_t>> PacketCodec::Encode(const Packet& p) const {
+  std::vector<uint8_t> out;
+  out.reserve(kMaxPacketSize);
+  WireWriter w(out);
+  w.U32(kProbeMagic);
+  w.U8(kProbeVersion);
+  w.U8(static_cast<uint8_t>(p.type()));
+  w.U16(0);  // body length, patched below
+  w.U64(p.sender);
+  w.U64(p.dest);
+  w.U64(p.seq);
+  if (const auto* probe = std::get_if<ProbeBody>(&p.body)) {
+    if (probe->index > 1) return InvalidArgument("probe index must be 0 or 1");
+    w.U64(probe->pair_seq);
+    w.U8(probe->index);
+    w.U8(probe->prev_valid ? 1 : 0);
+    w.U16(0);
+    w.U32(probe->spacing_ns);
+    w.I64(probe->tx_app_ns);
+    w.U64(probe->prev_valid ? probe->prev_pair_seq : 0);
+    w.I64(probe->prev_valid ? probe->prev_tx_ns[0] : 0);
+    w.I64(probe->prev_valid ? probe->prev_tx_ns[1] : 0);
+  } else {
+    const auto& report = std::get<ReportBody>(p.body);
+    if (report.rx.size() > kMaxRxRecords || report.edges.size() > kMaxEdgeRecords) {
+      return InvalidArgument("report carries too many records (rx <= " + std::to_string(kMaxRxRecords) +
+                             ", edges <= " + std::to_string(kMaxEdgeRecords) + ")");
+    }
+    w.U16(static_cast<uint16_t>(report.rx.size()));
+    w.U16(static_cast<uint16_t>(report.edges.size()));
+    w.U32(0);
+    for (const RxRecord& r : report.rx) {
+      w.U64(r.pair_seq);
+      w.I64(r.rx_ns[0]);
+      w.I64(r.rx_ns[1]);
+    }
+    for (const EdgeRecord& e : report.edges) {
+      w.U64(e.a);
+      w.U64(e.b);
+      w.I64(e.t_ref_ns);
+      w.U64(std::bit_cast<uint64_t>(e.offset_ns));
+      w.U64(std::bit_cast<uint64_t>(e.drift));
+      w.U32(std::bit_cast<uint32_t>(e.margin_ns));
+      w.U32(std::bit_cast<uint32_t>(e.offset_sigma_ns));
+      w.U32(std::bit_cast<uint32_t>(e.drift_sigma));
+      w.U32(e.drift_identified ? 1 : 0);
+    }
+  }
+  w.PatchU16(6, static_cast<uint16_t>(out.size() - kHeaderSize));
+  auto mac = Mac(out);
+  if (!mac) return Internal("HMAC-SHA256 failed in OpenSSL");
+  out.insert(out.end(), mac->begin(), mac->end());
+  return out;
+}
+
+std::variant<Packet, DropReason> PacketCodec::Decode(std::span<const uint8_t> bytes) const {
+  if (bytes.size() < kHeaderSize + kMacSize) return DropReason::kTruncated;
+  if (bytes.size() > kMaxPacketSize) return DropReason::kOversize;
+  WireReader r(bytes);
+  if (r.U32() != kProbeMagic) return DropReason::kBadMagic;
+  if (r.U8() != kProbeVersion) return DropReason::kWrongVersion;
+  uint8_t type = r.U8();
+  if (type != static_cast<uint8_t>(PacketType::kProbe) && type != static_cast<uint8_t>(PacketType::kReport)) {
+    return DropReason::kBadType;
+  }
+  size_t body_len = r.U16();
+  if (bytes.size() < kHeaderSize + body_len + kMacSize) return DropReason::kTruncated;
+  if (bytes.size() > kHeaderSize + body_len + kMacSize) return DropReason::kOversize;
+  // Authenticate before interpreting anything else.
+  auto signed_part = bytes.first(kHeaderSize + body_len);
+  auto want = Mac(signed_part);
+  if (!want || CRYPTO_memcmp(want->data(), bytes.data() + kHeaderSize + body_len, kMacSize) != 0) {
+    return DropReason::kUnauthenticated;
+  }
+  Packet p;
+  p.sender = r.U64();
+  p.dest = r.U64();
+  p.seq = r.U64();
+  WireReader b(bytes.subspan(kHeaderSize, body_len));
+  if (type == static_cast<uint8_t>(PacketType::kProbe)) {
+    if (body_len != kProbeBodySize) return DropReason::kMalformed;
+    ProbeBody probe;
+    probe.pair_seq = b.U64();
+    probe.index = b.U8();
+    uint8_t flags = b.U8();
+    uint16_t reserved = b.U16();
+    probe.spacing_ns = b.U32();
+    probe.tx_app_ns = b.I64();
+    probe.prev_pair_seq = b.U64();
+    probe.prev_tx_ns[0] = b.I64();
+    probe.prev_tx_ns[1] = b.I64();
+    if (!b.ok() || probe.index > 1 || (flags & ~1u) != 0 || reserved != 0) return DropReason::kMalformed;
+    probe.prev_valid = (flags & 1u) != 0;
+    if (!probe.prev_valid && (probe.prev_pair_seq != 0 || probe.prev_tx_ns[0] != 0 || probe.prev_tx_ns[1] != 0)) {
+      return DropReason::kMalformed;
+    }
+    p.body = probe;
+    return p;
+  }
+  ReportBody report;
+  size_t n_rx = b.U16();
+  size_t n_edges = b.U16();
+  uint32_t reserved = b.U32();
+  if (!b.ok() || reserved != 0 || n_rx > kMaxRxRecords || n_edges > kMaxEdgeRecords ||
+      body_len != kReportFixedSize + n_rx * kRxRecordSize + n_edges * kEdgeRecordSize) {
+    return DropReason::kMalformed;
+  }
+  report.rx.resize(n_rx);
+  for (RxRecord& rec : report.rx) {
+    rec.pair_seq = b.U64();
+    rec.rx_ns[0] = b.I64();
+    rec.rx_ns[1] = b.I64();
+  }
+  report.edges.resize(n_edges);
+  for (EdgeRecord& e : report.edges) {
+    e.a = b.U64();
+    e.b = b.U64();
+    e.t_ref_ns = b.I64();
+    e.offset_ns = std::bit_cast<double>(b.U64());
+    e.drift = std::bit_cast<double>(b.U64());
+    e.margin_ns = std::bit_cast<float>(b.U32());
+    e.offset_sigma_ns = std::bit_cast<float>(b.U32());
+    e.drift_sigma = std::bit_cast<float>(b.U32());
+    uint32_t flags = b.U32();
+    if ((flags & ~1u) != 0 || !std::isfinite(e.offset_ns) || !std::isfinite(e.drift) ||
+        !std::isfinite(e.margin_ns) || !std::isfinite(e.offset_sigma_ns) || !std::isfinite(e.drift_sigma)) {
+      return DropReason::kMalformed;
+    }
+    e.drift_identified = (flags & 1u) != 0;
+  }
+  if (!b.ok()) return DropReason::kMalformed;
+  p.body = std::move(report);
+  return p;
+}
+
+}  // namespace lockstep::agent

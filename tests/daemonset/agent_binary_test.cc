@@ -1,0 +1,177 @@
+// The lockstep-agent binary as a process: exit codes for configuration errors,
+// serving /time, /metrics and `clock status`, graceful exit on SIGTERM.
+// Ports are all 0 (picked by the kernel, read back from the start log line).
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lockstep/agent/net/http_get.h"
+
+namespace lockstep::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Child {
+  pid_t pid = -1;
+  int err_fd = -1;  // the child's stderr
+  int out_fd = -1;
+};
+
+Child Spawn(const std::vector<std::string>& args) {
+  int err[2], out[2];
+  REQUIRE(::pipe(err) == 0);
+  REQUIRE(::pipe(out) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(err[1], 2);
+    ::dup2(out[1], 1);
+    ::close(err[0]);
+    ::close(out[0]);
+    std::vector<char*> argv;
+    std::string bin = LOCKSTEP_AGENT_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(err[1]);
+  ::close(out[1]);
+  return {pid, err[0], out[0]};
+}
+
+// Reads from fd until `stop` matches or 5 s pass.
+std::string ReadUntil(int fd, const std::function<bool(const std::string&)>& stop) {
+  std::string buf;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!stop(buf) && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char tmp[4096];
+    ssize_t n = ::read(fd, tmp, sizeof tmp);
+    if (n <= 0) break;
+    buf.append(tmp, static_cast<size_t>(n));
+  }
+  return buf;
+}
+
+// Waits up to 5 s for the child to exit; returns its exit code (or -1).
+int Wait(pid_t pid) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ::poll(nullptr, 0, 10);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+Run RunToEnd(const std::vector<std::string>& args) {
+  Child c = Spawn(args);
+  std::string err = ReadUntil(c.err_fd, [](const std::string&) { return false; });
+  std::string out = ReadUntil(c.out_fd, [](const std::string&) { return false; });
+  ::close(c.err_fd);
+  ::close(c.out_fd);
+  return {Wait(c.pid), out, err};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/lockstep-agent-test-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& content) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p) << content;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST_CASE("configuration errors exit with code 2 and say what is wrong", "[daemonset][binary]") {
+  TempDir dir;
+  auto bad = RunToEnd({"--config", dir.Write("a.yaml", "probe: {intervalMs: 0}\n"), "--node-name", "n"});
+  REQUIRE(bad.code == 2);
+  REQUIRE(bad.err.find("probe.intervalMs must be between 1 and 60000 (got 0)") != std::string::npos);
+  auto unknown = RunToEnd({"--config", dir.Write("b.yaml", "probes: {}\n"), "--node-name", "n"});
+  REQUIRE(unknown.code == 2);
+  REQUIRE(unknown.err.find("unknown key probes") != std::string::npos);
+  auto missing = RunToEnd({"--config", "/nonexistent/agent.yaml"});
+  REQUIRE(missing.code == 2);
+  auto no_key = RunToEnd({"--config", dir.Write("c.yaml", "probeKeyFile: /nonexistent/key\n"), "--node-name", "n"});
+  REQUIRE(no_key.code == 2);
+  REQUIRE(no_key.err.find("probeKeyFile") != std::string::npos);
+  auto flag = RunToEnd({"--frobnicate"});
+  REQUIRE(flag.code == 2);
+  auto help = RunToEnd({"--help"});
+  REQUIRE(help.code == 0);
+  REQUIRE(help.out.find("clock status") != std::string::npos);
+  auto status = RunToEnd({"clock", "status", "--addr", "127.0.0.1:1"});
+  REQUIRE(status.code == 1);
+  REQUIRE(status.err.find("cannot connect") != std::string::npos);
+}
+
+TEST_CASE("the agent serves time and metrics and exits cleanly on SIGTERM", "[daemonset][binary]") {
+  TempDir dir;
+  std::string key = dir.Write("key", "0123456789abcdef0123456789abcdef\n");
+  std::string config = dir.Write("agent.yaml", "nodeName: node-a\nprobe: {port: 0}\nprobeKeyFile: " + key +
+                                                   "\nhealthAddr: 127.0.0.1:0\ntimeApiAddr: 127.0.0.1:0\n");
+  Child c = Spawn({"--config", config, "--bind-address", "127.0.0.1", "--virtual-clock",
+                   "offset_ns=1000000,drift_ppb=5000,wander=1,seed=3"});
+  std::string log = ReadUntil(c.err_fd, [](const std::string& s) { return s.find("lockstep-agent started") != std::string::npos; });
+  INFO(log);
+  auto line = nlohmann::json::parse(log.substr(0, log.find('\n')), nullptr, false);
+  REQUIRE_FALSE(line.is_discarded());
+  auto port_of = [&](const char* key) {
+    std::string a = line[key].get<std::string>();
+    return std::stoi(a.substr(a.rfind(':') + 1));
+  };
+  const int health = port_of("health_addr"), time_api = port_of("time_api_addr");
+  auto t = HttpGet("127.0.0.1", time_api, "/time");
+  REQUIRE(t.ok());
+  auto j = nlohmann::json::parse(t->body);
+  REQUIRE(j["state"] == "FREERUN");  // no peers: nothing to sync with
+  REQUIRE(j.contains("earliest_ns"));
+  REQUIRE(HttpGet("127.0.0.1", health, "/readyz")->status == 200);
+  auto m = HttpGet("127.0.0.1", health, "/metrics");
+  REQUIRE(m->body.find("lockstep_agent_info{node=\"node-a\"") != std::string::npos);
+  REQUIRE(m->body.find("lockstep_clock_state{state=\"FREERUN\"} 1") != std::string::npos);
+  REQUIRE(m->body.find("lockstep_virtual_clock_true_offset_ns 100") != std::string::npos);
+  auto status = RunToEnd({"clock", "status", "--addr", "127.0.0.1:" + std::to_string(time_api)});
+  REQUIRE(status.code == 0);
+  REQUIRE(status.out.find("state:               FREERUN") != std::string::npos);
+  REQUIRE(status.out.find("true offset") != std::string::npos);
+  ::kill(c.pid, SIGTERM);
+  REQUIRE(Wait(c.pid) == 0);
+  ::close(c.err_fd);
+  ::close(c.out_fd);
+}
+
+}  // namespace
+}  // namespace lockstep::agent

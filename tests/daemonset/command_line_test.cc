@@ -1,0 +1,51 @@
+#include <catch2/catch.hpp>
+
+#include "lockstep/agent/command_line.h"
+
+namespace lockstep::agent {
+namespace {
+
+TEST_CASE("run flags accept --flag value and --flag=value", "[daemonset][cli]") {
+  auto cl = ParseCommandLine({"--config=/etc/a.yaml", "--node-name", "n1", "--probe-port=0", "--seed", "42",
+                              "--virtual-clock", "offset_ns=5,drift_ppb=1", "--health-addr=127.0.0.1:0"});
+  REQUIRE(cl.ok());
+  REQUIRE(cl->command == CommandLine::Command::kRun);
+  REQUIRE(cl->config_path == "/etc/a.yaml");
+  REQUIRE(*cl->node_name == "n1");
+  REQUIRE(*cl->probe_port == 0);
+  REQUIRE(*cl->seed == 42);
+  AgentConfig config;
+  REQUIRE(ApplyOverrides(*cl, config).ok());
+  REQUIRE(config.node_name == "n1");
+  REQUIRE(config.probe.port == 0);
+  REQUIRE(config.health_addr == HostPort{"127.0.0.1", 0});
+}
+
+TEST_CASE("clock status takes --addr and --json", "[daemonset][cli]") {
+  auto cl = ParseCommandLine({"clock", "status", "--addr", "127.0.0.1:9700", "--json"});
+  REQUIRE(cl.ok());
+  REQUIRE(cl->command == CommandLine::Command::kClockStatus);
+  REQUIRE(cl->status_addr == "127.0.0.1:9700");
+  REQUIRE(cl->json);
+  REQUIRE(ParseCommandLine({"clock", "status"})->status_addr == "127.0.0.1:9611");
+}
+
+TEST_CASE("command line errors are clear", "[daemonset][cli]") {
+  REQUIRE(ParseCommandLine({}).error().message.find("--config PATH is required") != std::string::npos);
+  REQUIRE(ParseCommandLine({"--config", "a", "--bogus"}).error().message.find("unknown flag \"--bogus\"") !=
+          std::string::npos);
+  REQUIRE(ParseCommandLine({"--config"}).error().message.find("--config needs a value") != std::string::npos);
+  REQUIRE(ParseCommandLine({"--config", "a", "--probe-port", "99999"}).error().message.find("between 0 and 65535") !=
+          std::string::npos);
+  REQUIRE(ParseCommandLine({"clock"}).error().message.find("clock status") != std::string::npos);
+  REQUIRE_FALSE(ParseCommandLine({"clock", "status", "--addr", "nowhere"}).ok());
+  REQUIRE(ParseCommandLine({"--help"})->command == CommandLine::Command::kHelp);
+  REQUIRE(ParseCommandLine({"version"})->command == CommandLine::Command::kVersion);
+  AgentConfig config;
+  auto cl = ParseCommandLine({"--config", "a", "--health-addr", "9610"});
+  REQUIRE(cl.ok());
+  REQUIRE_FALSE(ApplyOverrides(*cl, config).ok());
+}
+
+}  // namespace
+}  // namespace lockstep::agent

@@ -1,0 +1,109 @@
+#include <catch2/catch.hpp>
+
+#include "lockstep/agent/config.h"
+
+namespace lockstep::agent {
+namespace {
+
+const char* kExample = R"(
+policy: default
+nodeName: ""
+probe: {port: 7311, intervalMs: 20, peersPerNode: 16, missThreshold: 3}
+clockSync: {enabled: true, windowSeconds: 2, disciplineHostClock: false, maxErrorBoundNs: 1000}
+failover: {enabled: true, readmitAfterSeconds: 2, maxHoldDownSeconds: 300}
+flapAlertPerHour: 8
+loadBalancing: true
+probeKeyFile: /etc/lockstep/probe-key/key
+healthAddr: 0.0.0.0:9610
+timeApiAddr: 127.0.0.1:9611
+peers:
+  - {name: node-b, address: 10.0.0.2}
+  - {name: node-c, address: "10.0.0.3:7400"}
+)";
+
+std::string ErrorOf(const std::string& yaml) {
+  auto r = ParseAgentConfig(yaml, "agent.yaml");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.code() == ErrorCode::kInvalidArgument);
+  return r.error().message;
+}
+
+TEST_CASE("the documented agent.yaml parses", "[daemonset][config]") {
+  auto c = ParseAgentConfig(kExample, "agent.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(c->policy == "default");
+  REQUIRE(c->node_name.empty());
+  REQUIRE(c->probe.port == 7311);
+  REQUIRE(c->probe.interval_ms == 20);
+  REQUIRE(c->probe.peers_per_node == 16);
+  REQUIRE(c->clock_sync.max_error_bound_ns == 1000);
+  REQUIRE(c->failover.max_hold_down_seconds == 300);
+  REQUIRE(c->health_addr == HostPort{"0.0.0.0", 9610});
+  REQUIRE(c->time_api_addr == HostPort{"127.0.0.1", 9611});
+  REQUIRE(c->peers.size() == 2);
+  REQUIRE(c->peers[0] == PeerConfig{"node-b", "10.0.0.2", 0});
+  REQUIRE(c->peers[1] == PeerConfig{"node-c", "10.0.0.3", 7400});
+}
+
+TEST_CASE("an empty config gives the defaults", "[daemonset][config]") {
+  auto c = ParseAgentConfig("", "agent.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(c->probe.interval_ms == 20);
+  REQUIRE(c->clock_sync.window_seconds == 2);
+  REQUIRE_FALSE(c->clock_sync.discipline_host_clock);
+}
+
+TEST_CASE("unknown keys are errors that list the allowed keys", "[daemonset][config]") {
+  std::string e = ErrorOf("probe: {intervalMS: 20}\n");
+  REQUIRE(e == "agent.yaml: unknown key probe.intervalMS (allowed: port, intervalMs, peersPerNode, missThreshold)");
+  REQUIRE(ErrorOf("colour: blue\n").find("unknown key colour") != std::string::npos);
+  REQUIRE(ErrorOf("peers: [{name: a, address: 10.0.0.1, zone: x}]\n").find("unknown key peers[0].zone") !=
+          std::string::npos);
+}
+
+TEST_CASE("bad values name the key and the allowed range", "[daemonset][config]") {
+  REQUIRE(ErrorOf("probe: {intervalMs: 0}\n") == "agent.yaml: probe.intervalMs must be between 1 and 60000 (got 0)");
+  REQUIRE(ErrorOf("probe: {intervalMs: fast}\n") ==
+          "agent.yaml: probe.intervalMs must be an integer between 1 and 60000 (got \"fast\")");
+  REQUIRE(ErrorOf("probe: {port: 70000}\n").find("probe.port must be between 0 and 65535") != std::string::npos);
+  REQUIRE(ErrorOf("clockSync: {enabled: maybe}\n") == "agent.yaml: clockSync.enabled must be true or false (got \"maybe\")");
+  REQUIRE(ErrorOf("clockSync: {windowSeconds: 61}\n").find("clockSync.windowSeconds must be between 1 and 60") !=
+          std::string::npos);
+  REQUIRE(ErrorOf("healthAddr: localhost:80\n").find("healthAddr must be \"<IPv4>:<port>\"") != std::string::npos);
+  REQUIRE(ErrorOf("failover: {readmitAfterSeconds: 10, maxHoldDownSeconds: 5}\n")
+              .find("failover.maxHoldDownSeconds must be at least failover.readmitAfterSeconds") != std::string::npos);
+  REQUIRE(ErrorOf("probe: {intervalMs: 60000, missThreshold: 3}\n").find("at most 60000 ms") != std::string::npos);
+  REQUIRE(ErrorOf("probe: 5\n").find("probe must be a map") != std::string::npos);
+  REQUIRE(ErrorOf("peers: [{name: a, address: db.example}]\n").find("peers[0].address must be an IPv4 address") !=
+          std::string::npos);
+  REQUIRE(ErrorOf("probe: {port: [1]}\n").find("probe.port must be an integer") != std::string::npos);
+  REQUIRE(ErrorOf("probe: {\n").find("not valid YAML") != std::string::npos);
+}
+
+TEST_CASE("a peers file is a list or a map with peers", "[daemonset][config]") {
+  auto a = ParsePeers("- {name: x, address: 10.0.0.9}\n", "peers.yaml");
+  REQUIRE(a.ok());
+  REQUIRE(a->size() == 1);
+  auto b = ParsePeers("peers:\n  - {name: y, address: 10.0.0.8, port: 9000}\n", "peers.yaml");
+  REQUIRE(b.ok());
+  REQUIRE((*b)[0].port == 9000);
+  REQUIRE_FALSE(ParsePeers("nodes: []\n", "peers.yaml").ok());
+}
+
+TEST_CASE("validation after flags needs a node name and distinct peers", "[daemonset][config]") {
+  AgentConfig c;
+  auto v = ValidateAgentConfig(c);
+  REQUIRE_FALSE(v.ok());
+  REQUIRE(v.error().message.find("--node-name") != std::string::npos);
+  c.node_name = "node-a";
+  c.peers = {{"node-a", "10.0.0.1", 0}, {"node-b", "10.0.0.2", 0}};
+  REQUIRE(ValidateAgentConfig(c).ok());  // a shared list may include us
+  c.peers.push_back({"node-b", "10.0.0.3", 0});
+  REQUIRE(ValidateAgentConfig(c).error().message.find("duplicate peer name \"node-b\"") != std::string::npos);
+  c.peers.pop_back();
+  c.bind_address = "eth0";
+  REQUIRE_FALSE(ValidateAgentConfig(c).ok());
+}
+
+}  // namespace
+}  // namespace lockstep::agent
