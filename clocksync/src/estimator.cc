@@ -23,7 +23,6 @@ bool EdgeLess(const EdgeReport& x, const EdgeReport& y) {
 // Per-solve scratch shared by the steps.
 struct Estimator::Prepared {
   uint32_t num_nodes = 0;
-  int64_t t_ref = 0;
   std::vector<double> pred_offset;   // prediction from the previous solution
   std::vector<uint8_t> has_pred;
 };
@@ -264,7 +263,7 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
 
   // Offsets. Edge e's offset is on a's clock at t_ref, i.e. at fabric instant
   // t_ref - x_a; moving it to fabric t_ref adds (drift in a-clock units) * x_a.
-  // x_a comes from a first pass (warm-started from the previous prediction).
+  // x_a is the previous solution's prediction, or a first pass for nodes without one.
   std::vector<NetworkEdge> oe(edges.size());
   std::vector<double> beta(edges.size());
   for (size_t e = 0; e < edges.size(); ++e) {
@@ -384,7 +383,6 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
   pending_.clear();
 
   Prepared prep;
-  prep.t_ref = window_end_ns;
   NodeId max_id = max_id_;
   for (const EdgeSummary& s : remote_) max_id = std::max(max_id, s.b);
   prep.num_nodes = std::max<uint32_t>(max_id + 1, static_cast<uint32_t>(prev_.size()));

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <malloc.h>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,7 +70,10 @@ struct Row {
   uint32_t cg_iterations = 0, components = 0, invalid_nodes = 0;
 };
 
+// Returns freed heap to the OS, then restarts the kernel's peak-RSS counter, so
+// VmHWM measures this configuration only.
 bool ResetPeakRss() {
+  malloc_trim(0);
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
   return static_cast<bool>(f);

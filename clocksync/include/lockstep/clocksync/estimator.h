@@ -72,7 +72,7 @@ struct EstimatorOptions {
   double outlier_guard_multiple = 3.0;
   NetworkOptions network;
   double cg_offset_tolerance_ns = 0.05;  // network.abs_tolerance for the offset solve
-  double cg_drift_tolerance = 1e-12;     // ... and for the drift solve
+  double cg_drift_tolerance = 1e-11;     // ... and for the drift solve
   GaugeMode gauge = GaugeMode::kContinuous;
   int64_t continuity_max_age_ns = 60'000'000'000;  // forget a vanished node's last estimate
   double bound_sigmas = 3.0;
