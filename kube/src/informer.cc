@@ -169,7 +169,6 @@ bool Informer::HandleEvent(const WatchEvent& ev) {
   if (ev.type == "ADDED" || ev.type == "MODIFIED") {
     auto obj = std::make_shared<const Json>(ev.object);
     ObjectPtr old = store_.Upsert(key, obj);
-    SetResourceVersion(rv);
     for (const EventHandlers& h : handlers_) {
       if (old == nullptr) {
         if (h.on_add) h.on_add(obj);
@@ -177,13 +176,14 @@ bool Informer::HandleEvent(const WatchEvent& ev) {
         h.on_update(old, obj);
       }
     }
+    SetResourceVersion(rv);  // after the handlers, so a caught-up informer has queued its work
   } else if (ev.type == "DELETED") {
     store_.Erase(key);
-    SetResourceVersion(rv);
     auto last = std::make_shared<const Json>(ev.object);
     for (const EventHandlers& h : handlers_) {
       if (h.on_delete) h.on_delete(last);
     }
+    SetResourceVersion(rv);
   } else {
     log::Warn("informer: unknown watch event type", {{"resource", gvr_.resource}, {"type", ev.type}});
   }

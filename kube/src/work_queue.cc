@@ -104,6 +104,11 @@ size_t WorkQueue::Len() const {
   return queue_.size();
 }
 
+size_t WorkQueue::ProcessingLen() const {
+  std::lock_guard l(mu_);
+  return processing_.size();
+}
+
 size_t WorkQueue::WaitingLen() const {
   std::lock_guard l(mu_);
   return waiting_.size();

@@ -48,8 +48,21 @@ struct Operator {
     for (auto* i : {&policies, &nodes, &healths, &daemonsets, &configmaps}) i->Stop();
   }
   bool Idle() {
-    return policy_ctl.queue().Len() == 0 && health_ctl.queue().Len() == 0 && policy_ctl.queue().WaitingLen() == 0 &&
-           health_ctl.queue().WaitingLen() == 0;
+    for (auto* c : {&policy_ctl, &health_ctl}) {
+      if (c->queue().Len() != 0 || c->queue().WaitingLen() != 0 || c->queue().ProcessingLen() != 0) return false;
+    }
+    return true;
+  }
+  // Nothing left to happen: every informer has handled every write (a bookmark carries
+  // the latest resourceVersion to each watch), no key is queued, parked or in a
+  // worker, and nothing was written meanwhile.
+  bool Settled() {
+    std::string rv = api.CurrentResourceVersion();
+    api.SendBookmarks();
+    for (auto* i : {&policies, &nodes, &healths, &daemonsets, &configmaps}) {
+      if (i->ResourceVersion() != rv) return false;
+    }
+    return Idle() && api.CurrentResourceVersion() == rv;
   }
 
   FakeKubeApi& api;
@@ -88,11 +101,11 @@ TEST_CASE("operator converges: agent objects, one FabricHealth per GPU node, pol
   REQUIRE(kube::GetString(*h, {"metadata", "labels", "lockstep.dev/policy"}) == "default");
 
   SECTION("a converged operator writes nothing more") {
-    REQUIRE(Eventually([&] { return op.Idle(); }));
+    REQUIRE(Eventually([&] { return op.Settled(); }));
     uint64_t writes = api.WriteCount();
     for (const auto& k : op.policies.store().Keys()) op.policy_ctl.queue().Add(k);
     for (const auto& k : op.nodes.store().Keys()) op.health_ctl.queue().Add(k);
-    REQUIRE(Eventually([&] { return op.Idle(); }));
+    REQUIRE(Eventually([&] { return op.Settled(); }));
     REQUIRE(api.WriteCount() == writes);
   }
   SECTION("a new GPU node gets a FabricHealth and a deleted one loses it") {

@@ -68,6 +68,8 @@ class WorkQueue {
   size_t Len() const;
   // Keys parked by AddAfter/AddRateLimited.
   size_t WaitingLen() const;
+  // Keys handed out by Get()/TryGet() and not yet Done().
+  size_t ProcessingLen() const;
   // Time until the earliest parked key is ready (per the clock), if any.
   std::optional<Nanos> NextReadyIn() const;
 
