@@ -1,9 +1,11 @@
 // `lockstep-agent run`: load the config, build the adapters, wire the
-// clock-sync service and the HTTP servers, run until SIGTERM/SIGINT.
+// clock-sync service, the HTTP servers and (in Kubernetes mode) peer
+// discovery and FabricHealth reporting; run until SIGTERM/SIGINT.
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "lockstep/agent/agent_http.h"
 #include "lockstep/agent/clock_sync_service.h"
 #include "lockstep/agent/config.h"
+#include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/net/host_clock.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
@@ -22,6 +25,8 @@
 #include "lockstep/common/http_server.h"
 #include "lockstep/common/log.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/kube/curl_kube_api.h"
+#include "lockstep/kube/kube_config.h"
 
 namespace lockstep::agent {
 namespace {
@@ -48,6 +53,34 @@ log::Level ParseLevel(const std::string& s) {
   if (s == "warn") return log::Level::kWarn;
   if (s == "error") return log::Level::kError;
   return log::Level::kInfo;
+}
+
+// Kubernetes mode: explicit credentials (--kubeconfig, --server), or running
+// in a pod without static peers. nullopt: standalone.
+Result<std::optional<kube::KubeConfig>> KubeConfigFor(const CommandLine& cl, const AgentConfig& config) {
+  if (!cl.kubeconfig.empty() || !cl.server.empty()) {
+    if (!config.peers.empty()) {
+      return InvalidArgument("peers: (or --peers-file) and Kubernetes discovery (--kubeconfig/--server) are "
+                             "exclusive; drop one");
+    }
+    auto c = kube::LoadDefaultConfig({.kubeconfig = cl.kubeconfig,
+                                      .context = cl.kube_context,
+                                      .server = cl.server,
+                                      .token_file = cl.token_file,
+                                      .ca_file = cl.certificate_authority});
+    if (!c.ok()) return c.error();
+    return std::optional<kube::KubeConfig>(std::move(*c));
+  }
+  if (!config.peers.empty() || std::getenv("KUBERNETES_SERVICE_HOST") == nullptr) {
+    return std::optional<kube::KubeConfig>();
+  }
+  auto c = kube::LoadInClusterConfig();
+  if (!c.ok()) {
+    log::Warn("in a pod but without ServiceAccount credentials: running standalone, no peers",
+              {{"error", c.error().message}});
+    return std::optional<kube::KubeConfig>();
+  }
+  return std::optional<kube::KubeConfig>(std::move(*c));
 }
 
 }  // namespace
@@ -92,9 +125,13 @@ int RunAgent(const CommandLine& cl) {
 
   log::SetComponent("agent");
   log::SetLevel(ParseLevel(cl.log_level));
+  auto kube_config = KubeConfigFor(cl, config);
+  if (!kube_config.ok()) return ConfigError(kube_config.error().message);
 
   // --- adapters ---
-  SystemNodeClock system_clock;
+  // Under --virtual-clock every agent process on the machine shares one base
+  // clock, so their ground truths compare (see system_node_clock.h).
+  SystemNodeClock system_clock(/*shared_anchor=*/vparams.has_value());
   std::unique_ptr<VirtualClock> virtual_clock;
   if (vparams) virtual_clock = std::make_unique<VirtualClock>(system_clock, *vparams);
   const NodeClock& node_clock = virtual_clock ? static_cast<const NodeClock&>(*virtual_clock) : system_clock;
@@ -151,6 +188,30 @@ int RunAgent(const CommandLine& cl) {
         discipline_active.Set(0);
       }
     });
+  }
+
+  // --- Kubernetes: peer discovery and FabricHealth reports ---
+  std::unique_ptr<kube::CurlKubeApi> kube_api;
+  std::unique_ptr<KubeAgent> kube_agent;
+  if (*kube_config) {
+    auto api = kube::CurlKubeApi::FromConfig(**kube_config, SystemClock::Instance(),
+                                             {.request_timeout = std::chrono::seconds(15),
+                                              .user_agent = std::string("lockstep-agent/") + kAgentVersion,
+                                              .registry = &registry});
+    if (!api.ok()) return ConfigError(api.error().message);
+    kube_api = std::move(*api);
+    KubeAgentOptions ko;
+    ko.node_name = config.node_name;
+    ko.policy = config.policy;
+    ko.policy_probe_port = config.probe.port;
+    ko.peers_per_node = config.probe.peers_per_node;
+    ko.seed = seed;
+    ko.node_address_fallback = cl.node_address_fallback;
+    ko.advertise_address = cl.advertise_address.value_or("");
+    ko.bind_address = config.bind_address;
+    ko.bound_port = (*transport)->local().port;
+    ko.report_interval = std::chrono::seconds(cl.report_interval_seconds);
+    kube_agent = std::make_unique<KubeAgent>(*kube_api, SystemClock::Instance(), service.get(), ko, registry);
   }
 
   // --- HTTP ---
@@ -213,8 +274,10 @@ int RunAgent(const CommandLine& cl) {
              {"health_addr", config.health_addr.host + ":" + std::to_string(health.port())},
              {"time_api_addr", config.time_api_addr.host + ":" + std::to_string(time_api.port())},
              {"clock_sync", config.clock_sync.enabled ? "enabled" : "disabled"},
+             {"mode", kube_agent ? "kubernetes (" + (*kube_config)->server + ")" : "standalone"},
              {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
              {"peers", selected_names}});
+  if (kube_agent) kube_agent->Start();
   ready = true;
   TransportEvents idle;
   while (!g_stop) {
@@ -227,6 +290,7 @@ int RunAgent(const CommandLine& cl) {
   }
   ready = false;
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});
+  if (kube_agent) kube_agent->Stop();
   time_api.Stop();
   health.Stop();
   return kExitOk;

@@ -10,6 +10,7 @@ namespace {
 clocksync::EstimatorOptions EstimatorOptionsFor(const ClockModelOptions&) {
   clocksync::EstimatorOptions o;
   o.gauge = clocksync::GaugeMode::kMeanZero;  // nodes holding the same edges agree exactly
+  o.compute_baseline = true;                  // ClockEstimate::ntp, for benchmarks only
   return o;
 }
 
@@ -107,6 +108,7 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   // Own fitted edges join the gossip table under wire ids.
   for (const clocksync::EdgeReport& rep : sol.edges) {
     if (!rep.local) continue;
+    if (rep.has_ntp) est.ntp.push_back({wire_[rep.fit.b], rep.ntp.offset_ns, rep.ntp.at_ns, rep.ntp.delay_ns});
     EdgeRecord e{wire_[rep.fit.a],
                  wire_[rep.fit.b],
                  rep.fit.t_ref_ns,

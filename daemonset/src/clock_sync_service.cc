@@ -1,6 +1,7 @@
 #include "lockstep/agent/clock_sync_service.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace lockstep::agent {
 namespace {
@@ -51,25 +52,59 @@ ClockSyncService::ClockSyncService(ProbeTransport& transport, const NodeClock& n
       windows_total_(registry.Counter("lockstep_clock_windows_total", "Clock sync windows closed")) {
   for (int r = 0; r < kNumDropReasons; ++r) dropped_.Inc({DropReasonName(static_cast<DropReason>(r))}, 0);
   for (const char* s : {"FREERUN", "LOCKED", "HOLDOVER"}) state_.Set({s}, s == std::string("FREERUN") ? 1 : 0);
-  std::unordered_set<NodeId> known_ids;
-  for (const PeerTarget& p : options_.known) {
-    known_[p.id] = p;
-    known_ids.insert(p.id);
-  }
-  for (const PeerTarget& p : options_.selected) {
-    known_[p.id] = p;
-    known_ids.insert(p.id);
-  }
-  if (!options_.known.empty()) filter_.SetKnownSenders(std::move(known_ids));
+  // Pair sequences, like packet sequences, start at the wall clock so that a
+  // restarted agent's pairs are newer than anything its peers still hold.
+  pair_seq_ = packet_seq_;
   MonoTime now = clock_.Monotonic();
-  for (const PeerTarget& p : options_.selected) {
-    if (p.id == self_) continue;
-    targets_[p.id] = Target{p, Phase(now), now, true, 0};
-  }
   next_window_ = now + options_.window;
+  ApplyPeers(options_.selected, options_.known, now);
+}
+
+void ClockSyncService::SetPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known) {
+  std::lock_guard lock(peers_mu_);
+  pending_peers_ = PeerUpdate{std::move(selected), std::move(known)};
+}
+
+void ClockSyncService::SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known) {
+  known_.clear();
+  std::unordered_set<NodeId> ids;
+  for (const auto* list : {&known, &selected}) {
+    for (const PeerTarget& p : *list) {
+      known_[p.id] = p;
+      ids.insert(p.id);
+    }
+  }
+  // An empty `known` accepts any authenticated sender.
+  filter_.SetKnownSenders(known.empty() ? std::unordered_set<NodeId>{} : std::move(ids));
+}
+
+void ClockSyncService::ApplyPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known, MonoTime now) {
+  SetKnown(selected, known);
+  std::unordered_map<NodeId, const PeerTarget*> wanted;
+  for (const PeerTarget& p : selected) {
+    if (p.id != self_) wanted[p.id] = &p;
+  }
+  for (auto& [id, t] : targets_) {
+    t.selected = wanted.contains(id);
+    auto k = known_.find(id);
+    if (k == known_.end() || k->second.endpoint.port == 0 || k->second.endpoint == t.peer.endpoint) continue;
+    // The peer moved (a restarted agent): its pair state is meaningless now.
+    joiner_.Forget(id);
+    t.peer.endpoint = k->second.endpoint;
+  }
+  for (const auto& [id, p] : wanted) {
+    auto [it, fresh] = targets_.try_emplace(id);
+    if (fresh) it->second = Target{*p, Phase(now), now, true, 0};
+  }
+  PublishTargetNames();
+}
+
+void ClockSyncService::PublishTargetNames() {
+  std::vector<std::string> names;
+  for (const auto& [id, t] : targets_) names.push_back(t.peer.name);
+  std::sort(names.begin(), names.end());
   std::lock_guard lock(mu_);
-  for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
-  std::sort(target_names_.begin(), target_names_.end());
+  target_names_ = std::move(names);
 }
 
 MonoTime ClockSyncService::Phase(MonoTime now) {
@@ -79,6 +114,12 @@ MonoTime ClockSyncService::Phase(MonoTime now) {
 
 void ClockSyncService::RunOnce(std::chrono::nanoseconds max_wait) {
   MonoTime now = clock_.Monotonic();
+  std::optional<PeerUpdate> update;
+  {
+    std::lock_guard lock(peers_mu_);
+    update.swap(pending_peers_);
+  }
+  if (update) ApplyPeers(std::move(update->selected), std::move(update->known), now);
   SendDue(now);
   MonoTime deadline = std::min(next_window_, now + max_wait);
   for (const auto& [id, t] : targets_) deadline = std::min(deadline, t.next_send);
@@ -111,12 +152,7 @@ void ClockSyncService::SendDue(MonoTime now) {
     }
     ++it;
   }
-  if (changed) {
-    std::lock_guard lock(mu_);
-    target_names_.clear();
-    for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
-    std::sort(target_names_.begin(), target_names_.end());
-  }
+  if (changed) PublishTargetNames();
 }
 
 void ClockSyncService::SendTo(Target& t) {
@@ -218,12 +254,7 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
   }
   for (const CodedPair& pair : ready) pairs_.Inc({pair.src == self_ ? "outbound" : "inbound"});
   complete_pairs_ += ready.size();
-  if (targets_changed) {
-    std::lock_guard lock(mu_);
-    target_names_.clear();
-    for (const auto& [id, t] : targets_) target_names_.push_back(t.peer.name);
-    std::sort(target_names_.begin(), target_names_.end());
-  }
+  if (targets_changed) PublishTargetNames();
 }
 
 void ClockSyncService::CloseWindow() {

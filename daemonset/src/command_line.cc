@@ -35,6 +35,20 @@ Run flags (override agent.yaml):
   --seed N                 peer selection seed (default: hash of the node name)
   --log-level LEVEL        debug | info | warn | error
 
+Kubernetes mode (peers from FabricHealths of the node's policy, status written
+to the node's FabricHealth). On when --kubeconfig or --server is given, or in a
+pod (KUBERNETES_SERVICE_HOST and a ServiceAccount token) without peers:.
+  --kubeconfig PATH        kubeconfig file
+  --context NAME           kubeconfig context
+  --server URL --token-file PATH [--certificate-authority PATH]
+                           API server and bearer token
+  --advertise-address IP   probe address to publish (default: --bind-address
+                           unless 0.0.0.0, else the Node's InternalIP)
+  --report-interval S      seconds between FabricHealth reports (default 10)
+  --node-address-fallback true|false
+                           probe peers that publish no address at their Node's
+                           InternalIP and the policy's probe port (default true)
+
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
 )";
 }
@@ -119,6 +133,25 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
              cl.probe_port = static_cast<int>(*p);
              return Status::Ok();
            }},
+          {"--kubeconfig", str(cl.kubeconfig)},
+          {"--context", str(cl.kube_context)},
+          {"--server", str(cl.server)},
+          {"--token-file", str(cl.token_file)},
+          {"--certificate-authority", str(cl.certificate_authority)},
+          {"--advertise-address", str(cl.advertise_address)},
+          {"--report-interval", [&](const std::string& v) -> Status {
+             auto p = as_int(v, 1, 3600);
+             if (!p.ok()) return p.error();
+             cl.report_interval_seconds = static_cast<int>(*p);
+             return Status::Ok();
+           }},
+          {"--node-address-fallback", [&](const std::string& v) -> Status {
+             if (v != "true" && v != "false") {
+               return Bad("--node-address-fallback must be true or false (got \"" + v + "\")");
+             }
+             cl.node_address_fallback = v == "true";
+             return Status::Ok();
+           }},
           {"--seed", [&](const std::string& v) -> Status {
              auto p = as_int(v, 0, INT64_MAX);
              if (!p.ok()) return p.error();
@@ -136,6 +169,10 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     if (Status s = it->second(*v); !s.ok()) return s.error();
   }
   if (run && cl.config_path.empty()) return Bad("--config PATH is required");
+  if (run && !cl.server.empty() && cl.token_file.empty()) return Bad("--server needs --token-file");
+  if (run && cl.advertise_address && !ParseHostPort(*cl.advertise_address + ":0", "").ok()) {
+    return Bad("--advertise-address must be an IPv4 address (got \"" + *cl.advertise_address + "\")");
+  }
   if (cl.command == CommandLine::Command::kClockStatus) {
     auto hp = ParseHostPort(cl.status_addr, "--addr");
     if (!hp.ok()) return Bad(hp.error().message);

@@ -15,6 +15,7 @@ namespace lockstep::kube {
 
 struct CurlKubeApi::Request {
   Verb verb;
+  std::string resource;  // plural resource name (metrics label), e.g. "leases"
   const char* method;  // GET, POST, PUT, PATCH, DELETE
   std::string path;    // path and query
   std::string body;    // sent when non-empty
@@ -120,7 +121,8 @@ CurlKubeApi::CurlKubeApi(KubeConfig config, Clock& clock, CurlKubeApiOptions opt
   }
   if (options_.registry != nullptr) {
     requests_metric_ = &options_.registry->Counter("lockstep_kube_requests_total",
-                                                   "Kubernetes API requests by verb and HTTP code", {"verb", "code"});
+                                                   "Kubernetes API requests by verb, resource and HTTP code",
+                                                   {"verb", "resource", "code"});
     duration_metric_ = &options_.registry->Histogram("lockstep_kube_request_duration_seconds",
                                                      "Kubernetes API request latency (watches excluded)", {"verb"},
                                                      metrics::DefaultSecondsBuckets());
@@ -138,9 +140,9 @@ uint64_t CurlKubeApi::RequestCount() const {
   return total;
 }
 
-void CurlKubeApi::Count(Verb v, const std::string& code, Nanos elapsed) {
+void CurlKubeApi::Count(Verb v, const std::string& resource, const std::string& code, Nanos elapsed) {
   counts_[static_cast<size_t>(v)].fetch_add(1, std::memory_order_relaxed);
-  if (requests_metric_ != nullptr) requests_metric_->Inc({VerbName(v), code});
+  if (requests_metric_ != nullptr) requests_metric_->Inc({VerbName(v), resource, code});
   if (duration_metric_ != nullptr && v != Verb::kWatch) {
     duration_metric_->Observe({VerbName(v)}, std::chrono::duration<double>(elapsed).count());
   }
@@ -218,14 +220,14 @@ Result<CurlKubeApi::Response> CurlKubeApi::Perform(const Request& req) {
   MonoTime start = clock_.Monotonic();
   CURL* c = static_cast<CURL*>(Borrow());
   if (c == nullptr) {
-    Count(req.verb, "error", Nanos(0));
+    Count(req.verb, req.resource, "error", Nanos(0));
     return Internal(req.what + ": curl_easy_init failed");
   }
   void* headers = nullptr;
   if (Status s = Configure(c, req.path, &headers); !s) {
     curl_slist_free_all(static_cast<curl_slist*>(headers));
     Return(c);
-    Count(req.verb, "error", Nanos(0));
+    Count(req.verb, req.resource, "error", Nanos(0));
     return s.error();
   }
   curl_slist* h = static_cast<curl_slist*>(headers);
@@ -250,10 +252,10 @@ Result<CurlKubeApi::Response> CurlKubeApi::Perform(const Request& req) {
   Return(c);
   Nanos elapsed = clock_.Monotonic() - start;
   if (rc != CURLE_OK) {
-    Count(req.verb, "error", elapsed);
+    Count(req.verb, req.resource, "error", elapsed);
     return Unavailable(req.what + ": " + (errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc)));
   }
-  Count(req.verb, std::to_string(resp.status), elapsed);
+  Count(req.verb, req.resource, std::to_string(resp.status), elapsed);
   return resp;
 }
 
@@ -268,7 +270,7 @@ Result<Json> CurlKubeApi::Do(const Request& req) {
 
 Result<Json> CurlKubeApi::Get(const Gvr& r, const std::string& ns, const std::string& name) {
   if (name.empty()) return InvalidArgument("get " + r.resource + ": empty name");
-  return Do({Verb::kGet, "GET", ResourcePath(r, ns, name), "", nullptr, What("get", r, ns, name)});
+  return Do({Verb::kGet, r.resource, "GET", ResourcePath(r, ns, name), "", nullptr, What("get", r, ns, name)});
 }
 
 Result<Json> CurlKubeApi::List(const Gvr& r, const std::string& ns, const ListOptions& o) {
@@ -276,26 +278,26 @@ Result<Json> CurlKubeApi::List(const Gvr& r, const std::string& ns, const ListOp
   q.Add("labelSelector", o.label_selector).Add("fieldSelector", o.field_selector);
   q.Add("resourceVersion", o.resource_version).Add("continue", o.continue_token);
   if (o.limit > 0) q.Add("limit", o.limit);
-  return Do({Verb::kList, "GET", ResourcePath(r, ns) + q.ToString(), "", nullptr, What("list", r, ns, "")});
+  return Do({Verb::kList, r.resource, "GET", ResourcePath(r, ns) + q.ToString(), "", nullptr, What("list", r, ns, "")});
 }
 
 Result<Json> CurlKubeApi::Create(const Gvr& r, const std::string& ns, const Json& obj) {
   std::string n = NsFor(r, ns, obj);
-  return Do({Verb::kCreate, "POST", ResourcePath(r, n), DumpJson(obj), "application/json",
+  return Do({Verb::kCreate, r.resource, "POST", ResourcePath(r, n), DumpJson(obj), "application/json",
              What("create", r, n, Name(obj))});
 }
 
 Result<Json> CurlKubeApi::Update(const Gvr& r, const std::string& ns, const Json& obj, const std::string& sub) {
   std::string n = NsFor(r, ns, obj), name = Name(obj);
   if (name.empty()) return InvalidArgument("update " + r.resource + ": object has no metadata.name");
-  return Do({Verb::kUpdate, "PUT", ResourcePath(r, n, name, sub), DumpJson(obj), "application/json",
+  return Do({Verb::kUpdate, r.resource, "PUT", ResourcePath(r, n, name, sub), DumpJson(obj), "application/json",
              What(sub.empty() ? "update" : "update status", r, n, name)});
 }
 
 Result<Json> CurlKubeApi::MergePatch(const Gvr& r, const std::string& ns, const std::string& name,
                                      const Json& patch, const std::string& sub) {
   if (name.empty()) return InvalidArgument("patch " + r.resource + ": empty name");
-  return Do({Verb::kPatch, "PATCH", ResourcePath(r, ns, name, sub), DumpJson(patch),
+  return Do({Verb::kPatch, r.resource, "PATCH", ResourcePath(r, ns, name, sub), DumpJson(patch),
              "application/merge-patch+json", What("patch", r, ns, name)});
 }
 
@@ -313,7 +315,7 @@ Result<Json> CurlKubeApi::Apply(const Gvr& r, const std::string& ns, const std::
   q.Add("fieldManager", opts.field_manager);
   if (opts.force) q.Add("force", "true");
   // JSON is valid YAML, so the apply-patch+yaml content type accepts it.
-  return Do({Verb::kApply, "PATCH", ResourcePath(r, ns, name, sub) + q.ToString(), DumpJson(body),
+  return Do({Verb::kApply, r.resource, "PATCH", ResourcePath(r, ns, name, sub) + q.ToString(), DumpJson(body),
              "application/apply-patch+yaml", What("apply", r, ns, name)});
 }
 
@@ -322,7 +324,7 @@ Status CurlKubeApi::Delete(const Gvr& r, const std::string& ns, const std::strin
   if (name.empty()) return InvalidArgument("delete " + r.resource + ": empty name");
   Json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"propagationPolicy", "Background"}};
   if (!uid_precondition.empty()) opts["preconditions"] = {{"uid", uid_precondition}};
-  return Status::FromResult(Do({Verb::kDelete, "DELETE", ResourcePath(r, ns, name), DumpJson(opts),
+  return Status::FromResult(Do({Verb::kDelete, r.resource, "DELETE", ResourcePath(r, ns, name), DumpJson(opts),
                                 "application/json", What("delete", r, ns, name)}));
 }
 
@@ -342,7 +344,7 @@ Status CurlKubeApi::Watch(const Gvr& r, const std::string& ns, const WatchOption
   if (c == nullptr || m == nullptr) {
     if (c) curl_easy_cleanup(c);
     if (m) curl_multi_cleanup(m);
-    Count(Verb::kWatch, "error", Nanos(0));
+    Count(Verb::kWatch, r.resource, "error", Nanos(0));
     return Internal(what + ": curl init failed");
   }
   void* headers = nullptr;
@@ -378,7 +380,7 @@ Status CurlKubeApi::Watch(const Gvr& r, const std::string& ns, const WatchOption
   curl_slist_free_all(static_cast<curl_slist*>(headers));
   curl_multi_cleanup(m);
   curl_easy_cleanup(c);
-  Count(Verb::kWatch, st.http_status ? std::to_string(st.http_status) : "error", Nanos(0));
+  Count(Verb::kWatch, r.resource, st.http_status ? std::to_string(st.http_status) : "error", Nanos(0));
 
   if (!configured) return configured;
   if (stopped || st.handler_stopped) return Status::Ok();

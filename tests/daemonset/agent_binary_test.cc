@@ -173,5 +173,37 @@ TEST_CASE("the agent serves time and metrics and exits cleanly on SIGTERM", "[da
   ::close(c.out_fd);
 }
 
+TEST_CASE("Kubernetes mode: an unreachable API server never stops the agent", "[daemonset][binary][kube]") {
+  TempDir dir;
+  std::string key = dir.Write("key", "0123456789abcdef0123456789abcdef\n");
+  std::string token = dir.Write("token", "not-a-real-token\n");
+  std::string config = dir.Write("agent.yaml", "nodeName: node-a\nprobe: {port: 0}\nprobeKeyFile: " + key +
+                                                   "\nhealthAddr: 127.0.0.1:0\ntimeApiAddr: 127.0.0.1:0\n");
+  // Static peers and Kubernetes discovery together are a configuration error.
+  auto both = RunToEnd({"--config", dir.Write("peers.yaml", "nodeName: node-a\nprobeKeyFile: " + key +
+                                                                "\npeers: [{name: b, address: 127.0.0.1}]\n"),
+                        "--server", "https://127.0.0.1:1", "--token-file", token});
+  REQUIRE(both.code == 2);
+  REQUIRE(both.err.find("exclusive") != std::string::npos);
+
+  // Port 1 on loopback refuses connections: every list, watch and report fails.
+  Child c = Spawn({"--config", config, "--bind-address", "127.0.0.1", "--server", "https://127.0.0.1:1",
+                   "--token-file", token, "--report-interval", "1"});
+  std::string log = ReadUntil(c.err_fd, [](const std::string& s) { return s.find("cannot read FabricHealth") != std::string::npos; });
+  INFO(log);
+  REQUIRE(log.find("\"mode\":\"kubernetes (https://127.0.0.1:1)\"") != std::string::npos);
+  REQUIRE(log.find("cannot read FabricHealth; backing off") != std::string::npos);
+  auto line = nlohmann::json::parse(log.substr(0, log.find('\n')), nullptr, false);
+  REQUIRE_FALSE(line.is_discarded());
+  std::string a = line["time_api_addr"].get<std::string>();
+  auto t = HttpGet("127.0.0.1", std::stoi(a.substr(a.rfind(':') + 1)), "/time");
+  REQUIRE(t.ok());
+  REQUIRE(t->status == 200);
+  ::kill(c.pid, SIGTERM);
+  REQUIRE(Wait(c.pid) == 0);
+  ::close(c.err_fd);
+  ::close(c.out_fd);
+}
+
 }  // namespace
 }  // namespace lockstep::agent

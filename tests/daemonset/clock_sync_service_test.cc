@@ -2,6 +2,7 @@
 // virtual clocks over an in-memory network, scored against ground truth.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -30,8 +31,10 @@ struct Node {
 
 class Testbed {
  public:
-  Testbed(int n, int peers_per_node, uint64_t seed, test::LinkModel link = {})
-      : net_(clock_, seed, link), base_(clock_), codec_(test::Key()) {
+  // configured_peers = false: the services start with no peers at all, as in
+  // Kubernetes mode before discovery; Discover() hands them over.
+  Testbed(int n, int peers_per_node, uint64_t seed, test::LinkModel link = {}, bool configured_peers = true)
+      : net_(clock_, seed, link), base_(clock_), codec_(test::Key()), peers_per_node_(peers_per_node) {
     std::mt19937_64 rng(seed);
     std::vector<PeerConfig> all;
     for (int i = 0; i < n; ++i) all.push_back({"node-" + std::to_string(i), "10.0.0." + std::to_string(i + 1), 7311});
@@ -52,14 +55,38 @@ class Testbed {
       Node& node = *nodes_[static_cast<size_t>(i)];
       ClockSyncOptions o;
       o.self_name = node.name;
+      o.seed = static_cast<uint64_t>(i) + 1;
+      if (!configured_peers) {
+        node.service = std::make_unique<ClockSyncService>(*node.transport, *node.clock, clock_, codec_, o, node.registry);
+        continue;
+      }
       for (const auto& p : all) {
         if (p.name != node.name) o.known.push_back({p.name, NodeIdFromName(p.name), *Endpoint::Parse(p.address, 7311)});
       }
       for (const auto& p : SelectPeers(all, node.name, peers_per_node, NodeIdFromName(node.name))) {
         o.selected.push_back({p.name, NodeIdFromName(p.name), *Endpoint::Parse(p.address, 7311)});
       }
-      o.seed = static_cast<uint64_t>(i) + 1;
       node.service = std::make_unique<ClockSyncService>(*node.transport, *node.clock, clock_, codec_, o, node.registry);
+    }
+  }
+
+  // What Kubernetes discovery does: every node in `members` gets the others
+  // as known nodes and peers_per_node of them as probe peers.
+  void Discover(const std::vector<size_t>& members) {
+    std::vector<PeerTarget> all;
+    for (size_t i : members) all.push_back({nodes_[i]->name, NodeIdFromName(nodes_[i]->name), nodes_[i]->ep});
+    std::vector<std::string> names;
+    for (const auto& p : all) names.push_back(p.name);
+    for (size_t i : members) {
+      Node& node = *nodes_[i];
+      std::vector<PeerTarget> known, selected;
+      auto chosen = SelectPeerNames(names, node.name, peers_per_node_, NodeIdFromName(node.name));
+      for (const auto& p : all) {
+        if (p.name == node.name) continue;
+        known.push_back(p);
+        if (std::find(chosen.begin(), chosen.end(), p.name) != chosen.end()) selected.push_back(p);
+      }
+      node.service->SetPeers(selected, known);
     }
   }
 
@@ -73,12 +100,19 @@ class Testbed {
   // Estimated minus true offset of node i against the mean clock, at one
   // true instant for all nodes.
   std::vector<double> OffsetErrors() const {
+    std::vector<size_t> all;
+    for (size_t i = 0; i < nodes_.size(); ++i) all.push_back(i);
+    return OffsetErrors(all);
+  }
+  // The same over a subset (fabric time is the mean clock of the connected graph).
+  std::vector<double> OffsetErrors(const std::vector<size_t>& members) const {
     const int64_t now = TrueNs(clock_);
     double mean = 0;
-    for (const auto& n : nodes_) mean += static_cast<double>(n->clock->TrueOffsetNs(now));
-    mean /= static_cast<double>(nodes_.size());
+    for (size_t i : members) mean += static_cast<double>(nodes_[i]->clock->TrueOffsetNs(now));
+    mean /= static_cast<double>(members.size());
     std::vector<double> err;
-    for (const auto& n : nodes_) {
+    for (size_t i : members) {
+      const auto& n = nodes_[i];
       ClockStatus s = n->service->Status(n->clock->Transform(now));
       err.push_back(s.reading.offset_ns - (static_cast<double>(n->clock->TrueOffsetNs(now)) - mean));
     }
@@ -89,6 +123,7 @@ class Testbed {
   test::FakeNetwork net_;
   test::SimNodeClock base_;
   PacketCodec codec_;
+  int peers_per_node_;
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
@@ -141,6 +176,40 @@ TEST_CASE("a cut-off agent goes to HOLDOVER with a growing bound", "[daemonset][
   // The others carry on without it.
   REQUIRE(bed.nodes_[1]->service->Read().state == ClockSyncState::kLocked);
   REQUIRE(bed.nodes_[1]->service->Status().estimate.graph_nodes == 3);
+}
+
+TEST_CASE("peers handed over at run time lock, and a node that leaves is dropped", "[daemonset][clocksync]") {
+  Testbed bed(8, 4, /*seed=*/11, {}, /*configured_peers=*/false);
+  bed.Run(1s);
+  for (auto& n : bed.nodes_) {
+    REQUIRE(n->service->Read().state == ClockSyncState::kFreerun);
+    REQUIRE(n->service->Status().peers.empty());
+  }
+  bed.Discover({0, 1, 2, 3, 4, 5, 6, 7});
+  bed.Run(9s);
+  auto err = bed.OffsetErrors();
+  for (size_t i = 0; i < bed.nodes_.size(); ++i) {
+    ClockStatus s = bed.nodes_[i]->service->Status();
+    INFO(bed.nodes_[i]->name << " error " << err[i] << " ns, bound " << s.reading.error_bound_ns);
+    REQUIRE(s.reading.state == ClockSyncState::kLocked);
+    REQUIRE(std::fabs(err[i]) < 100);
+    REQUIRE(s.estimate.graph_nodes == 8);
+  }
+
+  // node-7 dies; discovery drops it from everyone's peer set.
+  bed.net_.SetDown(bed.nodes_[7]->ep, true);
+  const std::vector<size_t> rest = {0, 1, 2, 3, 4, 5, 6};
+  bed.Discover(rest);
+  bed.Run(12s);
+  err = bed.OffsetErrors(rest);
+  for (size_t k = 0; k < rest.size(); ++k) {
+    ClockStatus s = bed.nodes_[rest[k]]->service->Status();
+    INFO(bed.nodes_[rest[k]]->name << " error " << err[k] << " ns against the 7 survivors' mean");
+    REQUIRE(s.reading.state == ClockSyncState::kLocked);
+    REQUIRE(std::find(s.peers.begin(), s.peers.end(), "node-7") == s.peers.end());
+    REQUIRE(s.estimate.graph_nodes == 7);
+    REQUIRE(std::fabs(err[k]) < 100);
+  }
 }
 
 TEST_CASE("garbage and replays reaching an agent are counted by reason", "[daemonset][clocksync]") {

@@ -21,6 +21,29 @@ TEST_CASE("run flags accept --flag value and --flag=value", "[daemonset][cli]") 
   REQUIRE(config.health_addr == HostPort{"127.0.0.1", 0});
 }
 
+TEST_CASE("Kubernetes mode flags", "[daemonset][cli]") {
+  auto cl = ParseCommandLine({"--config=a", "--server", "https://127.0.0.1:6443", "--token-file=/t",
+                              "--certificate-authority", "/ca", "--advertise-address", "10.0.0.7",
+                              "--report-interval=3", "--node-address-fallback=false"});
+  REQUIRE(cl.ok());
+  REQUIRE(cl->server == "https://127.0.0.1:6443");
+  REQUIRE(cl->token_file == "/t");
+  REQUIRE(cl->certificate_authority == "/ca");
+  REQUIRE(*cl->advertise_address == "10.0.0.7");
+  REQUIRE(cl->report_interval_seconds == 3);
+  REQUIRE_FALSE(cl->node_address_fallback);
+  auto defaults = ParseCommandLine({"--config=a", "--kubeconfig", "/k", "--context", "c"});
+  REQUIRE(defaults->kubeconfig == "/k");
+  REQUIRE(defaults->kube_context == "c");
+  REQUIRE(defaults->report_interval_seconds == 10);
+  REQUIRE(defaults->node_address_fallback);
+  REQUIRE(ParseCommandLine({"--config=a", "--server", "https://x"}).error().message.find("--token-file") !=
+          std::string::npos);
+  REQUIRE_FALSE(ParseCommandLine({"--config=a", "--advertise-address", "node-1"}).ok());
+  REQUIRE_FALSE(ParseCommandLine({"--config=a", "--report-interval", "0"}).ok());
+  REQUIRE_FALSE(ParseCommandLine({"--config=a", "--node-address-fallback", "yes"}).ok());
+}
+
 TEST_CASE("clock status takes --addr and --json", "[daemonset][cli]") {
   auto cl = ParseCommandLine({"clock", "status", "--addr", "127.0.0.1:9700", "--json"});
   REQUIRE(cl.ok());

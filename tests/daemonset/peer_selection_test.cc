@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "lockstep/agent/peer_selection.h"
@@ -34,6 +35,33 @@ TEST_CASE("peer selection returns everyone in a small cluster", "[daemonset][pee
   REQUIRE(a.size() == 4);
   all.push_back(all[1]);  // duplicates collapse
   REQUIRE(SelectPeers(all, "node-0", 16, 1).size() == 4);
+}
+
+TEST_CASE("peer selection is stable: a node joining or leaving changes at most one choice", "[daemonset][peers]") {
+  auto all = Cluster(200);
+  const auto before = SelectPeers(all, "node-7", 16, 5);
+  auto names = [](const std::vector<PeerConfig>& v) {
+    std::set<std::string> s;
+    for (const auto& p : v) s.insert(p.name);
+    return s;
+  };
+  auto diff = [&](const std::vector<PeerConfig>& a, const std::vector<PeerConfig>& b) {
+    std::set<std::string> x = names(a), y = names(b);
+    size_t d = 0;
+    for (const auto& n : x) d += y.contains(n) ? 0 : 1;
+    return d;
+  };
+  auto joined = all;
+  joined.push_back({"node-new", "10.0.1.1", 0});
+  REQUIRE(diff(before, SelectPeers(joined, "node-7", 16, 5)) <= 1);
+  for (const PeerConfig& gone : before) {
+    auto left = all;
+    std::erase(left, gone);
+    auto after = SelectPeers(left, "node-7", 16, 5);
+    REQUIRE(after.size() == 16);
+    REQUIRE(diff(before, after) == 1);  // only the one that left is replaced
+  }
+  REQUIRE(SelectPeerNames({"b", "a", "c", "a"}, "b", 16, 1) == std::vector<std::string>{"a", "c"});
 }
 
 }  // namespace

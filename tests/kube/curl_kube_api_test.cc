@@ -135,8 +135,10 @@ TEST_CASE("curl api: verbs, paths, bodies and status mapping", "[kube][curl]") {
   CHECK(api->RequestCount(Verb::kGet) == 6);
   CHECK(api->RequestCount(Verb::kApply) == 2);
   CHECK(api->RequestCount() == 14);
-  CHECK(reg.Counter("lockstep_kube_requests_total", "", {"verb", "code"}).Get({"get", "200"}) == 2);
-  CHECK(reg.Counter("lockstep_kube_requests_total", "", {"verb", "code"}).Get({"get", "404"}) == 1);
+  auto& requests = reg.Counter("lockstep_kube_requests_total", "", {"verb", "resource", "code"});
+  CHECK(requests.Get({"get", "pods", "200"}) == 2);
+  CHECK(requests.Get({"get", "pods", "404"}) == 1);
+  CHECK(requests.Get({"apply", "fabricpolicies", "200"}) == 1);
   s.server.Stop();
 }
 

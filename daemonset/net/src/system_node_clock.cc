@@ -31,9 +31,10 @@ std::pair<int64_t, int64_t> SystemNodeClock::SamplePair() {
   return best;
 }
 
-SystemNodeClock::SystemNodeClock() {
+SystemNodeClock::SystemNodeClock(bool shared_anchor) {
   auto [rt, raw] = SamplePair();
   anchor_ = rt - raw;
+  if (shared_anchor) anchor_ -= anchor_ % 1'000'000'000;  // both are positive
   mapper_.AddSample(rt, raw);
 }
 

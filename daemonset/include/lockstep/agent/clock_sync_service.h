@@ -14,7 +14,14 @@
 //   3. closes a window every windowSeconds: the ClockModel solves and its
 //      ClockDiscipline serves fabric time until the next window.
 //
-// Thread-safety: RunOnce() from one thread; Read()/Status() from any thread.
+// The peer set can change at run time (Kubernetes discovery): SetPeers()
+// hands a new set over and the next RunOnce() applies it. Peers no longer
+// selected become responders (probed back while they probe us, dropped after
+// responder_timeout); a peer whose endpoint changed (a restarted agent) starts
+// over with fresh pair state.
+//
+// Thread-safety: RunOnce() from one thread; Read()/Status()/SetPeers() from
+// any thread.
 #pragma once
 
 #include <chrono>
@@ -40,12 +47,15 @@ struct PeerTarget {
   std::string name;
   NodeId id = 0;
   Endpoint endpoint;
+  bool operator==(const PeerTarget&) const = default;
 };
 
 struct ClockSyncOptions {
   std::string self_name;
   std::vector<PeerTarget> selected;  // peers we chose to probe
-  std::vector<PeerTarget> known;     // every configured node (empty: accept any authenticated sender)
+  // Every configured node (empty: accept any authenticated sender). A port of
+  // 0 means "unknown": such a node is probed back at the address it sends from.
+  std::vector<PeerTarget> known;
   std::chrono::nanoseconds interval = std::chrono::milliseconds(20);
   // Within a coded pair. The purity check compares the stamped TX spacing with
   // the RX spacing, so this only needs to exceed the stamping jitter; the
@@ -80,6 +90,9 @@ class ClockSyncService {
   // clock). REQUIRES: set before the first RunOnce().
   void OnWindow(std::function<void(const ClockEstimate&, const TimeReading&)> fn) { on_window_ = std::move(fn); }
 
+  // Replaces options.selected / options.known from the next RunOnce() on.
+  void SetPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known);
+
   TimeReading Read() const;
   // Updates the offset / error bound / state gauges to now (state can change
   // between windows, e.g. into HOLDOVER). Thread-safe.
@@ -107,6 +120,9 @@ class ClockSyncService {
   void Handle(const TransportEvents& ev, MonoTime now);
   void CloseWindow();
   MonoTime Phase(MonoTime now);
+  void ApplyPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known, MonoTime now);
+  void SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known);
+  void PublishTargetNames();
 
   ProbeTransport& transport_;
   const NodeClock& node_clock_;
@@ -127,6 +143,13 @@ class ClockSyncService {
   uint64_t complete_pairs_ = 0;
   TransportEvents events_;
   std::function<void(const ClockEstimate&, const TimeReading&)> on_window_;
+
+  struct PeerUpdate {
+    std::vector<PeerTarget> selected;
+    std::vector<PeerTarget> known;
+  };
+  std::mutex peers_mu_;
+  std::optional<PeerUpdate> pending_peers_;  // GUARDED_BY(peers_mu_)
 
   mutable std::mutex mu_;
   ClockModel model_;                   // GUARDED_BY(mu_)

@@ -33,6 +33,17 @@ struct CommandLine {
   std::optional<uint64_t> seed;              // peer selection seed
   std::string log_level = "info";
 
+  // Kubernetes mode (see run_agent.cc): explicit credentials...
+  std::string kubeconfig;
+  std::string kube_context;
+  std::string server;
+  std::string token_file;
+  std::string certificate_authority;
+  // ...and its knobs.
+  std::optional<std::string> advertise_address;  // IPv4 to publish in status.probeAddresses
+  int report_interval_seconds = 10;
+  bool node_address_fallback = true;
+
   // clock status
   std::string status_addr = "127.0.0.1:9611";
   bool json = false;

@@ -1,7 +1,10 @@
 // Peer selection: each node probes a small random set of peers (10-20 in
-// Huygens) regardless of cluster size. Deterministic for a given seed and
-// candidate set (candidates are ordered by name before sampling), so a
-// restart with the same inputs probes the same peers. Pure.
+// Huygens) regardless of cluster size. The choice is rendezvous hashing:
+// every candidate gets a score hash(seed, name) and the k best win. So it is
+// deterministic for a given seed and candidate set (input order does not
+// matter, a restart probes the same peers), and stable as the set changes:
+// a node joining or leaving changes at most one of the k choices, instead of
+// reshuffling every node's peers at once. Pure.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +18,9 @@ namespace lockstep::agent {
 // Returns min(k, |candidates without self and duplicates|) peers, sorted by name.
 std::vector<PeerConfig> SelectPeers(std::vector<PeerConfig> candidates, const std::string& self, int k,
                                     uint64_t seed);
+
+// The same choice over names.
+std::vector<std::string> SelectPeerNames(std::vector<std::string> candidates, const std::string& self, int k,
+                                         uint64_t seed);
 
 }  // namespace lockstep::agent

@@ -31,7 +31,7 @@ struct CurlKubeApiOptions {
   Nanos connect_timeout = std::chrono::seconds(10);
   std::string user_agent = "lockstep/0.1";
   Nanos token_reread_interval = std::chrono::minutes(1);
-  // Optional: lockstep_kube_requests_total{verb,code} and
+  // Optional: lockstep_kube_requests_total{verb,resource,code} and
   // lockstep_kube_request_duration_seconds{verb}. Must outlive the api.
   metrics::Registry* registry = nullptr;
   size_t max_idle_handles = 16;
@@ -81,7 +81,8 @@ class CurlKubeApi final : public KubeApi {
   // Sets URL, TLS, auth and common headers on `curl` (a CURL*). Headers are
   // appended to *headers (a curl_slist*, freed by the caller).
   Status Configure(void* curl, const std::string& path_and_query, void** headers);
-  void Count(Verb v, const std::string& code, Nanos elapsed);
+  // `resource` is the plural resource name ("leases"), without subresource.
+  void Count(Verb v, const std::string& resource, const std::string& code, Nanos elapsed);
   void* Borrow();
   void Return(void* curl);
 

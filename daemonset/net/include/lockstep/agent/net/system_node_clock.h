@@ -4,7 +4,13 @@
 // stamps (CLOCK_REALTIME) are mapped through a RealtimeMapper fed with tight
 // (REALTIME, MONOTONIC_RAW) sample pairs taken at most 1 ms apart while
 // stamps are being converted, so NTP slewing (or disciplining this very host
-// clock) does not leak into the clock-sync model. Thread-safe.
+// clock) does not leak into the clock-sync model.
+//
+// With a shared anchor (testbeds: --virtual-clock) the anchor is rounded down
+// to a whole second, so every process on the machine gets the same base clock
+// (to within a rounding-boundary chance of ~1e-6) whatever NTP does between
+// their starts, and the ground truth of their virtual clocks compares across
+// processes. Thread-safe.
 #pragma once
 
 #include <mutex>
@@ -16,7 +22,7 @@ namespace lockstep::agent {
 
 class SystemNodeClock final : public NodeClock {
  public:
-  SystemNodeClock();
+  explicit SystemNodeClock(bool shared_anchor = false);
   int64_t NowNs() const override { return RawNs() + anchor_; }
   int64_t FromKernelRealtime(int64_t realtime_ns) const override;
 

@@ -1,0 +1,153 @@
+// The FabricHealth status the agent writes: phase and Ready from the clock
+// state, the operator's fields preserved, merge patches that remove what the
+// agent no longer reports.
+#include <catch2/catch.hpp>
+
+#include "lockstep/agent/kube/health_status.h"
+
+namespace lockstep::agent {
+namespace {
+
+// As the operator initialises it (operator/src/health_plan.cc).
+Json OperatorStatus() {
+  return Json::parse(R"({
+    "nodeName": "gpu-node-0", "policy": "default", "phase": "Pending",
+    "conditions": [
+      {"type": "Ready", "status": "Unknown", "reason": "AgentNotReporting",
+       "message": "the node agent has not reported for this node yet", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+      {"type": "PolicyConflict", "status": "True", "reason": "MultiplePolicies",
+       "message": "node is selected by FabricPolicies a, b", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})");
+}
+
+AgentReport Locked() {
+  AgentReport r;
+  r.node_name = "gpu-node-0";
+  r.probe_addresses = {"10.0.0.1:7311"};
+  r.rails_up = r.rails_total = 1;
+  r.clock.state = ClockSyncState::kLocked;
+  r.clock.has_model = true;
+  r.clock.offset_ns = -1234;
+  r.clock.drift_ppb = 150;
+  r.clock.error_bound_ns = 87;
+  r.clock.peers = 7;
+  return r;
+}
+
+const Json* Condition(const Json& status, const std::string& type) {
+  for (const Json& c : status["conditions"]) {
+    if (c["type"] == type) return &c;
+  }
+  return nullptr;
+}
+
+TEST_CASE("clock states map to phase and Ready", "[daemonset][kube]") {
+  ClockSnapshot c;
+  REQUIRE(Assess(c).phase == "Pending");
+  REQUIRE(Assess(c).reason == "ClockNotLocked");
+  REQUIRE(Assess(c).status == "False");
+  c.state = ClockSyncState::kLocked;
+  c.has_model = true;
+  REQUIRE(Assess(c).phase == "Healthy");
+  REQUIRE(Assess(c).status == "True");
+  REQUIRE(Assess(c).reason == "ClockLocked");
+  c.state = ClockSyncState::kHoldover;
+  REQUIRE(Assess(c).phase == "Degraded");
+  REQUIRE(Assess(c).reason == "ClockHoldover");
+  c.state = ClockSyncState::kFreerun;  // after a lock
+  REQUIRE(Assess(c).phase == "Degraded");
+  REQUIRE(Assess(c).reason == "ClockLockLost");
+  c.enabled = false;
+  REQUIRE(Assess(c).phase == "Healthy");
+  REQUIRE(Assess(c).reason == "ClockSyncDisabled");
+}
+
+TEST_CASE("a locked report fills the agent's fields and keeps the operator's", "[daemonset][kube]") {
+  Json s = BuildStatus(OperatorStatus(), Locked(), "2026-01-01T00:01:00Z");
+  REQUIRE(s["phase"] == "Healthy");
+  REQUIRE(s["nodeName"] == "gpu-node-0");
+  REQUIRE(s["policy"] == "default");
+  REQUIRE(s["lastReportTime"] == "2026-01-01T00:01:00Z");
+  REQUIRE(s["clock"] == Json::parse(R"({"state":"LOCKED","offsetNs":-1234,"driftPpb":150,"errorBoundNs":87,"peers":7})"));
+  REQUIRE(s["clockErrorBoundNs"] == 87);
+  REQUIRE(s["probeAddresses"] == Json::array({"10.0.0.1:7311"}));
+  REQUIRE(s["rails"] == "1/1");
+  REQUIRE(s["railsUp"] == 1);
+  REQUIRE(s["railsTotal"] == 1);
+  REQUIRE(s["flapsLastHour"] == 0);
+  const Json* ready = Condition(s, "Ready");
+  REQUIRE(ready);
+  REQUIRE((*ready)["status"] == "True");
+  REQUIRE((*ready)["reason"] == "ClockLocked");
+  REQUIRE((*ready)["lastTransitionTime"] == "2026-01-01T00:01:00Z");
+  REQUIRE(*Condition(s, "PolicyConflict") == *Condition(OperatorStatus(), "PolicyConflict"));
+  REQUIRE(s["conditions"].size() == 2);
+}
+
+TEST_CASE("Ready moves its lastTransitionTime only when its status changes", "[daemonset][kube]") {
+  Json s1 = BuildStatus(OperatorStatus(), Locked(), "2026-01-01T00:01:00Z");
+  AgentReport r = Locked();
+  r.clock.error_bound_ns = 90;
+  Json s2 = BuildStatus(s1, r, "2026-01-01T00:02:00Z");
+  REQUIRE((*Condition(s2, "Ready"))["lastTransitionTime"] == "2026-01-01T00:01:00Z");
+  r.clock.state = ClockSyncState::kHoldover;
+  r.clock.error_bound_ns = 5000;
+  Json s3 = BuildStatus(s2, r, "2026-01-01T00:03:00Z");
+  REQUIRE(s3["phase"] == "Degraded");
+  REQUIRE((*Condition(s3, "Ready"))["status"] == "False");
+  REQUIRE((*Condition(s3, "Ready"))["reason"] == "ClockHoldover");
+  REQUIRE((*Condition(s3, "Ready"))["lastTransitionTime"] == "2026-01-01T00:03:00Z");
+}
+
+TEST_CASE("an unbounded clock removes the bound fields through the merge patch", "[daemonset][kube]") {
+  Json locked = BuildStatus(OperatorStatus(), Locked(), "2026-01-01T00:01:00Z");
+  AgentReport r = Locked();
+  r.clock.state = ClockSyncState::kFreerun;  // lock lost
+  r.clock.error_bound_ns.reset();
+  r.probe_addresses.clear();
+  Json freerun = BuildStatus(locked, r, "2026-01-01T00:05:00Z");
+  REQUIRE(freerun["phase"] == "Degraded");
+  REQUIRE_FALSE(freerun.contains("clockErrorBoundNs"));
+  REQUIRE_FALSE(freerun.contains("probeAddresses"));
+  REQUIRE(freerun["clock"] == Json::parse(R"({"state":"FREERUN","peers":7})"));
+
+  Json object = {{"metadata", {{"name", "gpu-node-0"}, {"resourceVersion", "42"}}}, {"status", locked}};
+  Json patch = StatusPatch(object, freerun);
+  REQUIRE(patch["metadata"]["resourceVersion"] == "42");
+  REQUIRE(patch["status"]["clockErrorBoundNs"].is_null());
+  REQUIRE(patch["status"]["probeAddresses"].is_null());
+  REQUIRE(patch["status"]["clock"]["errorBoundNs"].is_null());
+  REQUIRE_FALSE(patch["status"].contains("policy"));  // unchanged fields are not sent
+  Json applied = locked;
+  applied.merge_patch(patch["status"]);
+  REQUIRE(applied == freerun);
+}
+
+TEST_CASE("merge patch diffs round-trip", "[daemonset][kube]") {
+  const Json cases[][2] = {
+      {Json::object(), Json::parse(R"({"a":1})")},
+      {Json::parse(R"({"a":1,"b":{"c":2,"d":3}})"), Json::parse(R"({"a":1,"b":{"c":4}})")},
+      {Json::parse(R"({"l":[1,2,3]})"), Json::parse(R"({"l":[1,2]})")},
+      {Json::parse(R"({"x":{"y":1}})"), Json::parse(R"({"x":5})")},
+  };
+  for (const auto& c : cases) {
+    Json patch = MergePatchDiff(c[0], c[1]);
+    Json applied = c[0];
+    applied.merge_patch(patch);
+    INFO(c[0].dump() << " -> " << c[1].dump() << " via " << patch.dump());
+    REQUIRE(applied == c[1]);
+  }
+  REQUIRE(MergePatchDiff(Json::parse(R"({"a":1})"), Json::parse(R"({"a":1})")) == Json::object());
+}
+
+TEST_CASE("only lastReportTime changing is recognised as no change", "[daemonset][kube]") {
+  Json a = BuildStatus(OperatorStatus(), Locked(), "2026-01-01T00:01:00Z");
+  Json b = BuildStatus(a, Locked(), "2026-01-01T00:01:10Z");
+  REQUIRE(a != b);
+  REQUIRE_FALSE(ChangedBeyondReportTime(a, b));
+  AgentReport r = Locked();
+  r.clock.offset_ns += 1;
+  REQUIRE(ChangedBeyondReportTime(a, BuildStatus(a, r, "2026-01-01T00:01:10Z")));
+}
+
+}  // namespace
+}  // namespace lockstep::agent
