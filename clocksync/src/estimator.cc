@@ -11,6 +11,9 @@ namespace {
 constexpr double kUnknownDriftSigma = 1e-4;
 constexpr double kChiShrink = 4.0;     // prior weight of the global chi-square
 constexpr double kMinChiSquare = 0.25;
+// kAnchored: an anchor counts if it is within 3 of its bounds + 100 ns of the median.
+constexpr double kAnchorGateBounds = 3.0;
+constexpr double kAnchorGateFloorNs = 100.0;
 
 std::string Id(NodeId n) { return std::to_string(n); }
 
@@ -25,6 +28,8 @@ struct Estimator::Prepared {
   uint32_t num_nodes = 0;
   std::vector<double> pred_offset;   // prediction from the previous solution
   std::vector<uint8_t> has_pred;
+  // What the gauge keeps each node's offset and drift close to (weight 0: free).
+  std::vector<double> gauge_w, gauge_offset, gauge_drift;
 };
 
 NodeModel Solution::Model(NodeId node) const {
@@ -119,6 +124,16 @@ Status Estimator::AddEdgeSummary(const EdgeSummary& s) {
     return InvalidArgument("clocksync: edge summary sigmas must be positive");
   }
   remote_.push_back(s);
+  return Status::Ok();
+}
+
+Status Estimator::AddAnchor(NodeId node, const NodeModel& model) {
+  if (node > options_.max_node_id) return InvalidArgument("clocksync: anchor id " + Id(node) + " above max_node_id");
+  if (!model.valid || !std::isfinite(model.offset_ns) || !std::isfinite(model.drift) ||
+      !(model.error_bound_ns >= 0) || !std::isfinite(model.error_bound_ns) || !(model.drift_sigma >= 0)) {
+    return InvalidArgument("clocksync: anchor for node " + Id(node) + " needs a valid model with finite values");
+  }
+  anchors_[node] = model;
   return Status::Ok();
 }
 
@@ -275,21 +290,46 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
   std::vector<double> xhat(n, 0.0);
   for (NodeId v = 0; v < n; ++v) if (prep.has_pred[v]) xhat[v] = prep.pred_offset[v];
   auto apply_gauge = [&](NetworkSolution& s, std::vector<double>* drift) {
-    if (options_.gauge != GaugeMode::kContinuous) return;
-    std::vector<double> shift(s.num_components, 0.0), dshift(s.num_components, 0.0);
-    std::vector<uint32_t> count(s.num_components, 0);
+    if (options_.gauge == GaugeMode::kMeanZero) return;
+    // Per component: the weighted median of (reference - x) over the gauge
+    // nodes, then the weighted mean of those within their bound of it (kAnchored
+    // gates out a node serving another F; kContinuous has no bounds: all count).
+    std::vector<std::vector<std::pair<double, NodeId>>> by_comp(s.num_components);
     for (NodeId v = 0; v < n; ++v) {
-      const uint32_t c = s.component[v];
-      if (c == kNoComponent || !prep.has_pred[v]) continue;
-      shift[c] += prep.pred_offset[v] - s.x[v];
-      if (drift != nullptr) dshift[c] += prev_[v].drift - (*drift)[v];
-      ++count[c];
+      if (s.component[v] != kNoComponent && prep.gauge_w[v] > 0) {
+        by_comp[s.component[v]].push_back({prep.gauge_offset[v] - s.x[v], v});
+      }
+    }
+    std::vector<double> shift(s.num_components, 0.0), dshift(s.num_components, 0.0);
+    std::vector<uint8_t> has(s.num_components, 0);
+    for (uint32_t c = 0; c < s.num_components; ++c) {
+      auto& r = by_comp[c];
+      if (r.empty()) continue;
+      std::sort(r.begin(), r.end());
+      double total = 0, acc = 0, median = r.front().first;
+      for (const auto& [d, v] : r) total += prep.gauge_w[v];
+      for (const auto& [d, v] : r) {
+        acc += prep.gauge_w[v];
+        if (acc >= total / 2) { median = d; break; }
+      }
+      double w = 0, sum = 0, dsum = 0;
+      for (const auto& [d, v] : r) {
+        const bool gated = options_.gauge == GaugeMode::kAnchored &&
+                           std::abs(d - median) > kAnchorGateBounds / std::sqrt(prep.gauge_w[v]) + kAnchorGateFloorNs;
+        if (gated) continue;
+        w += prep.gauge_w[v];
+        sum += prep.gauge_w[v] * d;
+        if (drift != nullptr) dsum += prep.gauge_w[v] * (prep.gauge_drift[v] - (*drift)[v]);
+      }
+      has[c] = 1;  // w > 0: the median's own node always counts
+      shift[c] = sum / w;
+      dshift[c] = dsum / w;
     }
     for (NodeId v = 0; v < n; ++v) {
       const uint32_t c = s.component[v];
-      if (c == kNoComponent || count[c] == 0) continue;
-      s.x[v] += shift[c] / count[c];
-      if (drift != nullptr) (*drift)[v] += dshift[c] / count[c];
+      if (c == kNoComponent || !has[c]) continue;
+      s.x[v] += shift[c];
+      if (drift != nullptr) (*drift)[v] += dshift[c];
     }
   };
   NetworkOptions oopt = options_.network;
@@ -396,6 +436,27 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
     prep.has_pred[v] = 1;
     prep.pred_offset[v] = p.offset_ns + p.drift * static_cast<double>(window_end_ns - p.t_ref_ns);
   }
+  prep.gauge_w.assign(prep.num_nodes, 0.0);
+  prep.gauge_offset.assign(prep.num_nodes, 0.0);
+  prep.gauge_drift.assign(prep.num_nodes, 0.0);
+  if (options_.gauge == GaugeMode::kContinuous) {
+    for (NodeId v = 0; v < prev_.size(); ++v) {
+      if (!prep.has_pred[v]) continue;
+      prep.gauge_w[v] = 1;
+      prep.gauge_offset[v] = prep.pred_offset[v];
+      prep.gauge_drift[v] = prev_[v].drift;
+    }
+  } else if (options_.gauge == GaugeMode::kAnchored) {
+    for (const auto& [v, m] : anchors_) {
+      if (v >= prep.num_nodes) continue;  // not in this solve
+      const double dt = static_cast<double>(window_end_ns - m.t_ref_ns);
+      const double bound = std::max(1.0, m.error_bound_ns + options_.bound_sigmas * m.drift_sigma * std::abs(dt));
+      prep.gauge_w[v] = 1.0 / (bound * bound);
+      prep.gauge_offset[v] = m.offset_ns + m.drift * dt;
+      prep.gauge_drift[v] = m.drift;
+    }
+  }
+  anchors_.clear();
 
   FitEdges(window_end_ns, prep, sol);
   SolveNetworkAndGauge(prep, sol);

@@ -9,7 +9,7 @@ namespace {
 
 clocksync::EstimatorOptions EstimatorOptionsFor(const ClockModelOptions&) {
   clocksync::EstimatorOptions o;
-  o.gauge = clocksync::GaugeMode::kMeanZero;  // nodes holding the same edges agree exactly
+  o.gauge = clocksync::GaugeMode::kAnchored;  // fabric time continues across joins and losses
   o.compute_baseline = true;                  // ClockEstimate::ntp, for benchmarks only
   return o;
 }
@@ -24,6 +24,19 @@ clocksync::DisciplineOptions DisciplineOptionsFor(const ClockModelOptions& o) {
 int64_t ClampBound(double b) {
   if (!(b < 9.2e18)) return std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(std::ceil(b));
+}
+
+// Up to `max` values of `table`, continuing from `cursor` (round robin).
+template <typename Map>
+auto Rotate(const Map& table, size_t& cursor, size_t max) {
+  std::vector<typename Map::mapped_type> out;
+  if (table.empty() || max == 0) return out;
+  std::vector<const typename Map::mapped_type*> all;
+  for (const auto& [key, v] : table) all.push_back(&v);
+  size_t n = std::min(max, all.size());
+  for (size_t k = 0; k < n; ++k) out.push_back(*all[(cursor + k) % all.size()]);
+  cursor = (cursor + n) % all.size();
+  return out;
 }
 
 }  // namespace
@@ -71,10 +84,29 @@ void ClockModel::AddRemoteEdge(const EdgeRecord& edge) {
   gossip_[key] = edge;
 }
 
+void ClockModel::AddRemoteModel(const ModelRecord& model) {
+  if (model.node == self_) return;  // we know what we serve
+  auto it = models_.find(model.node);
+  if (it != models_.end() && it->second.t_ref_ns >= model.t_ref_ns) return;  // not newer
+  models_[model.node] = model;
+}
+
 ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   ClockEstimate est;
   est.window_end_local_ns = local_now;
   const double max_age = static_cast<double>(options_.max_edge_age_windows) * static_cast<double>(options_.window_ns);
+  // Served models anchor the gauge; their t_ref is in fabric time.
+  const int64_t fabric_now = discipline_.has_model() ? clocksync::ToFabric(discipline_.model(), local_now) : local_now;
+  for (auto it = models_.begin(); it != models_.end();) {
+    const ModelRecord& m = it->second;
+    if (static_cast<double>(fabric_now - m.t_ref_ns) > max_age) {
+      it = models_.erase(it);
+      continue;
+    }
+    (void)estimator_.AddAnchor(Dense(m.node), {true, m.t_ref_ns, m.offset_ns, m.drift, m.error_bound_ns,
+                                               m.drift_sigma});
+    ++it;
+  }
   for (auto it = gossip_.begin(); it != gossip_.end();) {
     const EdgeRecord& r = it->second;
     double t_ref_ours = static_cast<double>(r.t_ref_ns) - RelativeOffset(r.a);
@@ -139,20 +171,18 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
     }
   }
   est.adopted = discipline_.Update(sol.Model(me), local_now);
+  if (est.adopted) {
+    const clocksync::NodeModel& m = discipline_.model();
+    models_[self_] = {self_, m.t_ref_ns, m.offset_ns, m.drift, static_cast<float>(m.error_bound_ns),
+                      static_cast<float>(m.drift_sigma)};
+  }
   last_ = est;
   return est;
 }
 
-std::vector<EdgeRecord> ClockModel::EdgesToGossip(size_t max) {
-  std::vector<EdgeRecord> out;
-  if (gossip_.empty() || max == 0) return out;
-  std::vector<const EdgeRecord*> all;
-  for (const auto& [key, e] : gossip_) all.push_back(&e);
-  size_t n = std::min(max, all.size());
-  for (size_t k = 0; k < n; ++k) out.push_back(*all[(gossip_cursor_ + k) % all.size()]);
-  gossip_cursor_ = (gossip_cursor_ + n) % all.size();
-  return out;
-}
+std::vector<EdgeRecord> ClockModel::EdgesToGossip(size_t max) { return Rotate(gossip_, gossip_cursor_, max); }
+
+std::vector<ModelRecord> ClockModel::ModelsToGossip(size_t max) { return Rotate(models_, model_cursor_, max); }
 
 TimeReading ClockModel::Read(int64_t local_ns) const {
   clocksync::TimeReading r = discipline_.Now(local_ns);

@@ -192,8 +192,9 @@ void ClockSyncService::SendTo(Target& t) {
   if (t.reports++ % static_cast<uint64_t>(std::max(options_.gossip_every, 1)) == 0) {
     std::lock_guard lock(mu_);
     report.edges = model_.EdgesToGossip(kMaxEdgeRecords);
+    report.models = model_.ModelsToGossip(kMaxModelRecords);
   }
-  if (report.rx.empty() && report.edges.empty()) return;
+  if (report.rx.empty() && report.edges.empty() && report.models.empty()) return;
   auto er = codec_.Encode(Packet{self_, t.peer.id, packet_seq_++, std::move(report)});
   if (!er.ok()) return;
   if (transport_.Send(t.peer.endpoint, *er).ok()) {
@@ -245,6 +246,7 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
       joiner_.OnReport(p.sender, report);
       std::lock_guard lock(mu_);
       for (const EdgeRecord& e : report.edges) model_.AddRemoteEdge(e);
+      for (const ModelRecord& m : report.models) model_.AddRemoteModel(m);
     }
   }
   std::vector<CodedPair> ready = joiner_.TakeReady();

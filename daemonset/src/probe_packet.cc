@@ -134,13 +134,16 @@ Result<std::vector<uint8_t>> PacketCodec::Encode(const Packet& p) const {
     w.I64(probe->prev_valid ? probe->prev_tx_ns[1] : 0);
   } else {
     const auto& report = std::get<ReportBody>(p.body);
-    if (report.rx.size() > kMaxRxRecords || report.edges.size() > kMaxEdgeRecords) {
+    if (report.rx.size() > kMaxRxRecords || report.edges.size() > kMaxEdgeRecords ||
+        report.models.size() > kMaxModelRecords) {
       return InvalidArgument("report carries too many records (rx <= " + std::to_string(kMaxRxRecords) +
-                             ", edges <= " + std::to_string(kMaxEdgeRecords) + ")");
+                             ", edges <= " + std::to_string(kMaxEdgeRecords) +
+                             ", models <= " + std::to_string(kMaxModelRecords) + ")");
     }
     w.U16(static_cast<uint16_t>(report.rx.size()));
     w.U16(static_cast<uint16_t>(report.edges.size()));
-    w.U32(0);
+    w.U16(static_cast<uint16_t>(report.models.size()));
+    w.U16(0);
     for (const RxRecord& r : report.rx) {
       w.U64(r.pair_seq);
       w.I64(r.rx_ns[0]);
@@ -156,6 +159,14 @@ Result<std::vector<uint8_t>> PacketCodec::Encode(const Packet& p) const {
       w.U32(std::bit_cast<uint32_t>(e.offset_sigma_ns));
       w.U32(std::bit_cast<uint32_t>(e.drift_sigma));
       w.U32(e.drift_identified ? 1 : 0);
+    }
+    for (const ModelRecord& m : report.models) {
+      w.U64(m.node);
+      w.I64(m.t_ref_ns);
+      w.U64(std::bit_cast<uint64_t>(m.offset_ns));
+      w.U64(std::bit_cast<uint64_t>(m.drift));
+      w.U32(std::bit_cast<uint32_t>(m.error_bound_ns));
+      w.U32(std::bit_cast<uint32_t>(m.drift_sigma));
     }
   }
   w.PatchU16(6, static_cast<uint16_t>(out.size() - kHeaderSize));
@@ -212,9 +223,12 @@ std::variant<Packet, DropReason> PacketCodec::Decode(std::span<const uint8_t> by
   ReportBody report;
   size_t n_rx = b.U16();
   size_t n_edges = b.U16();
-  uint32_t reserved = b.U32();
+  size_t n_models = b.U16();
+  uint16_t reserved = b.U16();
   if (!b.ok() || reserved != 0 || n_rx > kMaxRxRecords || n_edges > kMaxEdgeRecords ||
-      body_len != kReportFixedSize + n_rx * kRxRecordSize + n_edges * kEdgeRecordSize) {
+      n_models > kMaxModelRecords ||
+      body_len != kReportFixedSize + n_rx * kRxRecordSize + n_edges * kEdgeRecordSize +
+                      n_models * kModelRecordSize) {
     return DropReason::kMalformed;
   }
   report.rx.resize(n_rx);
@@ -239,6 +253,19 @@ std::variant<Packet, DropReason> PacketCodec::Decode(std::span<const uint8_t> by
       return DropReason::kMalformed;
     }
     e.drift_identified = (flags & 1u) != 0;
+  }
+  report.models.resize(n_models);
+  for (ModelRecord& m : report.models) {
+    m.node = b.U64();
+    m.t_ref_ns = b.I64();
+    m.offset_ns = std::bit_cast<double>(b.U64());
+    m.drift = std::bit_cast<double>(b.U64());
+    m.error_bound_ns = std::bit_cast<float>(b.U32());
+    m.drift_sigma = std::bit_cast<float>(b.U32());
+    if (!std::isfinite(m.offset_ns) || !std::isfinite(m.drift) || !std::isfinite(m.error_bound_ns) ||
+        !std::isfinite(m.drift_sigma) || m.error_bound_ns < 0 || m.drift_sigma < 0) {
+      return DropReason::kMalformed;
+    }
   }
   if (!b.ok()) return DropReason::kMalformed;
   p.body = std::move(report);

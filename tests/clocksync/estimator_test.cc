@@ -171,6 +171,65 @@ TEST_CASE("losing a node: ids keep their meaning and fabric time does not jump",
   }
 }
 
+TEST_CASE("anchored gauge: a fresh solver continues the served fabric time without a lost node", "[clocksync]") {
+  // Window 1: one solve; its models are what the nodes serve (and gossip).
+  Scenario sc(40, 6, 21, Typical());
+  ProbeGen gen(22);
+  EstimatorOptions o;
+  o.gauge = GaugeMode::kAnchored;
+  Estimator first = Make(o);
+  sc.Window(0, gen, 23, [&](const ProbePair& p) { REQUIRE(first.AddPair(p).ok()); });
+  Result<Solution> w1 = first.Solve(static_cast<int64_t>(kWindow));
+  REQUIRE(w1.ok());
+  // Window 2 without node 7, solved by estimators with no history of their own
+  // (a node that just joined, or any node: each solves for itself).
+  const NodeId gone = 7;
+  std::vector<ProbePair> probes;
+  sc.Window(kWindow, gen, 24, [&](const ProbePair& p) { probes.push_back(p); }, gone);
+  auto jump = [&](GaugeMode mode, NodeId shifted, double shift_ns) {
+    EstimatorOptions so;
+    so.gauge = mode;
+    Estimator est = Make(so);
+    for (const ProbePair& p : probes) REQUIRE(est.AddPair(p).ok());
+    for (NodeId v = 0; v < sc.n; ++v) {
+      NodeModel m = w1->Model(v);
+      if (v == shifted) m.offset_ns += shift_ns;
+      REQUIRE(est.AddAnchor(v, m).ok());
+    }
+    Result<Solution> w2 = est.Solve(static_cast<int64_t>(2 * kWindow));
+    REQUIRE(w2.ok());
+    double mean_jump = 0;
+    for (NodeId v = 0; v < sc.n; ++v) {
+      if (v == gone) continue;
+      REQUIRE(w2->nodes[v].valid);
+      const NodeModel m1 = w1->Model(v);
+      mean_jump += (w2->nodes[v].offset_ns - (m1.offset_ns + m1.drift * kWindow)) / (sc.n - 1);
+    }
+    return mean_jump;
+  };
+  CHECK(std::abs(jump(GaugeMode::kAnchored, kMaxNodeId, 0)) < 20);
+  // A node serving another fabric time (5 ms away) is gated out, not averaged in.
+  CHECK(std::abs(jump(GaugeMode::kAnchored, 3, 5e6)) < 20);
+  // Without anchors the same solver would restart F at the mean clock.
+  CHECK(std::abs(jump(GaugeMode::kMeanZero, kMaxNodeId, 0)) > 1000);
+}
+
+TEST_CASE("AddAnchor rejects what it cannot use", "[clocksync]") {
+  Estimator est = Make();
+  NodeModel m;
+  CHECK(est.AddAnchor(1, m).code() == ErrorCode::kInvalidArgument);  // not valid
+  m.valid = true;
+  m.error_bound_ns = 50;
+  CHECK(est.AddAnchor(1, m).ok());
+  m.offset_ns = std::nan("");
+  CHECK(est.AddAnchor(1, m).code() == ErrorCode::kInvalidArgument);
+  m.offset_ns = 0;
+  m.error_bound_ns = -1;
+  CHECK(est.AddAnchor(1, m).code() == ErrorCode::kInvalidArgument);
+  m.error_bound_ns = 50;
+  CHECK(est.AddAnchor(kMaxNodeId, m).code() == ErrorCode::kInvalidArgument);
+}
+
 TEST_CASE("per-edge asymmetry is visible in the edge report", "[clocksync]") {
   Scenario sc(80, 4, 11, Typical());
   sc.links[10].d_fwd = 9000;  // this path is 4 us slower a->b than b->a

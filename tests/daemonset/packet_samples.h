@@ -24,6 +24,7 @@ inline Packet SampleReport() {
   r.rx.push_back({5, {111, 222}});
   r.rx.push_back({6, {333, 0}});
   r.edges.push_back({11, 22, 1'700'000'000'000'000'000, -1234.5, 3.5e-6, 900.0f, 12.5f, 1e-9f, true});
+  r.models.push_back({33, 1'700'000'000'000'000'000, 2.5e6, -4.25e-5, 85.0f, 2e-10f});
   return Packet{11, 22, 1001, r};
 }
 

@@ -34,15 +34,19 @@ TEST_CASE("a full report fits the maximum packet size", "[daemonset][packet]") {
   auto& r = std::get<ReportBody>(p.body);
   r.rx.resize(kMaxRxRecords, r.rx[0]);
   r.edges.resize(kMaxEdgeRecords, r.edges[0]);
+  r.models.resize(kMaxModelRecords, r.models[0]);
   auto bytes = codec.Encode(p);
   REQUIRE(bytes.ok());
   REQUIRE(bytes->size() <= kMaxPacketSize);
   REQUIRE(std::get<Packet>(codec.Decode(*bytes)) == p);
   r.rx.push_back(r.rx[0]);
   REQUIRE_FALSE(codec.Encode(p).ok());
+  r.rx.pop_back();
+  r.models.push_back(r.models[0]);
+  REQUIRE_FALSE(codec.Encode(p).ok());
 }
 
-TEST_CASE("the header layout is the documented v1 layout", "[daemonset][packet]") {
+TEST_CASE("the header layout is the documented v2 layout", "[daemonset][packet]") {
   PacketCodec codec(Key());
   auto b = *codec.Encode(SampleProbe());
   REQUIRE(b[0] == 'L');
@@ -77,7 +81,7 @@ TEST_CASE("damaged packets are dropped with the right reason", "[daemonset][pack
   }
   SECTION("wrong version") {
     auto b = good;
-    b[4] = 2;
+    b[4] = 1;  // v1: reports without model records
     REQUIRE(Reason(codec.Decode(b)) == DropReason::kWrongVersion);
   }
   SECTION("bad type") {
@@ -110,6 +114,16 @@ TEST_CASE("authenticated but out-of-range fields are malformed", "[daemonset][pa
   auto bytes = codec.Encode(report);
   REQUIRE(bytes.ok());
   REQUIRE(Reason(codec.Decode(*bytes)) == DropReason::kMalformed);
+
+  for (auto spoil : {+[](ModelRecord& m) { m.error_bound_ns = -1.0f; },
+                     +[](ModelRecord& m) { m.drift = std::numeric_limits<double>::infinity(); },
+                     +[](ModelRecord& m) { m.drift_sigma = std::numeric_limits<float>::quiet_NaN(); }}) {
+    Packet bad = SampleReport();
+    spoil(std::get<ReportBody>(bad.body).models[0]);
+    auto b = codec.Encode(bad);
+    REQUIRE(b.ok());
+    REQUIRE(Reason(codec.Decode(*b)) == DropReason::kMalformed);
+  }
 }
 
 TEST_CASE("PacketFilter drops replays, misdirected packets and unknown senders", "[daemonset][packet]") {

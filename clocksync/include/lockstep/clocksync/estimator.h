@@ -26,6 +26,12 @@
 // component is shifted so that the nodes that were also in the previous solution
 // keep, on average, their predicted offsets: F continues smoothly and does not
 // jump when any node (or several) leaves or joins. No node is ever the reference.
+// kAnchored is kContinuous for a distributed solve: the predictions are the
+// models the nodes are serving (AddAnchor, from gossip) rather than this
+// estimator's own previous solution, so every solver is pulled to the same F
+// and a newcomer joins it at once. Anchors are weighted by 1/bound^2, and those
+// that disagree with the weighted median by more than their bound (a node that
+// started its own F) are left out. A component without anchors is mean-zero.
 //
 // Per-node asymmetry (a node's egress vs ingress stamping latency) biases that
 // node's offset and cannot be detected; asymmetry_allowance_ns is where an
@@ -41,9 +47,11 @@
 // peers' summaries with AddEdgeSummary() (duplicates of an edge: the locally
 // measured one wins, else the smallest sigma). The network solve is
 // deterministic and independent of input order, so nodes holding the same
-// summaries agree exactly with GaugeMode::kMeanZero; kContinuous also depends on
-// the previous solution, so there one node (e.g. the lowest id) solves and
-// publishes models, or every node starts from the same published solution.
+// summaries agree exactly with GaugeMode::kMeanZero, but kMeanZero's F jumps by
+// (offset of the node)/N when a node leaves or joins, and nodes take that jump
+// in different windows. kContinuous depends on each solver's own history, so
+// solvers would drift apart. The agent therefore uses kAnchored: each node also
+// gossips the model it serves, and every solver keeps those models on average.
 //
 // Thread-compatible: one owner thread. Memory: ~32 bytes per pair held until
 // Solve, ~0.5 KB per receiving node of purity history, O(edges) per solve.
@@ -64,7 +72,7 @@
 
 namespace lockstep::clocksync {
 
-enum class GaugeMode { kMeanZero, kContinuous };
+enum class GaugeMode { kMeanZero, kContinuous, kAnchored };
 
 struct EstimatorOptions {
   PurityOptions purity;
@@ -150,6 +158,11 @@ class Estimator {
   Status AddPair(const ProbePair& pair);
   // Adds an edge fitted elsewhere (gossip). A locally measured edge wins.
   Status AddEdgeSummary(const EdgeSummary& summary);
+  // GaugeMode::kAnchored: the model `node` is serving (c_node - F), as it
+  // gossiped it, for the next Solve only. The latest call per node wins.
+  // InvalidArgument for an invalid model, an id above max_node_id or a
+  // non-finite or negative bound.
+  Status AddAnchor(NodeId node, const NodeModel& model);
   // Capacity hint for the pairs of one window.
   void Reserve(size_t pairs) { records_.reserve(pairs); }
 
@@ -190,6 +203,7 @@ class Estimator {
   size_t last_edge_count_ = 0;
   NodeId max_id_ = 0;  // largest id seen in any pair
   std::vector<EdgeSummary> remote_;
+  std::unordered_map<NodeId, NodeModel> anchors_;  // for the next Solve
   std::vector<PurityFilter> purity_;  // by receiving NodeId, grown on demand
   std::unordered_map<PendingKey, ProbeSample, PendingHash> pending_, pending_old_;
   uint64_t rejected_ = 0;

@@ -6,13 +6,17 @@
 //   1. feeds those pairs to a clocksync::Estimator, plus every fresh edge fit
 //      gossiped by other nodes (AddEdgeSummary);
 //   2. Solve()s: purity filter, max-margin edge fits, network effect, with
-//      GaugeMode::kMeanZero so every node that holds the same summaries
-//      computes the same fabric time (the mean clock of the component);
+//      GaugeMode::kAnchored: the models the nodes serve, gossiped like edges
+//      (AddRemoteModel), are the anchors of the gauge, so every node solves
+//      for the same fabric time, a newcomer joins it at once, and losing a node
+//      moves it by nanoseconds (the first windows of a cold start, without any
+//      model yet, fall back to the mean clock);
 //   3. offers its own NodeModel to a clocksync::ClockDiscipline, which answers
 //      fabric-time reads with an error bound and FREERUN/LOCKED/HOLDOVER.
-// Its own fitted edges go into the gossip table, which rotates through
-// EdgesToGossip() into the reports the agent sends to its peers (flooding:
-// what a node hears it passes on, newest fit per edge wins, stale ones age out).
+// Its own fitted edges and its served model go into gossip tables, which rotate
+// through EdgesToGossip()/ModelsToGossip() into the reports the agent sends to
+// its peers (flooding: what a node hears it passes on, newest record per edge or
+// node wins, stale ones age out).
 //
 // Ids: wire NodeIds (64-bit name hashes) are mapped to dense clocksync ids in
 // order of first sight (we are 0). A gossiped fit carries t_ref on a's clock,
@@ -90,8 +94,12 @@ class ClockModel {
   // A gossiped edge fit (kept if newer than what we hold for that edge).
   void AddRemoteEdge(const EdgeRecord& edge);
   ClockEstimate CloseWindow(int64_t local_now);
+  // A gossiped served model (kept if newer than what we hold for that node).
+  void AddRemoteModel(const ModelRecord& model);
   // Up to `max` records, rotating through own and relayed edges.
   std::vector<EdgeRecord> EdgesToGossip(size_t max);
+  // Up to `max` records, rotating through our own and relayed served models.
+  std::vector<ModelRecord> ModelsToGossip(size_t max);
   TimeReading Read(int64_t local_ns) const;
 
   const ClockEstimate& last() const { return last_; }
@@ -111,6 +119,8 @@ class ClockModel {
   std::map<std::pair<NodeId, NodeId>, EdgeRecord> gossip_;  // by wire (a, b): newest fit
   std::unordered_map<NodeId, double> relative_offset_;      // c_node - c_self, last solution
   size_t gossip_cursor_ = 0;
+  std::map<NodeId, ModelRecord> models_;  // served models by wire node id: newest
+  size_t model_cursor_ = 0;
   ClockEstimate last_;
 };
 

@@ -1,9 +1,9 @@
-// Probe packet format v1: the pure codec for the clock-sync / path probes.
+// Probe packet format v2: the pure codec for the clock-sync / path probes.
 //
 // Every packet (big-endian):
 //   off len field
 //    0   4  magic 0x4C4B5350 ("LKSP")
-//    4   1  version (1)
+//    4   1  version (2; v1 reports had no model records)
 //    5   1  type: 1 = probe, 2 = report
 //    6   2  body length in bytes (everything between header and MAC)
 //    8   8  sender NodeId (FNV-1a 64 of the node name)
@@ -33,7 +33,8 @@
 // Report body: sent back to a peer that probes us.
 //    0   2  n_rx (<= kMaxRxRecords)
 //    2   2  n_edges (<= kMaxEdgeRecords)
-//    4   4  reserved, must be 0
+//    4   2  n_models (<= kMaxModelRecords)
+//    6   2  reserved, must be 0
 //    8      n_rx x RxRecord {u64 pair_seq, i64 rx0_ns, i64 rx1_ns}: our kernel
 //           RX stamps (our clock domain) of that peer's pairs, 0 = lost
 //           n_edges x EdgeRecord (56 bytes) {u64 a, u64 b, i64 t_ref_ns,
@@ -41,6 +42,11 @@
 //           f32 drift_sigma, u32 flags (bit0 drift_identified)}: gossip of
 //           edge fits (clocksync::EdgeSummary with wire ids, a < b). Floats
 //           are IEEE-754 bit patterns, big-endian; non-finite ones are malformed.
+//           n_models x ModelRecord (40 bytes) {u64 node, i64 t_ref_ns, f64
+//           offset_ns, f64 drift, f32 error_bound_ns, f32 drift_sigma}: gossip
+//           of the model each node serves (clocksync::NodeModel: c_node - F =
+//           offset + drift * (F - t_ref), t_ref in fabric time), the anchors of
+//           the fabric-time gauge. Negative bounds or sigmas are malformed.
 //
 // Pure; thread-compatible. Decode never trusts its input and never throws.
 #pragma once
@@ -60,16 +66,19 @@
 namespace lockstep::agent {
 
 inline constexpr uint32_t kProbeMagic = 0x4C4B5350;
-inline constexpr uint8_t kProbeVersion = 1;
+inline constexpr uint8_t kProbeVersion = 2;
 inline constexpr size_t kHeaderSize = 32;
 inline constexpr size_t kMacSize = 16;
 inline constexpr size_t kProbeBodySize = 48;
 inline constexpr size_t kReportFixedSize = 8;
 inline constexpr size_t kRxRecordSize = 24;
 inline constexpr size_t kEdgeRecordSize = 56;
+inline constexpr size_t kModelRecordSize = 40;
 inline constexpr size_t kMaxRxRecords = 24;
 inline constexpr size_t kMaxEdgeRecords = 10;
-inline constexpr size_t kMaxPacketSize = 1200;
+inline constexpr size_t kMaxModelRecords = 6;
+// A full report (1432 bytes) fits one 1500-byte Ethernet frame with IPv4 and UDP.
+inline constexpr size_t kMaxPacketSize = 1472;
 
 enum class PacketType : uint8_t { kProbe = 1, kReport = 2 };
 
@@ -121,9 +130,21 @@ struct EdgeRecord {
   bool operator==(const EdgeRecord&) const = default;
 };
 
+// The model a node serves, gossiped: c_node - F = offset_ns + drift * (F - t_ref_ns).
+struct ModelRecord {
+  NodeId node = 0;
+  int64_t t_ref_ns = 0;  // fabric time
+  double offset_ns = 0;
+  double drift = 0;
+  float error_bound_ns = 0;
+  float drift_sigma = 0;
+  bool operator==(const ModelRecord&) const = default;
+};
+
 struct ReportBody {
   std::vector<RxRecord> rx;
   std::vector<EdgeRecord> edges;
+  std::vector<ModelRecord> models;
   bool operator==(const ReportBody&) const = default;
 };
 
