@@ -158,6 +158,7 @@ int RunAgent(const CommandLine& cl) {
   opts.interval = std::chrono::milliseconds(config.probe.interval_ms);
   opts.window = std::chrono::seconds(config.clock_sync.window_seconds);
   opts.max_error_bound_ns = config.clock_sync.max_error_bound_ns;
+  opts.asymmetry_allowance_ns = config.clock_sync.asymmetry_allowance_ns;
   opts.seed = seed;
   std::unique_ptr<ClockSyncService> service;
   if (config.clock_sync.enabled) {

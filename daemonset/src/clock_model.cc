@@ -7,8 +7,9 @@
 namespace lockstep::agent {
 namespace {
 
-clocksync::EstimatorOptions EstimatorOptionsFor(const ClockModelOptions&) {
+clocksync::EstimatorOptions EstimatorOptionsFor(const ClockModelOptions& options) {
   clocksync::EstimatorOptions o;
+  o.asymmetry_allowance_ns = options.asymmetry_allowance_ns;
   o.gauge = clocksync::GaugeMode::kAnchored;  // fabric time continues across joins and losses
   o.compute_baseline = true;                  // ClockEstimate::ntp, for benchmarks only
   return o;

@@ -226,6 +226,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       r.Int("windowSeconds", 1, 60, c.clock_sync.window_seconds);
       r.Bool("disciplineHostClock", c.clock_sync.discipline_host_clock);
       r.Int("maxErrorBoundNs", 1, 1'000'000'000, c.clock_sync.max_error_bound_ns);
+      r.Int("asymmetryAllowanceNs", 0, 1'000'000, c.clock_sync.asymmetry_allowance_ns);
       r.RejectUnknown();
     }
     {

@@ -66,7 +66,8 @@ std::string RenderAgentConfig(const PolicyRef& policy, const PolicySpec& spec, c
     << YAML::Key << "enabled" << YAML::Value << spec.clock_sync.enabled
     << YAML::Key << "windowSeconds" << YAML::Value << spec.clock_sync.window_seconds
     << YAML::Key << "disciplineHostClock" << YAML::Value << spec.clock_sync.discipline_host_clock
-    << YAML::Key << "maxErrorBoundNs" << YAML::Value << spec.clock_sync.max_error_bound_ns << YAML::EndMap;
+    << YAML::Key << "maxErrorBoundNs" << YAML::Value << spec.clock_sync.max_error_bound_ns
+    << YAML::Key << "asymmetryAllowanceNs" << YAML::Value << spec.clock_sync.asymmetry_allowance_ns << YAML::EndMap;
   y << YAML::Key << "failover" << YAML::Value << YAML::BeginMap
     << YAML::Key << "enabled" << YAML::Value << spec.failover.enabled
     << YAML::Key << "readmitAfterSeconds" << YAML::Value << spec.failover.readmit_after_seconds

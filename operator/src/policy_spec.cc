@@ -73,6 +73,8 @@ Result<PolicySpec> ParsePolicySpec(const std::string& policy_name, const Json& s
   r.Int(cs, "windowSeconds", "spec.clockSync.windowSeconds", 1, 60, p.clock_sync.window_seconds);
   r.Bool(cs, "disciplineHostClock", "spec.clockSync.disciplineHostClock", p.clock_sync.discipline_host_clock);
   r.Int(cs, "maxErrorBoundNs", "spec.clockSync.maxErrorBoundNs", 1, 1'000'000'000, p.clock_sync.max_error_bound_ns);
+  r.Int(cs, "asymmetryAllowanceNs", "spec.clockSync.asymmetryAllowanceNs", 0, 1'000'000,
+        p.clock_sync.asymmetry_allowance_ns);
   const Json& fo = Sub(spec, "failover");
   r.Bool(fo, "enabled", "spec.failover.enabled", p.failover.enabled);
   r.Int(fo, "readmitAfterSeconds", "spec.failover.readmitAfterSeconds", 0, 3600, p.failover.readmit_after_seconds);

@@ -9,7 +9,7 @@ const char* kExample = R"(
 policy: default
 nodeName: ""
 probe: {port: 7311, intervalMs: 20, peersPerNode: 16, missThreshold: 3}
-clockSync: {enabled: true, windowSeconds: 2, disciplineHostClock: false, maxErrorBoundNs: 1000}
+clockSync: {enabled: true, windowSeconds: 2, disciplineHostClock: false, maxErrorBoundNs: 1000, asymmetryAllowanceNs: 40}
 failover: {enabled: true, readmitAfterSeconds: 2, maxHoldDownSeconds: 300}
 flapAlertPerHour: 8
 loadBalancing: true
@@ -37,6 +37,7 @@ TEST_CASE("the documented agent.yaml parses", "[daemonset][config]") {
   REQUIRE(c->probe.interval_ms == 20);
   REQUIRE(c->probe.peers_per_node == 16);
   REQUIRE(c->clock_sync.max_error_bound_ns == 1000);
+  REQUIRE(c->clock_sync.asymmetry_allowance_ns == 40);
   REQUIRE(c->failover.max_hold_down_seconds == 300);
   REQUIRE(c->health_addr == HostPort{"0.0.0.0", 9610});
   REQUIRE(c->time_api_addr == HostPort{"127.0.0.1", 9611});

@@ -45,12 +45,15 @@ TEST_CASE("a config change changes the pod template hash", "[operator]") {
 }
 
 TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
-  PolicySpec spec = *ParsePolicySpec("p1", Json::parse(R"({"probe":{"intervalMs":25,"port":7400}})"));
+  PolicySpec spec = *ParsePolicySpec(
+      "p1", Json::parse(R"({"probe":{"intervalMs":25,"port":7400},"clockSync":{"asymmetryAllowanceNs":30}})"));
   OperatorSettings s;
   YAML::Node y = YAML::Load(RenderAgentConfig({"p1", "u"}, spec, s));
   REQUIRE(y["policy"].as<std::string>() == "p1");
   REQUIRE(y["probe"]["intervalMs"].as<int>() == 25);
   REQUIRE(y["probe"]["port"].as<int>() == 7400);
+  REQUIRE(y["clockSync"]["asymmetryAllowanceNs"].as<int>() == 30);
+  REQUIRE(y["clockSync"]["maxErrorBoundNs"].as<int>() == 1000);
   REQUIRE(y["flapAlertPerHour"].as<int>() == 8);
   REQUIRE(y["probeKeyFile"].as<std::string>() == "/etc/lockstep/probe-key/key");
   Json cm = RenderAgentConfigMap({"p1", "u"}, spec, s);

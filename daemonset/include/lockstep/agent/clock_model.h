@@ -46,6 +46,7 @@ inline const char* ClockSyncStateName(ClockSyncState s) { return clocksync::Cloc
 struct ClockModelOptions {
   int64_t window_ns = 2'000'000'000;
   double lock_threshold_ns = 1000;  // clockSync.maxErrorBoundNs
+  double asymmetry_allowance_ns = 0;  // clockSync.asymmetryAllowanceNs
   int max_edge_age_windows = 3;     // gossip older than this is dropped
 };
 

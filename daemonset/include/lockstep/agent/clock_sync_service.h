@@ -65,6 +65,7 @@ struct ClockSyncOptions {
   std::chrono::nanoseconds window = std::chrono::seconds(2);
   std::chrono::nanoseconds responder_timeout = std::chrono::seconds(5);
   int64_t max_error_bound_ns = 1000;
+  int64_t asymmetry_allowance_ns = 0;  // added to every error bound
   uint64_t seed = 1;  // phases of the probe schedule
 };
 

@@ -41,6 +41,7 @@ struct AgentConfig {
     int window_seconds = 2;
     bool discipline_host_clock = false;
     int64_t max_error_bound_ns = 1000;
+    int64_t asymmetry_allowance_ns = 100;  // added to every error bound (see the CRD)
   } clock_sync;
   struct {
     bool enabled = true;

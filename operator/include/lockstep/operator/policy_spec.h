@@ -28,6 +28,7 @@ struct ClockSyncSettings {
   int window_seconds = 2;
   bool discipline_host_clock = false;
   int max_error_bound_ns = 1000;
+  int asymmetry_allowance_ns = 100;
 };
 
 struct FailoverSettings {
