@@ -1,0 +1,216 @@
+// clocksync: real lockstep-agents on a netlab namespace fabric, scored against
+// the ground truth of their virtual clocks. Needs root. Prints a table per
+// scenario, then ONE JSON line (headline = scenario b). See kHelp.
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+
+#include "clocksync_testbed.h"
+
+namespace lockstep::bench {
+namespace {
+
+const char* kHelp = R"(usage: clocksync [options]
+
+clocksync testbed: real lockstep-agents on a netlab namespace fabric,
+scored against the ground truth of their virtual clocks.
+
+Brings up a netlab leaf-spine fabric (NAME-h0..hN-1), runs one lockstep-agent
+per host namespace (standalone mode, bound to the host's rail-0 address, every
+other host a peer, a shared random probe key, a virtual clock with a known
+offset (<= +-100 ms), drift (<= +-50 ppm) and wander, all seeded), and runs the
+scenarios in sequence on the same agents:
+
+  c  late join: all but the last agent start together, the last 10 s later
+     (its time to LOCKED), then a short measurement with everyone
+  a  idle fabric
+  b  asymmetric bursty load: tbf on one leaf->spine direction, netlab-loadgen
+     bursts averaging ~80% of the shaped rate through it (one direction only)
+  e  probe path down: one host's rail-0 link down for a few seconds
+  d  one agent killed: the rest must stay LOCKED with unchanged error
+
+Scoring: each agent's GET /status gives fabric time `now_ns` at local reading
+`local_ns` plus the truth `true_offset_ns` = local - base, where the base clock
+is shared by every agent process (CLOCK_MONOTONIC_RAW with a shared anchor).
+So e_i = now_ns - (local_ns - true_offset_ns) is node i's fabric-time error
+against a common reference, and e_i - e_j at the same base instant is the
+pairwise error. All agents are queried in one burst (sockets opened in each
+namespace through setns(), requests sent back to back); the remaining spread
+of sample instants (~0.1-1 ms) is removed with the fabric's rate against the
+base (fitted per scenario), so it contributes < 1 ns.
+
+Output: a table per scenario, then ONE JSON line (headline = scenario b).
+Needs root. Everything is torn down on exit (also on Ctrl-C / errors).
+
+Tools: lockstep-agent and netlab-loadgen from $LOCKSTEP_BUILD_DIR, the build
+dir this binary lives in, build/dev or build/ci ($LOCKSTEP_AGENT and
+$NETLAB_LOADGEN override); netlab from $NETLAB, <build>/e2e/netlab/netlab, or
+the repository's e2e/netlab/netlab.
+
+options:
+  --hosts N                   hosts (default 8)
+  --name NAME                 netlab lab name, namespaces NAME-hN (default csbench)
+  --scenarios LETTERS         subset of a,b,c,d,e, run in the order c a b e d (default cabed)
+  --seed N                    virtual clocks and load pattern (default 1)
+  --measure-s S               measurement period for a and b (default 20)
+  --short-measure-s S         measurement period for c, d, e (default 8)
+  --sample-ms MS              /status sampling period (default 200)
+  --late-join-s S             c: the last agent starts this much later (default 10)
+  --lock-timeout-s S          time allowed to reach LOCKED (default 40)
+  --link-down-s S             e: how long the link is down (default 4)
+  --shape-mbit M              b: tbf rate of the shaped direction (default 50)
+  --load-fraction F           b: mean load as a fraction of the shaped rate (default 0.8)
+  --burst-ms MS               b: mean on and off time of the bursts (default 5)
+  --load-warmup-s S           b: load before measuring (default 4)
+  --interval-ms MS            agent probe.intervalMs (default 20)
+  --peers-per-node N          agent probe.peersPerNode (default 16)
+  --wander W                  virtual clock wander, ppb/sqrt(s) (default 10)
+  --work-dir DIR              configs and agent logs (default: a new temp dir)
+  --check                     exit 1 unless every scored pair is within bound_i + bound_j and < 10 us
+  --max-violation-fraction F  --check: fraction of pair samples allowed outside bound_i + bound_j (default 0)
+  -h, --help                  this text
+)";
+
+[[noreturn]] void Usage(const std::string& msg) {
+  std::cerr << "clocksync: " << msg << " (see --help)\n";
+  std::exit(2);
+}
+
+double ParseDouble(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  try {
+    double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  Usage(flag + ": not a number: \"" + v + "\"");
+}
+
+long long ParseInt(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  try {
+    long long n = std::stoll(v, &used);
+    if (used == v.size()) return n;
+  } catch (const std::exception&) {
+  }
+  Usage(flag + ": not an integer: \"" + v + "\"");
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  using Setter = std::function<void(const std::string&, const std::string&)>;
+  auto num = [](double& field) -> Setter {
+    return [&field](const std::string& f, const std::string& v) { field = ParseDouble(f, v); };
+  };
+  auto integer = [](int& field) -> Setter {
+    return [&field](const std::string& f, const std::string& v) { field = static_cast<int>(ParseInt(f, v)); };
+  };
+  auto text = [](std::string& field) -> Setter {
+    return [&field](const std::string&, const std::string& v) { field = v; };
+  };
+  std::map<std::string, Setter> flags = {
+      {"--hosts", integer(o.hosts)},
+      {"--name", text(o.name)},
+      {"--scenarios", text(o.scenarios)},
+      {"--seed", [&o](const std::string& f, const std::string& v) { o.seed = static_cast<uint64_t>(ParseInt(f, v)); }},
+      {"--measure-s", num(o.measure_s)},
+      {"--short-measure-s", num(o.short_measure_s)},
+      {"--sample-ms", num(o.sample_ms)},
+      {"--late-join-s", num(o.late_join_s)},
+      {"--lock-timeout-s", num(o.lock_timeout_s)},
+      {"--link-down-s", num(o.link_down_s)},
+      {"--shape-mbit", num(o.shape_mbit)},
+      {"--load-fraction", num(o.load_fraction)},
+      {"--burst-ms", num(o.burst_ms)},
+      {"--load-warmup-s", num(o.load_warmup_s)},
+      {"--interval-ms", integer(o.interval_ms)},
+      {"--peers-per-node", integer(o.peers_per_node)},
+      {"--wander", num(o.wander)},
+      {"--work-dir", text(o.work_dir)},
+      {"--max-violation-fraction", num(o.max_violation_fraction)},
+  };
+  for (int k = 1; k < argc; ++k) {
+    std::string arg = argv[k];
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kHelp;
+      std::exit(0);
+    }
+    if (arg == "--check") {
+      o.check = true;
+      continue;
+    }
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    auto it = flags.find(arg);
+    if (it == flags.end()) Usage("unknown argument: " + arg);
+    if (!inline_value) {
+      if (k + 1 >= argc) Usage(arg + ": needs a value");
+      value = argv[++k];
+    }
+    it->second(arg, value);
+  }
+  return o;
+}
+
+void Validate(const Options& o) {
+  if (o.hosts < 2) Die("--hosts must be >= 2");
+  if (o.scenarios.empty() || o.scenarios.find_first_not_of("abcde") != std::string::npos) {
+    Die("--scenarios: letters a-e");
+  }
+  if (!(o.sample_ms > 0)) Die("--sample-ms must be > 0");
+}
+
+// Runs the testbed; the results, or an exit code.
+int RunTestbed(const Options& o, std::map<char, ScenarioResult>& results) {
+  Testbed tb(o, LocateTools());
+  int rc = 0;
+  try {
+    results = tb.Run();
+  } catch (const Interrupted&) {
+    Log("interrupted");
+    rc = 130;
+  } catch (const std::exception& e) {
+    Log(std::string("ERROR: ") + e.what());
+    rc = 1;
+  }
+  Log("tearing down (agent logs and configs in " + tb.work() + ")");
+  tb.Teardown();
+  return rc;
+}
+
+int Main(int argc, char** argv) {
+  Options o = ParseArgs(argc, argv);
+  try {
+    if (::geteuid() != 0) Die("needs root (network namespaces)");
+    Validate(o);
+    InstallSignalHandlers();
+    double t0 = Now();
+    std::map<char, ScenarioResult> results;
+    if (int rc = RunTestbed(o, results); rc != 0) return rc;
+    for (char k : RunOrder(results)) std::cout << Table(results.at(k));
+    std::cout << "\n" << Summary(results, Now() - t0).dump() << std::endl;
+    if (o.check) {
+      std::vector<std::string> bad = CheckFailures(results, o.max_violation_fraction);
+      for (const auto& b : bad) Log("CHECK FAILED: " + b);
+      if (!bad.empty()) return 1;
+      Log("check passed");
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    Log(std::string("ERROR: ") + e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) { return lockstep::bench::Main(argc, argv); }

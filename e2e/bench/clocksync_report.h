@@ -1,0 +1,45 @@
+// Results of the clock-sync testbed: one per scenario, printed as a table and
+// summed up in ONE JSON line (headline = scenario b, else a, else the first).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "clocksync_score.h"
+
+namespace lockstep::bench {
+
+struct ScenarioResult {
+  std::string scenario;  // e.g. "b_asym_bursty_load"
+  int nodes = 0;
+  size_t rounds = 0;
+  PairScore pairs;
+  std::optional<std::pair<std::string, std::string>> worst_pair;  // host names
+  BaselineScore baseline;
+  std::optional<double> pure_probe_fraction, pure_probe_fraction_min;
+  std::optional<double> agent_cpu_percent, probe_kbps_per_node, probe_pkts_per_s_per_node;
+  std::vector<std::string> non_locked_states_seen;  // "h3:HOLDOVER"
+  double measure_s = 0;
+  std::optional<double> time_to_locked_s;
+  std::string note;
+  // Scenario b only.
+  std::optional<double> shaped_link_mbit;
+  std::optional<std::vector<std::string>> probe_directions_through_shaped_link;
+};
+
+// The scenarios that ran, in run order (c a b e d).
+std::vector<char> RunOrder(const std::map<char, ScenarioResult>& results);
+
+nlohmann::ordered_json ToJson(const ScenarioResult& r);
+std::string Table(const ScenarioResult& r);
+// The one JSON line: headline figures at the top level, every scenario in "scenarios".
+nlohmann::ordered_json Summary(const std::map<char, ScenarioResult>& results, double wall_s);
+// --check: what fails (empty: passed).
+std::vector<std::string> CheckFailures(const std::map<char, ScenarioResult>& results, double max_violation_fraction);
+
+}  // namespace lockstep::bench

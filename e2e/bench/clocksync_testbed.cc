@@ -1,0 +1,262 @@
+// The testbed's fabric and agents: locating the tools, netlab up/down, agent
+// configs and processes, polling until LOCKED.
+#include "clocksync_testbed.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace lockstep::bench {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kTimePort = 9611, kHealthPort = 9610, kProbePort = 7311;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool IsExecutable(const std::string& path) {
+  struct stat st{};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The repository: $LOCKSTEP_SOURCE_DIR, the source dir this binary was built
+// from, or the current directory.
+std::string RepoRoot() {
+  std::vector<std::string> cands = {Env("LOCKSTEP_SOURCE_DIR"), LOCKSTEP_SOURCE_DIR, fs::current_path().string()};
+  for (const auto& c : cands) {
+    if (!c.empty() && fs::exists(fs::path(c) / "e2e" / "bench")) return c;
+  }
+  return "";
+}
+
+// Build dirs to search, first match wins: $LOCKSTEP_BUILD_DIR, the build dir
+// this binary lives in (<build>/e2e/bench/clocksync), build/dev, build/ci.
+std::vector<std::string> BuildDirs(const std::string& root) {
+  std::vector<std::string> dirs = {Env("LOCKSTEP_BUILD_DIR")};
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path().parent_path().parent_path().string());
+  if (!root.empty()) {
+    dirs.push_back(root + "/build/dev");
+    dirs.push_back(root + "/build/ci");
+  }
+  dirs.erase(std::remove(dirs.begin(), dirs.end(), std::string()), dirs.end());
+  return dirs;
+}
+
+std::string FindBinary(const std::vector<std::string>& dirs, const std::string& rel, const char* env) {
+  if (!Env(env).empty()) return Env(env);
+  for (const auto& d : dirs) {
+    if (IsExecutable(d + "/" + rel)) return d + "/" + rel;
+  }
+  return "";
+}
+
+std::string LastLine(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  size_t nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+std::string Num(double v) {  // 10 -> "10", 0.5 -> "0.5"
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string Tools::Loadgen() const {
+  std::string path = FindBinary(BuildDirs(RepoRoot()), "e2e/netlab/netlab-loadgen", "NETLAB_LOADGEN");
+  if (path.empty()) {
+    Die("cannot find e2e/netlab/netlab-loadgen (build it: cmake --build --preset dev --target netlab-loadgen; "
+        "or set NETLAB_LOADGEN / LOCKSTEP_BUILD_DIR)");
+  }
+  return path;
+}
+
+Tools LocateTools() {
+  Tools t;
+  std::string root = RepoRoot();
+  std::vector<std::string> dirs = BuildDirs(root);
+  t.agent = FindBinary(dirs, "daemonset/lockstep-agent", "LOCKSTEP_AGENT");
+  if (t.agent.empty()) {
+    Die("cannot find daemonset/lockstep-agent (build it: cmake --build --preset dev --target lockstep-agent "
+        "netlab-loadgen; or set LOCKSTEP_AGENT / LOCKSTEP_BUILD_DIR)");
+  }
+  // netlab: $NETLAB, a built one, else the repository's script.
+  t.netlab = FindBinary(dirs, "e2e/netlab/netlab", "NETLAB");
+  if (t.netlab.empty() && IsExecutable(root + "/e2e/netlab/netlab")) t.netlab = root + "/e2e/netlab/netlab";
+  if (t.netlab.empty()) Die("cannot find netlab (set NETLAB, build it, or run from the repository)");
+  return t;
+}
+
+Testbed::Testbed(const Options& opts, Tools tools) : a_(opts), tools_(std::move(tools)), rng_(opts.seed) {
+  work_ = a_.work_dir;
+  if (work_.empty()) {
+    char tmpl[] = "/tmp/clocksync-testbed-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
+    work_ = tmpl;
+  }
+  std::error_code ec;
+  fs::create_directories(work_, ec);
+  if (ec) Die("cannot create " + work_ + ": " + ec.message());
+}
+
+Testbed::~Testbed() { Teardown(); }
+
+void Testbed::Up() {
+  Log("netlab up --name " + a_.name + " --hosts " + std::to_string(a_.hosts));
+  lab_up_ = true;  // a half-built lab is torn down too
+  RunResult p = RunCapture({tools_.netlab, "up", "--name", a_.name, "--hosts", std::to_string(a_.hosts), "--replace"});
+  if (p.rc != 0) Die("netlab up failed: " + p.err);
+  std::string topo_path = LastLine(p.out);  // netlab up prints the topology.json path last
+  try {
+    topo_ = nlohmann::json::parse(ReadFile(topo_path));
+    for (const auto& h : topo_.at("hosts")) {
+      host_names_.push_back(h.at("name").get<std::string>());
+      ns_.push_back(h.at("ns").get<std::string>());
+      ip0_.push_back(h.at("rails").at(0).at("ip").get<std::string>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    Die("netlab up: cannot read the topology \"" + topo_path + "\": " + e.what());
+  }
+  if (static_cast<int>(host_names_.size()) != a_.hosts) Die("netlab up: topology has the wrong number of hosts");
+}
+
+std::string Testbed::NetlabCmd(const std::vector<std::string>& args, bool check) {
+  std::vector<std::string> argv = {tools_.netlab};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunResult p = RunCapture(argv);
+  if (check && p.rc != 0) {
+    std::string cmd;
+    for (const auto& x : args) cmd += (cmd.empty() ? "" : " ") + x;
+    Die("netlab " + cmd + " failed: " + p.err);
+  }
+  return p.out;
+}
+
+void Testbed::Teardown() {
+  for (auto& c : aux_) c.Signal(SIGTERM);
+  for (auto& [i, c] : agents_) c.Signal(SIGTERM);
+  double deadline = Now() + 3;
+  auto wait = [&](Child& c) {
+    if (!c.WaitFor(std::max(0.1, deadline - Now()))) {
+      c.Signal(SIGKILL);
+      c.WaitFor(5);
+    }
+  };
+  for (auto& [i, c] : agents_) wait(c);
+  for (auto& c : aux_) wait(c);
+  netns_.Close();
+  if (lab_up_) {
+    RunCapture({tools_.netlab, "down", "--name", a_.name});
+    lab_up_ = false;
+  }
+}
+
+void Testbed::WriteConfigs() {
+  std::string key_path = work_ + "/probe-key";
+  std::string key(32, '\0');  // a fresh random probe key shared by every agent
+  std::ifstream rnd("/dev/urandom", std::ios::binary);
+  rnd.read(key.data(), static_cast<std::streamsize>(key.size()));
+  if (!rnd) Die("cannot read /dev/urandom");
+  WriteFile(key_path, key);
+  ::chmod(key_path.c_str(), 0600);
+  for (size_t i = 0; i < host_names_.size(); ++i) {
+    std::string peers;
+    for (size_t j = 0; j < host_names_.size(); ++j) {
+      if (j != i) peers += "  - name: " + host_names_[j] + "\n    address: " + ip0_[j] + "\n";
+    }
+    std::string cfg = "nodeName: " + host_names_[i] + "\n" + "probe:\n  port: " + std::to_string(kProbePort) +
+                      "\n  intervalMs: " + std::to_string(a_.interval_ms) +
+                      "\n  peersPerNode: " + std::to_string(a_.peers_per_node) + "\n" +
+                      "clockSync:\n  windowSeconds: 2\n" + "probeKeyFile: " + key_path + "\n" +
+                      "healthAddr: 127.0.0.1:" + std::to_string(kHealthPort) +
+                      "\ntimeApiAddr: 127.0.0.1:" + std::to_string(kTimePort) + "\n" + "peers:\n" + peers;
+    WriteFile(work_ + "/agent-" + host_names_[i] + ".yaml", cfg);
+    // Offset <= +-100 ms, drift <= +-50 ppm: the draws of the Python testbed.
+    int64_t off = rng_.RandInt(-100'000'000, 100'000'000);
+    int64_t dr = rng_.RandInt(-50'000, 50'000);
+    int64_t sd = rng_.RandInt(1, int64_t{1} << 31);
+    vclock_.push_back("offset_ns=" + std::to_string(off) + ",drift_ppb=" + std::to_string(dr) +
+                      ",wander=" + Num(a_.wander) + ",seed=" + std::to_string(sd));
+  }
+}
+
+void Testbed::StartAgent(int i) {
+  auto k = static_cast<size_t>(i);
+  const std::string& name = host_names_[k];
+  // `ip netns exec` execs the agent, so the pid is the agent's.
+  std::vector<std::string> cmd = {"ip", "netns", "exec", ns_[k], tools_.agent,
+                                  "--config", work_ + "/agent-" + name + ".yaml",
+                                  "--node-name", name, "--bind-address", ip0_[k],
+                                  "--probe-port", std::to_string(kProbePort),
+                                  "--health-addr", "127.0.0.1:" + std::to_string(kHealthPort),
+                                  "--time-api-addr", "127.0.0.1:" + std::to_string(kTimePort),
+                                  "--virtual-clock", vclock_[k]};
+  agents_[i] = Child::Spawn(cmd, work_ + "/agent-" + name + ".log");
+  started_[i] = Now();
+}
+
+bool Testbed::AgentAlive(int i) {
+  auto it = agents_.find(i);
+  return it != agents_.end() && it->second.Alive();
+}
+
+void Testbed::CheckAlive(const std::vector<int>& idx) {
+  for (int i : idx) {
+    if (AgentAlive(i)) continue;
+    std::string log = ReadFile(work_ + "/agent-" + HostName(i) + ".log");
+    Die("agent " + HostName(i) + " exited with " + std::to_string(agents_[i].ExitCode()) + ":\n" + Tail(log, 1500));
+  }
+}
+
+std::map<int, std::optional<nlohmann::json>> Testbed::StatusAll(const std::vector<int>& idx) {
+  std::vector<std::string> namespaces;
+  for (int i : idx) namespaces.push_back(ns_[static_cast<size_t>(i)]);
+  auto bodies = GetMany(netns_, namespaces, "/status", kTimePort);
+  std::map<int, std::optional<nlohmann::json>> out;
+  for (int i : idx) {
+    const auto& body = bodies[ns_[static_cast<size_t>(i)]];
+    out[i] = std::nullopt;
+    if (!body) continue;
+    nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) out[i] = std::move(j);
+  }
+  return out;
+}
+
+std::map<int, double> Testbed::WaitLocked(const std::vector<int>& idx, double timeout_s) {
+  std::map<int, double> locked;  // host index -> seconds from its start to LOCKED
+  double deadline = Now() + timeout_s;
+  while (Now() < deadline) {
+    CheckAlive(idx);
+    std::vector<int> pending;
+    for (int i : idx) {
+      if (!locked.count(i)) pending.push_back(i);
+    }
+    auto st = StatusAll(pending);
+    double now = Now();
+    for (const auto& [i, s] : st) {
+      if (s && s->value("state", "") == "LOCKED") locked[i] = now - started_[i];
+    }
+    if (locked.size() == idx.size()) return locked;
+    Sleep(0.1);
+  }
+  return locked;
+}
+
+}  // namespace lockstep::bench

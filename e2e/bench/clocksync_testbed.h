@@ -1,0 +1,115 @@
+// The clock-sync testbed: a netlab fabric, one lockstep-agent per host
+// namespace on a virtual clock, sampling of their /status and counters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "clocksync_http.h"
+#include "clocksync_proc.h"
+#include "clocksync_random.h"
+#include "clocksync_report.h"
+#include "clocksync_score.h"
+
+namespace lockstep::bench {
+
+struct Options {
+  int hosts = 8;
+  std::string name = "csbench";
+  std::string scenarios = "cabed";
+  uint64_t seed = 1;
+  double measure_s = 20, short_measure_s = 8, sample_ms = 200;
+  double late_join_s = 10, lock_timeout_s = 40, link_down_s = 4;
+  double shape_mbit = 50, load_fraction = 0.8, burst_ms = 5, load_warmup_s = 4;
+  int interval_ms = 20, peers_per_node = 16;
+  double wander = 10;
+  std::string work_dir;
+  bool check = false;
+  double max_violation_fraction = 0;
+  bool Has(char scenario) const { return scenarios.find(scenario) != std::string::npos; }
+};
+
+// Where the tools are (see Locate in clocksync_testbed.cc).
+struct Tools {
+  std::string netlab, agent, build_dir;
+  std::string Loadgen() const;  // Die if missing
+};
+Tools LocateTools();
+
+// Counters at one instant, for rates over a measurement.
+struct Snapshot {
+  double t = 0;
+  std::map<int, double> cpu_s;                          // agent CPU seconds
+  std::map<int, double> tx_bytes;                       // rail0 tx bytes of the host
+  std::map<int, std::map<std::string, double>> metrics;  // agent /metrics
+};
+
+// Something to do at `at_s` seconds into a measurement.
+struct Event {
+  double at_s = 0;
+  std::function<void()> run;
+};
+
+class Testbed {
+ public:
+  Testbed(const Options& opts, Tools tools);
+  ~Testbed();
+
+  std::map<char, ScenarioResult> Run();  // scenarios.cc
+  void Teardown();
+  const std::string& work() const { return work_; }
+
+ private:
+  // fabric
+  void Up();
+  std::string NetlabCmd(const std::vector<std::string>& args, bool check = true);
+  // agents
+  void WriteConfigs();
+  void StartAgent(int i);
+  bool AgentAlive(int i);
+  void CheckAlive(const std::vector<int>& idx);
+  std::map<int, std::optional<nlohmann::json>> StatusAll(const std::vector<int>& idx);
+  std::map<int, double> WaitLocked(const std::vector<int>& idx, double timeout_s);
+  // measurement
+  Snapshot Snap(const std::vector<int>& idx);
+  ScenarioResult Measure(const std::string& name, double seconds, const std::vector<int>& idx,
+                         const std::set<int>& exclude_bw = {}, std::vector<Event> events = {});
+  void Record(int i, const nlohmann::json& status, Round& rnd);
+  void WriteRounds(const std::string& name, const std::vector<Round>& rounds);
+  BaselineScore Baseline() const;
+  // scenarios (scenarios.cc)
+  ScenarioResult ScenarioLoad(const std::vector<int>& everyone);
+  int PickLoadPort(int src, int dst, const std::string& link);
+  std::vector<std::string> ProbeFlowsThrough(const std::string& link);
+  ScenarioResult ScenarioLinkDown(const std::vector<int>& everyone);
+  ScenarioResult ScenarioNodeDies(const std::vector<int>& everyone);
+
+  const std::string& HostName(int i) const { return host_names_[static_cast<size_t>(i)]; }
+
+  Options a_;
+  Tools tools_;
+  std::string work_;
+  Netns netns_;
+  PyRandom rng_;
+  bool lab_up_ = false;
+  nlohmann::json topo_;
+  std::vector<std::string> host_names_, ns_, ip0_, vclock_;
+  std::map<int, Child> agents_;   // host index -> agent
+  std::map<int, double> started_;  // host index -> start time
+  std::vector<Child> aux_;         // loadgen
+  // Ground truth over the whole run, and the origin of every base instant.
+  std::optional<int64_t> origin_;
+  TruthHistory hist_;
+  // NTP-style estimates of the current measurement: (node, peer, at_local) -> offset.
+  std::map<std::tuple<int, uint64_t, int64_t>, double> ntp_;
+};
+
+}  // namespace lockstep::bench

@@ -1,0 +1,233 @@
+#include "netlab/shell.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "netlab/parse.h"
+
+namespace lockstep::netlab {
+namespace {
+
+volatile sig_atomic_t g_interrupt_pending = 0;
+volatile sig_atomic_t g_interrupt_seen = 0;
+
+void OnInterrupt(int) {
+  g_interrupt_pending = 1;
+  g_interrupt_seen = 1;
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// A file descriptor closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+bool WriteAll(int fd, const std::string& data) {
+  for (size_t done = 0; done < data.size();) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno != EINTR) return false;
+    if (n > 0) done += size_t(n);
+  }
+  return true;
+}
+
+std::string ReadFrom(int fd) {
+  std::string s;
+  char buf[65536];
+  for (off_t off = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return s;
+    s.append(buf, size_t(n));
+    off += n;
+  }
+}
+
+// In the child after fork(): only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(const std::vector<char*>& argv, const std::string& failed, int in, int out, int err) {
+  ::dup2(in, STDIN_FILENO);
+  ::dup2(out, STDOUT_FILENO);
+  ::dup2(err, STDERR_FILENO);
+  ::execvp(argv[0], argv.data());
+  (void)!::write(STDERR_FILENO, failed.data(), failed.size());
+  _exit(127);
+}
+
+// "net.ipv4.ip_forward" -> "/proc/sys/net/ipv4/ip_forward".
+std::string SysctlPath(const std::string& name) {
+  std::string path = "/proc/sys/" + name;
+  std::replace(path.begin(), path.end(), '.', '/');
+  return path;
+}
+
+Status WriteSysctls(const Sysctls& values) {
+  for (const auto& [name, value] : values) {
+    const std::string path = SysctlPath(name);
+    const Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd.get() < 0 || !WriteAll(fd.get(), value + "\n")) return Internal(Errno(path));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void Log(const std::string& message) { std::fprintf(stderr, "netlab: %s\n", message.c_str()); }
+
+void CatchInterrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
+bool InterruptSeen() { return g_interrupt_seen != 0; }
+
+Result<RunResult> Run(const std::vector<std::string>& argv, const std::string& input) {
+  // stdin, stdout and stderr are memory files: no pipe can fill up or break.
+  const Fd in(::memfd_create("netlab-stdin", MFD_CLOEXEC));
+  const Fd out(::memfd_create("netlab-stdout", MFD_CLOEXEC));
+  const Fd err(::memfd_create("netlab-stderr", MFD_CLOEXEC));
+  if (in.get() < 0 || out.get() < 0 || err.get() < 0) return Internal(Errno("memfd_create"));
+  if (!WriteAll(in.get(), input) || ::lseek(in.get(), 0, SEEK_SET) != 0) return Internal(Errno("write stdin"));
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const std::string failed = "netlab: cannot run " + argv[0] + "\n";
+  const pid_t pid = ::fork();
+  if (pid < 0) return Internal(Errno("fork"));
+  if (pid == 0) ExecChild(cargv, failed, in.get(), out.get(), err.get());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Internal(Errno("waitpid"));
+  }
+  if (g_interrupt_pending) {
+    g_interrupt_pending = 0;
+    return Internal("interrupted");
+  }
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return RunResult{rc, ReadFrom(out.get()), ReadFrom(err.get())};
+}
+
+Result<std::string> RunChecked(const std::vector<std::string>& argv) {
+  auto r = Run(argv);
+  if (!r.ok()) return r.error();
+  if (r->rc != 0) {
+    const std::string why = Strip(r->err).empty() ? Strip(r->out) : Strip(r->err);
+    return Internal(Join(argv, " ") + " failed: " + why);
+  }
+  return std::move(r->out);
+}
+
+Result<std::vector<std::string>> IpBatch(const std::string& ns, const std::vector<std::string>& lines, bool check) {
+  if (lines.empty()) return std::vector<std::string>{};
+  std::vector<std::string> argv = {"ip"};
+  if (!ns.empty()) argv.insert(argv.end(), {"-n", ns});
+  argv.insert(argv.end(), {"-force", "-batch", "-"});
+  const auto r = Run(argv, Join(lines, "\n") + "\n");
+  if (!r.ok()) return r.error();
+  std::vector<std::string> errors;
+  std::istringstream err(r->err);
+  for (std::string line; std::getline(err, line);) {
+    if (!Strip(line).empty()) errors.push_back(line);
+  }
+  if (r->rc != 0 && check) {
+    const std::vector<std::string> first(errors.begin(), errors.begin() + long(std::min<size_t>(errors.size(), 12)));
+    return Internal("ip batch in " + (ns.empty() ? "root" : ns) + " failed:\n  " + Join(first, "\n  "));
+  }
+  return errors;
+}
+
+Status SetSysctls(const std::string& ns, const Sysctls& values) {
+  const Fd home(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  const Fd target(::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC));
+  if (home.get() < 0) return Internal(Errno("open /proc/self/ns/net"));
+  if (target.get() < 0) return Internal(Errno("open /run/netns/" + ns));
+  if (::setns(target.get(), CLONE_NEWNET) != 0) return Internal(Errno("setns " + ns));
+  Status st = WriteSysctls(values);
+  if (::setns(home.get(), CLONE_NEWNET) != 0) {
+    // Every later command would run in the lab's namespace: stop here.
+    std::perror("netlab: setns back to the root namespace");
+    std::abort();
+  }
+  if (!st.ok()) return Internal("sysctl in " + ns + ": " + st.error().message);
+  return st;
+}
+
+bool KernelHasSysctl(const std::string& name) {
+  struct stat st {};
+  return ::stat(SysctlPath(name).c_str(), &st) == 0;
+}
+
+std::vector<std::string> ListNetns() {
+  std::vector<std::string> out;
+  const auto r = Run({"ip", "netns", "list"});
+  if (!r.ok()) return out;
+  std::istringstream lines(r->out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name;
+    if (words >> name) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<int> NetnsPids(const std::string& ns) {
+  std::vector<int> pids;
+  const auto r = Run({"ip", "netns", "pids", ns});
+  if (!r.ok()) return pids;
+  std::istringstream words(r->out);
+  for (std::string w; words >> w;) {
+    if (w.find_first_not_of("0123456789") == std::string::npos) pids.push_back(std::stoi(w));
+  }
+  return pids;
+}
+
+std::map<std::string, bool> Carriers(const std::string& ns) {
+  std::map<std::string, bool> out;
+  const auto r = Run({"ip", "-n", ns, "-j", "link", "show"});
+  if (!r.ok() || r->rc != 0) return out;
+  const auto links = nlohmann::json::parse(r->out, nullptr, /*allow_exceptions=*/false);
+  if (!links.is_array()) return out;
+  for (const auto& l : links) {
+    const auto flags = l.value("flags", nlohmann::json::array());
+    out[l.value("ifname", "")] = std::find(flags.begin(), flags.end(), "LOWER_UP") != flags.end();
+  }
+  return out;
+}
+
+void SleepSeconds(double seconds) {
+  if (seconds <= 0) return;
+  timespec ts{};
+  ts.tv_sec = time_t(seconds);
+  ts.tv_nsec = long((seconds - std::floor(seconds)) * 1e9);
+  ::nanosleep(&ts, nullptr);
+}
+
+}  // namespace lockstep::netlab

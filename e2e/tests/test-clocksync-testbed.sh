@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Clock-sync testbed, fast functional check (no Kubernetes fixture; needs root
+# for network namespaces): 8 lockstep-agents on a netlab fabric, each on a
+# virtual clock with a known offset / drift / wander, idle fabric (scenario a
+# of the clocksync benchmark, <build>/e2e/bench/clocksync). Asserts every agent
+# LOCKs, stays LOCKED, and every sampled pairwise true error is within the sum
+# of the two agents' reported error bounds and below 10 us. The state dir ($1)
+# only holds the logs.
+# CLOCKSYNC_TESTBED_MAX_VIOLATION_FRACTION (default 0: strict) tolerates that
+# fraction of pair samples outside bound_i + bound_j. The benchmark binary:
+# $CLOCKSYNC_BENCH, else e2e/bench/clocksync of $LOCKSTEP_BUILD_DIR, build/dev
+# or build/ci; it runs the lockstep-agent of its own build dir
+# ($LOCKSTEP_AGENT overrides).
+. "$(dirname "$0")/lib.sh"
+[[ $(id -u) -eq 0 ]] || fail "needs root (network namespaces)"
+command -v jq >/dev/null || fail "needs jq"
+OUT=$STATE/clocksync-testbed
+rm -rf "$OUT" && mkdir -p "$OUT"
+BENCH=${CLOCKSYNC_BENCH:-}
+if [[ -z $BENCH ]]; then
+  for d in ${LOCKSTEP_BUILD_DIR:+"$LOCKSTEP_BUILD_DIR"} "$REPO/build/dev" "$REPO/build/ci"; do
+    if [[ -x $d/e2e/bench/clocksync ]]; then BENCH=$d/e2e/bench/clocksync && break; fi
+  done
+fi
+[[ -n $BENCH && -x $BENCH ]] ||
+  fail "clocksync benchmark not built (cmake --build --preset dev --target clocksync lockstep-agent; or set CLOCKSYNC_BENCH)"
+frac=${CLOCKSYNC_TESTBED_MAX_VIOLATION_FRACTION:-0}
+if ! timeout 120 "$BENCH" --hosts 8 --scenarios a --measure-s 6 --sample-ms 200 \
+    --name cstest --work-dir "$OUT/work" --check \
+    --max-violation-fraction "$frac" >"$OUT/result.txt" 2>"$OUT/log.txt"; then
+  tail -n 30 "$OUT/log.txt" >&2
+  cat "$OUT/result.txt" >&2
+  fail "clock-sync testbed check failed (logs in $OUT)"
+fi
+grep -v '^{' "$OUT/result.txt" >&2
+line=$(tail -n 1 "$OUT/result.txt")
+jq -e --argjson frac "$frac" '.scenarios[0]
+  | .nodes == 8 and .pairs_scored >= 8 * 7 / 2 * 10
+    and .bound_violations <= $frac * .pairs_scored and .max_error_ns < 10000
+    and (.non_locked_states_seen | length) == 0' <<<"$line" >/dev/null ||
+  fail "testbed result does not meet the assertions: $line"
+pass "8 agents locked; pairwise true errors within bound_i + bound_j and < 10 us"
