@@ -1,0 +1,282 @@
+// operator-scale: the operator against a real (hermetic) control plane with
+// 100 and 1000 fake GPU nodes. For each N it creates N nodes at a paced rate
+// and reports how long each node waits for its FabricHealth (p50/p99/max), that
+// there is exactly one per node, the operator's CPU and memory, and how many API
+// requests it makes per minute once nothing changes (goal: lease renewals only).
+// Ends with one JSON line.
+//
+//   build/dev/e2e/bench/operator-scale [--quick] [--nodes 100,1000] [--rate 20] [--threads 8]
+//       [--idle-seconds 60] [--converge-timeout 300] [--settle-timeout 300]
+//       [--operator build/dev/operator/lockstep-operator] [--operator-flag=--workers=8]
+//       [--repo .] [--keep]
+//
+// Run from the repository root. Needs the e2e/cluster tools (scripts/install-k8s-tools).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/common/log.h"
+#include "operator_scale_cluster.h"
+#include "operator_scale_round.h"
+
+namespace lockstep::bench {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+const char* kUsage = R"(usage: operator-scale [flags]   (run from the repository root)
+  --nodes N,N,...         GPU node counts, one round each (default 100,1000)
+  --quick                 --nodes 100
+  --rate R                node creates (and deletes) per second (default 20)
+  --threads T             client threads creating nodes (default 8)
+  --idle-seconds S        idle window per round (default 60)
+  --converge-timeout S    max wait for every FabricHealth (default 300)
+  --settle-timeout S      max wait for the agent rollout before idling (default 300)
+  --operator PATH         (default build/dev/operator/lockstep-operator)
+  --operator-flag=FLAG    extra operator flag, repeatable (e.g. --operator-flag=--workers=8)
+  --repo DIR              repository root (default .)
+  --keep                  keep the temp dir with the logs
+)";
+
+struct Flags {
+  std::vector<int> nodes = {100, 1000};
+  PaceOptions pace{};
+  int idle_seconds = 60;
+  int converge_timeout = 300;
+  int settle_timeout = 300;
+  BenchClusterOptions cluster{};
+};
+
+Result<std::vector<int>> ParseCounts(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream in(v);
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    long n = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || n < 1 || n > 20000) {
+      return InvalidArgument("--nodes takes counts from 1 to 20000 separated by commas (got \"" + v + "\")");
+    }
+    out.push_back(static_cast<int>(n));
+  }
+  if (out.empty()) return InvalidArgument("--nodes: no counts given");
+  return out;
+}
+
+Result<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    }
+    auto next = [&]() -> Result<std::string> {
+      if (!value.empty()) return value;
+      if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto number = [&](double lo, double hi) -> Result<double> {
+      auto v = next();
+      if (!v.ok()) return v.error();
+      char* end = nullptr;
+      double x = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end != '\0' || x < lo || x > hi) {
+        return InvalidArgument(a + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                               " (got \"" + *v + "\")");
+      }
+      return x;
+    };
+    Result<double> num = 0.0;
+    if (a == "-h" || a == "--help") return InvalidArgument("help");
+    if (a == "--quick") {
+      f.nodes = {100};
+    } else if (a == "--keep") {
+      f.cluster.keep = true;
+    } else if (a == "--nodes") {
+      auto v = next();
+      if (!v.ok()) return v.error();
+      auto counts = ParseCounts(*v);
+      if (!counts.ok()) return counts.error();
+      f.nodes = *counts;
+    } else if (a == "--operator-flag") {
+      auto v = next();
+      if (!v.ok()) return v.error();
+      f.cluster.operator_flags.push_back(*v);
+    } else if (a == "--operator" || a == "--repo") {
+      auto v = next();
+      if (!v.ok()) return v.error();
+      (a == "--operator" ? f.cluster.operator_binary : f.cluster.repo) = *v;
+    } else if (a == "--rate") {
+      if (!(num = number(0.1, 1000)).ok()) return num.error();
+      f.pace.per_second = *num;
+    } else if (a == "--threads") {
+      if (!(num = number(1, 64)).ok()) return num.error();
+      f.pace.threads = static_cast<int>(*num);
+    } else if (a == "--idle-seconds") {
+      if (!(num = number(1, 3600)).ok()) return num.error();
+      f.idle_seconds = static_cast<int>(*num);
+    } else if (a == "--converge-timeout") {
+      if (!(num = number(1, 3600)).ok()) return num.error();
+      f.converge_timeout = static_cast<int>(*num);
+    } else if (a == "--settle-timeout") {
+      if (!(num = number(0, 3600)).ok()) return num.error();
+      f.settle_timeout = static_cast<int>(*num);
+    } else {
+      return InvalidArgument("unknown flag " + a);
+    }
+  }
+  return f;
+}
+
+double Round1(double v) { return std::round(v * 10) / 10; }
+
+void PrintTable(const std::vector<RoundResult>& results) {
+  std::printf("\noperator-scale: node created -> FabricHealth seen, operator cost, idle API traffic\n\n");
+  std::printf("%6s %8s %6s %8s %8s %8s %8s %8s %7s %7s %7s %8s %9s %9s %9s %7s\n", "nodes", "healths", "extra",
+              "create/s", "p50 ms",
+              "p99 ms", "max ms", "conv s", "cpu %", "rss MB", "hwm MB", "req/node", "idle/min", "non-lease",
+              "lease/min", "idle %");
+  for (const RoundResult& r : results) {
+    std::printf("%6d %8d %6d %8.1f %8.0f %8.0f %8.0f %8.1f %7.1f %7.1f %7.1f %8.2f %9.1f %9.1f %9.1f %7.2f\n",
+                r.nodes, r.healths, r.extra_healths, r.nodes / std::max(r.create_seconds, 1e-9), r.latency_ms.p50,
+                r.latency_ms.p99, r.latency_ms.max, r.converge_seconds,
+                r.cpu_percent, r.rss_mb, r.hwm_mb, r.requests_per_node, r.idle_requests_per_min,
+                r.idle_non_lease_requests_per_min, r.idle_lease_requests_per_min, r.idle_cpu_percent);
+  }
+  std::printf("\n");
+  for (const RoundResult& r : results) {
+    std::printf("%d nodes: created in %.1f s; %s; duplicate adds %d, wrong owner %d; rollout %s; idle %.0f s, "
+                "non-lease requests: %s\n",
+                r.nodes, r.create_seconds, r.converged ? "converged" : "DID NOT CONVERGE", r.duplicate_adds,
+                r.wrong_owner, r.settled ? "complete" : "INCOMPLETE", r.idle_seconds, r.idle_non_lease_detail.c_str());
+    std::printf("  phase: max fabrichealth queue depth %.0f; %s\n", r.max_queue_depth, r.phase_detail.c_str());
+  }
+  std::printf("\n");
+}
+
+nlohmann::json ToJson(const RoundResult& r) {
+  return {{"nodes", r.nodes},
+          {"healths", r.healths},
+          {"extra_healths", r.extra_healths},
+          {"duplicate_adds", r.duplicate_adds},
+          {"converged", r.converged},
+          {"node_to_health_p50_ms", Round1(r.latency_ms.p50)},
+          {"node_to_health_p99_ms", Round1(r.latency_ms.p99)},
+          {"node_to_health_max_ms", Round1(r.latency_ms.max)},
+          {"creates_per_s", Round1(r.nodes / std::max(r.create_seconds, 1e-9))},
+          {"converge_s", Round1(r.converge_seconds)},
+          {"operator_cpu_percent", Round1(r.cpu_percent)},
+          {"operator_rss_mb", Round1(r.rss_mb)},
+          {"operator_rss_hwm_mb", Round1(r.hwm_mb)},
+          {"operator_requests_per_node", std::round(r.requests_per_node * 100) / 100},
+          {"max_health_queue_depth", r.max_queue_depth},
+          {"idle_seconds", Round1(r.idle_seconds)},
+          {"idle_requests_per_min", Round1(r.idle_requests_per_min)},
+          {"idle_non_lease_requests_per_min", Round1(r.idle_non_lease_requests_per_min)},
+          {"idle_lease_requests_per_min", Round1(r.idle_lease_requests_per_min)},
+          {"idle_operator_cpu_percent", std::round(r.idle_cpu_percent * 100) / 100},
+          {"rollout_settled", r.settled}};
+}
+
+int Run(const Flags& flags) {
+  Clock& clock = SystemClock::Instance();
+  BenchCluster cluster(flags.cluster);  // scope guard: the destructor tears everything down
+  Progress("starting a cluster (0 GPU + " + std::to_string(flags.cluster.cpu_nodes) + " CPU nodes)");
+  Status s = cluster.Up();
+  if (s.ok()) {
+    Progress("installing the chart");
+    s = cluster.InstallChart();
+  }
+  if (s.ok()) {
+    Progress("starting the operator (leader election on)");
+    s = cluster.StartOperator();
+  }
+  if (!s.ok()) {
+    std::cerr << "operator-scale: " << s.error().message << "\n";
+    return 1;
+  }
+  auto api = cluster.AdminApi(clock);
+  if (!api.ok()) {
+    std::cerr << "operator-scale: " << api.error().message << "\n";
+    return 1;
+  }
+  HealthWatch watch(**api, clock);
+  watch.Start();
+  Progress("operator is the leader; waiting for the agent DaemonSet and the health informer");
+  const MonoTime deadline = clock.Monotonic() + std::chrono::seconds(60);
+  while (!g_stop && !(watch.HasSynced() && (*api)->Get(kube::gvr::kDaemonSets, BenchCluster::kNamespace,
+                                                         "lockstep-agent-default").ok())) {
+    if (clock.Monotonic() > deadline) {
+      std::cerr << "operator-scale: the operator did not create its DaemonSet within 60 s\n"
+                << cluster.OperatorLogTail(20);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  std::vector<RoundResult> results;
+  for (size_t k = 0; k < flags.nodes.size() && !g_stop; ++k) {
+    RoundOptions ro{.round = static_cast<int>(k),
+                    .nodes = flags.nodes[k],
+                    .pace = flags.pace,
+                    .converge_timeout = std::chrono::seconds(flags.converge_timeout),
+                    .settle_timeout = std::chrono::seconds(flags.settle_timeout),
+                    .idle = std::chrono::seconds(flags.idle_seconds)};
+    auto r = RunRound(cluster, **api, watch, clock, ro, g_stop);
+    if (!r.ok()) {
+      std::cerr << "operator-scale: round with " << ro.nodes << " nodes: " << r.error().message << "\n";
+      return g_stop ? 130 : 1;
+    }
+    results.push_back(*r);
+    if (k + 1 < flags.nodes.size()) {
+      Status d = DeleteRound(**api, watch, clock, RoundNodeNames(ro.round, ro.nodes), flags.pace,
+                             std::chrono::seconds(300), g_stop);
+      if (!d.ok()) {
+        std::cerr << "operator-scale: deleting the nodes: " << d.error().message << "\n";
+        return g_stop ? 130 : 1;
+      }
+    }
+  }
+  if (g_stop) return 130;
+
+  PrintTable(results);
+  nlohmann::json out = {{"bench", "operator-scale"},
+                        {"rate_per_s", flags.pace.per_second},
+                        {"operator_flags", flags.cluster.operator_flags},
+                        {"results", nlohmann::json::array()}};
+  for (const RoundResult& r : results) out["results"].push_back(ToJson(r));
+  std::cout << out.dump() << std::endl;
+  bool ok = true;
+  for (const RoundResult& r : results) ok = ok && r.converged && r.healths == r.nodes && r.extra_healths == 0;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  auto flags = bench::ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    if (flags.error().message != "help") std::cerr << "operator-scale: " << flags.error().message << "\n";
+    std::cerr << bench::kUsage;
+    return flags.error().message == "help" ? 0 : 2;
+  }
+  log::SetLevel(log::Level::kWarn);
+  log::SetComponent("operator-scale");
+  std::signal(SIGINT, bench::OnSignal);
+  std::signal(SIGTERM, bench::OnSignal);
+  return bench::Run(*flags);
+}
