@@ -52,13 +52,29 @@ void Controller::EnqueueAll(const std::vector<std::string>& keys) {
   }
 }
 
-void Controller::For(Informer& informer) {
-  Track(informer);
-  informer.AddEventHandlers({
-      .on_add = [this](const ObjectPtr& o) { queue_.Add(ObjectKey(*o)); },
-      .on_update = [this](const ObjectPtr&, const ObjectPtr& o) { queue_.Add(ObjectKey(*o)); },
-      .on_delete = [this](const ObjectPtr& o) { queue_.Add(ObjectKey(*o)); },
-  });
+namespace {
+
+bool MetadataChanged(const Json& old_obj, const Json& new_obj, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    const Json* a = FindPath(old_obj, {"metadata", key});
+    const Json* b = FindPath(new_obj, {"metadata", key});
+    if ((a == nullptr) != (b == nullptr) || (a != nullptr && *a != *b)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool LabelsOrDeletionChanged(const Json& old_obj, const Json& new_obj) {
+  return MetadataChanged(old_obj, new_obj, {"labels", "deletionTimestamp"});
+}
+
+bool GenerationOrDeletionChanged(const Json& old_obj, const Json& new_obj) {
+  return MetadataChanged(old_obj, new_obj, {"generation", "deletionTimestamp"});
+}
+
+void Controller::For(Informer& informer, UpdateFilter filter) {
+  Watches(informer, [](const Json& o) { return std::vector<std::string>{ObjectKey(o)}; }, std::move(filter));
 }
 
 void Controller::Owns(Informer& informer, const Gvr& owner) {
@@ -68,13 +84,14 @@ void Controller::Owns(Informer& informer, const Gvr& owner) {
   });
 }
 
-void Controller::Watches(Informer& informer, KeyMapper map) {
+void Controller::Watches(Informer& informer, KeyMapper map, UpdateFilter filter) {
   Track(informer);
   auto m = std::make_shared<KeyMapper>(std::move(map));
   informer.AddEventHandlers({
       .on_add = [this, m](const ObjectPtr& o) { EnqueueAll((*m)(*o)); },
       .on_update =
-          [this, m](const ObjectPtr& old_obj, const ObjectPtr& o) {
+          [this, m, filter = std::move(filter)](const ObjectPtr& old_obj, const ObjectPtr& o) {
+            if (filter && !filter(*old_obj, *o)) return;
             EnqueueAll((*m)(*old_obj));
             EnqueueAll((*m)(*o));
           },

@@ -38,9 +38,12 @@ ReconcileResult FabricHealthReconciler::Reconcile(const std::string& key) {
         if (r.code() == ErrorCode::kAlreadyExists || r.code() == ErrorCode::kConflict) return {.requeue = true};
         return ReconcileResult::Fail(r.error());
       }
-      rv = kube::ResourceVersion(*r);
       log::Info("created FabricHealth", {{"node", key}});
-      break;
+      // The initial status is written by the reconcile that the new object's
+      // watch event queues (behind the keys already waiting): under a burst of
+      // new nodes, every node gets its FabricHealth first and its Pending
+      // status second, instead of each waiting for two writes per node ahead.
+      return ReconcileResult::Done();
     }
     case HealthPlan::Action::kUpdate: {
       auto r = api_.Update(gvr, "", plan.object);

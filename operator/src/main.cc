@@ -45,7 +45,7 @@ const char* kUsage = R"(usage: lockstep-operator [flags]
   --agent-service-account=NAME (default lockstep-agent)
   --agent-image=IMAGE          overrides every policy's spec.agent.image
   --probe-key-secret=NAME      Secret with the probe authentication key (default lockstep-probe-key)
-  --workers=N                  reconcile workers per controller (default 2)
+  --workers=N                  reconcile workers per controller (default 4)
   --log-level=debug|info|warn|error
 )";
 
@@ -119,7 +119,7 @@ int Run(const Flags& flags) {
   auto lease_s = IntFlag(flags, "lease-duration", 15, 1, 3600);
   auto renew_s = IntFlag(flags, "renew-deadline", 10, 1, 3600);
   auto retry_s = IntFlag(flags, "retry-period", 2, 1, 3600);
-  auto workers = IntFlag(flags, "workers", 2, 1, 64);
+  auto workers = IntFlag(flags, "workers", 4, 1, 64);
   auto metrics_addr = Address("metrics-addr", flags.Get("metrics-addr", ":8080"));
   auto health_addr = Address("health-addr", flags.Get("health-addr", ":8081"));
   for (const Status& s : {Status::FromResult(lease_s), Status::FromResult(renew_s), Status::FromResult(retry_s),
@@ -209,7 +209,9 @@ int Run(const Flags& flags) {
   policy_ctl.For(policies);
   policy_ctl.Owns(daemonsets, kube::gvr::kFabricPolicies);
   policy_ctl.Owns(configmaps, kube::gvr::kFabricPolicies);
-  policy_ctl.Watches(nodes, [&](const kube::Json&) { return policies.store().Keys(); });
+  // Both controllers read only a node's labels (and whether it is going away):
+  // status heartbeats are filtered out before they reach a queue.
+  policy_ctl.Watches(nodes, [&](const kube::Json&) { return policies.store().Keys(); }, kube::LabelsOrDeletionChanged);
   policy_ctl.Watches(healths, [](const kube::Json& h) {  // conflicts show up on healths
     std::string p = kube::GetString(h, {"metadata", "labels", "lockstep.dev/policy"});
     return p.empty() ? std::vector<std::string>{} : std::vector<std::string>{p};
@@ -217,13 +219,19 @@ int Run(const Flags& flags) {
 
   kube::Controller health_ctl(health_reconciler, clock,
                               {.name = "fabrichealth", .workers = *workers, .registry = &registry, .gate = is_leader});
-  health_ctl.For(nodes);
+  health_ctl.For(nodes, kube::LabelsOrDeletionChanged);
   health_ctl.For(healths);
-  health_ctl.Watches(policies, [&](const kube::Json&) {
-    std::vector<std::string> keys = nodes.store().Keys();
-    for (auto& k : healths.store().Keys()) keys.push_back(k);
-    return keys;
-  });
+  // Every node's plan depends on every policy's selector, not on policy status
+  // (which changes as agents roll out: without the filter, each status write
+  // would queue every node ahead of the new ones).
+  health_ctl.Watches(
+      policies,
+      [&](const kube::Json&) {
+        std::vector<std::string> keys = nodes.store().Keys();
+        for (auto& k : healths.store().Keys()) keys.push_back(k);
+        return keys;
+      },
+      kube::GenerationOrDeletionChanged);
 
   // Endpoints.
   HttpServer metrics_server, health_server;

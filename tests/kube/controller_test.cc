@@ -138,5 +138,55 @@ TEST_CASE("controller: waits for informer sync, then reconciles watched keys", "
   CHECK(reg.Counter("lockstep_reconcile_total", "", {"controller", "result"}).Get({"fabricpolicy", "success"}) >= 2);
 }
 
+TEST_CASE("controller: an update filter keeps updates it rejects out of the queue", "[kube][controller]") {
+  Json node = {{"metadata", {{"name", "n1"}, {"labels", {{"gpu", "true"}}}}}, {"status", {{"heartbeat", 1}}}};
+  Json heartbeat = node;
+  heartbeat["status"]["heartbeat"] = 2;
+  Json relabelled = node;
+  relabelled["metadata"]["labels"]["gpu"] = "false";
+  Json deleting = node;
+  deleting["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z";
+  CHECK_FALSE(LabelsOrDeletionChanged(node, heartbeat));
+  CHECK(LabelsOrDeletionChanged(node, relabelled));
+  CHECK(LabelsOrDeletionChanged(node, deleting));
+  CHECK(LabelsOrDeletionChanged(Json::object(), node));
+  Json policy = {{"metadata", {{"name", "p"}, {"generation", 1}}}, {"status", {{"readyNodes", 1}}}};
+  Json status_only = policy;
+  status_only["status"]["readyNodes"] = 2;
+  Json respecced = policy;
+  respecced["metadata"]["generation"] = 2;
+  CHECK_FALSE(GenerationOrDeletionChanged(policy, status_only));
+  CHECK(GenerationOrDeletionChanged(policy, respecced));
+  Json policy_deleting = policy;
+  policy_deleting["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z";
+  CHECK(GenerationOrDeletionChanged(policy, policy_deleting));
+
+  FakeKubeApi api;
+  REQUIRE(api.Create(gvr::kNodes, "", node).ok());
+  InformerOptions fast;
+  fast.backoff = {milliseconds(1), milliseconds(10), 2.0, 0.1};
+  Informer nodes(api, gvr::kNodes, fast);
+  ScriptedReconciler r;
+  Controller c(r, SystemClock::Instance(), {.name = "nodes"});
+  c.For(nodes, LabelsOrDeletionChanged);
+  nodes.Start();
+  REQUIRE(Eventually([&] { return nodes.HasSynced() && c.queue().Len() == 1; }));
+  REQUIRE(c.ProcessOne());
+  // A heartbeat reaches the cache but not the queue.
+  REQUIRE(api.MergePatch(gvr::kNodes, "", "n1", {{"status", {{"heartbeat", 2}}}}, "status").ok());
+  REQUIRE(Eventually([&] {
+    ObjectPtr o = nodes.store().Get("", "n1");
+    return o && GetInt(*o, {"status", "heartbeat"}) == 2;
+  }));
+  CHECK(c.queue().Len() == 0);
+  // A label change is queued.
+  REQUIRE(api.MergePatch(gvr::kNodes, "", "n1", {{"metadata", {{"labels", {{"rack", "r7"}}}}}}).ok());
+  REQUIRE(Eventually([&] { return c.queue().Len() == 1; }));
+  REQUIRE(c.ProcessOne());
+  CHECK(r.Count("n1") == 2);
+  CHECK(c.queue().Len() == 0);
+  nodes.Stop();
+}
+
 }  // namespace
 }  // namespace lockstep::kube

@@ -4,6 +4,9 @@
 //  - For(i): the informer's objects enqueue their own key ("ns/name" or "name").
 //    Owns(i, owner): objects enqueue their controller owner's key.
 //    Watches(i, map): objects enqueue whatever keys `map` returns.
+//    Each takes an optional UpdateFilter (controller-runtime's predicate): an
+//    update enqueues only if it returns true for (old, new), so that changes
+//    the reconciler never reads (node heartbeats, say) cost nothing.
 //  - Workers wait until every registered informer HasSynced() before the first
 //    reconcile; a key is reconciled by one worker at a time.
 //  - Result: error -> AddRateLimited (409 Conflict is logged quietly: it only
@@ -76,6 +79,8 @@ struct ControllerOptions {
 class Controller {
  public:
   using KeyMapper = std::function<std::vector<std::string>(const Json& obj)>;
+  // true: the update matters. Null: every update does.
+  using UpdateFilter = std::function<bool(const Json& old_obj, const Json& new_obj)>;
 
   // REQUIRES: reconciler and clock outlive the controller.
   Controller(Reconciler& reconciler, Clock& clock, ControllerOptions options);
@@ -84,11 +89,11 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   // REQUIRES (all three): before informer.Start(); the informer outlives the controller.
-  void For(Informer& informer);
+  void For(Informer& informer, UpdateFilter filter = nullptr);
   // Enqueues the key of the ownerReference with controller=true whose kind and
   // API group match `owner` (namespaced owners share the child's namespace).
   void Owns(Informer& informer, const Gvr& owner);
-  void Watches(Informer& informer, KeyMapper map);
+  void Watches(Informer& informer, KeyMapper map, UpdateFilter filter = nullptr);
 
   // Starts `workers` threads. REQUIRES: called once.
   void Start();
@@ -124,6 +129,12 @@ class Controller {
   bool stopping_ = false;  // GUARDED_BY(mu_)
   std::vector<std::thread> workers_;
 };
+
+// UpdateFilters. Pure. metadata.labels or metadata.deletionTimestamp changed:
+bool LabelsOrDeletionChanged(const Json& old_obj, const Json& new_obj);
+// metadata.generation (the spec, for resources with a status subresource) or
+// metadata.deletionTimestamp changed:
+bool GenerationOrDeletionChanged(const Json& old_obj, const Json& new_obj);
 
 // The "ns/name" (or "name") of obj's controller owner of kind/group `owner`,
 // or nullopt. Pure.
