@@ -273,6 +273,7 @@ Result<EdgeFitResult> FitEdge(std::span<const EdgePoint> forward,
   const double span = fitter.TMax() - fitter.TMin();
   out.t_span_ns = span;
   out.t_center_ns = t0 + 0.5 * (fitter.TMax() + fitter.TMin());
+  out.center_sigma_ns = sigma_c;
   out.drift_sigma = (line.identified && span > 0) ? 2.0 * std::sqrt(2.0) * sigma_c / span
                                                   : kUnknownDriftSigma;
   // Line value at t = 0 in caller coordinates (t0, y0 undone).

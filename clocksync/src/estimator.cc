@@ -17,8 +17,28 @@ constexpr double kAnchorGateFloorNs = 100.0;
 
 std::string Id(NodeId n) { return std::to_string(n); }
 
+// kTrackGate: a window whose estimate is further than this many sigmas from
+// the tracked prediction (chi-square, 2 dof) restarts the track from it.
+constexpr double kTrackGate = 5.0;
+// The tracked offset sigma is at least this fraction of the window's own.
+constexpr double kTrackSigmaFloor = 0.5;
+
 bool EdgeLess(const EdgeReport& x, const EdgeReport& y) {
   return x.fit.a != y.fit.a ? x.fit.a < y.fit.a : x.fit.b < y.fit.b;
+}
+
+// Random-walk frequency noise q (variance of drift per ns) over dt ns:
+// x += r dt; P = F P F' + q [[dt^3/3, dt^2/2], [dt^2/2, dt]], F = [[1, dt], [0, 1]].
+// The noise is that of `noise_dt` ns of wander (the caller may count from
+// another instant than the state's).
+void Propagate(TrackState& s, double dt, double q, double noise_dt) {
+  const double a = std::abs(noise_dt);
+  s.x += s.r * dt;
+  const double pxx = s.pxx + 2 * dt * s.pxr + dt * dt * s.prr + q * a * a * a / 3;
+  const double pxr = s.pxr + dt * s.prr + q * noise_dt * a / 2;
+  s.prr += q * a;
+  s.pxx = pxx;
+  s.pxr = pxr;
 }
 
 }  // namespace
@@ -30,6 +50,8 @@ struct Estimator::Prepared {
   std::vector<uint8_t> has_pred;
   // What the gauge keeps each node's offset and drift close to (weight 0: free).
   std::vector<double> gauge_w, gauge_offset, gauge_drift;
+  int64_t t_solve = 0;             // instant of the offset solve (see Solve)
+  std::vector<TrackState> track;   // by NodeId: tracked state at t_ref (tracking only)
 };
 
 NodeModel Solution::Model(NodeId node) const {
@@ -212,8 +234,12 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
         ++sol.stats.edges_skipped;
         continue;
       }
-      rep.fit = {a, b, t_ref, fit->offset_ns, fit->drift, fit->margin_ns,
-                 fit->offset_sigma_ns, fit->drift_sigma, fit->drift_identified};
+      // Referenced at the data's centre, where the line is sharpest: the
+      // network solve moves it to the solve instant with the network's drifts,
+      // which are better than this edge's own.
+      const double tc = std::round(fit->t_center_ns);
+      rep.fit = {a, b, t_ref + static_cast<int64_t>(tc), fit->offset_ns + fit->drift * tc, fit->drift,
+                 fit->margin_ns, fit->center_sigma_ns, fit->drift_sigma, fit->drift_identified};
       rep.trimmed = fit->fwd_trimmed + fit->rev_trimmed;
       sol.stats.outliers_trimmed += rep.trimmed;
       if (options_.compute_baseline) {
@@ -226,7 +252,7 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
   sol.stats.edges_fit = static_cast<uint32_t>(sol.edges.size());
   last_edge_count_ = sol.edges.size();
 
-  // Gossiped edges, moved to this window's reference instant; local ones win.
+  // Gossiped edges (at their own reference instants); local ones win.
   std::sort(remote_.begin(), remote_.end(), [](const EdgeSummary& x, const EdgeSummary& y) {
     return x.a != y.a ? x.a < y.a : (x.b != y.b ? x.b < y.b : x.offset_sigma_ns < y.offset_sigma_ns);
   });
@@ -240,10 +266,6 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
                            rep, EdgeLess)) {
       continue;
     }
-    const double dt = static_cast<double>(t_ref - s.t_ref_ns);
-    rep.fit.t_ref_ns = t_ref;
-    rep.fit.offset_ns = s.offset_ns + s.drift * dt;
-    rep.fit.offset_sigma_ns = std::hypot(s.offset_sigma_ns, s.drift_sigma * dt);
     rep.local = false;
     sol.edges.push_back(rep);
     ++sol.stats.edges_remote;
@@ -276,16 +298,54 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
     rho[v] = dsol.component[v] != kNoComponent ? dsol.x[v] : (prev_valid(v) ? prev_[v].drift : 0.0);
   }
 
-  // Offsets. Edge e's offset is on a's clock at t_ref, i.e. at fabric instant
-  // t_ref - x_a; moving it to fabric t_ref adds (drift in a-clock units) * x_a.
-  // x_a is the previous solution's prediction, or a first pass for nodes without one.
+  // Per-node uncertainty from weights and the shrunk reduced chi-square.
+  auto node_sigma = [&](std::span<const NetworkEdge> in, const NetworkSolution& s) {
+    const auto nodes_in_graph = static_cast<uint32_t>(
+        std::count_if(s.component.begin(), s.component.end(), [](uint32_t c) { return c != kNoComponent; }));
+    std::vector<double> wsum(n, 0.0), chi(n, 0.0);
+    std::vector<uint32_t> deg(n, 0);
+    double chi_total = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      const double c = in[k].weight * s.residual[k] * s.residual[k];
+      chi_total += c;
+      for (NodeId v : {in[k].a, in[k].b}) { wsum[v] += s.weight[k]; chi[v] += c; ++deg[v]; }
+    }
+    const double dof = static_cast<double>(in.size()) - (nodes_in_graph - s.num_components);
+    const double global = dof > 0 ? chi_total / dof : 1.0;
+    std::vector<double> sigma(n, 0.0);
+    for (NodeId v = 0; v < n; ++v) {
+      if (deg[v] == 0 || !(wsum[v] > 0)) continue;
+      const double d = deg[v];
+      const double eff = std::max(d - 2.0, 0.5 * d);
+      const double s2 = std::max(kMinChiSquare, (chi[v] + kChiShrink * global) / (eff + kChiShrink));
+      sigma[v] = std::sqrt(s2 / wsum[v]);
+    }
+    return sigma;
+  };
+  std::vector<double> dsig = node_sigma(de, dsol);
+  for (NodeId v = 0; v < n; ++v) if (dsol.component[v] == kNoComponent) dsig[v] = kUnknownDriftSigma;
+
+  // Offsets, solved at t_solve: the middle of the local edges' data, where
+  // their lines are sharpest (see Solve), then carried to t_ref with the
+  // network's drifts. Edge e's offset is on a's clock at its own reference
+  // instant; moving it to a's clock reading t_solve uses the network drift
+  // difference beta (much better than the edge's own slope), and from there to
+  // fabric instant t_solve adds beta * x_a (a's clock reads t_solve at fabric
+  // t_solve - x_a). x_a is the previous solution's prediction, or a first pass
+  // for nodes without one.
+  const int64_t t_solve = prep.t_solve;
+  const double lever = static_cast<double>(sol.t_ref_ns - t_solve);
   std::vector<NetworkEdge> oe(edges.size());
-  std::vector<double> beta(edges.size());
+  std::vector<double> beta(edges.size()), moved(edges.size());
   for (size_t e = 0; e < edges.size(); ++e) {
     const EdgeSummary& f = edges[e].fit;
     const bool solved = dsol.component[f.a] != kNoComponent && dsol.component[f.b] != kNoComponent;
     beta[e] = solved ? (rho[f.b] - rho[f.a]) / (1.0 + rho[f.a]) : f.drift;
-    oe[e] = {f.a, f.b, f.offset_ns, 1.0 / (f.offset_sigma_ns * f.offset_sigma_ns)};
+    const double dt = static_cast<double>(t_solve - f.t_ref_ns);
+    const double beta_sigma = solved ? std::hypot(dsig[f.a], dsig[f.b]) : f.drift_sigma;
+    moved[e] = f.offset_ns + beta[e] * dt;
+    const double sigma = std::hypot(f.offset_sigma_ns, beta_sigma * dt);
+    oe[e] = {f.a, f.b, moved[e], 1.0 / (sigma * sigma)};
   }
   std::vector<double> xhat(n, 0.0);
   for (NodeId v = 0; v < n; ++v) if (prep.has_pred[v]) xhat[v] = prep.pred_offset[v];
@@ -332,6 +392,10 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
       if (drift != nullptr) (*drift)[v] += dshift[c];
     }
   };
+  // Offsets at t_solve -> at t_ref (the gauge's references are at t_ref).
+  auto to_t_ref = [&](NetworkSolution& s) {
+    for (NodeId v = 0; v < n; ++v) if (s.component[v] != kNoComponent) s.x[v] += rho[v] * lever;
+  };
   NetworkOptions oopt = options_.network;
   oopt.abs_tolerance = options_.cg_offset_tolerance_ns;
   NetworkOptions first = oopt;
@@ -341,49 +405,23 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
   bool all_predicted = true;
   for (const EdgeReport& r : edges) all_predicted = all_predicted && prep.has_pred[r.fit.a];
   if (!all_predicted) {
-    for (size_t e = 0; e < edges.size(); ++e) oe[e].value = edges[e].fit.offset_ns + beta[e] * xhat[edges[e].fit.a];
+    for (size_t e = 0; e < edges.size(); ++e) oe[e].value = moved[e] + beta[e] * xhat[edges[e].fit.a];
     NetworkSolution pass0 = SolveNetwork(n, oe, first, xhat);
+    to_t_ref(pass0);
     apply_gauge(pass0, nullptr);
     for (NodeId v = 0; v < n; ++v) if (!prep.has_pred[v]) xhat[v] = pass0.x[v];
     sol.stats.cg_iterations += pass0.iterations;
     sol.stats.cg_converged = sol.stats.cg_converged && pass0.converged;
   }
-  for (size_t e = 0; e < edges.size(); ++e) oe[e].value = edges[e].fit.offset_ns + beta[e] * xhat[edges[e].fit.a];
+  for (size_t e = 0; e < edges.size(); ++e) oe[e].value = moved[e] + beta[e] * xhat[edges[e].fit.a];
   NetworkSolution osol = SolveNetwork(n, oe, oopt, xhat);
+  to_t_ref(osol);
   apply_gauge(osol, &rho);
   sol.stats.cg_iterations += osol.iterations;
   sol.stats.cg_converged = sol.stats.cg_converged && osol.converged;
   sol.num_components = osol.num_components;
 
-  // Per-node uncertainty from weights and the shrunk reduced chi-square.
-  auto node_sigma = [&](std::span<const NetworkEdge> in, const NetworkSolution& s,
-                        uint32_t nodes_in_graph) {
-    std::vector<double> wsum(n, 0.0), chi(n, 0.0);
-    std::vector<uint32_t> deg(n, 0);
-    double chi_total = 0;
-    for (size_t k = 0; k < in.size(); ++k) {
-      const double c = in[k].weight * s.residual[k] * s.residual[k];
-      chi_total += c;
-      for (NodeId v : {in[k].a, in[k].b}) { wsum[v] += s.weight[k]; chi[v] += c; ++deg[v]; }
-    }
-    const double dof = static_cast<double>(in.size()) - (nodes_in_graph - s.num_components);
-    const double global = dof > 0 ? chi_total / dof : 1.0;
-    std::vector<double> sigma(n, 0.0);
-    for (NodeId v = 0; v < n; ++v) {
-      if (deg[v] == 0 || !(wsum[v] > 0)) continue;
-      const double d = deg[v];
-      const double eff = std::max(d - 2.0, 0.5 * d);
-      const double s2 = std::max(kMinChiSquare, (chi[v] + kChiShrink * global) / (eff + kChiShrink));
-      sigma[v] = std::sqrt(s2 / wsum[v]);
-    }
-    return sigma;
-  };
-  auto count_nodes = [&](const NetworkSolution& s) {
-    return static_cast<uint32_t>(std::count_if(s.component.begin(), s.component.end(),
-                                               [](uint32_t c) { return c != kNoComponent; }));
-  };
-  const std::vector<double> osig = node_sigma(oe, osol, count_nodes(osol));
-  const std::vector<double> dsig = node_sigma(de, dsol, count_nodes(dsol));
+  const std::vector<double> osig = node_sigma(oe, osol);  // at t_solve
 
   sol.nodes.assign(n, NodeEstimate{});
   for (NodeId v = 0; v < n; ++v) {
@@ -393,8 +431,9 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
     ne.valid = true;
     ne.offset_ns = osol.x[v];
     ne.drift = rho[v];
-    ne.offset_sigma_ns = osig[v];
-    ne.drift_sigma = dsol.component[v] != kNoComponent ? dsig[v] : kUnknownDriftSigma;
+    ne.offset_sigma_ns = std::hypot(osig[v], dsig[v] * lever);
+    ne.drift_sigma = dsig[v];
+    if (tracking()) Track(v, osol.x[v] - rho[v] * lever, osig[v], prep, sol);
     ne.error_bound_ns = options_.bound_sigmas * ne.offset_sigma_ns + options_.asymmetry_allowance_ns;
   }
   for (size_t e = 0; e < edges.size(); ++e) {
@@ -406,6 +445,48 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
     rep.d_min_rev_ns = rep.fit.margin_ns + rep.residual_ns;
     rep.weight = osol.weight[e];
   }
+}
+
+void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, Solution& sol) {
+  NodeEstimate& ne = sol.nodes[v];
+  const double window_sigma = ne.offset_sigma_ns;  // this window alone, at t_ref
+  const double w = options_.track_wander_ppb_per_sqrt_s * 1e-9;
+  const double q = w * w / 1e9;
+  const double sx2 = x_sigma * x_sigma, sr2 = ne.drift_sigma * ne.drift_sigma;
+  TrackState s{x_solve, ne.drift, sx2, 0, sr2};
+  if (v < prev_.size() && prev_[v].valid && prev_[v].tracked) {
+    const PrevNode& p = prev_[v];
+    TrackState pr{p.offset_ns, p.drift, p.pxx, p.pxr, p.prr};
+    // Wander counts from the previous solve instant: the move from there to
+    // its t_ref (below) adds none, as in an untracked window (the discipline's
+    // allowances cover wander after t_ref).
+    Propagate(pr, static_cast<double>(prep.t_solve - p.t_ref_ns), q, static_cast<double>(prep.t_solve - p.t_solve_ns));
+    // Kalman update with z = (x_solve, drift), R = diag(sx2, sr2), H = I.
+    const double s11 = pr.pxx + sx2, s12 = pr.pxr, s22 = pr.prr + sr2;
+    const double det = s11 * s22 - s12 * s12;
+    const double nx = x_solve - pr.x, nr = ne.drift - pr.r;
+    const double d2 = (s22 * nx * nx - 2 * s12 * nx * nr + s11 * nr * nr) / det;
+    if (det > 0 && d2 <= kTrackGate * kTrackGate) {
+      // K = P S^-1
+      const double k11 = (pr.pxx * s22 - pr.pxr * s12) / det, k12 = (pr.pxr * s11 - pr.pxx * s12) / det;
+      const double k21 = (pr.pxr * s22 - pr.prr * s12) / det, k22 = (pr.prr * s11 - pr.pxr * s12) / det;
+      s.x = pr.x + k11 * nx + k12 * nr;
+      s.r = pr.r + k21 * nx + k22 * nr;
+      // P = (I - K) P
+      s.pxx = (1 - k11) * pr.pxx - k12 * pr.pxr;
+      s.pxr = (1 - k11) * pr.pxr - k12 * pr.prr;
+      s.prr = (1 - k22) * pr.prr - k21 * pr.pxr;
+    }
+  }
+  Propagate(s, static_cast<double>(sol.t_ref_ns - prep.t_solve), q, 0);
+  ne.offset_ns = s.x;
+  ne.drift = s.r;
+  // The filter treats windows as independent; on the testbed their errors
+  // persist over several windows (load episodes), so its sigma alone is
+  // overconfident. The bound keeps at least kTrackSigmaFloor of one window's.
+  ne.offset_sigma_ns = std::max(std::sqrt(std::max(s.pxx, 0.0)), kTrackSigmaFloor * window_sigma);
+  ne.drift_sigma = std::sqrt(std::max(s.prr, 0.0));
+  prep.track[v] = s;
 }
 
 Result<Solution> Estimator::Solve(int64_t window_end_ns) {
@@ -459,6 +540,16 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
   anchors_.clear();
 
   FitEdges(window_end_ns, prep, sol);
+  // The offset solve's instant: the median reference (data centre) of the
+  // local edges, i.e. the middle of this window; t_ref if there are none.
+  std::vector<int64_t> centres;
+  for (const EdgeReport& r : sol.edges) if (r.local) centres.push_back(r.fit.t_ref_ns);
+  prep.t_solve = window_end_ns;
+  if (!centres.empty()) {
+    std::nth_element(centres.begin(), centres.begin() + static_cast<std::ptrdiff_t>(centres.size() / 2), centres.end());
+    prep.t_solve = std::min(window_end_ns, centres[centres.size() / 2]);
+  }
+  if (tracking()) prep.track.assign(prep.num_nodes, TrackState{});
   SolveNetworkAndGauge(prep, sol);
 
   records_.clear();
@@ -468,7 +559,9 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
   prev_.resize(sol.nodes.size());
   for (NodeId v = 0; v < sol.nodes.size(); ++v) {
     const NodeEstimate& e = sol.nodes[v];
-    if (e.valid) prev_[v] = {true, window_end_ns, e.offset_ns, e.drift};
+    if (!e.valid) continue;
+    const TrackState t = tracking() ? prep.track[v] : TrackState{};
+    prev_[v] = {true, tracking(), window_end_ns, prep.t_solve, e.offset_ns, e.drift, t.pxx, t.pxr, t.prr};
   }
   return sol;
 }

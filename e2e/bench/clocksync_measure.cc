@@ -100,6 +100,10 @@ void Testbed::Record(int i, const nlohmann::json& s, Round& rnd) {
     smp.err_ns = static_cast<double>(s.at("now_ns").get<int64_t>() - base);
     smp.bound_ns = static_cast<double>(s.at("error_bound_ns").get<int64_t>());
     smp.state = s.at("state").get<std::string>();
+    smp.since_model_ns = s.value("since_model_ns", 0.0);
+    smp.drift_ppb = s.value("drift_ppb", 0.0);
+    smp.true_drift_ppb = vc.value("true_drift_ppb", 0.0);
+    smp.true_offset_ns = static_cast<double>(true_offset);
     rnd[i] = smp;
   } catch (const nlohmann::json::exception& e) {
     Die("agent " + HostName(i) + ": unexpected /status: " + e.what());
@@ -114,7 +118,11 @@ void Testbed::WriteRounds(const std::string& name, const std::vector<Round>& rou
       line[HostName(i)] = {{"base", *origin_ + static_cast<int64_t>(s.base_ns)},
                            {"err", static_cast<int64_t>(s.err_ns)},
                            {"bound", static_cast<int64_t>(s.bound_ns)},
-                           {"state", s.state}};
+                           {"state", s.state},
+                           {"since_model", static_cast<int64_t>(s.since_model_ns)},
+                           {"drift_ppb", s.drift_ppb},
+                           {"true_drift_ppb", s.true_drift_ppb},
+                           {"true_offset", static_cast<int64_t>(s.true_offset_ns)}};
     }
     f << line.dump() << "\n";
   }

@@ -36,6 +36,9 @@ struct Sample {
   double err_ns = 0;    // now_ns - base: fabric-time error against the base
   double bound_ns = 0;  // error_bound_ns
   std::string state;
+  // Diagnostics only (written to rounds-*.jsonl): time since the served model's
+  // reference instant, the served drift and the true one, the true offset.
+  double since_model_ns = 0, drift_ppb = 0, true_drift_ppb = 0, true_offset_ns = 0;
 };
 using Round = std::map<int, Sample>;  // node index -> sample
 

@@ -329,6 +329,74 @@ TEST_CASE("estimator feeds a clock discipline across windows and into holdover",
   CHECK(node3.Now(local(3 * kWindow + 6e9)).error_bound_ns > r.error_bound_ns);
 }
 
+TEST_CASE("tracking across windows cuts the error of noisy windows, bounds still cover", "[clocksync]") {
+  // Noisy software-like stamps and few rounds: each window alone is rough.
+  Scenario sc(60, 4, 30, Typical());
+  sc.rounds = 8;
+  ProbeGen gen(31);
+  gen.stamp_jitter_ns = 300;
+  EstimatorOptions plain;
+  plain.track_wander_ppb_per_sqrt_s = 0;
+  Estimator tracked = Make(), alone = Make(plain);
+  std::vector<double> err_tracked, err_alone;
+  int covered = 0, scored = 0;
+  for (int w = 0; w < 10; ++w) {
+    std::vector<ProbePair> pairs;
+    sc.Window(w * kWindow, gen, 32 + w, [&](const ProbePair& p) { pairs.push_back(p); });
+    for (const ProbePair& p : pairs) {
+      REQUIRE(tracked.AddPair(p).ok());
+      REQUIRE(alone.AddPair(p).ok());
+    }
+    const auto end = static_cast<int64_t>((w + 1) * kWindow);
+    Result<Solution> st = tracked.Solve(end), sa = alone.Solve(end);
+    REQUIRE(st.ok());
+    REQUIRE(sa.ok());
+    // Local edges are referenced at their data's centre (on a's clock, which is
+    // up to 100 ms off), not at the window end.
+    int inside = 0;
+    for (const EdgeReport& r : st->edges) inside += std::abs(static_cast<double>(r.fit.t_ref_ns - end) + kWindow / 2) < 0.6e9;
+    CHECK(inside >= 0.9 * static_cast<double>(st->edges.size()));
+    if (w < 4) continue;  // let the track settle
+    for (NodeId i = 0; i + 30 < sc.n; ++i) {
+      // At the window end and half a window later (served by extrapolation).
+      for (double t : {(w + 1) * kWindow, (w + 1.5) * kWindow}) {
+        const double e = sc.PairError(*st, i, i + 30, t);
+        err_tracked.push_back(e);
+        err_alone.push_back(sc.PairError(*sa, i, i + 30, t));
+        ClockDiscipline di, dj;
+        di.Update(st->Model(i), 0);
+        dj.Update(st->Model(i + 30), 0);
+        const double bound = di.BoundAfter(t - static_cast<double>(end)) + dj.BoundAfter(t - static_cast<double>(end));
+        covered += std::abs(e) <= bound;
+        ++scored;
+      }
+    }
+  }
+  INFO("tracked p50 " << Quantile(err_tracked, 0.5) << " p99 " << Quantile(err_tracked, 0.99));
+  INFO("alone   p50 " << Quantile(err_alone, 0.5) << " p99 " << Quantile(err_alone, 0.99));
+  CHECK(Quantile(err_tracked, 0.5) < 0.7 * Quantile(err_alone, 0.5));
+  CHECK(Quantile(err_tracked, 0.99) < 0.7 * Quantile(err_alone, 0.99));
+  CHECK(covered >= 0.97 * scored);
+}
+
+TEST_CASE("tracking: a clock that steps is followed at once, not smoothed over", "[clocksync]") {
+  Scenario sc(40, 4, 40, Typical());
+  ProbeGen gen(41);
+  gen.stamp_jitter_ns = 30;
+  Estimator est = Make();
+  for (int w = 0; w < 8; ++w) {
+    if (w == 5) sc.clocks[7].theta += 50'000;  // node 7's clock steps by 50 us
+    sc.Window(w * kWindow, gen, 42 + w, [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+    Result<Solution> sol = est.Solve(static_cast<int64_t>((w + 1) * kWindow));
+    REQUIRE(sol.ok());
+    if (w < 5) continue;
+    const double e = sc.PairError(*sol, 3, 7, (w + 1) * kWindow);
+    INFO("window " << w << " error " << e << " bound " << sol->nodes[7].error_bound_ns);
+    CHECK(std::abs(e) < 300);
+    CHECK(std::abs(e) <= sol->nodes[3].error_bound_ns + sol->nodes[7].error_bound_ns);
+  }
+}
+
 TEST_CASE("Solve rejects a window end that does not move forward", "[clocksync]") {
   Estimator est = Make();
   REQUIRE(est.Solve(100).ok());

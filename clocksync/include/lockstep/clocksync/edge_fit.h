@@ -56,6 +56,7 @@ struct EdgeFitResult {
   double offset_sigma_ns = 0;
   double drift_sigma = 0;
   double t_center_ns = 0;  // middle of the data's time span
+  double center_sigma_ns = 0;  // sigma of the line's value at t_center_ns
   double t_span_ns = 0;
   uint32_t fwd_used = 0, rev_used = 0;
   uint32_t fwd_trimmed = 0, rev_trimmed = 0;

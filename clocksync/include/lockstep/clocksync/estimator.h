@@ -12,14 +12,22 @@
 //  2. per edge a<b: max-margin line between forward and reverse points on a's
 //     clock (edge_fit.h) -> offset, drift, margin, sigmas; optional NTP baseline;
 //  3. network effect (network_solver.h): weighted least squares over the whole
-//     probe graph, for drifts (weights 1/drift_sigma^2) then offsets (weights
-//     1/offset_sigma^2, each edge's a-clock reference moved to the common fabric
-//     instant t_ref), with Huber reweighting;
+//     probe graph, for drifts (weights 1/drift_sigma^2) then offsets at the
+//     middle of the window's data (each edge is referenced at its data's centre,
+//     where its line is sharpest, and moved to the common instant with the
+//     network's drifts, not its own slope; weights 1/offset_sigma^2), with Huber
+//     reweighting; the offsets are then carried to t_ref with the drifts;
 //  4. gauge per connected component (see GaugeMode) and per-node uncertainty:
 //     sigma_i^2 = s_i^2 / sum_j w_ij, where s_i^2 is the node's (shrunk) reduced
 //     chi-square of its post-correction edge residuals, so loop inconsistency
 //     (per-edge asymmetry, bad edges) widens the bound of the nodes it touches.
 //     error_bound = bound_sigmas * sigma_i + asymmetry_allowance_ns.
+//  5. tracking (track_wander_ppb_per_sqrt_s > 0, not with kMeanZero): each
+//     node's (offset, drift) is Kalman-filtered across windows, with the
+//     window's estimate as the measurement and a random-walk frequency as the
+//     process; the node's sigmas are then the filter's. One window of software
+//     stamps is rough (the testbed's per-edge fits scatter ~100-250 ns); the
+//     clocks are far more predictable than that over a few windows.
 //
 // Fabric time. F is defined by the gauge: with kMeanZero, sum of node offsets is
 // zero in each component (the mean clock); with kContinuous (default) each
@@ -74,6 +82,13 @@ namespace lockstep::clocksync {
 
 enum class GaugeMode { kMeanZero, kContinuous, kAnchored };
 
+// A tracked node state: offset and drift (against fabric time) and their
+// covariance [[pxx, pxr], [pxr, prr]].
+struct TrackState {
+  double x = 0, r = 0;
+  double pxx = 0, pxr = 0, prr = 0;
+};
+
 struct EstimatorOptions {
   PurityOptions purity;
   EdgeFitOptions fit;                  // fit.outlier_rise_ns 0 => outlier_guard_multiple * guard
@@ -85,6 +100,11 @@ struct EstimatorOptions {
   int64_t continuity_max_age_ns = 60'000'000'000;  // forget a vanished node's last estimate
   double bound_sigmas = 3.0;
   double asymmetry_allowance_ns = 0;
+  // Tracking (kContinuous and kAnchored only; 0 disables): each node's offset
+  // and drift are Kalman-filtered across windows, assuming this random-walk
+  // frequency noise of the clocks against fabric time (ppb/sqrt(s)). A window's
+  // estimate more than 5 sigmas from the tracked prediction restarts the track.
+  double track_wander_ppb_per_sqrt_s = 10;
   bool compute_baseline = false;       // fill EdgeReport::ntp (comparison only)
   NtpOptions ntp;
   NodeId max_node_id = 1u << 24;       // larger ids are rejected (InvalidArgument)
@@ -212,9 +232,16 @@ class Estimator {
   // continuity_max_age_ns), for gauge continuity, warm starts and drift hints.
   struct PrevNode {
     bool valid = false;
+    bool tracked = false;  // pxx, pxr, prr hold the tracked covariance
     int64_t t_ref_ns = 0;
+    int64_t t_solve_ns = 0;  // the solve instant of that window
     double offset_ns = 0, drift = 0;
+    double pxx = 0, pxr = 0, prr = 0;
   };
+  bool tracking() const {
+    return options_.track_wander_ppb_per_sqrt_s > 0 && options_.gauge != GaugeMode::kMeanZero;
+  }
+  void Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, Solution& sol);
   bool have_prev_ = false;
   int64_t prev_t_ref_ = 0;
   std::vector<PrevNode> prev_;
