@@ -59,6 +59,7 @@ options:
   --short-measure-s S         measurement period for c, d, e (default 8)
   --sample-ms MS              /status sampling period (default 200)
   --late-join-s S             c: the last agent starts this much later (default 10)
+  --settle-s S                wait this long after every agent is LOCKED before measuring (default 0)
   --lock-timeout-s S          time allowed to reach LOCKED (default 40)
   --link-down-s S             e: how long the link is down (default 4)
   --shape-mbit M              b: tbf rate of the shaped direction (default 50)
@@ -120,6 +121,7 @@ Options ParseArgs(int argc, char** argv) {
       {"--short-measure-s", num(o.short_measure_s)},
       {"--sample-ms", num(o.sample_ms)},
       {"--late-join-s", num(o.late_join_s)},
+      {"--settle-s", num(o.settle_s)},
       {"--lock-timeout-s", num(o.lock_timeout_s)},
       {"--link-down-s", num(o.link_down_s)},
       {"--shape-mbit", num(o.shape_mbit)},

@@ -85,6 +85,10 @@ std::map<char, ScenarioResult> Testbed::Run() {
   double ttl_all = *std::max_element(times.begin(), times.end());
   Log("all initial agents LOCKED; time to LOCKED max " + Fmt("%.1f s", ttl_all) + ", median " +
       Fmt("%.1f s", Median(times)));
+  if (a_.settle_s > 0) {
+    Log(Fmt("settling %.0f s before measuring", a_.settle_s));
+    Sleep(a_.settle_s);
+  }
 
   if (a_.Has('c')) {
     if (!tl_late.count(late)) Die("late agent " + HostName(late) + " never reached LOCKED (logs in " + work_ + ")");

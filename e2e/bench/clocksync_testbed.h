@@ -28,6 +28,7 @@ struct Options {
   uint64_t seed = 1;
   double measure_s = 20, short_measure_s = 8, sample_ms = 200;
   double late_join_s = 10, lock_timeout_s = 40, link_down_s = 4;
+  double settle_s = 0;  // wait after everyone is LOCKED, before the first measurement
   double shape_mbit = 50, load_fraction = 0.8, burst_ms = 5, load_warmup_s = 4;
   int interval_ms = 20, peers_per_node = 16;
   double wander = 10;
