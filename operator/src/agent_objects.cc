@@ -2,9 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cstdio>
-
-#include "lockstep/operator/selector.h"
+#include "lockstep/kube/label_selector.h"
 
 namespace lockstep::op {
 namespace {
@@ -40,17 +38,6 @@ Json Metadata(const PolicyRef& p, const OperatorSettings& s) {
 }  // namespace
 
 std::string AgentObjectName(const std::string& policy_name) { return "lockstep-agent-" + policy_name; }
-
-std::string StableHash(const std::string& data) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 std::string RenderAgentConfig(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s) {
   YAML::Emitter y;
@@ -119,7 +106,10 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       {"containers", Json::array({container})},
       {"volumes", Json::array({{{"name", "config"}, {"configMap", {{"name", name}}}},
                                {{"name", "probe-key"}, {"secret", {{"secretName", s.probe_key_secret}}}}})}};
-  if (Json affinity = SelectorToNodeAffinity(spec.node_selector); !affinity.is_null()) pod_spec["affinity"] = affinity;
+  // ParsePolicySpec has validated the selector.
+  if (auto sel = kube::LabelSelector::FromJson(spec.node_selector); sel.ok() && !sel->empty()) {
+    pod_spec["affinity"] = sel->ToNodeAffinity();
+  }
   Json selector_labels = {{"app.kubernetes.io/name", "lockstep-agent"}, {"lockstep.dev/policy", policy.name}};
   return {{"apiVersion", "apps/v1"},
           {"kind", "DaemonSet"},

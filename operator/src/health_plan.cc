@@ -2,11 +2,16 @@
 
 #include <algorithm>
 
-#include "lockstep/operator/conditions.h"
-#include "lockstep/operator/selector.h"
+#include "lockstep/kube/conditions.h"
+#include "lockstep/kube/label_selector.h"
+#include "lockstep/kube/object_meta.h"
 
 namespace lockstep::op {
 namespace {
+
+using kube::Field;
+using kube::SelectorMatches;
+using kube::SetCondition;
 
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
@@ -14,21 +19,15 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
-const Json& Field(const Json& obj, const char* a, const char* b) {
-  static const Json kNull;
-  if (!obj.is_object() || !obj.contains(a) || !obj[a].is_object() || !obj[a].contains(b)) return kNull;
-  return obj[a][b];
-}
-
 }  // namespace
 
 PolicyView ToPolicyView(const Json& policy) {
   PolicyView v;
-  v.name = Field(policy, "metadata", "name").is_string() ? policy["metadata"]["name"].get<std::string>() : "";
-  v.uid = Field(policy, "metadata", "uid").is_string() ? policy["metadata"]["uid"].get<std::string>() : "";
-  const Json& created = Field(policy, "metadata", "creationTimestamp");
+  v.name = Field(policy, {"metadata", "name"}).is_string() ? policy["metadata"]["name"].get<std::string>() : "";
+  v.uid = Field(policy, {"metadata", "uid"}).is_string() ? policy["metadata"]["uid"].get<std::string>() : "";
+  const Json& created = Field(policy, {"metadata", "creationTimestamp"});
   v.created = created.is_string() ? created.get<std::string>() : "";
-  const Json& sel = Field(policy, "spec", "nodeSelector");
+  const Json& sel = Field(policy, {"spec", "nodeSelector"});
   // A missing selector takes the CRD default; the API server fills it in, so
   // null here only happens for objects written without the schema.
   v.node_selector = sel.is_null() ? Json{{"matchLabels", {{"nvidia.com/gpu.present", "true"}}}} : sel;
@@ -37,7 +36,7 @@ PolicyView ToPolicyView(const Json& policy) {
 
 std::vector<std::string> MatchingPolicies(const Json& node, const std::vector<PolicyView>& policies) {
   std::vector<const PolicyView*> hits;
-  const Json& labels = Field(node, "metadata", "labels");
+  const Json& labels = Field(node, {"metadata", "labels"});
   for (const PolicyView& p : policies) {
     if (p.node_selector.is_null()) continue;
     auto m = SelectorMatches(p.node_selector, labels);
@@ -61,7 +60,7 @@ HealthPlan PlanHealth(const std::string& node_name, const Json& node, const std:
   }
   // Keep the policy the node already has while it still matches.
   std::string current;
-  if (const Json& labels = Field(existing, "metadata", "labels"); labels.is_object()) {
+  if (const Json& labels = Field(existing, {"metadata", "labels"}); labels.is_object()) {
     current = labels.value(kPolicyLabel, "");
   }
   std::string policy =
@@ -72,11 +71,11 @@ HealthPlan PlanHealth(const std::string& node_name, const Json& node, const std:
       {"labels", {{kPolicyLabel, policy}, {"app.kubernetes.io/managed-by", "lockstep-operator"}}},
       {"ownerReferences",
        Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name},
-                     {"uid", Field(node, "metadata", "uid").is_string() ? node["metadata"]["uid"] : Json("")}}})}};
+                     {"uid", Field(node, {"metadata", "uid"}).is_string() ? node["metadata"]["uid"] : Json("")}}})}};
   if (existing.is_null()) {
     plan.action = HealthPlan::Action::kCreate;
     plan.object = {{"apiVersion", "lockstep.dev/v1alpha1"}, {"kind", "FabricHealth"}, {"metadata", metadata}};
-  } else if (current != policy || Field(existing, "metadata", "ownerReferences") != metadata["ownerReferences"]) {
+  } else if (current != policy || Field(existing, {"metadata", "ownerReferences"}) != metadata["ownerReferences"]) {
     plan.action = HealthPlan::Action::kUpdate;
     plan.object = existing;
     plan.object["metadata"]["labels"][kPolicyLabel] = policy;

@@ -1,5 +1,7 @@
 #include "lockstep/operator/policy_spec.h"
 
+#include "lockstep/kube/label_selector.h"
+
 namespace lockstep::op {
 namespace {
 
@@ -55,7 +57,8 @@ Result<PolicySpec> ParsePolicySpec(const std::string& policy_name, const Json& s
   if (!spec.is_null() && !spec.is_object()) return InvalidArgument("FabricPolicy \"" + policy_name + "\": spec must be an object");
   if (spec.is_object()) {
     if (spec.contains("nodeSelector") && !spec["nodeSelector"].is_null()) {
-      if (!spec["nodeSelector"].is_object()) r.Fail("spec.nodeSelector must be a label selector object");
+      auto sel = kube::LabelSelector::FromJson(spec["nodeSelector"]);
+      if (!sel.ok()) r.Fail("spec.nodeSelector: " + sel.error().message);
       else p.node_selector = spec["nodeSelector"];
     }
     if (spec.contains("tolerations") && !spec["tolerations"].is_null()) {

@@ -1,9 +1,12 @@
 #include "lockstep/operator/policy_status.h"
 
 #include "lockstep/operator/agent_objects.h"
-#include "lockstep/operator/conditions.h"
+#include "lockstep/kube/conditions.h"
 
 namespace lockstep::op {
+
+using kube::Condition;
+using kube::SetCondition;
 
 Json ComputePolicyStatus(const PolicyStatusInput& in) {
   const Json& policy = *in.policy;

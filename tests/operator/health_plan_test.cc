@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
-#include "lockstep/operator/conditions.h"
+#include "lockstep/kube/conditions.h"
 #include "lockstep/operator/health_plan.h"
 
 namespace lockstep::op {
 namespace {
+
+using kube::FindCondition;
+using kube::SetCondition;
 
 Json Node(const std::string& name, Json labels) {
   return {{"metadata", {{"name", name}, {"uid", "uid-" + name}, {"labels", labels}}}};

@@ -1,10 +1,12 @@
 #include <catch2/catch.hpp>
 
-#include "lockstep/operator/conditions.h"
+#include "lockstep/kube/conditions.h"
 #include "lockstep/operator/policy_status.h"
 
 namespace lockstep::op {
 namespace {
+
+using kube::FindCondition;
 
 Json Node(const std::string& name, bool gpu) {
   Json labels = gpu ? Json{{"nvidia.com/gpu.present", "true"}} : Json::object();

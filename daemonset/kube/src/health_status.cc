@@ -1,5 +1,6 @@
 #include "lockstep/agent/kube/health_status.h"
 
+#include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
 
 namespace lockstep::agent {
@@ -28,40 +29,6 @@ Readiness Assess(const ClockSnapshot& c) {
   return {"Pending", "False", "ClockNotLocked",
           "clock sync has not locked yet: waiting for probe peers to answer (takes a few windows after start)"};
 }
-
-namespace {
-
-// metav1.Condition upsert by type; lastTransitionTime moves only when the
-// status does.
-Json SetCondition(const Json& conditions, const Readiness& r, const std::string& type, const std::string& now) {
-  Json out = Json::array();
-  bool found = false;
-  if (conditions.is_array()) {
-    for (const Json& c : conditions) {
-      if (!c.is_object() || c.value("type", "") != type) {
-        out.push_back(c);
-        continue;
-      }
-      found = true;
-      Json n = c;
-      if (n.value("status", "") != r.status || !n.contains("lastTransitionTime")) n["lastTransitionTime"] = now;
-      n["status"] = r.status;
-      n["reason"] = r.reason;
-      n["message"] = r.message;
-      out.push_back(n);
-    }
-  }
-  if (!found) {
-    out.push_back({{"type", type},
-                   {"status", r.status},
-                   {"reason", r.reason},
-                   {"message", r.message},
-                   {"lastTransitionTime", now}});
-  }
-  return out;
-}
-
-}  // namespace
 
 Json BuildStatus(const Json& existing, const AgentReport& report, const std::string& now) {
   Json s = existing.is_object() ? existing : Json::object();
@@ -92,7 +59,8 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   s["railsUp"] = report.rails_up;
   s["railsTotal"] = report.rails_total;
   s["flapsLastHour"] = report.flaps_last_hour;
-  s["conditions"] = SetCondition(s.value("conditions", Json::array()), r, "Ready", now);
+  s["conditions"] = kube::SetCondition(s.value("conditions", Json::array()),
+                                       {"Ready", r.status, r.reason, r.message}, std::nullopt, now);
   return s;
 }
 

@@ -1,5 +1,5 @@
 // KubeApi: the port through which all Kubernetes API traffic flows.
-// Objects are nlohmann::json (the API's own wire form). Implementations:
+// Objects are Json (lockstep/kube/gvr.h, the API's own wire form). Implementations:
 // CurlKubeApi (libcurl, real API server) and tests/support/fake_kube_api.h.
 // Implementations are thread-safe; Watch() blocks the calling thread.
 #pragma once
@@ -8,43 +8,11 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "lockstep/common/result.h"
+#include "lockstep/kube/gvr.h"
 
 namespace lockstep::kube {
-
-using Json = nlohmann::json;
-
-// Group/version/resource, e.g. {"apps", "v1", "daemonsets", true}.
-// group is "" for the core API.
-struct Gvr {
-  std::string group{};
-  std::string version{};
-  std::string resource{};  // plural, lower case
-  bool namespaced = true;
-  std::string kind{};      // for apply bodies and events, e.g. "DaemonSet"
-
-  std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
-  bool operator<(const Gvr& o) const { return std::tie(group, version, resource) < std::tie(o.group, o.version, o.resource); }
-  bool operator==(const Gvr& o) const { return group == o.group && version == o.version && resource == o.resource; }
-};
-
-// Well-known resources.
-namespace gvr {
-extern const Gvr kNodes;
-extern const Gvr kPods;
-extern const Gvr kConfigMaps;
-extern const Gvr kSecrets;
-extern const Gvr kEvents;
-extern const Gvr kDaemonSets;
-extern const Gvr kLeases;
-extern const Gvr kFabricPolicies;
-extern const Gvr kFabricHealths;
-extern const Gvr kTrainingJobs;
-}  // namespace gvr
 
 struct ListOptions {
   std::string label_selector{};

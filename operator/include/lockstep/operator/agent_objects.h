@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/common/hash.h"  // StableHash, for the config hash
 #include "lockstep/operator/policy_spec.h"
 
 namespace lockstep::op {
@@ -36,8 +37,5 @@ Json RenderAgentConfigMap(const PolicyRef& policy, const PolicySpec& spec, const
 // The DaemonSet. Its pod template carries a hash of the config so that a config
 // change rolls the agents.
 Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s);
-
-// Stable 64-bit FNV-1a, hex (for config hashes).
-std::string StableHash(const std::string& data);
 
 }  // namespace lockstep::op

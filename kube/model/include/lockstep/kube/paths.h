@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "lockstep/kube/kube_api.h"
+#include "lockstep/kube/gvr.h"
 
 namespace lockstep::kube {
 

@@ -13,6 +13,12 @@ const Json* FindPath(const Json& obj, std::initializer_list<std::string_view> pa
   return cur;
 }
 
+const Json& Field(const Json& obj, std::initializer_list<std::string_view> path) {
+  static const Json kNull;
+  const Json* j = FindPath(obj, path);
+  return j != nullptr ? *j : kNull;
+}
+
 std::string GetString(const Json& obj, std::initializer_list<std::string_view> path, std::string fallback) {
   const Json* j = FindPath(obj, path);
   if (j == nullptr || !j->is_string()) return fallback;

@@ -101,6 +101,72 @@ Result<LabelSelector> LabelSelector::Parse(std::string_view text) {
   return sel;
 }
 
+Result<LabelSelector> LabelSelector::FromJson(const Json& selector) {
+  LabelSelector sel;
+  if (selector.is_null()) return sel;
+  if (!selector.is_object()) return InvalidArgument("a label selector must be an object with matchLabels and/or matchExpressions");
+  if (auto ml = selector.find("matchLabels"); ml != selector.end() && !ml->is_null()) {
+    if (!ml->is_object()) return InvalidArgument("matchLabels must be a map of label keys to string values");
+    for (const auto& [k, v] : ml->items()) {
+      if (!ValidKey(k)) return InvalidArgument("matchLabels: \"" + k + "\" is not a valid label key");
+      if (!v.is_string()) return InvalidArgument("matchLabels[" + k + "] must be a string");
+      sel.reqs_.push_back({k, Op::kEquals, {v.get<std::string>()}});
+    }
+  }
+  auto me = selector.find("matchExpressions");
+  if (me == selector.end() || me->is_null()) return sel;
+  if (!me->is_array()) return InvalidArgument("matchExpressions must be a list");
+  for (size_t i = 0; i < me->size(); ++i) {
+    const Json& e = (*me)[i];
+    const std::string at = "matchExpressions[" + std::to_string(i) + "]";
+    if (!e.is_object()) return InvalidArgument(at + " must be an object with key, operator and values");
+    Requirement r;
+    const Json& key = Field(e, {"key"});
+    if (!key.is_string() || !ValidKey(key.get<std::string>())) {
+      return InvalidArgument(at + ".key must be a valid label key (got " + key.dump() + ")");
+    }
+    r.key = key.get<std::string>();
+    const Json& values = Field(e, {"values"});
+    if (!values.is_null() && !values.is_array()) return InvalidArgument(at + ".values must be a list of strings");
+    for (const Json& v : values.is_array() ? values : Json::array()) {
+      if (!v.is_string()) return InvalidArgument(at + ".values must be a list of strings (got " + v.dump() + ")");
+      r.values.push_back(v.get<std::string>());
+    }
+    const std::string op = Field(e, {"operator"}).is_string() ? e["operator"].get<std::string>() : "";
+    if (op == "In" || op == "NotIn") {
+      r.op = op == "In" ? Op::kIn : Op::kNotIn;
+      if (r.values.empty()) return InvalidArgument(at + ".values must not be empty for operator " + op);
+    } else if (op == "Exists" || op == "DoesNotExist") {
+      r.op = op == "Exists" ? Op::kExists : Op::kNotExists;
+      if (!r.values.empty()) return InvalidArgument(at + ".values must be empty for operator " + op);
+    } else {
+      return InvalidArgument(at + ".operator must be In, NotIn, Exists or DoesNotExist (got \"" + op + "\")");
+    }
+    sel.reqs_.push_back(std::move(r));
+  }
+  return sel;
+}
+
+Json LabelSelector::ToNodeAffinity() const {
+  if (reqs_.empty()) return nullptr;
+  Json exprs = Json::array();
+  for (const Requirement& r : reqs_) {
+    static constexpr const char* kNames[] = {"In", "NotIn", "In", "NotIn", "Exists", "DoesNotExist"};
+    Json x = {{"key", r.key}, {"operator", kNames[static_cast<int>(r.op)]}};
+    if (!r.values.empty()) x["values"] = r.values;
+    exprs.push_back(std::move(x));
+  }
+  return {{"nodeAffinity",
+           {{"requiredDuringSchedulingIgnoredDuringExecution",
+             {{"nodeSelectorTerms", Json::array({{{"matchExpressions", exprs}}})}}}}}};
+}
+
+Result<bool> SelectorMatches(const Json& selector, const Json& labels) {
+  auto sel = LabelSelector::FromJson(selector);
+  if (!sel.ok()) return sel.error();
+  return sel->Matches(labels);
+}
+
 bool LabelSelector::Matches(const Json& labels) const {
   for (const Requirement& r : reqs_) {
     const Json* v = labels.is_object() ? FindPath(labels, {r.key}) : nullptr;

@@ -10,12 +10,14 @@
 #include <string_view>
 #include <utility>
 
-#include "lockstep/kube/kube_api.h"
+#include "lockstep/kube/gvr.h"
 
 namespace lockstep::kube {
 
 // Walks obj[k0][k1]...; nullptr when a step is missing or not an object.
 const Json* FindPath(const Json& obj, std::initializer_list<std::string_view> path);
+// The value at path, or a null Json when a step is missing (never throws).
+const Json& Field(const Json& obj, std::initializer_list<std::string_view> path);
 // The string/integer at path, or `fallback` when missing or of another type.
 std::string GetString(const Json& obj, std::initializer_list<std::string_view> path,
                       std::string fallback = "");

@@ -1,5 +1,5 @@
 // Well-known resources and REST path construction.
-#include "lockstep/kube/kube_api.h"
+#include "lockstep/kube/gvr.h"
 #include "lockstep/kube/paths.h"
 
 namespace lockstep::kube {
