@@ -40,5 +40,13 @@ TEST_CASE("cross-field rules match the CRD's CEL rules", "[operator]") {
   REQUIRE(detect.error().message.find("at most 60000 ms") != std::string::npos);
 }
 
+TEST_CASE("a nodeSelector the API server would reject is reported with its field", "[operator]") {
+  auto bad = ParsePolicySpec("x", Json::parse(R"({"nodeSelector":{"matchExpressions":[{"key":"zone","operator":"In"}]}})"));
+  REQUIRE_FALSE(bad.ok());
+  REQUIRE(bad.error().message.find("spec.nodeSelector: matchExpressions[0].values must not be empty") !=
+          std::string::npos);
+  REQUIRE(ParsePolicySpec("x", Json::parse(R"({"nodeSelector":{"matchLabels":{"zone":"a"}}})")).ok());
+}
+
 }  // namespace
 }  // namespace lockstep::op
