@@ -1,46 +1,57 @@
 #include "clocksync_http.h"
 
-#include <arpa/inet.h>
+#include <curl/curl.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 namespace lockstep::bench {
 namespace {
 
-void SetTimeouts(int fd, double timeout_s) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout_s);
-  tv.tv_usec = static_cast<suseconds_t>((timeout_s - static_cast<double>(tv.tv_sec)) * 1e6);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect()
-}
-
-// A connected socket to ip:port in the current namespace, or -1.
-int ConnectIp(const std::string& ip, int port, double timeout_s) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) return -1;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  SetTimeouts(fd, timeout_s);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 void EnterNs(int fd) {
   if (::setns(fd, CLONE_NEWNET) != 0) throw std::runtime_error(std::string("setns: ") + std::strerror(errno));
+}
+
+size_t Collect(char* p, size_t s, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, s * n);
+  return s * n;
+}
+
+// Hands curl a socket made beforehand (in another namespace); curl closes it.
+curl_socket_t UseSocket(void* fd, curlsocktype, curl_sockaddr*) { return *static_cast<int*>(fd); }
+
+// One request: a curl easy handle with its body, and the socket it uses.
+struct Get {
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl{curl_easy_init(), curl_easy_cleanup};
+  std::string body;
+  int fd = -1;
+};
+
+void Prepare(Get& g, const std::string& url, double timeout_s) {
+  CURL* c = g.curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_s * 1000));
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &g.body);
+  if (g.fd >= 0) {
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, UseSocket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &g.fd);
+  }
+}
+
+std::optional<std::string> BodyOf200(Get& g, CURLcode rc) {
+  long status = 0;
+  curl_easy_getinfo(g.curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (rc != CURLE_OK || status != 200) return std::nullopt;
+  return std::move(g.body);
 }
 
 }  // namespace
@@ -70,79 +81,50 @@ int Netns::Fd(const std::string& ns) {
   return fd;
 }
 
-int Netns::Connect(const std::string& ns, int port, double timeout_s) {
+int Netns::Socket(const std::string& ns) {
   EnterNs(Fd(ns));
-  int fd = ConnectIp("127.0.0.1", port, timeout_s);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EnterNs(root_fd_);
   return fd;
 }
 
-int ConnectTcp(const std::string& host_port, double timeout_s) {
-  size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos) return -1;
-  int port = 0;
-  try {
-    port = std::stoi(host_port.substr(colon + 1));
-  } catch (const std::exception&) {
-    return -1;
-  }
-  return ConnectIp(host_port.substr(0, colon), port, timeout_s);
-}
-
-bool SendGet(int fd, const std::string& path) {
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  size_t off = 0;
-  while (off < req.size()) {
-    ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-std::optional<std::string> ReadBody(int fd) {
-  std::string data;
-  char buf[65536];
-  bool ok = true;
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) ok = false;
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (!ok) return std::nullopt;
-  size_t head_end = data.find("\r\n\r\n");
-  std::string status_line = data.substr(0, data.find("\r\n"));
-  if (data.rfind("HTTP/1.", 0) != 0 || (status_line + " ").find(" 200 ") == std::string::npos) return std::nullopt;
-  return head_end == std::string::npos ? std::string() : data.substr(head_end + 4);
-}
-
 std::map<std::string, std::optional<std::string>> GetMany(Netns& netns, const std::vector<std::string>& namespaces,
-                                                           const std::string& path, int port) {
-  std::vector<int> socks;  // in the order asked
-  for (const auto& ns : namespaces) socks.push_back(netns.Connect(ns, port));
-  for (int& fd : socks) {
-    if (fd >= 0 && !SendGet(fd, path)) {
-      ::close(fd);
-      fd = -1;
+                                                           const std::string& path, int port, double timeout_s) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+  std::vector<Get> gets(namespaces.size());
+  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), curl_multi_cleanup);
+  for (size_t k = 0; k < gets.size(); ++k) {
+    gets[k].fd = netns.Socket(namespaces[k]);
+    if (gets[k].fd < 0) continue;
+    Prepare(gets[k], url, timeout_s);
+    curl_multi_add_handle(multi.get(), gets[k].curl.get());
+  }
+  int running = 0;
+  do {
+    if (curl_multi_perform(multi.get(), &running) != CURLM_OK) break;
+    if (running > 0) curl_multi_poll(multi.get(), nullptr, 0, 100, nullptr);
+  } while (running > 0);
+  std::map<std::string, CURLcode> done;
+  int left = 0;
+  while (CURLMsg* m = curl_multi_info_read(multi.get(), &left)) {
+    if (m->msg != CURLMSG_DONE) continue;
+    for (size_t k = 0; k < gets.size(); ++k) {
+      if (gets[k].curl.get() == m->easy_handle) done[namespaces[k]] = m->data.result;
     }
   }
   std::map<std::string, std::optional<std::string>> out;
-  for (size_t k = 0; k < socks.size(); ++k) out[namespaces[k]] = socks[k] >= 0 ? ReadBody(socks[k]) : std::nullopt;
+  for (size_t k = 0; k < gets.size(); ++k) {
+    auto it = done.find(namespaces[k]);
+    out[namespaces[k]] = it == done.end() ? std::nullopt : BodyOf200(gets[k], it->second);
+    if (gets[k].fd >= 0) curl_multi_remove_handle(multi.get(), gets[k].curl.get());
+  }
   return out;
 }
 
 std::optional<std::string> HttpGet(const std::string& host_port, const std::string& path, double timeout_s) {
-  int fd = ConnectTcp(host_port, timeout_s);
-  if (fd < 0) return std::nullopt;
-  if (!SendGet(fd, path)) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  return ReadBody(fd);
+  Get g;
+  Prepare(g, "http://" + host_port + path, timeout_s);
+  return BodyOf200(g, curl_easy_perform(g.curl.get()));
 }
 
 }  // namespace lockstep::bench

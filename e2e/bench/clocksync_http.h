@@ -1,6 +1,8 @@
-// HTTP GETs to agents on loopback, inside network namespaces: sockets are
-// opened in a namespace through setns() (this thread only) and then used from
-// the root namespace, so every agent can be asked in one burst.
+// HTTP GETs (libcurl) to agents on loopback, inside network namespaces: each
+// socket is created in its agent's namespace through setns() (this thread
+// only) and handed to curl, which connects and talks from the root namespace,
+// so every agent can be asked in one burst. Not thread-safe (setns switches
+// the calling thread's namespace while a socket is made).
 #pragma once
 
 #include <map>
@@ -18,8 +20,9 @@ class Netns {
   Netns(const Netns&) = delete;
   Netns& operator=(const Netns&) = delete;
 
-  // A TCP socket connected to 127.0.0.1:port inside namespace `ns`, or -1.
-  int Connect(const std::string& ns, int port, double timeout_s = 2.0);
+  // An unconnected TCP socket that lives in namespace `ns`, or -1. The
+  // caller owns it.
+  int Socket(const std::string& ns);
   void Close();
 
  private:
@@ -28,20 +31,14 @@ class Netns {
   std::map<std::string, int> fds_;
 };
 
-// A TCP socket connected to host:port ("127.0.0.1:9611") in our namespace, or -1.
-int ConnectTcp(const std::string& host_port, double timeout_s = 2.0);
-
-// Sends a GET on a connected socket; false on error.
-bool SendGet(int fd, const std::string& path);
-// Reads the response to EOF and closes fd. The body of a 200, else nullopt.
-std::optional<std::string> ReadBody(int fd);
-
-// GETs path from every namespace in one burst: connect all, send all requests
-// back to back, then read. ns -> body (nullopt: no answer or not 200).
+// GETs path from 127.0.0.1:port in every namespace in one burst (all requests
+// run concurrently). ns -> body (nullopt: no answer within timeout_s, or not 200).
 std::map<std::string, std::optional<std::string>> GetMany(Netns& netns, const std::vector<std::string>& namespaces,
-                                                           const std::string& path, int port);
+                                                           const std::string& path, int port,
+                                                           double timeout_s = 2.0);
 
-// One GET in our namespace.
+// One GET in our namespace; host_port as "127.0.0.1:9611". The body of a 200,
+// else nullopt.
 std::optional<std::string> HttpGet(const std::string& host_port, const std::string& path, double timeout_s = 5.0);
 
 }  // namespace lockstep::bench

@@ -3,8 +3,11 @@
 // Ports are all 0 (picked by the kernel, read back from the start log line).
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,9 +72,10 @@ std::string ReadUntil(int fd, const std::function<bool(const std::string&)>& sto
   return buf;
 }
 
-// Waits up to 5 s for the child to exit; returns its exit code (or -1).
-int Wait(pid_t pid) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+// Waits up to `limit` for the child to exit; returns its exit code (or -1
+// after killing it).
+int Wait(pid_t pid, std::chrono::seconds limit = std::chrono::seconds(5)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
     pid_t r = ::waitpid(pid, &status, WNOHANG);
@@ -201,6 +205,49 @@ TEST_CASE("Kubernetes mode: an unreachable API server never stops the agent", "[
   REQUIRE(t->status == 200);
   ::kill(c.pid, SIGTERM);
   REQUIRE(Wait(c.pid) == 0);
+  ::close(c.err_fd);
+  ::close(c.out_fd);
+}
+
+// A TCP connection to 127.0.0.1:port that sends `head` and then nothing more.
+int Stall(int port, const std::string& head) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  if (!head.empty()) REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+  return fd;
+}
+
+TEST_CASE("slow and idle clients neither block /healthz nor delay exit on SIGTERM", "[daemonset][binary]") {
+  TempDir dir;
+  std::string key = dir.Write("key", "0123456789abcdef0123456789abcdef\n");
+  std::string config = dir.Write("agent.yaml", "nodeName: node-a\nprobe: {port: 0}\nprobeKeyFile: " + key +
+                                                   "\nhealthAddr: 127.0.0.1:0\ntimeApiAddr: 127.0.0.1:0\n");
+  Child c = Spawn({"--config", config, "--bind-address", "127.0.0.1"});
+  std::string log = ReadUntil(c.err_fd, [](const std::string& s) { return s.find("lockstep-agent started") != std::string::npos; });
+  INFO(log);
+  auto line = nlohmann::json::parse(log.substr(0, log.find('\n')), nullptr, false);
+  REQUIRE_FALSE(line.is_discarded());
+  std::string a = line["health_addr"].get<std::string>();
+  const int health = std::stoi(a.substr(a.rfind(':') + 1));
+  // 64 idle connections and one client stuck in the middle of its request
+  // head: each of these alone made every probe time out with the old server.
+  std::vector<int> slow;
+  for (int i = 0; i < 64; ++i) slow.push_back(Stall(health, ""));
+  slow.push_back(Stall(health, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+  for (int i = 0; i < 3; ++i) {
+    auto h = HttpGet("127.0.0.1", health, "/healthz", std::chrono::seconds(10));
+    REQUIRE(h.ok());
+    REQUIRE(h->status == 200);
+  }
+  ::kill(c.pid, SIGTERM);
+  // Exits rather than hanging on the stuck client (it took 29 s before).
+  REQUIRE(Wait(c.pid, std::chrono::seconds(10)) == 0);
+  for (int fd : slow) ::close(fd);
   ::close(c.err_fd);
   ::close(c.out_fd);
 }

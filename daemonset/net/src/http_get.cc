@@ -1,78 +1,59 @@
 #include "lockstep/agent/net/http_get.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
-#include <cerrno>
-#include <cstring>
+#include <memory>
 
 namespace lockstep::agent {
+namespace {
+
+constexpr size_t kMaxBody = 1u << 20;
+
+size_t Collect(char* data, size_t size, size_t n, void* out) {
+  auto* body = static_cast<std::string*>(out);
+  if (body->size() + size * n > kMaxBody) return 0;  // makes curl fail with CURLE_WRITE_ERROR
+  body->append(data, size * n);
+  return size * n;
+}
+
+}  // namespace
 
 Result<HttpReply> HttpGet(const std::string& host, int port, const std::string& path,
                           std::chrono::milliseconds timeout) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return InvalidArgument("\"" + host + "\" is not an IPv4 address");
+  // curl_global_init is done once, thread-safely, by the first curl_easy_init.
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return Internal("curl_easy_init failed");
+  const bool v6 = host.find(':') != std::string::npos;
+  const std::string where = (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  const std::string url = "http://" + where + path;
+  HttpReply reply;
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP));
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // a local agent is never behind a proxy
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
+  CURLcode rc = curl_easy_perform(c);
+  switch (rc) {
+    case CURLE_OK:
+      break;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return Unavailable("cannot connect to " + where + ": " + curl_easy_strerror(rc) +
+                         " (is the agent running, and is this its timeApiAddr?)");
+    case CURLE_OPERATION_TIMEDOUT:
+      return Unavailable("timed out talking to " + where + " after " + std::to_string(timeout.count()) + " ms");
+    case CURLE_WRITE_ERROR:
+      return Internal("reply from " + where + " is larger than 1 MiB");
+    default:
+      return Unavailable("GET " + url + ": " + curl_easy_strerror(rc));
   }
-  const std::string where = host + ":" + std::to_string(port);
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Unavailable(std::string("socket: ") + std::strerror(errno));
-  auto done = [fd](auto r) {
-    ::close(fd);
-    return r;
-  };
-  const int ms = static_cast<int>(timeout.count());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
-    return done(Result<HttpReply>(Unavailable("cannot connect to " + where + ": " + std::strerror(errno))));
-  }
-  pollfd p{fd, POLLOUT, 0};
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (::poll(&p, 1, ms) <= 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-    return done(Result<HttpReply>(
-        Unavailable("cannot connect to " + where + ": " + (err ? std::strerror(err) : "timed out") +
-                    " (is the agent running, and is this its timeApiAddr?)")));
-  }
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: " + where + "\r\nConnection: close\r\n\r\n";
-  size_t off = 0;
-  while (off < req.size()) {
-    p = {fd, POLLOUT, 0};
-    if (::poll(&p, 1, ms) <= 0) return done(Result<HttpReply>(Unavailable("timed out sending to " + where)));
-    ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EINTR) {
-      return done(Result<HttpReply>(Unavailable("send to " + where + ": " + std::strerror(errno))));
-    }
-    if (n > 0) off += static_cast<size_t>(n);
-  }
-  std::string resp;
-  for (;;) {
-    p = {fd, POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0) return done(Result<HttpReply>(Unavailable("timed out reading from " + where)));
-    char buf[4096];
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      return done(Result<HttpReply>(Unavailable("read from " + where + ": " + std::strerror(errno))));
-    }
-    resp.append(buf, static_cast<size_t>(n));
-    if (resp.size() > (1u << 20)) return done(Result<HttpReply>(Internal("reply from " + where + " is too large")));
-  }
-  ::close(fd);
-  size_t sp = resp.find(' ');
-  size_t head_end = resp.find("\r\n\r\n");
-  if (!resp.starts_with("HTTP/") || sp == std::string::npos || head_end == std::string::npos) {
-    return Internal("malformed HTTP reply from " + where);
-  }
-  HttpReply r;
-  r.status = std::atoi(resp.c_str() + sp + 1);
-  r.body = resp.substr(head_end + 4);
-  return r;
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  reply.status = static_cast<int>(status);
+  return reply;
 }
 
 }  // namespace lockstep::agent

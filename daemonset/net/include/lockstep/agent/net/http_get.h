@@ -1,5 +1,6 @@
-// HttpGet: a tiny blocking HTTP/1.0 GET over IPv4 for `lockstep-agent clock
-// status` and tests (no TLS, no redirects, body up to 1 MiB). Thread-safe.
+// HttpGet: a blocking HTTP GET over libcurl for `lockstep-agent clock status`,
+// the time client and tests (plain HTTP, no redirects, body up to 1 MiB).
+// `host` is an IPv4 or IPv6 literal or a name. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,7 @@ struct HttpReply {
   std::string body;
 };
 
+// `timeout` bounds the whole exchange (connect, send, receive).
 Result<HttpReply> HttpGet(const std::string& host, int port, const std::string& path,
                           std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));
 
