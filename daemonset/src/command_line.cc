@@ -1,9 +1,6 @@
 #include "lockstep/agent/command_line.h"
 
-#include <cerrno>
-#include <cstdlib>
-#include <functional>
-#include <map>
+#include <CLI/CLI.hpp>
 
 namespace lockstep::agent {
 namespace {
@@ -53,124 +50,72 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
 )";
 }
 
+namespace {
+
+// The run flags, on the top-level app ("lockstep-agent --config ...") and on
+// the explicit "run" subcommand.
+void AddRunFlags(CLI::App& app, CommandLine& cl) {
+  app.add_option("--config", cl.config_path);
+  app.add_option("--node-name", cl.node_name);
+  app.add_option("--health-addr", cl.health_addr);
+  app.add_option("--time-api-addr", cl.time_api_addr);
+  app.add_option("--bind-address", cl.bind_address);
+  app.add_option("--probe-port", cl.probe_port)->check(CLI::Range(0, 65535));
+  app.add_option("--peers-file", cl.peers_file);
+  app.add_option("--probe-key-file", cl.probe_key_file);
+  app.add_option("--virtual-clock", cl.virtual_clock);
+  app.add_option("--seed", cl.seed);
+  app.add_option("--log-level", cl.log_level)->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  app.add_option("--kubeconfig", cl.kubeconfig);
+  app.add_option("--context", cl.kube_context);
+  app.add_option("--server", cl.server);
+  app.add_option("--token-file", cl.token_file);
+  app.add_option("--certificate-authority", cl.certificate_authority);
+  app.add_option("--advertise-address", cl.advertise_address);
+  app.add_option("--report-interval", cl.report_interval_seconds)->check(CLI::Range(1, 3600));
+  // Exactly "true" or "false" (CLI11's bool would also take yes/on/1).
+  app.add_option_function<std::string>(
+         "--node-address-fallback", [&cl](const std::string& v) { cl.node_address_fallback = v == "true"; })
+      ->check(CLI::IsMember({"true", "false"}));
+}
+
+}  // namespace
+
 Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "clock" && (args.size() < 2 || args[1] != "status")) {
+    return Bad("unknown command \"clock\"; did you mean \"clock status\"?");
+  }
   CommandLine cl;
-  size_t i = 0;
-  if (i < args.size() && !args[i].starts_with("-")) {
-    const std::string& verb = args[i];
-    if (verb == "run") {
-      ++i;
-    } else if (verb == "version") {
-      cl.command = CommandLine::Command::kVersion;
-      ++i;
-    } else if (verb == "help") {
-      cl.command = CommandLine::Command::kHelp;
-      ++i;
-    } else if (verb == "clock") {
-      if (i + 1 >= args.size() || args[i + 1] != "status") return Bad("unknown command \"clock\"; did you mean \"clock status\"?");
-      cl.command = CommandLine::Command::kClockStatus;
-      i += 2;
-    } else {
-      return Bad("unknown command \"" + verb + "\"");
-    }
+  bool help = false;
+  CLI::App app("lockstep-agent");
+  app.set_help_flag();  // Usage() is the help text
+  app.add_flag("-h,--help", help);
+  AddRunFlags(app, cl);
+  CLI::App* run = app.add_subcommand("run");
+  AddRunFlags(*run, cl);
+  run->add_flag("-h,--help", help);
+  CLI::App* status = app.add_subcommand("clock")->add_subcommand("status");
+  status->add_option("--addr", cl.status_addr);
+  status->add_flag("--json", cl.json);
+  status->add_flag("-h,--help", help);
+  CLI::App* version = app.add_subcommand("version");
+  CLI::App* help_cmd = app.add_subcommand("help");
+  app.require_subcommand(0, 1);
+  try {
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 wants them reversed
+  } catch (const CLI::Error& e) {
+    return Bad(e.what());
   }
-  const bool run = cl.command == CommandLine::Command::kRun;
-  for (; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (size_t eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    if (flag == "--help" || flag == "-h") {
-      cl.command = CommandLine::Command::kHelp;
-      return cl;
-    }
-    if (flag == "--json" && cl.command == CommandLine::Command::kClockStatus) {
-      cl.json = true;
-      continue;
-    }
-    auto value = [&]() -> Result<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return Bad(flag + " needs a value");
-      return args[++i];
-    };
-    auto as_int = [&](const std::string& v, int64_t lo, int64_t hi) -> Result<int64_t> {
-      char* end = nullptr;
-      errno = 0;
-      long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
-        return Bad(flag + " must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                   " (got \"" + v + "\")");
-      }
-      return static_cast<int64_t>(x);
-    };
-    using Setter = std::function<Status(const std::string&)>;
-    auto str = [](auto& field) -> Setter {
-      return [&field](const std::string& v) { field = v; return Status::Ok(); };
-    };
-    std::map<std::string, Setter> setters;
-    if (run) {
-      setters = {
-          {"--config", str(cl.config_path)},
-          {"--node-name", str(cl.node_name)},
-          {"--health-addr", str(cl.health_addr)},
-          {"--time-api-addr", str(cl.time_api_addr)},
-          {"--bind-address", str(cl.bind_address)},
-          {"--peers-file", str(cl.peers_file)},
-          {"--probe-key-file", str(cl.probe_key_file)},
-          {"--virtual-clock", str(cl.virtual_clock)},
-          {"--log-level", [&](const std::string& v) -> Status {
-             if (v != "debug" && v != "info" && v != "warn" && v != "error") {
-               return Bad("--log-level must be one of debug, info, warn, error (got \"" + v + "\")");
-             }
-             cl.log_level = v;
-             return Status::Ok();
-           }},
-          {"--probe-port", [&](const std::string& v) -> Status {
-             auto p = as_int(v, 0, 65535);
-             if (!p.ok()) return p.error();
-             cl.probe_port = static_cast<int>(*p);
-             return Status::Ok();
-           }},
-          {"--kubeconfig", str(cl.kubeconfig)},
-          {"--context", str(cl.kube_context)},
-          {"--server", str(cl.server)},
-          {"--token-file", str(cl.token_file)},
-          {"--certificate-authority", str(cl.certificate_authority)},
-          {"--advertise-address", str(cl.advertise_address)},
-          {"--report-interval", [&](const std::string& v) -> Status {
-             auto p = as_int(v, 1, 3600);
-             if (!p.ok()) return p.error();
-             cl.report_interval_seconds = static_cast<int>(*p);
-             return Status::Ok();
-           }},
-          {"--node-address-fallback", [&](const std::string& v) -> Status {
-             if (v != "true" && v != "false") {
-               return Bad("--node-address-fallback must be true or false (got \"" + v + "\")");
-             }
-             cl.node_address_fallback = v == "true";
-             return Status::Ok();
-           }},
-          {"--seed", [&](const std::string& v) -> Status {
-             auto p = as_int(v, 0, INT64_MAX);
-             if (!p.ok()) return p.error();
-             cl.seed = static_cast<uint64_t>(*p);
-             return Status::Ok();
-           }},
-      };
-    } else if (cl.command == CommandLine::Command::kClockStatus) {
-      setters = {{"--addr", str(cl.status_addr)}};
-    }
-    auto it = setters.find(flag);
-    if (it == setters.end()) return Bad("unknown flag \"" + flag + "\"");
-    auto v = value();
-    if (!v.ok()) return v.error();
-    if (Status s = it->second(*v); !s.ok()) return s.error();
+  if (help || *help_cmd) {
+    cl.command = CommandLine::Command::kHelp;
+    return cl;
   }
-  if (run && cl.config_path.empty()) return Bad("--config PATH is required");
-  if (run && !cl.server.empty() && cl.token_file.empty()) return Bad("--server needs --token-file");
-  if (run && cl.advertise_address && !ParseHostPort(*cl.advertise_address + ":0", "").ok()) {
+  if (*version) cl.command = CommandLine::Command::kVersion;
+  if (*status) cl.command = CommandLine::Command::kClockStatus;
+  const bool is_run = cl.command == CommandLine::Command::kRun;
+  if (is_run && cl.config_path.empty()) return Bad("--config PATH is required");
+  if (is_run && !cl.server.empty() && cl.token_file.empty()) return Bad("--server needs --token-file");
+  if (is_run && cl.advertise_address && !ParseHostPort(*cl.advertise_address + ":0", "").ok()) {
     return Bad("--advertise-address must be an IPv4 address (got \"" + *cl.advertise_address + "\")");
   }
   if (cl.command == CommandLine::Command::kClockStatus) {

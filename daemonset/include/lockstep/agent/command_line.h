@@ -1,5 +1,5 @@
-// Command line of lockstep-agent. Flags accept "--flag value" and
-// "--flag=value". Pure; thread-compatible.
+// Command line of lockstep-agent, parsed with CLI11. Flags accept "--flag
+// value" and "--flag=value". Pure; thread-compatible.
 //
 //   lockstep-agent [run] --config PATH [overrides...]
 //   lockstep-agent clock status [--addr HOST:PORT] [--json]
