@@ -84,8 +84,14 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       {"name", "agent"},
       {"image", s.agent_image.empty() ? spec.agent.image : s.agent_image},
       {"imagePullPolicy", spec.agent.image_pull_policy},
-      {"args", Json::array({std::string("--config=") + kConfigDir + "/" + kConfigKey, "--node-name=$(NODE_NAME)"})},
-      {"env", Json::array({{{"name", "NODE_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}}})},
+      // Health endpoints on the pod IP only: with hostNetwork that is the node's
+      // address, where the kubelet's httpGet probes (no host: the pod IP) and
+      // Prometheus scrape; not on 0.0.0.0, so no other interface of the node
+      // (fabric rails, other networks) exposes them.
+      {"args", Json::array({std::string("--config=") + kConfigDir + "/" + kConfigKey, "--node-name=$(NODE_NAME)",
+                            "--health-addr=$(POD_IP):" + std::to_string(port)})},
+      {"env", Json::array({{{"name", "NODE_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}},
+                           {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}})},
       {"ports", Json::array({{{"name", "health"}, {"containerPort", port}, {"protocol", "TCP"}},
                              {{"name", "probe"}, {"containerPort", spec.probe.port}, {"protocol", "UDP"}}})},
       {"livenessProbe", {{"httpGet", {{"path", "/healthz"}, {"port", port}}}, {"periodSeconds", 10}}},
