@@ -80,7 +80,11 @@ bool IsBase64OfSize(const std::string& s, size_t bytes) {
   if (s.size() != (bytes + 2) / 3 * 4 || !std::regex_match(s, re)) return false;
   size_t pad = bytes % 3 == 0 ? 0 : 3 - bytes % 3;
   size_t got = s.size() - s.find_last_not_of('=') - 1;
-  return got == pad;
+  if (got != pad) return false;
+  // The unused low bits of the last character must be zero (canonical base64).
+  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const size_t last = kAlphabet.find(s[s.size() - pad - 1]);
+  return pad == 0 || (last & (pad == 1 ? 0x3 : 0xF)) == 0;
 }
 
 }  // namespace lockstep::api

@@ -27,6 +27,13 @@ TEST_CASE("quantities must be non-negative", "[api]") {
   REQUIRE_FALSE(IsNonNegativeQuantity("lots"));
 }
 
+TEST_CASE("a node public key is canonical base64 of 32 bytes, as the CRD's pattern says", "[api]") {
+  REQUIRE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=", 32));
+  REQUIRE_FALSE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURp=", 32));  // non-zero padding bits
+  REQUIRE_FALSE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHUR==", 32));
+  REQUIRE_FALSE(IsBase64OfSize("abc", 32));
+}
+
 TEST_CASE("FabricHealth status: probe addresses and the node key are checked", "[api]") {
   auto bad = ParseFabricHealthStatus("n", Json::parse(R"({"probeAddresses":["10.0.0.300:7311"]})"));
   REQUIRE(bad.error().message.find("status.probeAddresses[0] must be \"<IPv4>:<port>\" with port between 1 and 65535") !=
