@@ -1,15 +1,14 @@
 #include "lockstep/operator/agent_objects.h"
 
-#include <yaml-cpp/yaml.h>
-
+#include "lockstep/api/agent_config.h"
 #include "lockstep/kube/label_selector.h"
 
 namespace lockstep::op {
 namespace {
 
-constexpr char kConfigKey[] = "agent.yaml";
-constexpr char kConfigDir[] = "/etc/lockstep";
-constexpr char kProbeKeyDir[] = "/etc/lockstep/probe-key";
+constexpr const char* kConfigKey = api::kAgentConfigKey;
+constexpr const char* kConfigDir = api::kAgentConfigDir;
+constexpr const char* kProbeKeyDir = api::kProbeKeyDir;
 
 Json Labels(const PolicyRef& p) {
   return {{"app.kubernetes.io/name", "lockstep-agent"},
@@ -37,35 +36,10 @@ Json Metadata(const PolicyRef& p, const OperatorSettings& s) {
 
 }  // namespace
 
-std::string AgentObjectName(const std::string& policy_name) { return "lockstep-agent-" + policy_name; }
+std::string AgentObjectName(const std::string& policy_name) { return api::kAgentObjectPrefix + policy_name; }
 
 std::string RenderAgentConfig(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s) {
-  YAML::Emitter y;
-  y << YAML::BeginMap;
-  y << YAML::Key << "policy" << YAML::Value << policy.name;
-  y << YAML::Key << "nodeName" << YAML::Value << "";
-  y << YAML::Key << "probe" << YAML::Value << YAML::BeginMap
-    << YAML::Key << "port" << YAML::Value << spec.probe.port
-    << YAML::Key << "intervalMs" << YAML::Value << spec.probe.interval_ms
-    << YAML::Key << "peersPerNode" << YAML::Value << spec.probe.peers_per_node
-    << YAML::Key << "missThreshold" << YAML::Value << spec.probe.miss_threshold << YAML::EndMap;
-  y << YAML::Key << "clockSync" << YAML::Value << YAML::BeginMap
-    << YAML::Key << "enabled" << YAML::Value << spec.clock_sync.enabled
-    << YAML::Key << "windowSeconds" << YAML::Value << spec.clock_sync.window_seconds
-    << YAML::Key << "disciplineHostClock" << YAML::Value << spec.clock_sync.discipline_host_clock
-    << YAML::Key << "maxErrorBoundNs" << YAML::Value << spec.clock_sync.max_error_bound_ns
-    << YAML::Key << "asymmetryAllowanceNs" << YAML::Value << spec.clock_sync.asymmetry_allowance_ns << YAML::EndMap;
-  y << YAML::Key << "failover" << YAML::Value << YAML::BeginMap
-    << YAML::Key << "enabled" << YAML::Value << spec.failover.enabled
-    << YAML::Key << "readmitAfterSeconds" << YAML::Value << spec.failover.readmit_after_seconds
-    << YAML::Key << "maxHoldDownSeconds" << YAML::Value << spec.failover.max_hold_down_seconds << YAML::EndMap;
-  y << YAML::Key << "flapAlertPerHour" << YAML::Value << spec.flap_alert_per_hour;
-  y << YAML::Key << "loadBalancing" << YAML::Value << spec.load_balancing;
-  y << YAML::Key << "probeKeyFile" << YAML::Value << std::string(kProbeKeyDir) + "/key";
-  y << YAML::Key << "healthAddr" << YAML::Value << "0.0.0.0:" + std::to_string(s.agent_health_port);
-  y << YAML::Key << "timeApiAddr" << YAML::Value << "127.0.0.1:" + std::to_string(s.agent_health_port + 1);
-  y << YAML::EndMap;
-  return std::string(y.c_str()) + "\n";
+  return api::RenderAgentConfigYaml(api::AgentConfigForPolicy(policy.name, spec, s.agent_health_port));
 }
 
 Json RenderAgentConfigMap(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s) {
@@ -96,7 +70,7 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
                              {{"name", "probe"}, {"containerPort", spec.probe.port}, {"protocol", "UDP"}}})},
       {"livenessProbe", {{"httpGet", {{"path", "/healthz"}, {"port", port}}}, {"periodSeconds", 10}}},
       {"readinessProbe", {{"httpGet", {{"path", "/readyz"}, {"port", port}}}, {"periodSeconds", 5}}},
-      {"resources", spec.agent.resources},
+      {"resources", api::ToJson(spec.agent.resources)},
       {"securityContext",
        {{"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
@@ -108,12 +82,11 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       {"hostNetwork", true},
       {"dnsPolicy", "ClusterFirstWithHostNet"},
       {"priorityClassName", spec.agent.priority_class_name},
-      {"tolerations", spec.tolerations},
+      {"tolerations", api::ToJson(spec.tolerations)},
       {"containers", Json::array({container})},
       {"volumes", Json::array({{{"name", "config"}, {"configMap", {{"name", name}}}},
                                {{"name", "probe-key"}, {"secret", {{"secretName", s.probe_key_secret}}}}})}};
-  // ParsePolicySpec has validated the selector.
-  if (auto sel = kube::LabelSelector::FromJson(spec.node_selector); sel.ok() && !sel->empty()) {
+  if (auto sel = kube::LabelSelector::FromJson(api::ToJson(spec.node_selector)); sel.ok() && !sel->empty()) {
     pod_spec["affinity"] = sel->ToNodeAffinity();
   }
   Json selector_labels = {{"app.kubernetes.io/name", "lockstep-agent"}, {"lockstep.dev/policy", policy.name}};

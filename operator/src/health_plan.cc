@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lockstep/api/fabric_health.h"
+#include "lockstep/api/fabric_policy.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/label_selector.h"
 #include "lockstep/kube/object_meta.h"
@@ -30,7 +32,7 @@ PolicyView ToPolicyView(const Json& policy) {
   const Json& sel = Field(policy, {"spec", "nodeSelector"});
   // A missing selector takes the CRD default; the API server fills it in, so
   // null here only happens for objects written without the schema.
-  v.node_selector = sel.is_null() ? Json{{"matchLabels", {{"nvidia.com/gpu.present", "true"}}}} : sel;
+  v.node_selector = sel.is_null() ? api::ToJson(api::DefaultNodeSelector()) : sel;
   return v;
 }
 
@@ -82,24 +84,25 @@ HealthPlan PlanHealth(const std::string& node_name, const Json& node, const std:
     plan.object["metadata"]["ownerReferences"] = metadata["ownerReferences"];
   }
 
-  // The status fields the operator owns.
+  // The status fields the operator owns (api::FabricHealthOperatorStatus), and
+  // the agent's until its first report.
   const Json old_status = existing.is_object() && existing.contains("status") ? existing["status"] : Json::object();
   Json status = old_status;
   status["nodeName"] = node_name;
-  status["policy"] = policy;
+  status.update(api::ToJson(api::FabricHealthOperatorStatus{policy}));
   const bool reported = old_status.contains("lastReportTime") && !old_status["lastReportTime"].is_null();
   Json conds = old_status.contains("conditions") ? old_status["conditions"] : Json::array();
   if (!reported) {
     status["phase"] = "Pending";
-    conds = SetCondition(conds, {"Ready", "Unknown", "AgentNotReporting",
+    conds = SetCondition(conds, {api::kAgentConditionType, "Unknown", "AgentNotReporting",
                                  "the node agent has not reported for this node yet"}, 0, now);
   }
   if (matching.size() > 1) {
-    conds = SetCondition(conds, {"PolicyConflict", "True", "MultiplePolicies",
+    conds = SetCondition(conds, {api::kOperatorConditionType, "True", "MultiplePolicies",
                                  "node is selected by FabricPolicies " + Join(matching) + "; using \"" + policy +
                                      "\". Make the policies' nodeSelectors disjoint."}, 0, now);
   } else {
-    conds = SetCondition(conds, {"PolicyConflict", "False", "SinglePolicy", "node is selected by one FabricPolicy"}, 0,
+    conds = SetCondition(conds, {api::kOperatorConditionType, "False", "SinglePolicy", "node is selected by one FabricPolicy"}, 0,
                          now);
   }
   status["conditions"] = conds;

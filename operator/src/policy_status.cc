@@ -1,5 +1,6 @@
 #include "lockstep/operator/policy_status.h"
 
+#include "lockstep/api/fabric_policy.h"
 #include "lockstep/operator/agent_objects.h"
 #include "lockstep/kube/conditions.h"
 
@@ -28,12 +29,14 @@ Json ComputePolicyStatus(const PolicyStatusInput& in) {
     updated = ds.value("updatedNumberScheduled", 0);
     scheduled = ds.value("desiredNumberScheduled", 0);
   }
-  Json status = {{"observedGeneration", generation},
-                 {"desiredNodes", desired},
-                 {"readyNodes", ready},
-                 {"conflictingNodes", conflicting},
-                 {"nodes", std::to_string(ready) + "/" + std::to_string(desired)},
-                 {"daemonSet", AgentObjectName(name)}};
+  api::FabricPolicyStatus typed;  // the scalar fields; conditions are merged below
+  typed.observed_generation = generation;
+  typed.desired_nodes = desired;
+  typed.ready_nodes = ready;
+  typed.conflicting_nodes = conflicting;
+  typed.nodes = std::to_string(ready) + "/" + std::to_string(desired);
+  typed.daemon_set = AgentObjectName(name);
+  Json status = api::ToJson(typed);
   Json conds = old.contains("conditions") ? old["conditions"] : Json::array();
   auto set = [&](const Condition& c) { conds = SetCondition(conds, c, generation, in.now); };
 

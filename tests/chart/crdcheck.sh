@@ -55,8 +55,8 @@ render() { # render NAME HELM-ARGS...
   args+=(-manifests "$tmp/$name.yaml")
 }
 render everything --set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true
-render custom-policy --set defaultPolicy.spec.probe.intervalMs=10 --set defaultPolicy.spec.probe.missThreshold=5 \
-  --set defaultPolicy.spec.clockSync.disciplineHostClock=true --set defaultPolicy.spec.failover.maxHoldDownSeconds=600 \
+render custom-policy --set defaultPolicy.spec.probe.intervalMs=10 --set defaultPolicy.spec.probe.peersPerNode=8 \
+  --set defaultPolicy.spec.clockSync.disciplineHostClock=true --set defaultPolicy.spec.clockSync.maxErrorBoundNs=5000 \
   --set-json 'defaultPolicy.spec.tolerations=[{"operator":"Exists"}]'
 
 exec "$bin" -samples "$here/samples" "${args[@]}" \

@@ -53,9 +53,10 @@ TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
   REQUIRE(y["probe"]["intervalMs"].as<int>() == 25);
   REQUIRE(y["probe"]["port"].as<int>() == 7400);
   REQUIRE(y["clockSync"]["asymmetryAllowanceNs"].as<int>() == 30);
-  REQUIRE(y["clockSync"]["maxErrorBoundNs"].as<int>() == 1000);
-  REQUIRE(y["flapAlertPerHour"].as<int>() == 8);
-  REQUIRE(y["probeKeyFile"].as<std::string>() == "/etc/lockstep/probe-key/key");
+  REQUIRE(y["clockSync"]["maxErrorBoundNs"].as<int64_t>() == spec.clock_sync.max_error_bound_ns);
+  REQUIRE_FALSE(y["flapAlertPerHour"]);
+  REQUIRE_FALSE(y["failover"]);
+  REQUIRE(y["probeKeyFile"].as<std::string>() == api::kProbeKeyFile);
   Json cm = RenderAgentConfigMap({"p1", "u"}, spec, s);
   REQUIRE(cm["data"]["agent.yaml"] == RenderAgentConfig({"p1", "u"}, spec, s));
 }

@@ -1,5 +1,6 @@
 #include "lockstep/agent/kube/health_status.h"
 
+#include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
 
@@ -31,36 +32,38 @@ Readiness Assess(const ClockSnapshot& c) {
 }
 
 Json BuildStatus(const Json& existing, const AgentReport& report, const std::string& now) {
-  Json s = existing.is_object() ? existing : Json::object();
   const ClockSnapshot& c = report.clock;
   Readiness r = Assess(c);
-  s["nodeName"] = report.node_name;
-  s["phase"] = r.phase;
-  s["lastReportTime"] = now;
-  Json clock = {{"state", ClockSyncStateName(c.state)}, {"peers", c.peers}};
-  const bool fitted = c.state != ClockSyncState::kFreerun;
-  if (fitted) {
-    clock["offsetNs"] = c.offset_ns;
-    clock["driftPpb"] = c.drift_ppb;
+  api::FabricHealthAgentStatus a;
+  a.node_name = report.node_name;
+  a.phase = r.phase;
+  a.last_report_time = now;
+  api::ClockStatus& clock = a.clock.emplace();
+  clock.state = ClockSyncStateName(c.state);
+  clock.peers = c.peers;
+  if (c.state != ClockSyncState::kFreerun) {
+    clock.offset_ns = c.offset_ns;
+    clock.drift_ppb = c.drift_ppb;
   }
-  if (c.error_bound_ns) {
-    clock["errorBoundNs"] = *c.error_bound_ns;
-    s["clockErrorBoundNs"] = *c.error_bound_ns;
-  } else {
-    s.erase("clockErrorBoundNs");
+  clock.error_bound_ns = c.error_bound_ns;
+  a.clock_error_bound_ns = c.error_bound_ns;
+  a.probe_addresses = report.probe_addresses;
+  a.rails_up = report.rails_up;
+  a.rails_total = report.rails_total;
+  a.flaps_last_hour = report.flaps_last_hour;
+  // Fields this agent version does not produce yet (audit, lastProbeTime) and
+  // nodePublicKey are kept as found until the agent sets them.
+  const Json old = existing.is_object() ? existing : Json::object();
+  if (old.contains("nodePublicKey") && old["nodePublicKey"].is_string()) {
+    a.node_public_key = old["nodePublicKey"].get<std::string>();
   }
-  s["clock"] = clock;
-  if (report.probe_addresses.empty()) {
-    s.erase("probeAddresses");
-  } else {
-    s["probeAddresses"] = report.probe_addresses;
+  if (report.node_public_key) a.node_public_key = report.node_public_key;
+  Json s = api::MergeAgentStatus(old, a);
+  for (const char* keep : {"audit", "auditResult", "lastProbeTime"}) {
+    if (old.contains(keep)) s[keep] = old[keep];
   }
-  s["rails"] = std::to_string(report.rails_up) + "/" + std::to_string(report.rails_total);
-  s["railsUp"] = report.rails_up;
-  s["railsTotal"] = report.rails_total;
-  s["flapsLastHour"] = report.flaps_last_hour;
   s["conditions"] = kube::SetCondition(s.value("conditions", Json::array()),
-                                       {"Ready", r.status, r.reason, r.message}, std::nullopt, now);
+                                       {api::kAgentConditionType, r.status, r.reason, r.message}, std::nullopt, now);
   return s;
 }
 

@@ -6,6 +6,7 @@
 //   lockstep-agent version | help
 #pragma once
 
+#include "lockstep/api/defaults.h"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,7 +46,7 @@ struct CommandLine {
   bool node_address_fallback = true;
 
   // clock status
-  std::string status_addr = "127.0.0.1:9611";
+  std::string status_addr = std::string(api::kTimeApiHost) + ":" + std::to_string(api::kTimeApiPort);
   bool json = false;
 };
 

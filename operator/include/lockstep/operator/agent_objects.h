@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/api/defaults.h"
 #include "lockstep/common/hash.h"  // StableHash, for the config hash
 #include "lockstep/operator/policy_spec.h"
 
@@ -18,7 +19,7 @@ struct OperatorSettings {
   std::string agent_service_account = "lockstep-agent";
   std::string agent_image;                             // overrides the policy default when set
   std::string probe_key_secret = "lockstep-probe-key";
-  int agent_health_port = 9610;
+  int agent_health_port = api::kHealthPort;
 };
 
 // Identity of the owning policy (for names, labels and ownerReferences).
@@ -29,7 +30,8 @@ struct PolicyRef {
 
 std::string AgentObjectName(const std::string& policy_name);  // "lockstep-agent-<policy>"
 
-// agent.yaml as the agent reads it (daemonset/README.md).
+// agent.yaml as the agent reads it: api::AgentConfigForPolicy rendered by
+// api::RenderAgentConfigYaml (the agent parses it with api::ParseAgentConfig).
 std::string RenderAgentConfig(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s);
 
 Json RenderAgentConfigMap(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s);

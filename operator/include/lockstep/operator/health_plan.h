@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/api/defaults.h"
+
 namespace lockstep::op {
 
 using Json = nlohmann::json;
@@ -41,6 +43,6 @@ HealthPlan PlanHealth(const std::string& node_name, const Json& node, const std:
                       const Json& existing, const std::string& now_rfc3339);
 
 // The label that records which policy a FabricHealth belongs to.
-inline constexpr char kPolicyLabel[] = "lockstep.dev/policy";
+inline constexpr const char* kPolicyLabel = api::kPolicyLabel;
 
 }  // namespace lockstep::op

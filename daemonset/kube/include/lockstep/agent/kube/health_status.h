@@ -1,10 +1,9 @@
 // The FabricHealth status the node agent writes for its node. Pure (values in,
 // JSON out); thread-compatible.
 //
-// The agent owns these status fields: phase, nodeName, lastReportTime, clock,
-// clockErrorBoundNs, probeAddresses, rails, railsUp, railsTotal,
-// flapsLastHour and the Ready condition. The operator owns policy and the
-// PolicyConflict condition. Everything the agent does not own is kept as
+// Which status fields the agent owns and which the operator owns is defined by
+// the typed contract (lockstep/api/fabric_health.h: FabricHealthAgentStatus,
+// FabricHealthOperatorStatus). Everything the agent does not own is kept as
 // found, which is why writes are read-modify-write with a resourceVersion
 // precondition (conditions is a list, replaced whole by a merge patch).
 //
@@ -43,6 +42,9 @@ struct AgentReport {
   int rails_total = 0;
   int flaps_last_hour = 0;
   ClockSnapshot clock;
+  // Base64 of this node's Ed25519 public key (status.nodePublicKey); nullopt
+  // keeps whatever the status holds.
+  std::optional<std::string> node_public_key;
 };
 
 // Phase and Ready condition for a clock snapshot:

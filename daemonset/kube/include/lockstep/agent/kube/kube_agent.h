@@ -13,6 +13,7 @@
 // Thread-safety: construct, Start() and Stop() from one owning thread.
 #pragma once
 
+#include "lockstep/api/defaults.h"
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,7 @@ namespace lockstep::agent {
 struct KubeAgentOptions {
   std::string node_name;
   std::string policy = "default";
-  int policy_probe_port = 7311;  // probe.port from the policy (Node-address fallback)
+  int policy_probe_port = api::kProbePort;  // probe.port from the policy (Node-address fallback)
   int peers_per_node = 16;
   uint64_t seed = 1;             // peer selection
   bool node_address_fallback = true;

@@ -17,6 +17,7 @@
 //    when no address is known, so they are probed back where they send from).
 #pragma once
 
+#include "lockstep/api/defaults.h"
 #include <chrono>
 #include <map>
 #include <optional>
@@ -33,7 +34,7 @@ inline constexpr char kPolicyLabel[] = "lockstep.dev/policy";
 struct DirectoryOptions {
   std::string self;    // our node name
   std::string policy;  // our FabricPolicy
-  int probe_port = 7311;  // the policy's probe.port, for the Node-address fallback
+  int probe_port = api::kProbePort;  // the policy's probe.port, for the Node-address fallback
   bool node_address_fallback = true;
   std::chrono::seconds stale_after{90};
 };

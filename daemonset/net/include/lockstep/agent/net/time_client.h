@@ -4,6 +4,7 @@
 // (about 100 us on loopback: fine for timestamps, not for a hot loop).
 #pragma once
 
+#include "lockstep/api/defaults.h"
 #include <cstdint>
 #include <string>
 
@@ -19,6 +20,6 @@ struct FabricTimeReading {
   std::string state;  // "LOCKED", "HOLDOVER" or "FREERUN" (then the bounds are unbounded)
 };
 
-Result<FabricTimeReading> GetFabricTime(const std::string& host = "127.0.0.1", int port = 9611);
+Result<FabricTimeReading> GetFabricTime(const std::string& host = api::kTimeApiHost, int port = api::kTimeApiPort);
 
 }  // namespace lockstep::agent

@@ -1,0 +1,69 @@
+// AgentConfig: the node agent's configuration file (agent.yaml). The operator
+// derives it from a FabricPolicy (AgentConfigForPolicy) and renders it
+// (RenderAgentConfigYaml) into the agent's ConfigMap; the agent parses it
+// (ParseAgentConfig); standalone installs write it by hand. One type, one
+// emitter, one parser: tests/api/round_trip_test.cc keeps them in step.
+// Parsing is strict: unknown keys and out-of-range values are InvalidArgument
+// errors naming the key and the allowed range. Pure (no file access);
+// thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/api/defaults.h"
+#include "lockstep/api/fabric_policy.h"
+#include "lockstep/api/validation.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::api {
+
+struct PeerConfig {
+  std::string name;
+  std::string address;  // IPv4 literal
+  int port = 0;         // 0 = the agent's probe.port
+  bool operator==(const PeerConfig&) const = default;
+};
+
+struct AgentConfig {
+  std::string policy = "default";
+  std::string node_name;
+  struct Probe {
+    int port = kProbePort;  // 0 = pick a free port (tests)
+    int interval_ms = kProbeIntervalMs;
+    int peers_per_node = kPeersPerNode;
+    bool operator==(const Probe&) const = default;
+  } probe;
+  struct ClockSync {
+    bool enabled = true;
+    int window_seconds = kClockSyncWindowSeconds;
+    bool discipline_host_clock = false;
+    int64_t max_error_bound_ns = kMaxErrorBoundNs;
+    int64_t asymmetry_allowance_ns = kAsymmetryAllowanceNs;  // added to every error bound (see the CRD)
+    bool operator==(const ClockSync&) const = default;
+  } clock_sync;
+  std::string probe_key_file = kProbeKeyFile;
+  HostPort health_addr{kHealthHost, kHealthPort};
+  HostPort time_api_addr{kTimeApiHost, kTimeApiPort};
+  std::string bind_address = "0.0.0.0";  // probe socket; flag only, not in agent.yaml
+  std::vector<PeerConfig> peers;
+  bool operator==(const AgentConfig&) const = default;
+};
+
+// The agent.yaml the operator writes for a policy's agents. nodeName stays
+// empty (each agent gets --node-name from the downward API); the health
+// endpoints listen on health_port, the time API on loopback at health_port + 1.
+AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPolicySpec& spec, int health_port);
+
+// agent.yaml text for a config (every key but the flag-only bind_address).
+std::string RenderAgentConfigYaml(const AgentConfig& config);
+
+// Parses agent.yaml text. `source` names the file in error messages.
+Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source);
+
+// Parses a peers file: either a YAML list of {name, address[, port]} or a map
+// with a single `peers:` key holding that list.
+Result<std::vector<PeerConfig>> ParsePeers(const std::string& yaml_text, const std::string& source);
+
+}  // namespace lockstep::api

@@ -1,0 +1,64 @@
+// The defaults and well-known values of the operator-agent contract, defined
+// once. The CRDs (crds/) and the chart keep their literal defaults;
+// tests/api/crd_defaults_test.cc checks that they equal these. Constants only.
+#pragma once
+
+#include <cstdint>
+
+namespace lockstep::api {
+
+// Node agent ports.
+inline constexpr int kProbePort = 7311;    // UDP probe port (FabricPolicy spec.probe.port)
+inline constexpr int kHealthPort = 9610;   // /healthz, /readyz, /metrics (agent.yaml healthAddr)
+inline constexpr int kTimeApiPort = 9611;  // fabric-time API on loopback (agent.yaml timeApiAddr)
+inline constexpr char kHealthHost[] = "0.0.0.0";
+inline constexpr char kTimeApiHost[] = "127.0.0.1";
+
+// The nodes a FabricPolicy selects by default, and the taint it tolerates.
+inline constexpr char kDefaultNodeSelectorKey[] = "nvidia.com/gpu.present";
+inline constexpr char kDefaultNodeSelectorValue[] = "true";
+inline constexpr char kGpuTaintKey[] = "nvidia.com/gpu";
+
+// FabricPolicy spec defaults (crds/lockstep.dev_fabricpolicies.yaml).
+inline constexpr int kProbeIntervalMs = 20;
+inline constexpr int kPeersPerNode = 16;
+inline constexpr int kClockSyncWindowSeconds = 2;
+inline constexpr int64_t kMaxErrorBoundNs = 1000;
+inline constexpr int64_t kAsymmetryAllowanceNs = 100;
+inline constexpr char kAgentImage[] = "ghcr.io/lockstep/lockstep-agent:0.1.0";
+inline constexpr char kAgentImagePullPolicy[] = "IfNotPresent";
+inline constexpr char kAgentPriorityClassName[] = "system-node-critical";
+
+// Bounds shared by the CRD schema, the operator and the agent.
+inline constexpr int kMinProbePort = 1024;  // in a FabricPolicy; agent.yaml also accepts 0 (tests)
+inline constexpr int kMaxProbeIntervalMs = 60000;
+inline constexpr int kMaxPeersPerNode = 64;
+inline constexpr int kMaxWindowSeconds = 60;
+inline constexpr int64_t kMaxMaxErrorBoundNs = 1'000'000'000;
+inline constexpr int64_t kMaxAsymmetryAllowanceNs = 1'000'000;
+
+// A FabricPolicy's name is the value of the label lockstep.dev/policy on its
+// agent objects and FabricHealths, and of app.kubernetes.io/instance: a label
+// value holds at most 63 characters. (The objects named lockstep-agent-<policy>
+// are DNS subdomains of up to 253 and are not the limit.)
+inline constexpr int kMaxPolicyNameLength = 63;
+inline constexpr char kPolicyLabel[] = "lockstep.dev/policy";
+inline constexpr char kAgentObjectPrefix[] = "lockstep-agent-";
+
+// Where the agent finds its files in the pod the operator renders.
+inline constexpr char kAgentConfigDir[] = "/etc/lockstep";
+inline constexpr char kAgentConfigKey[] = "agent.yaml";
+inline constexpr char kProbeKeyDir[] = "/etc/lockstep/probe-key";
+inline constexpr char kProbeKeyFile[] = "/etc/lockstep/probe-key/key";
+
+// TrainingJob spec defaults (crds/lockstep.dev_trainingjobs.yaml).
+inline constexpr int kTrainingJobSpares = 1;
+inline constexpr int kMigrationMaxConcurrent = 1;
+inline constexpr int kHeartbeatIntervalMs = 500;
+inline constexpr int kHeartbeatTimeoutMs = 2000;
+inline constexpr int kHangTimeoutSeconds = 10;
+inline constexpr int kGpuTempCelsius = 90;
+inline constexpr int kEccSingleBitPerHour = 100;
+inline constexpr int kMaxTrainingJobNameLength = 52;
+
+}  // namespace lockstep::api

@@ -1,0 +1,116 @@
+// FabricPolicy (lockstep.dev/v1alpha1, crds/lockstep.dev_fabricpolicies.yaml):
+// its spec and status as plain values with the CRD's defaults, and their JSON
+// conversions. Parsing enforces the same bounds and rules as the CRD schema
+// (the API server applies them too; parsing again keeps the operator safe
+// against objects written under an older schema). Pure; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/api/condition.h"
+#include "lockstep/api/defaults.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::api {
+
+using Json = nlohmann::json;
+
+// metav1.LabelSelectorRequirement.
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string op;  // "operator": In, NotIn, Exists, DoesNotExist
+  std::vector<std::string> values;
+  bool operator==(const LabelSelectorRequirement&) const = default;
+};
+
+// metav1.LabelSelector: the requirements are ANDed; empty selects everything.
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;
+  std::vector<LabelSelectorRequirement> match_expressions;
+  bool operator==(const LabelSelector&) const = default;
+};
+
+// corev1.Toleration; absent fields stay absent.
+struct Toleration {
+  std::optional<std::string> key, op, value, effect;  // op: "operator"
+  std::optional<int64_t> toleration_seconds;
+  bool operator==(const Toleration&) const = default;
+};
+
+// corev1.ResourceRequirements without claims. Quantities are int-or-string.
+struct ResourceRequirements {
+  std::map<std::string, Json> requests{{"cpu", "50m"}, {"memory", "64Mi"}};
+  std::map<std::string, Json> limits{{"memory", "128Mi"}};
+  bool operator==(const ResourceRequirements&) const = default;
+};
+
+struct ProbeSpec {
+  int interval_ms = kProbeIntervalMs;  // 1..60000
+  int peers_per_node = kPeersPerNode;  // 1..64
+  int port = kProbePort;               // 1024..65535
+  bool operator==(const ProbeSpec&) const = default;
+};
+
+struct ClockSyncSpec {
+  bool enabled = true;
+  int window_seconds = kClockSyncWindowSeconds;  // 1..60
+  bool discipline_host_clock = false;
+  int64_t max_error_bound_ns = kMaxErrorBoundNs;            // 1..1e9
+  int64_t asymmetry_allowance_ns = kAsymmetryAllowanceNs;  // 0..1e6
+  bool operator==(const ClockSyncSpec&) const = default;
+};
+
+struct AgentSpec {
+  std::string image = kAgentImage;
+  std::string image_pull_policy = kAgentImagePullPolicy;  // Always, IfNotPresent, Never
+  std::string priority_class_name = kAgentPriorityClassName;
+  ResourceRequirements resources;
+  bool operator==(const AgentSpec&) const = default;
+};
+
+LabelSelector DefaultNodeSelector();        // matchLabels {nvidia.com/gpu.present: "true"}
+std::vector<Toleration> DefaultTolerations();  // tolerate the nvidia.com/gpu taint
+
+struct FabricPolicySpec {
+  LabelSelector node_selector = DefaultNodeSelector();
+  std::vector<Toleration> tolerations = DefaultTolerations();
+  ProbeSpec probe;
+  ClockSyncSpec clock_sync;
+  AgentSpec agent;
+  bool operator==(const FabricPolicySpec&) const = default;
+};
+
+// Written by the operator.
+struct FabricPolicyStatus {
+  std::optional<int64_t> observed_generation;
+  std::optional<int> desired_nodes, ready_nodes, conflicting_nodes;
+  std::optional<std::string> nodes;  // "ready/desired", for the printer column
+  std::optional<std::string> daemon_set;
+  std::vector<Condition> conditions;
+  bool operator==(const FabricPolicyStatus&) const = default;
+};
+
+// Checks a FabricPolicy's name against what its derived labels allow:
+//   FabricPolicy "<name>": metadata.name must be at most 63 characters ...
+Status ValidatePolicyName(const std::string& policy_name);
+
+// Parses spec (null or partial: defaults fill the rest). Errors name the
+// policy, the field and the allowed range:
+//   FabricPolicy "default": spec.probe.intervalMs must be between 1 and 60000 (got 0)
+Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& policy_name, const Json& spec);
+Result<FabricPolicyStatus> ParseFabricPolicyStatus(const std::string& policy_name, const Json& status);
+
+Json ToJson(const LabelSelector& s);
+Json ToJson(const Toleration& t);
+Json ToJson(const std::vector<Toleration>& t);
+Json ToJson(const ResourceRequirements& r);
+Json ToJson(const FabricPolicySpec& spec);
+Json ToJson(const FabricPolicyStatus& status);
+
+}  // namespace lockstep::api

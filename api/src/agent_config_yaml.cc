@@ -1,0 +1,285 @@
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <set>
+
+#include "lockstep/api/agent_config.h"
+
+namespace lockstep::api {
+namespace {
+
+// Walks one YAML map: reads known keys, then rejects the rest.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string prefix, const std::string& source, std::string& err)
+      : node_(node), prefix_(std::move(prefix)), source_(source), err_(err) {
+    if (node_ && !node_.IsNull() && !node_.IsMap()) {
+      Fail(Path("") + " must be a map");
+    }
+  }
+
+  void Int(const char* key, int64_t lo, int64_t hi, int64_t& out, const char* hint = "") {
+    YAML::Node v = Get(key);
+    if (!v) return;
+    int64_t x = 0;
+    std::string text = v.IsScalar() ? v.Scalar() : "<" + Kind(v) + ">";
+    try {
+      if (!v.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not scalar");
+      x = v.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      Fail(Path(key) + " must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi) + hint +
+           " (got \"" + text + "\")");
+      return;
+    }
+    if (x < lo || x > hi) {
+      Fail(Path(key) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + hint + " (got " +
+           std::to_string(x) + ")");
+      return;
+    }
+    out = x;
+  }
+  void Int(const char* key, int64_t lo, int64_t hi, int& out, const char* hint = "") {
+    int64_t v = out;
+    Int(key, lo, hi, v, hint);
+    out = static_cast<int>(v);
+  }
+  void Bool(const char* key, bool& out) {
+    YAML::Node v = Get(key);
+    if (!v) return;
+    try {
+      if (!v.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not scalar");
+      out = v.as<bool>();
+    } catch (const YAML::Exception&) {
+      Fail(Path(key) + " must be true or false (got \"" + (v.IsScalar() ? v.Scalar() : Kind(v)) + "\")");
+    }
+  }
+  void String(const char* key, std::string& out, bool allow_empty = true) {
+    YAML::Node v = Get(key);
+    if (!v) return;
+    if (v.IsNull()) {
+      if (allow_empty) out.clear();
+      else Fail(Path(key) + " must be a non-empty string");
+      return;
+    }
+    if (!v.IsScalar()) {
+      Fail(Path(key) + " must be a string (got a " + Kind(v) + ")");
+      return;
+    }
+    if (!allow_empty && v.Scalar().empty()) {
+      Fail(Path(key) + " must be a non-empty string");
+      return;
+    }
+    out = v.Scalar();
+  }
+  void Addr(const char* key, HostPort& out) {
+    std::string s;
+    YAML::Node v = Get(key);
+    if (!v) return;
+    String(key, s, false);
+    if (!err_.empty()) return;
+    auto hp = ParseHostPort(s, Path(key));
+    if (!hp.ok()) return Fail(hp.error().message);
+    out = *hp;
+  }
+  // Returns the child map for a nested section (marks the key as known).
+  YAML::Node Child(const char* key) { return Get(key); }
+
+  // Call last: any key not read above is an error.
+  void RejectUnknown() {
+    if (!err_.empty() || !node_ || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      std::string k = kv.first.IsScalar() ? kv.first.Scalar() : "<non-scalar key>";
+      if (!known_.contains(k)) {
+        std::string allowed;
+        for (const auto& a : order_) allowed += (allowed.empty() ? "" : ", ") + a;
+        return Fail("unknown key " + Path(k.c_str()) + " (allowed: " + allowed + ")");
+      }
+    }
+  }
+
+  std::string Path(const char* key) const {
+    if (prefix_.empty()) return key;
+    return *key ? prefix_ + "." + key : prefix_;
+  }
+  void Fail(const std::string& msg) {
+    if (err_.empty()) err_ = source_ + ": " + msg;
+  }
+
+ private:
+  static std::string Kind(const YAML::Node& v) {
+    if (v.IsMap()) return "map";
+    if (v.IsSequence()) return "list";
+    if (v.IsNull()) return "null";
+    return "scalar";
+  }
+  YAML::Node Get(const char* key) {
+    if (known_.insert(key).second) order_.push_back(key);
+    if (!err_.empty() || !node_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& map = node_;
+    return map[key];
+  }
+
+  YAML::Node node_;
+  std::string prefix_;
+  const std::string& source_;
+  std::string& err_;
+  std::set<std::string> known_;
+  std::vector<std::string> order_;
+};
+
+Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const std::string& source,
+                     std::vector<PeerConfig>& out) {
+  if (!list || list.IsNull()) return Status::Ok();
+  if (!list.IsSequence()) {
+    return InvalidArgument(source + ": " + prefix + " must be a list of {name, address[, port]}");
+  }
+  std::string err;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string item = prefix + "[" + std::to_string(i) + "]";
+    PeerConfig p;
+    MapReader r(list[i], item, source, err);
+    if (err.empty() && !list[i].IsMap()) r.Fail(item + " must be a map {name, address[, port]}");
+    r.String("name", p.name, false);
+    std::string address;
+    r.String("address", address, false);
+    int64_t port = 0;
+    r.Int("port", 1, 65535, port);
+    r.RejectUnknown();
+    if (!err.empty()) return InvalidArgument(err);
+    if (p.name.empty()) return InvalidArgument(source + ": " + item + ".name is required");
+    // "a.b.c.d" or "a.b.c.d:port".
+    if (size_t colon = address.rfind(':'); colon != std::string::npos && port == 0) {
+      auto hp = ParseHostPort(address, item + ".address");
+      if (!hp.ok()) return InvalidArgument(source + ": " + hp.error().message);
+      if (hp->port == 0) return InvalidArgument(source + ": " + item + ".address port must be between 1 and 65535");
+      address = hp->host;
+      port = hp->port;
+    }
+    if (!IsIpv4(address)) {
+      return InvalidArgument(source + ": " + item + ".address must be an IPv4 address like 10.0.0.2 or 10.0.0.2:7311 (got \"" +
+                             address + "\")");
+    }
+    p.address = address;
+    p.port = static_cast<int>(port);
+    out.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Result<T> Guarded(const std::string& source, const std::function<Result<T>()>& fn) {
+  try {
+    return fn();
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": not valid YAML: " + e.what());
+  }
+}
+
+// Keys an older operator or a hand-written file may still carry: parsed once,
+// used nowhere. Fabric failover (a later issue) will bring them back.
+void RejectUnsupported(const YAML::Node& root, const YAML::Node& probe, const std::string& source, std::string& err) {
+  auto reject = [&](const char* key, const char* what) {
+    if (err.empty()) {
+      err = source + ": " + key + " is not supported by this agent version (" + what + "); remove it";
+    }
+  };
+  if (root["failover"]) reject("failover", "fabric failover is not implemented yet");
+  if (root["loadBalancing"]) reject("loadBalancing", "load balancing is not implemented yet");
+  if (root["flapAlertPerHour"]) reject("flapAlertPerHour", "flap alerts come with fabric failover, not implemented yet");
+  if (probe && probe.IsMap() && probe["missThreshold"]) {
+    reject("probe.missThreshold", "path-down detection comes with fabric failover, not implemented yet");
+  }
+}
+
+}  // namespace
+
+Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source) {
+  return Guarded<AgentConfig>(source, [&]() -> Result<AgentConfig> {
+    YAML::Node root = YAML::Load(yaml_text);
+    AgentConfig c;
+    if (root.IsNull()) return c;
+    if (!root.IsMap()) return InvalidArgument(source + ": the top level must be a map");
+    std::string err;
+    const YAML::Node& croot = root;
+    RejectUnsupported(croot, croot["probe"], source, err);
+    if (!err.empty()) return InvalidArgument(err);
+    MapReader top(root, "", source, err);
+    top.String("policy", c.policy, false);
+    top.String("nodeName", c.node_name);
+    {
+      MapReader r(top.Child("probe"), "probe", source, err);
+      r.Int("port", 0, 65535, c.probe.port, " (0 picks a free port)");
+      r.Int("intervalMs", 1, kMaxProbeIntervalMs, c.probe.interval_ms);
+      r.Int("peersPerNode", 1, kMaxPeersPerNode, c.probe.peers_per_node);
+      r.RejectUnknown();
+    }
+    {
+      MapReader r(top.Child("clockSync"), "clockSync", source, err);
+      r.Bool("enabled", c.clock_sync.enabled);
+      r.Int("windowSeconds", 1, kMaxWindowSeconds, c.clock_sync.window_seconds);
+      r.Bool("disciplineHostClock", c.clock_sync.discipline_host_clock);
+      r.Int("maxErrorBoundNs", 1, kMaxMaxErrorBoundNs, c.clock_sync.max_error_bound_ns);
+      r.Int("asymmetryAllowanceNs", 0, kMaxAsymmetryAllowanceNs, c.clock_sync.asymmetry_allowance_ns);
+      r.RejectUnknown();
+    }
+    top.String("probeKeyFile", c.probe_key_file, false);
+    top.Addr("healthAddr", c.health_addr);
+    top.Addr("timeApiAddr", c.time_api_addr);
+    YAML::Node peers = top.Child("peers");
+    top.RejectUnknown();
+    if (!err.empty()) return InvalidArgument(err);
+    if (Status s = ParsePeerList(peers, "peers", source, c.peers); !s.ok()) return s.error();
+    return c;
+  });
+}
+
+Result<std::vector<PeerConfig>> ParsePeers(const std::string& yaml_text, const std::string& source) {
+  return Guarded<std::vector<PeerConfig>>(source, [&]() -> Result<std::vector<PeerConfig>> {
+    YAML::Node root = YAML::Load(yaml_text);
+    std::vector<PeerConfig> out;
+    YAML::Node list = root;
+    if (root.IsMap()) {
+      std::string err;
+      MapReader r(root, "", source, err);
+      list = r.Child("peers");
+      r.RejectUnknown();
+      if (!err.empty()) return InvalidArgument(err);
+    }
+    if (Status s = ParsePeerList(list, "peers", source, out); !s.ok()) return s.error();
+    return out;
+  });
+}
+
+std::string RenderAgentConfigYaml(const AgentConfig& c) {
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "policy" << YAML::Value << c.policy;
+  y << YAML::Key << "nodeName" << YAML::Value << c.node_name;
+  y << YAML::Key << "probe" << YAML::Value << YAML::BeginMap
+    << YAML::Key << "port" << YAML::Value << c.probe.port
+    << YAML::Key << "intervalMs" << YAML::Value << c.probe.interval_ms
+    << YAML::Key << "peersPerNode" << YAML::Value << c.probe.peers_per_node << YAML::EndMap;
+  y << YAML::Key << "clockSync" << YAML::Value << YAML::BeginMap
+    << YAML::Key << "enabled" << YAML::Value << c.clock_sync.enabled
+    << YAML::Key << "windowSeconds" << YAML::Value << c.clock_sync.window_seconds
+    << YAML::Key << "disciplineHostClock" << YAML::Value << c.clock_sync.discipline_host_clock
+    << YAML::Key << "maxErrorBoundNs" << YAML::Value << c.clock_sync.max_error_bound_ns
+    << YAML::Key << "asymmetryAllowanceNs" << YAML::Value << c.clock_sync.asymmetry_allowance_ns << YAML::EndMap;
+  y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
+  y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();
+  y << YAML::Key << "timeApiAddr" << YAML::Value << c.time_api_addr.ToString();
+  if (!c.peers.empty()) {
+    y << YAML::Key << "peers" << YAML::Value << YAML::BeginSeq;
+    for (const PeerConfig& p : c.peers) {
+      y << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "address" << YAML::Value
+        << p.address;
+      if (p.port != 0) y << YAML::Key << "port" << YAML::Value << p.port;
+      y << YAML::EndMap;
+    }
+    y << YAML::EndSeq;
+  }
+  y << YAML::EndMap;
+  return std::string(y.c_str()) + "\n";
+}
+
+}  // namespace lockstep::api

@@ -1,0 +1,46 @@
+// The CRDs keep their literal defaults (the API server applies them); the C++
+// defaults live in lockstep/api. They must agree.
+#include <catch2/catch.hpp>
+
+#include "crd_schema.h"
+#include "lockstep/api/agent_config.h"
+#include "lockstep/api/fabric_policy.h"
+#include "lockstep/api/training_job.h"
+
+namespace lockstep::api {
+namespace {
+
+using testing::ApplyDefaults;
+using testing::KeyDiff;
+using testing::LoadCrdSchema;
+
+TEST_CASE("FabricPolicy: the CRD's defaults are the C++ defaults", "[api]") {
+  const Json schema = LoadCrdSchema("lockstep.dev_fabricpolicies.yaml");
+  // spec defaults to {}, then every nested default applies.
+  Json defaulted = ApplyDefaults(schema, Json::object())["spec"];
+  INFO("CRD: " << defaulted.dump());
+  REQUIRE(defaulted == ToJson(FabricPolicySpec{}));
+  REQUIRE(*ParseFabricPolicySpec("p", defaulted) == FabricPolicySpec{});
+  const Json& probe = schema["properties"]["spec"]["properties"]["probe"]["properties"];
+  REQUIRE(probe["port"]["default"] == kProbePort);
+  REQUIRE(probe["port"]["minimum"] == kMinProbePort);
+  REQUIRE(probe["intervalMs"]["maximum"] == kMaxProbeIntervalMs);
+  const Json& cs = schema["properties"]["spec"]["properties"]["clockSync"]["properties"];
+  REQUIRE(cs["maxErrorBoundNs"]["maximum"] == kMaxMaxErrorBoundNs);
+  REQUIRE(cs["asymmetryAllowanceNs"]["maximum"] == kMaxAsymmetryAllowanceNs);
+}
+
+TEST_CASE("TrainingJob: the CRD's defaults are the C++ defaults", "[api]") {
+  const Json schema = LoadCrdSchema("lockstep.dev_trainingjobs.yaml");
+  Json defaulted = ApplyDefaults(schema["properties"]["spec"], Json{{"replicas", 1}});
+  INFO("CRD: " << defaulted.dump());
+  REQUIRE(defaulted == ToJson(TrainingJobSpec{}));
+}
+
+TEST_CASE("the operator's agent.yaml for a default policy is the agent's default config", "[api]") {
+  AgentConfig rendered = AgentConfigForPolicy("default", FabricPolicySpec{}, kHealthPort);
+  REQUIRE(rendered == AgentConfig{});
+}
+
+}  // namespace
+}  // namespace lockstep::api

@@ -1,0 +1,75 @@
+// The operator renders agent.yaml, the agent parses it: the values must be
+// the policy's, for the default spec and for specs with every field changed.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "lockstep/agent/config.h"
+#include "lockstep/operator/agent_objects.h"
+
+namespace lockstep::api {
+namespace {
+
+// What the agent reads from what the operator wrote.
+AgentConfig AgentReads(const op::PolicyRef& ref, const op::PolicySpec& spec, const op::OperatorSettings& s) {
+  Json cm = op::RenderAgentConfigMap(ref, spec, s);
+  REQUIRE(cm["data"][kAgentConfigKey] == op::RenderAgentConfig(ref, spec, s));
+  auto parsed = agent::ParseAgentConfig(cm["data"][kAgentConfigKey].get<std::string>(), kAgentConfigKey);
+  if (!parsed.ok()) FAIL(parsed.error().message);
+  return *parsed;
+}
+
+void RequireCarries(const AgentConfig& c, const std::string& policy, const FabricPolicySpec& spec, int health_port) {
+  REQUIRE(c.policy == policy);
+  REQUIRE(c.node_name.empty());
+  REQUIRE(c.probe.port == spec.probe.port);
+  REQUIRE(c.probe.interval_ms == spec.probe.interval_ms);
+  REQUIRE(c.probe.peers_per_node == spec.probe.peers_per_node);
+  REQUIRE(c.clock_sync.enabled == spec.clock_sync.enabled);
+  REQUIRE(c.clock_sync.window_seconds == spec.clock_sync.window_seconds);
+  REQUIRE(c.clock_sync.discipline_host_clock == spec.clock_sync.discipline_host_clock);
+  REQUIRE(c.clock_sync.max_error_bound_ns == spec.clock_sync.max_error_bound_ns);
+  REQUIRE(c.clock_sync.asymmetry_allowance_ns == spec.clock_sync.asymmetry_allowance_ns);
+  REQUIRE(c.health_addr.port == health_port);
+  REQUIRE(c.probe_key_file == kProbeKeyFile);
+  REQUIRE(c == AgentConfigForPolicy(policy, spec, health_port));
+}
+
+TEST_CASE("operator renders, agent parses: the default policy", "[api]") {
+  op::OperatorSettings s;
+  FabricPolicySpec spec = *op::ParsePolicySpec("default", nullptr);
+  RequireCarries(AgentReads({"default", "u"}, spec, s), "default", spec, s.agent_health_port);
+}
+
+TEST_CASE("operator renders, agent parses: specs with every field changed", "[api]") {
+  std::mt19937_64 rng(7);  // seeded: the same specs every run
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int i = 0; i < 50; ++i) {
+    Json j = {{"probe", {{"intervalMs", pick(1, kMaxProbeIntervalMs)},
+                         {"peersPerNode", pick(1, kMaxPeersPerNode)},
+                         {"port", pick(kMinProbePort, 65535)}}},
+              {"clockSync", {{"enabled", pick(0, 1) == 1},
+                             {"windowSeconds", pick(1, kMaxWindowSeconds)},
+                             {"disciplineHostClock", pick(0, 1) == 1},
+                             {"maxErrorBoundNs", pick(1, kMaxMaxErrorBoundNs)},
+                             {"asymmetryAllowanceNs", pick(0, kMaxAsymmetryAllowanceNs)}}}};
+    const std::string name = "policy-" + std::to_string(i);
+    auto spec = op::ParsePolicySpec(name, j);
+    REQUIRE(spec.ok());
+    op::OperatorSettings s;
+    s.agent_health_port = static_cast<int>(pick(1024, 65000));
+    RequireCarries(AgentReads({name, "u"}, *spec, s), name, *spec, s.agent_health_port);
+  }
+}
+
+TEST_CASE("agent.yaml with peers survives render and parse", "[api]") {
+  AgentConfig c;
+  c.node_name = "n0";
+  c.peers = {{"n1", "10.0.0.1", 0}, {"n2", "10.0.0.2", 7400}};
+  auto back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(*back == c);
+}
+
+}  // namespace
+}  // namespace lockstep::api

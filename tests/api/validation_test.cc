@@ -1,0 +1,74 @@
+#include <catch2/catch.hpp>
+
+#include "lockstep/api/fabric_health.h"
+#include "lockstep/api/training_job.h"
+#include "lockstep/api/validation.h"
+
+namespace lockstep::api {
+namespace {
+
+TEST_CASE("label keys and values follow Kubernetes' rules", "[api]") {
+  REQUIRE(IsLabelKey("nvidia.com/gpu.present"));
+  REQUIRE(IsLabelKey("zone"));
+  REQUIRE_FALSE(IsLabelKey("bad key"));
+  REQUIRE_FALSE(IsLabelKey("example.com/-bad"));
+  REQUIRE_FALSE(IsLabelKey("Example.com/x"));
+  REQUIRE_FALSE(IsLabelKey(std::string(64, 'a')));
+  REQUIRE(IsLabelKey(std::string(63, 'a')));
+  REQUIRE(IsLabelValue(""));
+  REQUIRE_FALSE(IsLabelValue("-a-"));
+}
+
+TEST_CASE("quantities must be non-negative", "[api]") {
+  REQUIRE(IsNonNegativeQuantity("50m"));
+  REQUIRE(IsNonNegativeQuantity("64Mi"));
+  REQUIRE(IsNonNegativeQuantity("1e3"));
+  REQUIRE_FALSE(IsNonNegativeQuantity("-1"));
+  REQUIRE_FALSE(IsNonNegativeQuantity("lots"));
+}
+
+TEST_CASE("a node public key is canonical base64 of 32 bytes, as the CRD's pattern says", "[api]") {
+  REQUIRE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=", 32));
+  REQUIRE_FALSE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURp=", 32));  // non-zero padding bits
+  REQUIRE_FALSE(IsBase64OfSize("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHUR==", 32));
+  REQUIRE_FALSE(IsBase64OfSize("abc", 32));
+}
+
+TEST_CASE("FabricHealth status: probe addresses and the node key are checked", "[api]") {
+  auto bad = ParseFabricHealthStatus("n", Json::parse(R"({"probeAddresses":["10.0.0.300:7311"]})"));
+  REQUIRE(bad.error().message.find("status.probeAddresses[0] must be \"<IPv4>:<port>\" with port between 1 and 65535") !=
+          std::string::npos);
+  REQUIRE_FALSE(ParseFabricHealthStatus("n", Json::parse(R"({"probeAddresses":["10.0.0.1:0"]})")).ok());
+  auto key = ParseFabricHealthStatus("n", Json::parse(R"({"nodePublicKey":"abc"})"));
+  REQUIRE(key.error().message.find("32-byte Ed25519 public key") != std::string::npos);
+  REQUIRE(ParseFabricHealthStatus("n", Json::parse(R"({"probeAddresses":["10.0.0.1:7311"]})")).ok());
+}
+
+TEST_CASE("FabricHealth: the agent replaces only its own keys", "[api]") {
+  Json existing = {{"policy", "default"}, {"phase", "Pending"}, {"rails", "1/1"},
+                   {"conditions", Json::array()}, {"clockErrorBoundNs", 5}};
+  FabricHealthAgentStatus a;
+  a.phase = "Healthy";
+  Json s = MergeAgentStatus(existing, a);
+  REQUIRE(s["policy"] == "default");
+  REQUIRE(s["phase"] == "Healthy");
+  REQUIRE_FALSE(s.contains("clockErrorBoundNs"));  // the agent's, and now absent
+  REQUIRE(s.contains("conditions"));
+}
+
+TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers", "[api]") {
+  auto neither = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2})"));
+  REQUIRE(neither.error().message.find("exactly one of spec.template or spec.pytorchJobRef") != std::string::npos);
+  auto empty = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2,"template":{"spec":{"containers":[]}}})"));
+  REQUIRE(empty.error().message.find("spec.template.spec.containers must list at least one container") !=
+          std::string::npos);
+  auto missing = ParseTrainingJobSpec("j", Json::parse(R"({"pytorchJobRef":{"name":"x"}})"));
+  REQUIRE(missing.error().message.find("spec.replicas is required") != std::string::npos);
+  auto ok = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2,"pytorchJobRef":{"name":"x"}})"));
+  REQUIRE(ok.ok());
+  REQUIRE(ok->pytorch_job_ref == "x");
+  REQUIRE_FALSE(ParseTrainingJobSpec(std::string(53, 'j'), Json::parse(R"({"replicas":1})")).ok());
+}
+
+}  // namespace
+}  // namespace lockstep::api
