@@ -37,10 +37,13 @@ Status FabricPolicyReconciler::ApplyChild(const kube::Gvr& gvr, const kube::Stor
   const std::string name = kube::Name(obj);
   // Converge on the live object, not on a hash we left on it: an edit of any
   // field we set (the annotation untouched) is applied back.
-  if (auto cached = cache.Get(settings_.namespace_name, name); cached && LiveCovers(*cached, obj)) return Status();
+  kube::ObjectPtr cached = cache.Get(settings_.namespace_name, name);
+  if (cached && LiveCovers(*cached, obj)) return Status();
   auto r = api_.Apply(gvr, settings_.namespace_name, name, obj, {.field_manager = "lockstep-operator", .force = true});
   if (!r.ok()) return r.error();
-  *changed = true;
+  // An apply the server found to change nothing (a value it normalises, say)
+  // keeps the resourceVersion: no event for it.
+  if (!cached || kube::ResourceVersion(*r) != kube::ResourceVersion(*cached)) *changed = true;
   return Status();
 }
 

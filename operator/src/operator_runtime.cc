@@ -67,13 +67,18 @@ Operator::~Operator() { Stop(); }
 void Operator::Wire() {
   kube::Controller& p = policy_ctl_;
   p.For(policies_);
+  // A policy's conflicts depend on every other policy's selector: a policy
+  // added, deleted or respecified re-evaluates all of them (not their status
+  // writes, which would loop every policy through every other).
+  p.Watches(policies_, [this](const kube::Json&) { return policies_.store().Keys(); },
+            kube::GenerationOrDeletionChanged);
   p.Owns(daemonsets_, kube::gvr::kFabricPolicies);
   p.Owns(configmaps_, kube::gvr::kFabricPolicies);
   // Both controllers read only a node's labels (and whether it is going away):
   // status heartbeats are filtered out before they reach a queue.
   p.Watches(nodes_, [this](const kube::Json&) { return policies_.store().Keys(); }, kube::LabelsOrDeletionChanged);
-  // A FabricHealth's policy label moving (or the object coming and going) can
-  // change a policy's conflicts; its status (agent reports) cannot.
+  // A FabricHealth coming, going or changing policy label; its status (the
+  // agents' reports) is nothing the policy status reads.
   p.Watches(
       healths_,
       [](const kube::Json& h) {

@@ -247,6 +247,15 @@ TEST_CASE("wiring: agent status reports on FabricHealth queue nothing", "[operat
   s.Fill();
   CHECK(Drain(health) == std::set<std::string>{"gpu-1"});
   CHECK(Drain(policy) == std::set<std::string>{"p"});
+
+  // A second policy can put nodes of the first in conflict: both are reconciled.
+  REQUIRE(s.api.Create(gvr::kFabricPolicies, "", Policy("q")).ok());
+  s.Fill();
+  CHECK(Drain(policy) == std::set<std::string>{"p", "q"});
+  // Its status writes do not re-queue the others.
+  REQUIRE(s.api.MergePatch(gvr::kFabricPolicies, "", "q", {{"status", {{"desiredNodes", 2}}}}, "status").ok());
+  s.Fill();
+  CHECK(Drain(policy) == std::set<std::string>{"q"});
 }
 
 TEST_CASE("leadership: a standby holds keys without work; the leader's writes stop at the renew deadline",
@@ -322,8 +331,12 @@ TEST_CASE("operator converges: agent objects, one FabricHealth per GPU node, pol
     auto p = api.Get(gvr::kFabricPolicies, "", "default");
     return p.ok() && kube::GetInt(*p, {"status", "desiredNodes"}, -1) == 2;
   }));
+  // A new FabricHealth's status is written by the reconcile its own watch event queues.
+  REQUIRE(Eventually([&] {
+    auto h = api.Get(gvr::kFabricHealths, "", "gpu-0");
+    return h.ok() && kube::GetString(*h, {"status", "phase"}) == "Pending";
+  }));
   auto h = api.Get(gvr::kFabricHealths, "", "gpu-0");
-  REQUIRE(kube::GetString(*h, {"status", "phase"}) == "Pending");
   REQUIRE(kube::GetString(*h, {"metadata", "labels", "lockstep.dev/policy"}) == "default");
 
   SECTION("a converged operator writes nothing more") {

@@ -6,7 +6,8 @@
 // signal handling around it.
 //
 // Data flow (see docs/architecture.md):
-//   policies  -> policy controller (own key)          health controller (all nodes+healths;
+//   policies  -> policy controller (own key; and all  health controller (all nodes+healths;
+//                policies on generation/deletion)
 //                                                       generation/deletion changes only)
 //   nodes     -> policy controller (all policies)      health controller (own key)
 //                 both: labels/deletion changes only (heartbeats filtered out)
