@@ -13,13 +13,14 @@
 
 #include "commands.h"
 #include "lockstep/agent/agent_http.h"
+#include "lockstep/agent/app/agent_plan.h"
+#include "lockstep/agent/app/host_discipline.h"
 #include "lockstep/agent/clock_sync_service.h"
 #include "lockstep/agent/config.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/net/host_clock.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
-#include "lockstep/agent/peer_selection.h"
 #include "lockstep/agent/virtual_clock.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/http_server.h"
@@ -55,24 +56,25 @@ log::Level ParseLevel(const std::string& s) {
   return log::Level::kInfo;
 }
 
-// Kubernetes mode: explicit credentials (--kubeconfig, --server), or running
-// in a pod without static peers. nullopt: standalone.
+// The Kubernetes config for the mode ChooseAgentMode picks; nullopt: standalone.
 Result<std::optional<kube::KubeConfig>> KubeConfigFor(const CommandLine& cl, const AgentConfig& config) {
-  if (!cl.kubeconfig.empty() || !cl.server.empty()) {
-    if (!config.peers.empty()) {
-      return InvalidArgument("peers: (or --peers-file) and Kubernetes discovery (--kubeconfig/--server) are "
-                             "exclusive; drop one");
+  auto mode = ChooseAgentMode(!cl.kubeconfig.empty() || !cl.server.empty(), !config.peers.empty(),
+                              std::getenv("KUBERNETES_SERVICE_HOST") != nullptr);
+  if (!mode.ok()) return mode.error();
+  switch (*mode) {
+    case AgentMode::kStandalone:
+      return std::optional<kube::KubeConfig>();
+    case AgentMode::kKubernetesExplicit: {
+      auto c = kube::LoadDefaultConfig({.kubeconfig = cl.kubeconfig,
+                                        .context = cl.kube_context,
+                                        .server = cl.server,
+                                        .token_file = cl.token_file,
+                                        .ca_file = cl.certificate_authority});
+      if (!c.ok()) return c.error();
+      return std::optional<kube::KubeConfig>(std::move(*c));
     }
-    auto c = kube::LoadDefaultConfig({.kubeconfig = cl.kubeconfig,
-                                      .context = cl.kube_context,
-                                      .server = cl.server,
-                                      .token_file = cl.token_file,
-                                      .ca_file = cl.certificate_authority});
-    if (!c.ok()) return c.error();
-    return std::optional<kube::KubeConfig>(std::move(*c));
-  }
-  if (!config.peers.empty() || std::getenv("KUBERNETES_SERVICE_HOST") == nullptr) {
-    return std::optional<kube::KubeConfig>();
+    case AgentMode::kKubernetesInCluster:
+      break;
   }
   auto c = kube::LoadInClusterConfig();
   if (!c.ok()) {
@@ -113,15 +115,8 @@ int RunAgent(const CommandLine& cl) {
   while (!key_text.empty() && (key_text.back() == '\n' || key_text.back() == '\r')) key_text.pop_back();
   auto key = ProbeKey::FromBytes(key_text);
   if (!key.ok()) return ConfigError(config.probe_key_file + ": " + key.error().message);
-  std::vector<PeerTarget> known;
-  for (const PeerConfig& p : config.peers) {
-    if (p.name == config.node_name) continue;
-    int port = p.port ? p.port : config.probe.port;
-    if (port == 0) return ConfigError("peer \"" + p.name + "\" has no port and probe.port is 0; give it address IP:PORT");
-    auto ep = Endpoint::Parse(p.address, port);
-    if (!ep.ok()) return ConfigError("peer \"" + p.name + "\": " + ep.error().message);
-    known.push_back({p.name, NodeIdFromName(p.name), *ep});
-  }
+  auto known = ResolvePeers(config);
+  if (!known.ok()) return ConfigError(known.error().message);
 
   log::SetComponent("agent");
   log::SetLevel(ParseLevel(cl.log_level));
@@ -146,20 +141,7 @@ int RunAgent(const CommandLine& cl) {
   }
   PacketCodec codec(*key);
   uint64_t seed = cl.seed ? *cl.seed : NodeIdFromName(config.node_name);
-  std::vector<PeerConfig> chosen = SelectPeers(config.peers, config.node_name, config.probe.peers_per_node, seed);
-  ClockSyncOptions opts;
-  opts.self_name = config.node_name;
-  for (const PeerConfig& p : chosen) {
-    for (const PeerTarget& t : known) {
-      if (t.name == p.name) opts.selected.push_back(t);
-    }
-  }
-  opts.known = known;
-  opts.interval = std::chrono::milliseconds(config.probe.interval_ms);
-  opts.window = std::chrono::seconds(config.clock_sync.window_seconds);
-  opts.max_error_bound_ns = config.clock_sync.max_error_bound_ns;
-  opts.asymmetry_allowance_ns = config.clock_sync.asymmetry_allowance_ns;
-  opts.seed = seed;
+  ClockSyncOptions opts = MakeClockSyncOptions(config, *known, seed);
   std::unique_ptr<ClockSyncService> service;
   if (config.clock_sync.enabled) {
     service = std::make_unique<ClockSyncService>(**transport, node_clock, SystemClock::Instance(), codec, opts,
@@ -176,17 +158,16 @@ int RunAgent(const CommandLine& cl) {
                                            "1 while the agent disciplines the host clock (CAP_SYS_TIME)");
   discipline_active.Set(discipline ? 1 : 0);
   AdjtimexHostClock host_clock;
+  HostClockDiscipline host_discipline(host_clock, discipline);
   if (discipline) {
     service->OnWindow([&](const ClockEstimate&, const TimeReading&) {
-      if (!discipline) return;
-      TimeReading r = service->Read();
-      if (r.state != ClockSyncState::kLocked) return;
-      int64_t host_minus_fabric = SystemNodeClock::RealtimeNs() - r.now_ns;
-      Status s = host_clock.Apply(PlanHostClockAdjustment(host_minus_fabric), r.error_bound_ns);
-      if (!s.ok()) {
-        log::Error("host clock discipline disabled; still serving fabric time", {{"error", s.error().message}});
-        discipline = false;
+      auto outcome = host_discipline.OnWindow(service->Read());
+      if (outcome == HostClockDiscipline::Outcome::kFailed) {
+        log::Error("host clock discipline disabled; still serving fabric time",
+                   {{"error", host_discipline.error()}});
         discipline_active.Set(0);
+      } else if (outcome == HostClockDiscipline::Outcome::kRefused) {
+        log::Warn("host clock step refused: the error bound does not justify it; waiting for a tighter reading");
       }
     });
   }

@@ -16,6 +16,9 @@ writes_by_two=$(( $(operator_metric two 'lockstep_kube_requests_total{verb="crea
                   $(operator_metric two 'lockstep_kube_requests_total{verb="patch"') +
                   $(operator_metric two 'lockstep_kube_requests_total{verb="delete"') ))
 [[ $writes_by_two -eq 0 ]] || fail "the standby replica wrote $writes_by_two times"
+# A standby sets keys aside until it leads: no reconcile runs, none is retried.
+reconciles_by_two=$(operator_metric two 'lockstep_reconcile_total{')
+[[ $reconciles_by_two -eq 0 ]] || fail "the standby replica ran $reconciles_by_two reconciles"
 [[ $(operator_metric one 'lockstep_operator_leader') -eq 1 && $(operator_metric two 'lockstep_operator_leader') -eq 0 ]] ||
   fail "leader gauge"
 pass "only the leader writes"

@@ -73,6 +73,19 @@ bool GenerationOrDeletionChanged(const Json& old_obj, const Json& new_obj) {
   return MetadataChanged(old_obj, new_obj, {"generation", "deletionTimestamp"});
 }
 
+bool SpecOrMetadataChanged(const Json& old_obj, const Json& new_obj) {
+  auto strip = [](Json o) {
+    if (!o.is_object()) return o;
+    o.erase("status");
+    if (auto m = o.find("metadata"); m != o.end() && m->is_object()) {
+      m->erase("resourceVersion");
+      m->erase("managedFields");
+    }
+    return o;
+  };
+  return strip(old_obj) != strip(new_obj);
+}
+
 void Controller::For(Informer& informer, UpdateFilter filter) {
   Watches(informer, [](const Json& o) { return std::vector<std::string>{ObjectKey(o)}; }, std::move(filter));
 }
@@ -97,6 +110,20 @@ void Controller::Watches(Informer& informer, KeyMapper map, UpdateFilter filter)
           },
       .on_delete = [this, m](const ObjectPtr& o) { EnqueueAll((*m)(*o)); },
   });
+}
+
+void Controller::GateOpened() {
+  std::set<std::string> held;
+  {
+    std::lock_guard l(mu_);
+    held.swap(held_);
+  }
+  for (const std::string& k : held) queue_.Add(k);
+}
+
+size_t Controller::HeldLen() const {
+  std::lock_guard l(mu_);
+  return held_.size();
 }
 
 bool Controller::Synced() const {
@@ -143,10 +170,17 @@ bool Controller::ProcessOne() {
 
 void Controller::Process(const std::string& key) {
   const std::string& name = options_.name;
-  if (options_.gate && !options_.gate()) {
-    queue_.AddAfter(key, options_.gate_retry);
-    queue_.Done(key);
-    return;
+  if (options_.gate) {
+    // Checked and recorded under mu_ so that GateOpened() (which runs after the
+    // gate opens) either sees this key or this check sees the open gate.
+    std::unique_lock l(mu_);
+    if (!options_.gate()) {
+      held_.insert(key);
+      l.unlock();
+      queue_.Forget(key);
+      queue_.Done(key);
+      return;
+    }
   }
   MonoTime start = clock_.Monotonic();
   ReconcileResult r;

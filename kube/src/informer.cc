@@ -7,7 +7,9 @@
 namespace lockstep::kube {
 
 Informer::Informer(KubeApi& api, Gvr gvr, InformerOptions options)
-    : api_(api), gvr_(std::move(gvr)), options_(std::move(options)) {}
+    : api_(api), gvr_(std::move(gvr)), options_(std::move(options)), seed_(options_.seed.value_or(RandomSeed())) {}
+
+Status Informer::ListOnce() { return ListAndReplace(); }
 
 Informer::~Informer() { Stop(); }
 
@@ -41,7 +43,7 @@ void Informer::Pause(Nanos d) {
 }
 
 void Informer::Run() {
-  Backoff backoff(options_.backoff, options_.seed);
+  Backoff backoff(options_.backoff, seed_);
   bool need_list = true;
   int gone_streak = 0;
   while (!stop_) {

@@ -37,3 +37,33 @@ TEST_CASE("seeded backoff is deterministic and resets", "[kube][backoff]") {
 
 }  // namespace
 }  // namespace lockstep::kube
+
+#include "fake_kube_api.h"
+#include "lockstep/kube/informer.h"
+
+namespace lockstep::kube {
+namespace {
+
+std::vector<Nanos> Delays(uint64_t seed) {
+  Backoff b({.initial = std::chrono::milliseconds(800), .max = std::chrono::seconds(30), .jitter = 1.0}, seed);
+  std::vector<Nanos> out;
+  for (int i = 0; i < 8; ++i) out.push_back(b.Next());
+  return out;
+}
+
+TEST_CASE("informers' backoff jitter differs per instance unless seeded", "[kube][backoff]") {
+  FakeKubeApi api;
+  Informer a(api, gvr::kNodes), b(api, gvr::kNodes);
+  // Processes restarted together (say, every operator replica after an API
+  // server outage) must not relist in step: the default seed is random.
+  CHECK(a.backoff_seed() != b.backoff_seed());
+  CHECK(Delays(a.backoff_seed()) != Delays(b.backoff_seed()));
+  CHECK(RandomSeed() != RandomSeed());
+
+  Informer c(api, gvr::kNodes, {.seed = 7}), d(api, gvr::kNodes, {.seed = 7});
+  CHECK(c.backoff_seed() == 7);
+  CHECK(Delays(c.backoff_seed()) == Delays(d.backoff_seed()));
+}
+
+}  // namespace
+}  // namespace lockstep::kube

@@ -190,3 +190,56 @@ TEST_CASE("controller: an update filter keeps updates it rejects out of the queu
 
 }  // namespace
 }  // namespace lockstep::kube
+
+namespace lockstep::kube {
+namespace {
+
+TEST_CASE("controller: a closed gate holds keys without work until it opens", "[kube][controller]") {
+  FakeClock clock;
+  ScriptedReconciler r;
+  bool leader = false;
+  Controller c(r, clock, {.name = "standby", .gate = [&] { return leader; }});
+  for (int i = 0; i < 100; ++i) c.queue().Add("k" + std::to_string(i));
+  int handled = 0;
+  while (c.ProcessOne()) ++handled;
+  CHECK(handled == 100);
+  CHECK(c.HeldLen() == 100);
+  // A standby does nothing more however long it waits: no key comes back.
+  for (int i = 0; i < 10; ++i) {
+    clock.Advance(std::chrono::seconds(60));
+    CHECK_FALSE(c.ProcessOne());
+  }
+  CHECK(c.queue().WaitingLen() == 0);
+  CHECK(r.calls.empty());
+  // A key added again while held is held once.
+  c.queue().Add("k0");
+  REQUIRE(c.ProcessOne());
+  CHECK(c.HeldLen() == 100);
+
+  leader = true;
+  c.GateOpened();
+  CHECK(c.HeldLen() == 0);
+  while (c.ProcessOne()) {
+  }
+  CHECK(r.calls.size() == 100);
+}
+
+TEST_CASE("controller: SpecOrMetadataChanged ignores status-only updates", "[kube][controller]") {
+  Json a = {{"metadata", {{"name", "n"}, {"resourceVersion", "1"}, {"labels", {{"a", "1"}}}}},
+            {"spec", {{"x", 1}}},
+            {"status", {{"phase", "Healthy"}}}};
+  Json status_only = a;
+  status_only["status"]["phase"] = "Degraded";
+  status_only["metadata"]["resourceVersion"] = "2";
+  status_only["metadata"]["managedFields"] = Json::array({{{"manager", "agent"}}});
+  CHECK_FALSE(SpecOrMetadataChanged(a, status_only));
+  Json relabelled = status_only;
+  relabelled["metadata"]["labels"]["a"] = "2";
+  CHECK(SpecOrMetadataChanged(a, relabelled));
+  Json spec = a;
+  spec["spec"]["x"] = 2;
+  CHECK(SpecOrMetadataChanged(a, spec));
+}
+
+}  // namespace
+}  // namespace lockstep::kube

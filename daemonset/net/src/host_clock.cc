@@ -4,18 +4,14 @@
 #include <time.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 namespace lockstep::agent {
 
-HostClockAdjustment PlanHostClockAdjustment(int64_t host_minus_fabric_ns) {
-  constexpr int64_t kSlewLimitNs = 500'000'000;
-  if (host_minus_fabric_ns == 0) return {};
-  if (std::llabs(host_minus_fabric_ns) > kSlewLimitNs) {
-    return {HostClockAdjustment::Kind::kStep, -host_minus_fabric_ns};
-  }
-  return {HostClockAdjustment::Kind::kSlew, -host_minus_fabric_ns};
+int64_t AdjtimexHostClock::RealtimeNs() const {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 Status AdjtimexHostClock::Apply(const HostClockAdjustment& adj, int64_t error_bound_ns) {

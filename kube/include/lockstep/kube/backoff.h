@@ -27,6 +27,11 @@ struct BackoffPolicy {
 // min(initial * multiplier^attempt, max) * (1 + jitter * u). Pure.
 Nanos BackoffDelay(const BackoffPolicy& p, int attempt, double u);
 
+// A seed for jitter that differs between processes (and between calls):
+// std::random_device mixed with the process id, the time and a counter, so
+// that clients restarted together do not retry in lockstep. Thread-safe.
+uint64_t RandomSeed();
+
 class Backoff {
  public:
   explicit Backoff(BackoffPolicy policy = {}, uint64_t seed = 1) : policy_(policy), rng_(seed) {}

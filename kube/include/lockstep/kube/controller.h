@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,9 +71,9 @@ struct ControllerOptions {
   int workers = 1;
   metrics::Registry* registry = nullptr;  // optional; must outlive the controller
   // Optional gate checked before each reconcile (e.g. LeaderElector::IsLeader):
-  // while false, keys are held back and retried after `gate_retry`.
+  // while false, a key is set aside (not requeued: a standby does no work per
+  // key) until GateOpened() puts every held key back in the queue.
   std::function<bool()> gate{};
-  Nanos gate_retry = std::chrono::seconds(1);
   Nanos sync_poll = std::chrono::milliseconds(10);  // how often workers check HasSynced
 };
 
@@ -100,6 +101,12 @@ class Controller {
   // Shuts the queue down, lets in-flight reconciles finish, joins. Idempotent.
   void Stop();
 
+  // Queues every key held back by a closed gate. Call when the gate opens
+  // (e.g. from LeaderCallbacks::on_started_leading). Thread-safe.
+  void GateOpened();
+  // Keys held back by a closed gate.
+  size_t HeldLen() const;
+
   // All registered informers have synced (for /readyz).
   bool Synced() const;
   // Reconciles one ready key on the calling thread; false if none was ready.
@@ -124,9 +131,10 @@ class Controller {
   WorkQueue queue_;
   std::vector<const Informer*> informers_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool stopping_ = false;            // GUARDED_BY(mu_)
+  std::set<std::string> held_;       // GUARDED_BY(mu_); keys a closed gate set aside
   std::vector<std::thread> workers_;
 };
 
@@ -135,6 +143,11 @@ bool LabelsOrDeletionChanged(const Json& old_obj, const Json& new_obj);
 // metadata.generation (the spec, for resources with a status subresource) or
 // metadata.deletionTimestamp changed:
 bool GenerationOrDeletionChanged(const Json& old_obj, const Json& new_obj);
+
+// Anything but .status (and the bookkeeping metadata.resourceVersion and
+// metadata.managedFields) changed: drops status-only updates, such as an
+// agent's periodic report on its own FabricHealth.
+bool SpecOrMetadataChanged(const Json& old_obj, const Json& new_obj);
 
 // The "ns/name" (or "name") of obj's controller owner of kind/group `owner`,
 // or nullopt. Pure.

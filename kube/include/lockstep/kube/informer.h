@@ -40,7 +40,9 @@ struct InformerOptions {
   int page_size = 500;              // 0 = one unpaged list
   int watch_timeout_seconds = 300;  // the server ends each watch after this
   BackoffPolicy backoff{std::chrono::milliseconds(800), std::chrono::seconds(30), 2.0, 1.0};
-  uint64_t seed = 1;
+  // Jitter seed. Unset: RandomSeed() (differs per process and per informer,
+  // so informers restarted together do not relist in step); set it in tests.
+  std::optional<uint64_t> seed{};
 };
 
 struct EventHandlers {
@@ -75,6 +77,13 @@ class Informer {
   std::string ResourceVersion() const;
   // Completed full lists (1 after the initial sync; +1 per relist).
   uint64_t ListCount() const { return lists_.load(); }
+  // The seed of the watch backoff's jitter (options.seed, or a random one).
+  uint64_t backoff_seed() const { return seed_; }
+  // Lists once on the calling thread: replaces the store and runs the handlers
+  // (adds, updates and deletes against what the store held), then counts as
+  // synced. For tests that fill stores without starting the informer.
+  // REQUIRES: the informer is not started.
+  Status ListOnce();
 
  private:
   void Run();
@@ -88,6 +97,7 @@ class Informer {
   KubeApi& api_;
   const Gvr gvr_;
   const InformerOptions options_;
+  const uint64_t seed_;
   Store store_;
   std::vector<EventHandlers> handlers_;  // fixed after Start()
 

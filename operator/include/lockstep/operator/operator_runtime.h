@@ -1,0 +1,113 @@
+// The operator's wiring, as a library that the binary and the tests share:
+// informers, the two controllers with their update filters and watch
+// mappings, leader election and the write fence. BuildOperator() builds it
+// against any KubeApi and Clock (CurlKubeApi + SystemClock in the binary,
+// FakeKubeApi + FakeClock in tests); the binary adds flags, HTTP endpoints and
+// signal handling around it.
+//
+// Data flow (see docs/architecture.md):
+//   policies  -> policy controller (own key; and all  health controller (all nodes+healths;
+//                policies on generation/deletion)
+//                                                       generation/deletion changes only)
+//   nodes     -> policy controller (all policies)      health controller (own key)
+//                 both: labels/deletion changes only (heartbeats filtered out)
+//   healths   -> policy controller (its policy label; labels/deletion only)
+//                                                      health controller (own key; status-only
+//                                                       updates, i.e. agent reports, filtered out)
+//   agent DaemonSets, ConfigMaps -> policy controller (owner policy)
+// Every write goes through a FencedKubeApi: with leader election on, writes
+// pass only while this process holds a lease renewed within the renew
+// deadline (on the injected clock). Standby controllers hold keys back
+// without work until leadership starts (Controller::GateOpened).
+//
+// Thread-safety: Start/Stop from one owning thread; the accessors are for
+// tests and endpoints and are safe while running.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "lockstep/common/clock.h"
+#include "lockstep/common/metrics.h"
+#include "lockstep/kube/controller.h"
+#include "lockstep/kube/event_recorder.h"
+#include "lockstep/kube/fenced_kube_api.h"
+#include "lockstep/kube/informer.h"
+#include "lockstep/kube/kube_api.h"
+#include "lockstep/kube/leader_elector.h"
+#include "lockstep/operator/fabrichealth_reconciler.h"
+#include "lockstep/operator/fabricpolicy_reconciler.h"
+
+namespace lockstep::op {
+
+struct OperatorOptions {
+  OperatorSettings settings{};
+  int workers = 4;                   // reconcile workers per controller
+  int watch_timeout_seconds = 1800;  // watches resume from the last resourceVersion after this
+  bool leader_elect = true;
+  // lease_namespace defaults to settings.namespace_name; identity must be set
+  // when leader_elect is on.
+  kube::LeaderElectionConfig election{.lease_name = "lockstep-operator"};
+  PolicyReconcilerOptions policy{};
+  metrics::Registry* registry = nullptr;  // optional; must outlive the operator
+};
+
+class Operator {
+ public:
+  // Use BuildOperator(). REQUIRES: api and clock outlive the operator.
+  Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options);
+  ~Operator();  // Stop()s
+  Operator(const Operator&) = delete;
+  Operator& operator=(const Operator&) = delete;
+
+  // Starts informers, controllers and (if enabled) the elector.
+  void Start();
+  // Stops controllers, releases the lease, stops informers. Idempotent.
+  void Stop();
+
+  bool IsLeader() const { return !elector_ || elector_->IsLeader(); }
+  // Leadership was lost (the binary exits: a fresh process re-syncs cleanly).
+  bool Lost() const { return lost_.load(); }
+  bool Synced() const { return policy_ctl_.Synced() && health_ctl_.Synced(); }
+
+  // Fills every informer's store synchronously (Informer::ListOnce), running
+  // the controllers' handlers. For tests that call Reconcile() directly.
+  // REQUIRES: not started.
+  Status ListOnce();
+
+  kube::Informer& policies() { return policies_; }
+  kube::Informer& nodes() { return nodes_; }
+  kube::Informer& healths() { return healths_; }
+  kube::Informer& daemonsets() { return daemonsets_; }
+  kube::Informer& configmaps() { return configmaps_; }
+  FabricPolicyReconciler& policy_reconciler() { return policy_reconciler_; }
+  FabricHealthReconciler& health_reconciler() { return health_reconciler_; }
+  kube::Controller& policy_controller() { return policy_ctl_; }
+  kube::Controller& health_controller() { return health_ctl_; }
+  kube::LeaderElector* elector() { return elector_.get(); }  // null without leader election
+  const kube::FencedKubeApi& fenced_api() const { return fenced_; }
+  const OperatorOptions& options() const { return options_; }
+
+ private:
+  void Wire();
+
+  const OperatorOptions options_;
+  metrics::Registry own_registry_;
+  metrics::Registry& registry_;
+  std::unique_ptr<kube::LeaderElector> elector_;  // writes the Lease through the raw API
+  kube::FencedKubeApi fenced_;                    // every other write
+  kube::Informer policies_, nodes_, healths_, daemonsets_, configmaps_;
+  kube::EventRecorder events_;
+  FabricPolicyReconciler policy_reconciler_;
+  FabricHealthReconciler health_reconciler_;
+  kube::Controller policy_ctl_, health_ctl_;
+  std::atomic<bool> lost_{false};
+  bool started_ = false;
+};
+
+// Validates `options` (workers, election timings and identity) and builds the
+// operator. Errors say which option is wrong.
+Result<std::unique_ptr<Operator>> BuildOperator(kube::KubeApi& api, Clock& clock, OperatorOptions options);
+
+}  // namespace lockstep::op

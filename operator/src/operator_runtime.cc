@@ -1,0 +1,148 @@
+#include "lockstep/operator/operator_runtime.h"
+
+#include "lockstep/common/log.h"
+#include "lockstep/kube/object_meta.h"
+
+namespace lockstep::op {
+namespace {
+
+constexpr char kOwnedSelector[] = "app.kubernetes.io/managed-by=lockstep-operator";
+
+kube::InformerOptions AllObjects(const OperatorOptions& o) {
+  return {.watch_timeout_seconds = o.watch_timeout_seconds};
+}
+
+kube::InformerOptions Owned(const OperatorOptions& o) {
+  return {.ns = o.settings.namespace_name, .label_selector = kOwnedSelector,
+          .watch_timeout_seconds = o.watch_timeout_seconds};
+}
+
+}  // namespace
+
+Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
+    : options_(std::move(options)),
+      registry_(options_.registry != nullptr ? *options_.registry : own_registry_),
+      elector_(!options_.leader_elect
+                   ? nullptr
+                   : std::make_unique<kube::LeaderElector>(
+                         api, clock, options_.election,
+                         kube::LeaderCallbacks{
+                             .on_started_leading =
+                                 [this] {
+                                   log::Info("became leader", {{"identity", options_.election.identity}});
+                                   // Keys a standby held back are reconciled now.
+                                   policy_ctl_.GateOpened();
+                                   health_ctl_.GateOpened();
+                                 },
+                             .on_stopped_leading =
+                                 [this](bool was_lost) {
+                                   if (!was_lost) return;
+                                   log::Error("lost leadership", {{"identity", options_.election.identity}});
+                                   lost_ = true;
+                                 },
+                             .on_new_leader =
+                                 [](const std::string& h) { log::Info("observed leader", {{"holder", h}}); }})),
+      fenced_(api, [this] { return IsLeader(); }),
+      policies_(api, kube::gvr::kFabricPolicies, AllObjects(options_)),
+      nodes_(api, kube::gvr::kNodes, AllObjects(options_)),
+      healths_(api, kube::gvr::kFabricHealths, AllObjects(options_)),
+      daemonsets_(api, kube::gvr::kDaemonSets, Owned(options_)),
+      configmaps_(api, kube::gvr::kConfigMaps, Owned(options_)),
+      events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
+      policy_reconciler_(fenced_,
+                         {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()}, events_,
+                         clock, options_.settings, options_.policy),
+      health_reconciler_(fenced_, {policies_.store(), nodes_.store(), healths_.store()}, clock),
+      policy_ctl_(policy_reconciler_, clock,
+                  {.name = "fabricpolicy", .workers = options_.workers, .registry = &registry_,
+                   .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
+      health_ctl_(health_reconciler_, clock,
+                  {.name = "fabrichealth", .workers = options_.workers, .registry = &registry_,
+                   .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
+  Wire();
+}
+
+Operator::~Operator() { Stop(); }
+
+void Operator::Wire() {
+  kube::Controller& p = policy_ctl_;
+  p.For(policies_);
+  // A policy's conflicts depend on every other policy's selector: a policy
+  // added, deleted or respecified re-evaluates all of them (not their status
+  // writes, which would loop every policy through every other).
+  p.Watches(policies_, [this](const kube::Json&) { return policies_.store().Keys(); },
+            kube::GenerationOrDeletionChanged);
+  p.Owns(daemonsets_, kube::gvr::kFabricPolicies);
+  p.Owns(configmaps_, kube::gvr::kFabricPolicies);
+  // Both controllers read only a node's labels (and whether it is going away):
+  // status heartbeats are filtered out before they reach a queue.
+  p.Watches(nodes_, [this](const kube::Json&) { return policies_.store().Keys(); }, kube::LabelsOrDeletionChanged);
+  // A FabricHealth coming, going or changing policy label; its status (the
+  // agents' reports) is nothing the policy status reads.
+  p.Watches(
+      healths_,
+      [](const kube::Json& h) {
+        std::string policy = kube::GetString(h, {"metadata", "labels", "lockstep.dev/policy"});
+        return policy.empty() ? std::vector<std::string>{} : std::vector<std::string>{policy};
+      },
+      kube::LabelsOrDeletionChanged);
+
+  kube::Controller& h = health_ctl_;
+  h.For(nodes_, kube::LabelsOrDeletionChanged);
+  // The agents report on their FabricHealth every few seconds per node: those
+  // status-only updates carry nothing the health reconciler plans from.
+  h.For(healths_, kube::SpecOrMetadataChanged);
+  // Every node's plan depends on every policy's selector, not on policy status
+  // (which changes as agents roll out: without the filter, each status write
+  // would queue every node ahead of the new ones).
+  h.Watches(
+      policies_,
+      [this](const kube::Json&) {
+        std::vector<std::string> keys = nodes_.store().Keys();
+        for (auto& k : healths_.store().Keys()) keys.push_back(k);
+        return keys;
+      },
+      kube::GenerationOrDeletionChanged);
+}
+
+Status Operator::ListOnce() {
+  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) {
+    if (Status s = i->ListOnce(); !s.ok()) return s;
+  }
+  return Status();
+}
+
+void Operator::Start() {
+  if (started_) return;
+  started_ = true;
+  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) i->Start();
+  policy_ctl_.Start();
+  health_ctl_.Start();
+  if (elector_) elector_->Start();
+}
+
+void Operator::Stop() {
+  policy_ctl_.Stop();
+  health_ctl_.Stop();
+  if (elector_) elector_->Stop();  // releases the lease so a successor starts at once
+  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) i->Stop();
+}
+
+Result<std::unique_ptr<Operator>> BuildOperator(kube::KubeApi& api, Clock& clock, OperatorOptions options) {
+  if (options.workers < 1 || options.workers > 64) {
+    return InvalidArgument("workers must be between 1 and 64 (got " + std::to_string(options.workers) + ")");
+  }
+  if (options.settings.namespace_name.empty()) return InvalidArgument("the operator namespace must not be empty");
+  if (options.leader_elect) {
+    kube::LeaderElectionConfig& e = options.election;
+    if (e.lease_namespace.empty()) e.lease_namespace = options.settings.namespace_name;
+    if (e.lease_name.empty()) return InvalidArgument("the leader election lease name must not be empty");
+    if (e.identity.empty()) return InvalidArgument("leader election needs an identity (e.g. the pod name)");
+    if (!(e.retry_period < e.renew_deadline && e.renew_deadline < e.lease_duration)) {
+      return InvalidArgument("need retry period < renew deadline < lease duration");
+    }
+  }
+  return std::make_unique<Operator>(api, clock, std::move(options));
+}
+
+}  // namespace lockstep::op
