@@ -104,7 +104,6 @@ Row Run(const Flags& flags, const Profile& profile, uint32_t nodes) {
   World world(wo, profile);
 
   EstimatorOptions eo;
-  eo.compute_baseline = true;
   eo.max_node_id = nodes;
   Estimator est = std::move(Estimator::Create(eo)).value();
   est.Reserve(world.PairsPerWindow());
