@@ -74,6 +74,9 @@ Result<Estimator> Estimator::Create(const EstimatorOptions& o) {
   if (!(o.purity.min_guard_ns >= 0) || !(o.purity.max_guard_ns >= o.purity.min_guard_ns)) {
     return InvalidArgument("clocksync: purity guard bounds must satisfy 0 <= min_guard_ns <= max_guard_ns");
   }
+  if (!(o.track_warmup_sigma_multiple >= 0) || !std::isfinite(o.track_warmup_sigma_multiple)) {
+    return InvalidArgument("clocksync: track_warmup_sigma_multiple must be finite and >= 0");
+  }
   if (!(o.bound_sigmas > 0) || !(o.asymmetry_allowance_ns >= 0)) {
     return InvalidArgument("clocksync: bound_sigmas must be > 0 and asymmetry_allowance_ns >= 0");
   }
@@ -191,14 +194,13 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
   std::vector<double> guard(n);  // compact copy: one cache line per 8 receivers
   for (NodeId v = 0; v < n; ++v) guard[v] = purity_[v].guard_ns();
   std::vector<EdgePoint> fwd, rev;
-  std::vector<NtpProbe> nf, nr;
   for (NodeId a = 0; a < n; ++a) {
     const auto begin = keyed.begin() + start[a], end = keyed.begin() + start[a + 1];
     std::sort(begin, end);
     for (auto it = begin; it != end;) {
       const NodeId b = static_cast<NodeId>(*it >> 33);
       EdgeReport rep;
-      fwd.clear(); rev.clear(); nf.clear(); nr.clear();
+      fwd.clear(); rev.clear();
       for (; it != end && static_cast<NodeId>(*it >> 33) == b; ++it) {
         const Record& r = records_[static_cast<uint32_t>(*it)];
         const bool forward = ((*it >> 32) & 1) == 0;
@@ -206,14 +208,12 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
         const bool pure = std::abs(static_cast<double>(int64_t{r.drx} - r.dtx)) <= guard[r.dst];
         if (forward) {
           ++rep.fwd_pairs;
-          nf.push_back({r.tx0, r.rx0});
           if (!pure) continue;
           ++rep.fwd_pure;
           fwd.push_back({static_cast<double>(r.tx0 - t_ref),
                          static_cast<double>(std::min(r.rx0 - r.tx0, rx1 - tx1))});
         } else {
           ++rep.rev_pairs;
-          nr.push_back({r.tx0, r.rx0});
           if (!pure) continue;
           ++rep.rev_pure;
           rev.push_back({static_cast<double>(r.rx0 - t_ref),
@@ -242,10 +242,6 @@ void Estimator::FitEdges(int64_t t_ref, Prepared& prep, Solution& sol) {
                  fit->margin_ns, fit->center_sigma_ns, fit->drift_sigma, fit->drift_identified};
       rep.trimmed = fit->fwd_trimmed + fit->rev_trimmed;
       sol.stats.outliers_trimmed += rep.trimmed;
-      if (options_.compute_baseline) {
-        Result<NtpEstimate> ntp = NtpBaseline(nf, nr, options_.ntp);
-        if (ntp.ok()) { rep.has_ntp = true; rep.ntp = *ntp; }
-      }
       sol.edges.push_back(rep);
     }
   }
@@ -453,10 +449,10 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
   const double w = options_.track_wander_ppb_per_sqrt_s * 1e-9;
   const double q = w * w / 1e9;
   const double sx2 = x_sigma * x_sigma, sr2 = ne.drift_sigma * ne.drift_sigma;
-  TrackState s{x_solve, ne.drift, sx2, 0, sr2};
+  TrackState s{x_solve, ne.drift, sx2, 0, sr2, 1};
   if (v < prev_.size() && prev_[v].valid && prev_[v].tracked) {
     const PrevNode& p = prev_[v];
-    TrackState pr{p.offset_ns, p.drift, p.pxx, p.pxr, p.prr};
+    TrackState pr{p.offset_ns, p.drift, p.pxx, p.pxr, p.prr, p.track_windows};
     // Wander counts from the previous solve instant: the move from there to
     // its t_ref (below) adds none, as in an untracked window (the discipline's
     // allowances cover wander after t_ref).
@@ -476,6 +472,7 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
       s.pxx = (1 - k11) * pr.pxx - k12 * pr.pxr;
       s.pxr = (1 - k11) * pr.pxr - k12 * pr.prr;
       s.prr = (1 - k22) * pr.prr - k21 * pr.pxr;
+      s.windows = pr.windows + 1;
     }
   }
   Propagate(s, static_cast<double>(sol.t_ref_ns - prep.t_solve), q, 0);
@@ -484,7 +481,10 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
   // The filter treats windows as independent; on the testbed their errors
   // persist over several windows (load episodes), so its sigma alone is
   // overconfident. The bound keeps at least kTrackSigmaFloor of one window's.
-  ne.offset_sigma_ns = std::max(std::sqrt(std::max(s.pxx, 0.0)), kTrackSigmaFloor * window_sigma);
+  // A young track (see track_warmup_windows) keeps a wider floor.
+  const bool warming = s.windows <= options_.track_warmup_windows;
+  const double floor = warming ? options_.track_warmup_sigma_multiple : kTrackSigmaFloor;
+  ne.offset_sigma_ns = std::max(std::sqrt(std::max(s.pxx, 0.0)), floor * window_sigma);
   ne.drift_sigma = std::sqrt(std::max(s.prr, 0.0));
   prep.track[v] = s;
 }
@@ -561,7 +561,7 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
     const NodeEstimate& e = sol.nodes[v];
     if (!e.valid) continue;
     const TrackState t = tracking() ? prep.track[v] : TrackState{};
-    prev_[v] = {true, tracking(), window_end_ns, prep.t_solve, e.offset_ns, e.drift, t.pxx, t.pxr, t.prr};
+    prev_[v] = {true, tracking(), window_end_ns, prep.t_solve, e.offset_ns, e.drift, t.pxx, t.pxr, t.prr, t.windows};
   }
   return sol;
 }

@@ -31,11 +31,6 @@ nlohmann::json StatusJson(const std::string& node, const ClockStatus& s, const s
                       {"last_window_valid", s.estimate.valid},
                       {"last_window_error_bound_ns", s.estimate.error_bound_ns},
                       {"since_model_ns", s.since_model_ns}};
-  nlohmann::json ntp = nlohmann::json::array();
-  for (const auto& e : s.estimate.ntp) {
-    ntp.push_back({{"peer_id", e.peer}, {"offset_ns", e.offset_ns}, {"at_local_ns", e.at_ns}, {"delay_ns", e.delay_ns}});
-  }
-  j["ntp_baseline"] = std::move(ntp);  // NTP-style per-edge estimates, last window
   if (truth) {
     j["virtual_clock"] = {{"local_ns", truth->local_ns},
                           {"true_offset_ns", truth->true_offset_ns},

@@ -11,7 +11,6 @@ clocksync::EstimatorOptions EstimatorOptionsFor(const ClockModelOptions& options
   clocksync::EstimatorOptions o;
   o.asymmetry_allowance_ns = options.asymmetry_allowance_ns;
   o.gauge = clocksync::GaugeMode::kAnchored;  // fabric time continues across joins and losses
-  o.compute_baseline = true;                  // ClockEstimate::ntp, for benchmarks only
   return o;
 }
 
@@ -141,7 +140,6 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   // Own fitted edges join the gossip table under wire ids.
   for (const clocksync::EdgeReport& rep : sol.edges) {
     if (!rep.local) continue;
-    if (rep.has_ntp) est.ntp.push_back({wire_[rep.fit.b], rep.ntp.offset_ns, rep.ntp.at_ns, rep.ntp.delay_ns});
     EdgeRecord e{wire_[rep.fit.a],
                  wire_[rep.fit.b],
                  rep.fit.t_ref_ns,

@@ -3,7 +3,6 @@
 // nodes and prints pairwise clock error percentiles vs N for
 //   - Huygens with the network effect (random node pairs, fresh and 2 s old),
 //   - Huygens per-edge fits only (edges),
-//   - the NTP-style baseline (edges; min-delay of the last 8 exchanges),
 // with the time and peak memory of one window solve. Ends with one JSON line.
 //
 //   build/dev/e2e/bench/clocksync-sim [--quick] [--max-nodes N] [--profile sw|nic|all]
@@ -62,7 +61,7 @@ struct Row {
   size_t edges = 0;
   uint64_t pairs = 0;
   double pure_fraction = 0;
-  Stats net, net_aged, edge_only, ntp;
+  Stats net, net_aged, edge_only;
   double coverage = 0;       // fraction of pairs with |error| <= bound_i + bound_j
   double aged_coverage = 0;
   double bound_p50 = 0;      // median per-node error bound at the window end
@@ -105,7 +104,6 @@ Row Run(const Flags& flags, const Profile& profile, uint32_t nodes) {
   World world(wo, profile);
 
   EstimatorOptions eo;
-  eo.compute_baseline = true;
   eo.max_node_id = nodes;
   Estimator est = std::move(Estimator::Create(eo)).value();
   est.Reserve(world.PairsPerWindow());
@@ -165,22 +163,17 @@ Row Run(const Flags& flags, const Profile& profile, uint32_t nodes) {
     aged_covered += std::abs(ea) <= ai.error_bound_ns + aj.error_bound_ns;
   }
   for (const NodeEstimate& n : sol->nodes) if (n.valid) bounds.push_back(n.error_bound_ns);
-  std::vector<double> edge_err, ntp_err;
+  std::vector<double> edge_err;
   const size_t stride = std::max<size_t>(1, sol->edges.size() / flags.eval_pairs);
   for (size_t k = 0; k < sol->edges.size(); k += stride) {
     const EdgeReport& r = sol->edges[k];
     const double la = world.Clock(r.fit.a, t_end);
     const double pred = r.fit.offset_ns + r.fit.drift * (la - static_cast<double>(r.fit.t_ref_ns));
     edge_err.push_back(pred - (world.Clock(r.fit.b, t_end) - la));
-    if (r.has_ntp) {
-      const double t = world.TrueTime(r.fit.a, static_cast<double>(r.ntp.at_ns));
-      ntp_err.push_back(r.ntp.offset_ns - (world.Clock(r.fit.b, t) - world.Clock(r.fit.a, t)));
-    }
   }
   row.net = Percentiles(net);
   row.net_aged = Percentiles(aged);
   row.edge_only = Percentiles(edge_err);
-  row.ntp = Percentiles(ntp_err);
   row.coverage = net.empty() ? 0 : static_cast<double>(covered) / static_cast<double>(net.size());
   row.aged_coverage = aged.empty() ? 0 : static_cast<double>(aged_covered) / static_cast<double>(aged.size());
   row.bound_p50 = Percentiles(bounds).p50;
@@ -196,16 +189,16 @@ void PrintHeader(const Flags& f) {
               f.wander_ppb);
   std::printf("sw: 300 ns exp stamping + 1%% 20 us spikes, +-600 ns per-edge asymmetry, Pareto queueing; "
               "nic: 8 ns stamping, +-20 ns asymmetry, same queueing\n\n");
-  std::printf("%-4s %7s %8s %5s | %-24s %7s | %-24s | %-26s | %5s %6s | %-14s %4s %6s\n", "prof", "nodes",
+  std::printf("%-4s %7s %8s %5s | %-24s %7s | %-24s | %5s %6s | %-14s %4s %6s\n", "prof", "nodes",
               "edges", "pure", "Huygens+net: p50 p99 max", "+2s p99", "per-edge: p50 p99 max",
-              "NTP-style: p50 p99 max", "cover", "bound", "solve wall/cpu", "cg", "peakMB");
+              "cover", "bound", "solve wall/cpu", "cg", "peakMB");
 }
 
 void PrintRow(const Row& r) {
-  std::printf("%-4s %7u %8zu %4.0f%% | %7.1f %7.1f %8.1f %7.1f | %7.1f %7.1f %8.1f | %7.0f %8.0f %9.0f | %5.3f %6.1f | %6.0f/%5.0fms %4u %6.0f\n",
+  std::printf("%-4s %7u %8zu %4.0f%% | %7.1f %7.1f %8.1f %7.1f | %7.1f %7.1f %8.1f | %5.3f %6.1f | %6.0f/%5.0fms %4u %6.0f\n",
               r.profile.c_str(), r.nodes, r.edges, 100 * r.pure_fraction, r.net.p50, r.net.p99,
-              r.net.max, r.net_aged.p99, r.edge_only.p50, r.edge_only.p99, r.edge_only.max, r.ntp.p50,
-              r.ntp.p99, r.ntp.max, r.coverage, r.bound_p50, r.solve_ms, r.solve_cpu_ms, r.cg_iterations,
+              r.net.max, r.net_aged.p99, r.edge_only.p50, r.edge_only.p99, r.edge_only.max,
+              r.coverage, r.bound_p50, r.solve_ms, r.solve_cpu_ms, r.cg_iterations,
               r.rss_mb);
   std::fflush(stdout);
 }
@@ -217,12 +210,11 @@ void PrintJson(const Flags& f, const std::vector<Row>& rows) {
     const Row& r = rows[k];
     std::printf("%s{\"nodes\":%u,\"profile\":\"%s\",\"edges\":%zu,\"p50_error_ns\":%.1f,\"p99_error_ns\":%.1f,"
                 "\"max_error_ns\":%.1f,\"p99_error_2s_ns\":%.1f,\"edge_only_p50_error_ns\":%.1f,"
-                "\"edge_only_p99_error_ns\":%.1f,\"baseline_p50_error_ns\":%.1f,\"baseline_p99_error_ns\":%.1f,"
-                "\"baseline_max_error_ns\":%.1f,\"bound_coverage\":%.4f,\"bound_coverage_2s\":%.4f,"
+                "\"edge_only_p99_error_ns\":%.1f,\"bound_coverage\":%.4f,\"bound_coverage_2s\":%.4f,"
                 "\"bound_p50_ns\":%.1f,\"solve_ms\":%.1f,\"solve_ms_max\":%.1f,\"solve_cpu_ms\":%.1f,\"rss_mb\":%.0f,"
                 "\"cg_iterations\":%u,\"components\":%u}",
                 k ? "," : "", r.nodes, r.profile.c_str(), r.edges, r.net.p50, r.net.p99, r.net.max,
-                r.net_aged.p99, r.edge_only.p50, r.edge_only.p99, r.ntp.p50, r.ntp.p99, r.ntp.max,
+                r.net_aged.p99, r.edge_only.p50, r.edge_only.p99,
                 r.coverage, r.aged_coverage, r.bound_p50, r.solve_ms, r.solve_ms_max, r.solve_cpu_ms, r.rss_mb,
                 r.cg_iterations, r.components);
   }
@@ -272,9 +264,9 @@ int Main(int argc, char** argv) {
   }
   std::printf("\nHuygens+net: random node pairs after the network-effect solve (each node's\n"
               "ClockDiscipline reading); +2s: the same pairs one window later (extrapolated);\n"
-              "per-edge / NTP-style: direct peers only. cover: share of pairs within the sum of\n"
+              "per-edge: direct peers only. cover: share of pairs within the sum of\n"
               "their error bounds; bound: median per-node bound (ns). solve: one warm window solve, wall and\n"
-              "thread-CPU time (includes the NTP baseline); peakMB: process peak RSS during it.\n");
+              "thread-CPU time; peakMB: process peak RSS during it.\n");
   PrintJson(f, rows);
   return 0;
 }

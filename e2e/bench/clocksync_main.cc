@@ -16,7 +16,8 @@ namespace {
 const char* kHelp = R"(usage: clocksync [options]
 
 clocksync testbed: real lockstep-agents on a netlab namespace fabric,
-scored against the ground truth of their virtual clocks.
+scored against the ground truth of their virtual clocks, side by side with
+real chrony on the same fabric in the same run.
 
 Brings up a netlab leaf-spine fabric (NAME-h0..hN-1), runs one lockstep-agent
 per host namespace (standalone mode, bound to the host's rail-0 address, every
@@ -32,7 +33,20 @@ scenarios in sequence on the same agents:
   e  probe path down: one host's rail-0 link down for a few seconds
   d  one agent killed: the rest must stay LOCKED with unchanged error
 
-Scoring: each agent's GET /status gives fabric time `now_ns` at local reading
+chrony (unless --no-chrony): every host namespace also runs chronyd -x (it
+never touches the clock): host --chrony-server-host is the server (local
+stratum 1, allow), every other host a client (server IP iburst minpoll -4
+maxpoll -4 xleave, kernel timestamps), on the default NTP port, so under the
+same load and failures as the agents (c: the late host's chronyd starts with
+its agent; d: the killed host's chronyd is killed too). Every namespace shares
+the one system clock and chronyd -x only keeps its correction to it in a
+register, so the correction `chronyc tracking` reports as "System time" is
+chrony's error, in full; chrony is scored like the agents: |e_i - e_j| for
+every pair of synchronised hosts, server included (its correction is 0).
+chrony's clocks have no offset or drift to find (the agents' virtual clocks
+do): that favours chrony.
+
+Scoring (agents): each agent's GET /status gives fabric time `now_ns` at local reading
 `local_ns` plus the truth `true_offset_ns` = local - base, where the base clock
 is shared by every agent process (CLOCK_MONOTONIC_RAW with a shared anchor).
 So e_i = now_ns - (local_ns - true_offset_ns) is node i's fabric-time error
@@ -60,6 +74,12 @@ options:
   --sample-ms MS              /status sampling period (default 200)
   --late-join-s S             c: the last agent starts this much later (default 10)
   --settle-s S                wait this long after every agent is LOCKED before measuring (default 0)
+  --asymmetry-allowance-ns N  the agents' clockSync.asymmetryAllowanceNs, added to every bound (default 0:
+                              score the bare estimate; the product default is 100)
+  --no-chrony                 do not run chrony
+  --chrony-server-host N      host index of the chrony server (default 0)
+  --chrony-poll P             chrony minpoll = maxpoll, log2 seconds (default -4: 16 Hz)
+  --chrony-sample-ms MS       chronyc tracking period (default 500)
   --lock-timeout-s S          time allowed to reach LOCKED (default 40)
   --link-down-s S             e: how long the link is down (default 4)
   --shape-mbit M              b: tbf rate of the shaped direction (default 50)
@@ -122,6 +142,10 @@ Options ParseArgs(int argc, char** argv) {
       {"--sample-ms", num(o.sample_ms)},
       {"--late-join-s", num(o.late_join_s)},
       {"--settle-s", num(o.settle_s)},
+      {"--asymmetry-allowance-ns", num(o.asymmetry_allowance_ns)},
+      {"--chrony-server-host", integer(o.chrony_server)},
+      {"--chrony-poll", integer(o.chrony_poll)},
+      {"--chrony-sample-ms", num(o.chrony_sample_ms)},
       {"--lock-timeout-s", num(o.lock_timeout_s)},
       {"--link-down-s", num(o.link_down_s)},
       {"--shape-mbit", num(o.shape_mbit)},
@@ -142,6 +166,10 @@ Options ParseArgs(int argc, char** argv) {
     }
     if (arg == "--check") {
       o.check = true;
+      continue;
+    }
+    if (arg == "--no-chrony") {
+      o.chrony = false;
       continue;
     }
     std::string value;
@@ -168,11 +196,18 @@ void Validate(const Options& o) {
     Die("--scenarios: letters a-e");
   }
   if (!(o.sample_ms > 0)) Die("--sample-ms must be > 0");
+  if (o.chrony_server < 0 || o.chrony_server >= o.hosts) Die("--chrony-server-host must be a host index (0..hosts-1)");
+  if (o.chrony_poll < -7 || o.chrony_poll > 24) Die("--chrony-poll must be in -7..24 (chrony's range)");
+  if (!(o.chrony_sample_ms > 0)) Die("--chrony-sample-ms must be > 0");
+  if (!(o.asymmetry_allowance_ns >= 0) || o.asymmetry_allowance_ns > 1e6 ||
+      o.asymmetry_allowance_ns != static_cast<double>(static_cast<long long>(o.asymmetry_allowance_ns))) {
+    Die("--asymmetry-allowance-ns must be an integer in 0..1000000");
+  }
 }
 
 // Runs the testbed; the results, or an exit code.
 int RunTestbed(const Options& o, std::map<char, ScenarioResult>& results) {
-  Testbed tb(o, LocateTools());
+  Testbed tb(o, LocateTools(o.chrony));
   int rc = 0;
   try {
     results = tb.Run();
@@ -198,7 +233,7 @@ int Main(int argc, char** argv) {
     std::map<char, ScenarioResult> results;
     if (int rc = RunTestbed(o, results); rc != 0) return rc;
     for (char k : RunOrder(results)) std::cout << Table(results.at(k));
-    std::cout << "\n" << Summary(results, Now() - t0).dump() << std::endl;
+    std::cout << "\n" << Summary(results, Now() - t0, o.asymmetry_allowance_ns).dump() << std::endl;
     if (o.check) {
       std::vector<std::string> bad = CheckFailures(results, o.max_violation_fraction);
       for (const auto& b : bad) Log("CHECK FAILED: " + b);

@@ -79,8 +79,7 @@ Snapshot Testbed::Snap(const std::vector<int>& idx) {
   return s;
 }
 
-// Adds node i's /status to the round, its truth to the history, its NTP-style
-// estimates to ntp_.
+// Adds node i's /status to the round.
 void Testbed::Record(int i, const nlohmann::json& s, Round& rnd) {
   if (!s.contains("virtual_clock")) Die("agent /status has no virtual_clock ground truth");
   try {
@@ -88,13 +87,6 @@ void Testbed::Record(int i, const nlohmann::json& s, Round& rnd) {
     int64_t true_offset = vc.at("true_offset_ns").get<int64_t>();
     int64_t base = vc.at("local_ns").get<int64_t>() - true_offset;
     if (!origin_) origin_ = base;
-    hist_[i].push_back({static_cast<double>(base - *origin_), static_cast<double>(true_offset)});
-    if (s.contains("ntp_baseline") && s.at("ntp_baseline").is_array()) {
-      for (const auto& e : s.at("ntp_baseline")) {
-        ntp_[{i, e.at("peer_id").get<uint64_t>(), e.at("at_local_ns").get<int64_t>()}] =
-            e.at("offset_ns").get<double>();
-      }
-    }
     Sample smp;
     smp.base_ns = static_cast<double>(base - *origin_);
     smp.err_ns = static_cast<double>(s.at("now_ns").get<int64_t>() - base);
@@ -128,26 +120,15 @@ void Testbed::WriteRounds(const std::string& name, const std::vector<Round>& rou
   }
 }
 
-BaselineScore Testbed::Baseline() const {
-  std::map<uint64_t, int> ids;
-  for (size_t i = 0; i < host_names_.size(); ++i) ids[NodeId(host_names_[i])] = static_cast<int>(i);
-  TruthHistory hist = hist_;
-  for (auto& [i, pts] : hist) std::sort(pts.begin(), pts.end());
-  std::vector<NtpEstimate> ntp;
-  for (const auto& [key, offset] : ntp_) {
-    const auto& [node, peer, at] = key;
-    ntp.push_back({node, peer, static_cast<double>(at - origin_.value_or(0)), offset});
-  }
-  return ScoreBaseline(ntp, hist, ids);
-}
-
 ScenarioResult Testbed::Measure(const std::string& name, double seconds, const std::vector<int>& idx,
                                 const std::set<int>& exclude_bw, std::vector<Event> events) {
   std::stable_sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.at_s < y.at_s; });
-  ntp_.clear();
   Snapshot s0 = Snap(idx);
   double t0 = Now();
   std::vector<Round> rounds;
+  // chrony is sampled less often than the agents (each sample is a chronyc run).
+  std::vector<ChronyRound> chrony_rounds;
+  double next_chrony = t0;
   std::map<int, std::set<std::string>> states_seen;
   size_t next_event = 0;
   while (Now() - t0 < seconds) {
@@ -163,11 +144,16 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
       Record(i, *st, rnd);
     }
     rounds.push_back(std::move(rnd));
+    if (a_.chrony && Now() >= next_chrony) {
+      chrony_rounds.push_back(ChronyAll(idx));  // skips killed chronyds
+      next_chrony += a_.chrony_sample_ms / 1000.0;
+    }
     Sleep(a_.sample_ms / 1000.0);
   }
   while (next_event < events.size()) events[next_event++].run();  // not yet run (should not happen)
   Snapshot s1 = Snap(idx);
   WriteRounds(name, rounds);
+  if (a_.chrony) WriteChronyRounds(name, chrony_rounds);
 
   ScenarioResult r;
   r.scenario = name;
@@ -199,7 +185,7 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
     }
   }
   r.non_locked_states_seen.assign(not_locked.begin(), not_locked.end());
-  r.baseline = Baseline();
+  if (a_.chrony) r.chrony = ScoreChrony(chrony_rounds, a_.chrony_server);
   return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "clocksync_chrony.h"
 #include "clocksync_score.h"
 
 namespace lockstep::bench {
@@ -20,7 +21,7 @@ struct ScenarioResult {
   size_t rounds = 0;
   PairScore pairs;
   std::optional<std::pair<std::string, std::string>> worst_pair;  // host names
-  BaselineScore baseline;
+  std::optional<ChronyScore> chrony;  // unless --no-chrony
   std::optional<double> pure_probe_fraction, pure_probe_fraction_min;
   std::optional<double> agent_cpu_percent, probe_kbps_per_node, probe_pkts_per_s_per_node;
   std::vector<std::string> non_locked_states_seen;  // "h3:HOLDOVER"
@@ -38,7 +39,10 @@ std::vector<char> RunOrder(const std::map<char, ScenarioResult>& results);
 nlohmann::ordered_json ToJson(const ScenarioResult& r);
 std::string Table(const ScenarioResult& r);
 // The one JSON line: headline figures at the top level, every scenario in "scenarios".
-nlohmann::ordered_json Summary(const std::map<char, ScenarioResult>& results, double wall_s);
+// asymmetry_allowance_ns: what the agents add to every bound (the scoring is
+// made with it, so 0 scores the bare estimate).
+nlohmann::ordered_json Summary(const std::map<char, ScenarioResult>& results, double wall_s,
+                               double asymmetry_allowance_ns = 0);
 // --check: what fails (empty: passed).
 std::vector<std::string> CheckFailures(const std::map<char, ScenarioResult>& results, double max_violation_fraction);
 

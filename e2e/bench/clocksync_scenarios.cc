@@ -54,6 +54,13 @@ std::map<char, ScenarioResult> Testbed::Run() {
   for (int i : first) names.push_back(HostName(i));
   Log("starting agents " + Names(names));
   for (int i : first) StartAgent(i);
+  if (a_.chrony) {
+    Log("starting chronyd -x: server " + HostName(a_.chrony_server) + ", every other host a client");
+    StartChrony(a_.chrony_server);
+    for (int i : first) {
+      if (i != a_.chrony_server) StartChrony(i);
+    }
+  }
   double t_start = Now();
   std::map<int, double> tl_first, tl_late;
   if (a_.Has('c')) {
@@ -61,6 +68,7 @@ std::map<char, ScenarioResult> Testbed::Run() {
     Sleep(a_.late_join_s - (Now() - t_start));
     Log("late join: starting " + HostName(late) + Fmt(" %.1f s after the others", Now() - t_start));
     StartAgent(late);
+    if (a_.chrony && late != a_.chrony_server) StartChrony(late);
     std::vector<int> waiting = {late};
     for (int i : first) {
       if (!tl_first.count(i)) waiting.push_back(i);
@@ -85,6 +93,14 @@ std::map<char, ScenarioResult> Testbed::Run() {
   double ttl_all = *std::max_element(times.begin(), times.end());
   Log("all initial agents LOCKED; time to LOCKED max " + Fmt("%.1f s", ttl_all) + ", median " +
       Fmt("%.1f s", Median(times)));
+  if (a_.chrony) {
+    std::vector<int> started = first;
+    if (a_.Has('c')) started.push_back(late);
+    if (!WaitChronySynced(started, a_.lock_timeout_s)) {
+      Die("chrony did not synchronise every client within the timeout (logs in " + work_ + "/chrony-*)");
+    }
+    Log("every chronyd synchronised");
+  }
   if (a_.settle_s > 0) {
     Log(Fmt("settling %.0f s before measuring", a_.settle_s));
     Sleep(a_.settle_s);
@@ -219,12 +235,14 @@ ScenarioResult Testbed::ScenarioNodeDies(const std::vector<int>& everyone) {
   Log("killing agent " + HostName(victim) + " (pid " + std::to_string(agents_[victim].pid()) + ")");
   agents_[victim].Signal(SIGKILL);
   agents_[victim].WaitFor(5);
+  if (a_.chrony && victim != a_.chrony_server) StopChrony(victim);  // a client dies with its host
   std::vector<int> rest;
   for (int i : everyone) {
     if (i != victim) rest.push_back(i);
   }
   ScenarioResult r = Measure("d_node_dies", a_.short_measure_s + 4, rest);
   r.note = HostName(victim) + " killed (SIGKILL) at the start; scored over the other " + std::to_string(rest.size());
+  if (a_.chrony && victim != a_.chrony_server) r.note += "; its chronyd (a client) killed too";
   return r;
 }
 

@@ -61,39 +61,6 @@ struct PairScore {
 // the round's median base instant with the fabric rate.
 PairScore ScorePairs(const std::vector<Round>& rounds);
 
-// Ground truth of one node over time: its true offset (local - base).
-struct TruthPoint {
-  double base_ns = 0;
-  double true_offset_ns = 0;
-  bool operator<(const TruthPoint& o) const { return base_ns < o.base_ns; }
-};
-using TruthHistory = std::map<int, std::vector<TruthPoint>>;  // node -> points sorted by base
-
-// An NTP-style per-edge estimate reported by node `node`: c_peer - c_self from
-// its min-delay exchange at its local time at_local_ns (relative to the origin).
-struct NtpEstimate {
-  int node = 0;
-  uint64_t peer_id = 0;
-  double at_local_ns = 0;
-  double offset_ns = 0;
-};
-
-struct BaselineScore {
-  std::optional<double> p50_ns, p99_ns, max_ns;
-  size_t edges = 0;
-};
-
-// Scores the estimates against the truth, interpolated from `hist` (points
-// sorted by base). ids maps a peer's wire id to its node index.
-BaselineScore ScoreBaseline(const std::vector<NtpEstimate>& ntp, const TruthHistory& hist,
-                            const std::map<uint64_t, int>& ids);
-
-// Linear interpolation of y at x over points sorted by x; nullopt outside.
-std::optional<double> Interpolate(const std::vector<std::pair<double, double>>& pts, double x);
-
-// The agent's wire id: FNV-1a 64 of the node name (node_id.h).
-uint64_t NodeId(std::string_view name);
-
 // Prometheus text -> {"name{labels}": value}; comments and bad lines skipped.
 std::map<std::string, double> ParseMetrics(std::string_view text);
 // Sum over every series of `name` (with or without labels).

@@ -87,7 +87,22 @@ std::string Tools::Loadgen() const {
   return path;
 }
 
-Tools LocateTools() {
+// An executable on PATH, or in /usr/sbin and /usr/bin (root's PATH may lack sbin).
+std::string FindOnPath(const std::string& name) {
+  std::string path = Env("PATH");
+  path += ":/usr/sbin:/usr/bin:/sbin:/bin";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t colon = path.find(':', start);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = path.substr(start, colon - start);
+    if (!dir.empty() && IsExecutable(dir + "/" + name)) return dir + "/" + name;
+    start = colon + 1;
+  }
+  return "";
+}
+
+Tools LocateTools(bool chrony) {
   Tools t;
   std::string root = RepoRoot();
   std::vector<std::string> dirs = BuildDirs(root);
@@ -100,6 +115,13 @@ Tools LocateTools() {
   t.netlab = FindBinary(dirs, "e2e/netlab/netlab", "NETLAB");
   if (t.netlab.empty() && IsExecutable(root + "/e2e/netlab/netlab")) t.netlab = root + "/e2e/netlab/netlab";
   if (t.netlab.empty()) Die("cannot find netlab (set NETLAB, build it, or run from the repository)");
+  if (chrony) {
+    t.chronyd = Env("CHRONYD").empty() ? FindOnPath("chronyd") : Env("CHRONYD");
+    t.chronyc = Env("CHRONYC").empty() ? FindOnPath("chronyc") : Env("CHRONYC");
+    if (t.chronyd.empty() || t.chronyc.empty()) {
+      Die("cannot find chronyd and chronyc (apt-get install chrony, set CHRONYD / CHRONYC, or run with --no-chrony)");
+    }
+  }
   return t;
 }
 
@@ -151,6 +173,7 @@ std::string Testbed::NetlabCmd(const std::vector<std::string>& args, bool check)
 void Testbed::Teardown() {
   for (auto& c : aux_) c.Signal(SIGTERM);
   for (auto& [i, c] : agents_) c.Signal(SIGTERM);
+  for (auto& [i, c] : chronyds_) c.Signal(SIGTERM);
   double deadline = Now() + 3;
   auto wait = [&](Child& c) {
     if (!c.WaitFor(std::max(0.1, deadline - Now()))) {
@@ -159,6 +182,7 @@ void Testbed::Teardown() {
     }
   };
   for (auto& [i, c] : agents_) wait(c);
+  for (auto& [i, c] : chronyds_) wait(c);
   for (auto& c : aux_) wait(c);
   netns_.Close();
   if (lab_up_) {
@@ -183,7 +207,8 @@ void Testbed::WriteConfigs() {
     std::string cfg = "nodeName: " + host_names_[i] + "\n" + "probe:\n  port: " + std::to_string(kProbePort) +
                       "\n  intervalMs: " + std::to_string(a_.interval_ms) +
                       "\n  peersPerNode: " + std::to_string(a_.peers_per_node) + "\n" +
-                      "clockSync:\n  windowSeconds: 2\n" + "probeKeyFile: " + key_path + "\n" +
+                      "clockSync:\n  windowSeconds: 2\n  asymmetryAllowanceNs: " +
+                      Num(a_.asymmetry_allowance_ns) + "\n" + "probeKeyFile: " + key_path + "\n" +
                       "healthAddr: 127.0.0.1:" + std::to_string(kHealthPort) +
                       "\ntimeApiAddr: 127.0.0.1:" + std::to_string(kTimePort) + "\n" + "peers:\n" + peers;
     WriteFile(work_ + "/agent-" + host_names_[i] + ".yaml", cfg);

@@ -1,5 +1,7 @@
 // The clock-sync testbed: a netlab fabric, one lockstep-agent per host
-// namespace on a virtual clock, sampling of their /status and counters.
+// namespace on a virtual clock, and beside it real chrony (one chronyd -x per
+// host namespace: one server, the rest clients), sampling of the agents'
+// /status, chrony's tracking and counters. Single-threaded; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,11 @@ struct Options {
   double measure_s = 20, short_measure_s = 8, sample_ms = 200;
   double late_join_s = 10, lock_timeout_s = 40, link_down_s = 4;
   double settle_s = 0;  // wait after everyone is LOCKED, before the first measurement
+  double asymmetry_allowance_ns = 0;  // the agents' clockSync.asymmetryAllowanceNs
+  bool chrony = true;                 // run real chrony beside the agents
+  int chrony_server = 0;              // host index of the chrony server
+  int chrony_poll = -4;               // minpoll = maxpoll (log2 s): -4 = 16 Hz
+  double chrony_sample_ms = 500;      // chronyc tracking period per host
   double shape_mbit = 50, load_fraction = 0.8, burst_ms = 5, load_warmup_s = 4;
   int interval_ms = 20, peers_per_node = 16;
   double wander = 10;
@@ -41,9 +48,10 @@ struct Options {
 // Where the tools are (see Locate in clocksync_testbed.cc).
 struct Tools {
   std::string netlab, agent, build_dir;
+  std::string chronyd, chronyc;  // empty unless Options::chrony
   std::string Loadgen() const;  // Die if missing
 };
-Tools LocateTools();
+Tools LocateTools(bool chrony);
 
 // Counters at one instant, for rates over a measurement.
 struct Snapshot {
@@ -77,6 +85,11 @@ class Testbed {
   void StartAgent(int i);
   bool AgentAlive(int i);
   void CheckAlive(const std::vector<int>& idx);
+  // chrony (clocksync_chrony_run.cc)
+  void StartChrony(int i);
+  void StopChrony(int i);
+  ChronyRound ChronyAll(const std::vector<int>& idx);
+  bool WaitChronySynced(const std::vector<int>& idx, double timeout_s);
   std::map<int, std::optional<nlohmann::json>> StatusAll(const std::vector<int>& idx);
   std::map<int, double> WaitLocked(const std::vector<int>& idx, double timeout_s);
   // measurement
@@ -85,7 +98,7 @@ class Testbed {
                          const std::set<int>& exclude_bw = {}, std::vector<Event> events = {});
   void Record(int i, const nlohmann::json& status, Round& rnd);
   void WriteRounds(const std::string& name, const std::vector<Round>& rounds);
-  BaselineScore Baseline() const;
+  void WriteChronyRounds(const std::string& name, const std::vector<ChronyRound>& rounds);
   // scenarios (scenarios.cc)
   ScenarioResult ScenarioLoad(const std::vector<int>& everyone);
   int PickLoadPort(int src, int dst, const std::string& link);
@@ -105,12 +118,10 @@ class Testbed {
   std::vector<std::string> host_names_, ns_, ip0_, vclock_;
   std::map<int, Child> agents_;   // host index -> agent
   std::map<int, double> started_;  // host index -> start time
+  std::map<int, Child> chronyds_;  // host index -> chronyd (-x)
   std::vector<Child> aux_;         // loadgen
-  // Ground truth over the whole run, and the origin of every base instant.
+  // The origin of every base instant.
   std::optional<int64_t> origin_;
-  TruthHistory hist_;
-  // NTP-style estimates of the current measurement: (node, peer, at_local) -> offset.
-  std::map<std::tuple<int, uint64_t, int64_t>, double> ntp_;
 };
 
 }  // namespace lockstep::bench

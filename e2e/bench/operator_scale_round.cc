@@ -152,7 +152,10 @@ Result<RoundResult> RunRound(BenchCluster& cluster, kube::KubeApi& api, HealthWa
   if (!ip0.ok()) return ip0.error();
   std::vector<Json> objects;
   for (int i = 0; i < n; ++i) objects.push_back(GpuNode(names[i], *ip0 + i));
-  std::vector<MonoTime> created(n);  // element i written by the one thread that creates node i
+  // Elements i written by the one thread that creates node i. Node i is timed
+  // from just before its first create attempt.
+  std::vector<std::optional<MonoTime>> before(n);
+  std::vector<MonoTime> created(n);
   std::vector<std::string> uids(n);
 
   RoundResult r;
@@ -165,6 +168,7 @@ Result<RoundResult> RunRound(BenchCluster& cluster, kube::KubeApi& api, HealthWa
            "/s from " + std::to_string(options.pace.threads) + " threads");
   const MonoTime t0 = clock.Monotonic();
   Status made = RunPaced(clock, n, options.pace, stop, [&](int i) -> Status {
+    if (!before[i]) before[i] = clock.Monotonic();
     auto res = api.Create(kube::gvr::kNodes, "", objects[i]);
     if (!res.ok() && res.code() == ErrorCode::kAlreadyExists) {
       res = api.Get(kube::gvr::kNodes, "", names[i]);  // an earlier attempt went through
@@ -199,15 +203,18 @@ Result<RoundResult> RunRound(BenchCluster& cluster, kube::KubeApi& api, HealthWa
   if (!proc1.ok()) return proc1.error();
   if (!requests1.ok()) return requests1.error();
 
-  std::vector<double> latencies;
+  std::vector<std::optional<double>> latencies(n);
+  std::vector<double> create_calls;
   MonoTime last_seen = t0;
   for (int i = 0; i < n; ++i) {
+    create_calls.push_back(Millis(created[i] - *before[i]));
     auto seen = watch.FirstSeen(names[i]);
     if (!seen) continue;
-    latencies.push_back(Millis(*seen - created[i]));
+    latencies[i] = Millis(*seen - *before[i]);
     last_seen = std::max(last_seen, *seen);
   }
-  r.latency_ms = Percentiles(latencies);
+  r.latency_ms = ScoreNodeLatencies(latencies);
+  r.create_call_ms = Percentiles(create_calls);
   r.converge_seconds = Seconds(last_seen - t0);
   r.cpu_percent = 100 * (proc1->cpu_seconds - proc0->cpu_seconds) / Seconds(t1 - t0);
   r.rss_mb = proc1->rss_mb;
@@ -216,7 +223,7 @@ Result<RoundResult> RunRound(BenchCluster& cluster, kube::KubeApi& api, HealthWa
   r.requests_per_node = CountRequests(phase).non_lease() / n;
   r.phase_detail = PhaseDetail(phase);
   Progress(std::string(r.converged ? "all " : "NOT all ") + "FabricHealths seen (" +
-           std::to_string(latencies.size()) + "/" + std::to_string(n) + "); checking them");
+           std::to_string(r.latency_ms.seen) + "/" + std::to_string(n) + "); checking them");
 
   // Exactly one FabricHealth per node of this round, owned by that node, and no others.
   auto healths = ListAll(api, kube::gvr::kFabricHealths, "");

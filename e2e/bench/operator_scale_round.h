@@ -14,6 +14,7 @@
 #include "lockstep/common/clock.h"
 #include "lockstep/kube/informer.h"
 #include "operator_scale_cluster.h"
+#include "operator_scale_latency.h"
 #include "operator_scale_metrics.h"
 #include "operator_scale_nodes.h"
 
@@ -64,7 +65,8 @@ struct RoundResult {
   int wrong_owner = 0;         // healths whose ownerReference is not their node's uid
   double create_seconds = 0;   // first create .. last create returned
   double converge_seconds = 0; // first create .. last health seen
-  LatencyStats latency_ms{};   // node created -> health seen
+  NodeLatencyStats latency_ms{};  // before the node's create call -> its health seen (never seen: failure)
+  LatencyStats create_call_ms{};  // the create calls themselves (the API server's share)
   double cpu_percent = 0;      // operator, % of one core, first create .. convergence
   double rss_mb = 0, hwm_mb = 0;
   double requests_per_node = 0;  // operator API requests (non-lease) during the phase / N

@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 
 #include "clocksync_score.h"
-#include "lockstep/agent/node_id.h"
 
 namespace lockstep::bench {
 namespace {
@@ -22,14 +21,6 @@ TEST_CASE("percentiles interpolate linearly between ranks", "[bench]") {
   CHECK(*Mean({1, 2, 6}) == 3);
   CHECK(RoundTo(12.345, 1) == Approx(12.3));
   CHECK(RoundTo(-0.126, 2) == Approx(-0.13));
-}
-
-TEST_CASE("node ids are the agent's wire ids", "[bench]") {
-  CHECK(NodeId("") == 0xcbf29ce484222325ULL);
-  CHECK(NodeId("h0") == 0x08ba8807b55f0985ULL);
-  for (const char* name : {"h0", "h7", "gpu-node-12", "csbench-h3"}) {
-    CHECK(NodeId(name) == agent::NodeIdFromName(name));
-  }
 }
 
 TEST_CASE("metrics text parses into series - sums include labelled series", "[bench]") {
@@ -113,42 +104,6 @@ TEST_CASE("no scored pairs: no figures", "[bench]") {
   CHECK_FALSE(p.max_ns.has_value());
   CHECK_FALSE(p.worst.has_value());
   CHECK_FALSE(p.bound_p50_ns.has_value());
-}
-
-TEST_CASE("interpolation is linear inside the points and empty outside", "[bench]") {
-  std::vector<std::pair<double, double>> pts = {{0, 0}, {10, 100}, {20, 100}};
-  CHECK(*Interpolate(pts, 5) == Approx(50));
-  CHECK(*Interpolate(pts, 10) == Approx(100));
-  CHECK(*Interpolate(pts, 20) == Approx(100));
-  CHECK(*Interpolate(pts, 0) == Approx(0));
-  CHECK_FALSE(Interpolate(pts, -1).has_value());
-  CHECK_FALSE(Interpolate(pts, 21).has_value());
-  CHECK_FALSE(Interpolate({{1, 1}}, 1).has_value());
-}
-
-TEST_CASE("NTP-style estimates are scored against the interpolated truth", "[bench]") {
-  // Node 0: true offset 1000 ns, drifting +1 ns per ms of base. Node 1: -500, fixed.
-  TruthHistory hist;
-  for (int k = 0; k <= 10; ++k) {
-    double b = k * 1e6;
-    hist[0].push_back({b, 1000 + b / 1e6});
-    hist[1].push_back({b, -500});
-  }
-  std::map<uint64_t, int> ids = {{NodeId("h0"), 0}, {NodeId("h1"), 1}};
-  // At node 0's local time 5 ms + its offset then (1005): truth c1 - c0 = -500 - 1005.
-  double at = 5e6 + 1005;
-  std::vector<NtpEstimate> ntp = {
-      {0, NodeId("h1"), at, -1505 + 30},  // 30 ns off
-      {0, NodeId("h1"), at, -1505 - 10},  // 10 ns off
-      {0, NodeId("h9"), at, 0},           // unknown peer: skipped
-      {0, NodeId("h1"), 1e9, 0},          // outside the truth: skipped
-      {1, NodeId("h0"), 2e6 - 500, 1002 + 500},  // exact
-  };
-  BaselineScore b = ScoreBaseline(ntp, hist, ids);
-  CHECK(b.edges == 3);
-  CHECK(*b.max_ns == Approx(30));
-  CHECK(*b.p50_ns == Approx(10));
-  CHECK(ScoreBaseline({}, hist, ids).edges == 0);
 }
 
 }  // namespace

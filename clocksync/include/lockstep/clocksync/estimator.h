@@ -10,7 +10,7 @@
 //  1. coded-pair purity filter, guard band learned per receiving node
 //     (purity_filter.h);
 //  2. per edge a<b: max-margin line between forward and reverse points on a's
-//     clock (edge_fit.h) -> offset, drift, margin, sigmas; optional NTP baseline;
+//     clock (edge_fit.h) -> offset, drift, margin, sigmas;
 //  3. network effect (network_solver.h): weighted least squares over the whole
 //     probe graph, for drifts (weights 1/drift_sigma^2) then offsets at the
 //     middle of the window's data (each edge is referenced at its data's centre,
@@ -73,7 +73,6 @@
 #include "lockstep/clocksync/clock_discipline.h"
 #include "lockstep/clocksync/edge_fit.h"
 #include "lockstep/clocksync/network_solver.h"
-#include "lockstep/clocksync/ntp_baseline.h"
 #include "lockstep/clocksync/purity_filter.h"
 #include "lockstep/clocksync/types.h"
 #include "lockstep/common/result.h"
@@ -87,6 +86,7 @@ enum class GaugeMode { kMeanZero, kContinuous, kAnchored };
 struct TrackState {
   double x = 0, r = 0;
   double pxx = 0, pxr = 0, prr = 0;
+  uint32_t windows = 0;  // windows this track has absorbed (1: it starts with this one)
 };
 
 struct EstimatorOptions {
@@ -105,8 +105,13 @@ struct EstimatorOptions {
   // frequency noise of the clocks against fabric time (ppb/sqrt(s)). A window's
   // estimate more than 5 sigmas from the tracked prediction restarts the track.
   double track_wander_ppb_per_sqrt_s = 10;
-  bool compute_baseline = false;       // fill EdgeReport::ntp (comparison only)
-  NtpOptions ntp;
+  // Warm-up: while a track has absorbed at most this many windows (a new
+  // node, or a track restarted by the gate), its offset sigma is at least
+  // track_warmup_sigma_multiple times the window's own: the purity guard and
+  // the drift are still being learned, and a single window's sigma was seen to
+  // be overconfident on the testbed in the first seconds after LOCKED.
+  uint32_t track_warmup_windows = 3;
+  double track_warmup_sigma_multiple = 2.0;
   NodeId max_node_id = 1u << 24;       // larger ids are rejected (InvalidArgument)
 };
 
@@ -131,8 +136,6 @@ struct EdgeReport {
   double d_min_fwd_ns = 0;  // = margin - residual: min one-way delay a->b
   double d_min_rev_ns = 0;  // = margin + residual: min one-way delay b->a
   double weight = 0;        // final offset weight (after Huber)
-  bool has_ntp = false;
-  NtpEstimate ntp;          // only with compute_baseline
 };
 
 struct NodeEstimate {
@@ -237,6 +240,7 @@ class Estimator {
     int64_t t_solve_ns = 0;  // the solve instant of that window
     double offset_ns = 0, drift = 0;
     double pxx = 0, pxr = 0, prr = 0;
+    uint32_t track_windows = 0;  // TrackState::windows
   };
   bool tracking() const {
     return options_.track_wander_ppb_per_sqrt_s > 0 && options_.gauge != GaugeMode::kMeanZero;

@@ -63,15 +63,6 @@ struct ClockEstimate {
   int graph_edges = 0;        // edges in the solve (own + gossiped)
   double pure_fraction = 0;   // pure pairs / pairs this window
   uint64_t pairs = 0;
-  // NTP-style baseline per own edge (comparison only, e2e/bench/clocksync):
-  // peer clock minus ours from the min-delay exchange, at our local at_ns.
-  struct NtpEdge {
-    NodeId peer = 0;
-    double offset_ns = 0;
-    int64_t at_ns = 0;
-    double delay_ns = 0;
-  };
-  std::vector<NtpEdge> ntp;
 };
 
 // A fabric-time reading, ClockBound-style. In FREERUN the bound is unbounded:
