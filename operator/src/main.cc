@@ -21,6 +21,7 @@
 #include "lockstep/kube/object_meta.h"
 #include "lockstep/operator/fabrichealth_reconciler.h"
 #include "lockstep/operator/fabricpolicy_reconciler.h"
+#include "lockstep/operator/probe_key_secret.h"
 
 namespace {
 
@@ -44,7 +45,8 @@ const char* kUsage = R"(usage: lockstep-operator [flags]
   --health-addr=[HOST]:PORT    /healthz and /readyz (default :8081)
   --agent-service-account=NAME (default lockstep-agent)
   --agent-image=IMAGE          overrides every policy's spec.agent.image
-  --probe-key-secret=NAME      Secret with the probe authentication key (default lockstep-probe-key)
+  --probe-key-secret=NAME      Secret with the probe authentication key (default lockstep-probe-key);
+                               created with 32 random bytes when missing, never overwritten
   --workers=N                  reconcile workers per controller (default 4)
   --log-level=debug|info|warn|error
 )";
@@ -157,6 +159,12 @@ int Run(const Flags& flags) {
   settings.agent_service_account = flags.Get("agent-service-account", "lockstep-agent");
   settings.agent_image = flags.Get("agent-image");
   settings.probe_key_secret = flags.Get("probe-key-secret", "lockstep-probe-key");
+  // The chart renders no key material: the probe key Secret is made here when missing.
+  if (Status s = op::EnsureProbeKeySecret(api, settings.namespace_name, settings.probe_key_secret, op::OsRandomBytes);
+      !s.ok()) {
+    std::cerr << "lockstep-operator: " << s.error().message << "\n";
+    return 1;
+  }
 
   // Informers. Watches end every 30 min and resume from the last resourceVersion.
   kube::InformerOptions all{.watch_timeout_seconds = 1800};
