@@ -51,8 +51,11 @@ Json RenderAgentConfigMap(const PolicyRef& policy, const PolicySpec& spec, const
 
 Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s) {
   const std::string name = AgentObjectName(policy.name);
-  Json caps = Json::array({"NET_ADMIN"});
-  if (spec.clock_sync.discipline_host_clock) caps.push_back("SYS_TIME");
+  // No capability by default: probes use kernel software timestamps on an
+  // unprivileged UDP port. SYS_TIME only to discipline the host clock;
+  // NET_ADMIN comes back with fabric failover (routes), not before.
+  Json caps = {{"drop", Json::array({"ALL"})}};
+  if (spec.clock_sync.discipline_host_clock) caps["add"] = Json::array({"SYS_TIME"});
   const int port = s.agent_health_port;
   Json container = {
       {"name", "agent"},
@@ -74,13 +77,14 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       {"securityContext",
        {{"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
-        {"capabilities", {{"drop", Json::array({"ALL"})}, {"add", caps}}}}},
+        {"capabilities", caps}}},
       {"volumeMounts", Json::array({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
                                     {{"name", "probe-key"}, {"mountPath", kProbeKeyDir}, {"readOnly", true}}})}};
   Json pod_spec = {
       {"serviceAccountName", s.agent_service_account},
       {"hostNetwork", true},
       {"dnsPolicy", "ClusterFirstWithHostNet"},
+      {"securityContext", {{"seccompProfile", {{"type", "RuntimeDefault"}}}}},
       {"priorityClassName", spec.agent.priority_class_name},
       {"tolerations", api::ToJson(spec.tolerations)},
       {"containers", Json::array({container})},

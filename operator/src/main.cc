@@ -16,6 +16,7 @@
 #include "lockstep/kube/curl_kube_api.h"
 #include "lockstep/kube/kube_config.h"
 #include "lockstep/operator/operator_runtime.h"
+#include "lockstep/operator/probe_key_secret.h"
 
 namespace {
 
@@ -84,6 +85,10 @@ int Run(const Flags& f) {
   o.settings.agent_service_account = f.agent_service_account;
   o.settings.agent_image = f.agent_image;
   o.settings.probe_key_secret = f.probe_key_secret;
+  // The chart renders no key material: the probe key Secret is made here when missing.
+  if (Status s = op::EnsureProbeKeySecret(**api, f.ns, f.probe_key_secret, op::OsRandomBytes); !s.ok()) {
+    return Fail(s.error().message);
+  }
   o.workers = f.workers;
   o.leader_elect = f.leader_elect;
   o.election = {.lease_namespace = f.ns,
@@ -154,7 +159,7 @@ int main(int argc, char** argv) {
   app.add_option("--health-addr", f.health_addr, "[HOST]:PORT for /healthz and /readyz")->default_val(":8081");
   app.add_option("--agent-service-account", f.agent_service_account, "agent ServiceAccount")->default_val(f.agent_service_account);
   app.add_option("--agent-image", f.agent_image, "overrides every policy's spec.agent.image");
-  app.add_option("--probe-key-secret", f.probe_key_secret, "Secret with the probe key")->default_val(f.probe_key_secret);
+  app.add_option("--probe-key-secret", f.probe_key_secret, "Secret with the probe key (created with 32 random bytes when missing, never overwritten)")->default_val(f.probe_key_secret);
   app.add_option("--workers", f.workers, "reconcile workers per controller")->check(CLI::Range(1, 64))->default_val(4);
   app.add_option("--log-level", f.log_level, "debug|info|warn|error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))

@@ -3,7 +3,10 @@
 #   - chart CRDs in sync with crds/;
 #   - kubectl parses crds/ and the rendered chart (client-side, no cluster);
 #   - helm lint --strict with default and non-default values;
-#   - helm template renders, and rejects bad values with a clear message.
+#   - helm template renders, twice identically (no key material or other
+#     per-render randomness), and rejects bad values with a clear message;
+#   - the RBAC the chart grants is what the code uses (see the README's
+#     "Permissions").
 # helm and kubectl come from $LOCKSTEP_BIN or PATH. Exits non-zero on any problem.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,7 +52,7 @@ count="$(ls "$root"/crds/*.yaml | wc -l)"
 value_sets=(
   "defaults|"
   "everything-on|--set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true --set operator.logLevel=debug"
-  "existing-secret|--set probeKey.create=false --set probeKey.existingSecret=my-key"
+  "existing-secret|--set probeKey.existingSecret=my-key"
   "no-policy|--set defaultPolicy.create=false --set agent.restrictToOwnNode=false --set operator.leaderElect=false --set operator.replicas=1"
   "custom-policy|--set defaultPolicy.name=rails --set defaultPolicy.spec.probe.intervalMs=10 --set defaultPolicy.spec.agent.image=registry.local/agent:dev --set agent.serviceAccountName=custom-agent"
 )
@@ -65,6 +68,15 @@ for vs in "${value_sets[@]}"; do
   if "$helm" template lockstep "$chart" --namespace lockstep-system $args > "$tmp/$name.yaml" 2> "$tmp/$name.err"; then
     ok "helm template ($name)"
     kparse "rendered chart ($name)" "$tmp/$name.yaml"
+    # A GitOps tool renders on every sync: a second render must be identical,
+    # or each sync would change (e.g. rotate a key) what is in the cluster.
+    # shellcheck disable=SC2086
+    "$helm" template lockstep "$chart" --namespace lockstep-system $args > "$tmp/$name.again.yaml" 2>&1
+    if diff -u "$tmp/$name.yaml" "$tmp/$name.again.yaml" > "$tmp/$name.diff"; then
+      ok "helm template twice renders identical output ($name)"
+    else
+      head -40 "$tmp/$name.diff"; bad "helm template renders differently each time ($name)"
+    fi
   else
     cat "$tmp/$name.err"; bad "helm template ($name)"
   fi
@@ -77,6 +89,7 @@ expect() { # expect LABEL PATTERN FILE
 }
 expect "operator arg --namespace"             '^ +- --namespace=\$\(POD_NAMESPACE\)$' "$r"
 expect "operator arg --leader-elect"          '^ +- --leader-elect=true$' "$r"
+expect "operator arg --leader-election-id"     '^ +- --leader-election-id=lockstep-operator$' "$r"
 expect "operator arg --metrics-addr"          '^ +- --metrics-addr=:8080$' "$r"
 expect "operator arg --health-addr"           '^ +- --health-addr=:8081$' "$r"
 expect "operator arg --agent-service-account" '^ +- --agent-service-account=lockstep-agent$' "$r"
@@ -84,19 +97,20 @@ expect "operator arg --agent-image"           '^ +- --agent-image=ghcr.io/lockst
 expect "operator arg --probe-key-secret"      '^ +- --probe-key-secret=lockstep-probe-key$' "$r"
 expect "operator arg --log-level"             '^ +- --log-level=info$' "$r"
 expect "agent ServiceAccount <fullname>-agent" '^  name: lockstep-agent$' "$r"
-expect "probe key Secret"                      '^  name: lockstep-probe-key$' "$r"
 expect "default FabricPolicy"                  '^kind: FabricPolicy$' "$r"
 if grep -qE '^kind: DaemonSet$' "$tmp"/*.yaml; then
   bad "the chart must not render the agent DaemonSet (the operator creates it from each FabricPolicy)"
 else
   ok "no agent DaemonSet in the chart"
 fi
-key="$(sed -n 's/^  key: "\(.*\)"$/\1/p' "$r")"
-if [[ "$(printf '%s' "$key" | base64 -d 2>/dev/null | wc -c)" -eq 32 ]]; then ok "probe key is 32 bytes"; else bad "probe key is not 32 random bytes: '$key'"; fi
+if grep -qE '^kind: Secret$' "$tmp"/*.yaml; then
+  bad "the chart must not render a Secret (the operator creates the probe key; see README \"Probe key\")"
+else
+  ok "no Secret (no key material) in the chart"
+fi
 expect "custom agent SA flows to the operator" '^ +- --agent-service-account=custom-agent$' "$tmp/custom-policy.yaml"
 expect "custom policy keeps user image"        '^    image: registry.local/agent:dev$' "$tmp/custom-policy.yaml"
 expect "existing secret flows to the operator" '^ +- --probe-key-secret=my-key$' "$tmp/existing-secret.yaml"
-if grep -q '^kind: Secret$' "$tmp/existing-secret.yaml"; then bad "existingSecret must not render a Secret"; else ok "existingSecret renders no Secret"; fi
 if grep -q '^kind: FabricPolicy$' "$tmp/no-policy.yaml"; then bad "defaultPolicy.create=false must not render a FabricPolicy"; else ok "defaultPolicy.create=false renders no FabricPolicy"; fi
 
 # 5. Bad values are rejected with a message that says what to do.
@@ -111,11 +125,70 @@ reject() { # reject LABEL EXPECTED-MESSAGE-REGEX ARGS...
     bad "$label: rejected, but the message lacks /$msg/: $out"
   fi
 }
-reject "no probe key"          "probeKey.create=true or name a Secret" --set probeKey.create=false
+reject "removed probeKey.create" "additional properties|additionalProperties|not allowed" --set probeKey.create=true
+reject "bad existingSecret"    "existingSecret" --set probeKey.existingSecret=Not_A_Name
 reject "unknown top-level key" "additional properties|additionalProperties|not allowed" --set bogus=1
 reject "unknown operator key"  "additional properties|additionalProperties|not allowed" --set operator.bogus=1
 reject "bad log level"         "logLevel" --set operator.logLevel=loud
 reject "bad pull policy"       "pullPolicy" --set agent.image.pullPolicy=Sometimes
 reject "unknown policy field"  "spec|propertyNames|bogus" --set defaultPolicy.spec.bogus=1
+
+# 6. RBAC: only what the code calls (README "Permissions").
+rbac_rules() { # rbac_rules FILE KIND NAME -> the rules of that Role/ClusterRole, one "resources verbs [names]" line each
+  awk -v kind="$2" -v name="$3" '
+    /^---/ { in_obj = 0; in_rules = 0 }
+    $0 == "kind: " kind { k = 1; next }
+    /^kind: / { k = 0 }
+    k && $0 == "  name: " name { in_obj = 1 }
+    in_obj && /^rules:/ { in_rules = 1; next }
+    in_rules && /^  - apiGroups:/ { if (line != "") print line; line = "" }
+    in_rules && /^    resources:/ { line = $2 }
+    in_rules && /^    resourceNames:/ { names = $2 }
+    in_rules && /^    verbs:/ { sub(/^    verbs: /, ""); line = line " " $0; if (names != "") line = line " names=" names; names = "" }
+    END { if (line != "") print line }' "$1" | sed 's/"//g'
+}
+expect_rules() { # expect_rules LABEL FILE KIND NAME EXPECTED-LINES
+  local got
+  got="$(rbac_rules "$2" "$3" "$4")"
+  if [[ "$got" == "$5" ]]; then ok "$1"; else bad "$1: got
+$got
+expected
+$5"; fi
+}
+expect_rules "operator ClusterRole" "$r" ClusterRole lockstep-operator "[fabricpolicies] [get, list, watch]
+[fabricpolicies/status] [get, update, patch]
+[fabricpolicies/finalizers] [update]
+[fabrichealths] [get, list, watch, create, update, delete]
+[fabrichealths/status] [get, update, patch]
+[nodes] [get, list, watch]
+[events] [create, patch]"
+expect_rules "operator Role" "$r" Role lockstep-operator "[daemonsets] [get, list, watch, create, patch]
+[configmaps] [get, list, watch, create, patch]
+[leases] [create]
+[leases] [get, update] names=[lockstep-operator]
+[secrets] [get] names=[lockstep-probe-key]
+[secrets] [create]"
+expect_rules "operator Role with probeKey.existingSecret (no create secrets)" "$tmp/existing-secret.yaml" Role lockstep-operator \
+"[daemonsets] [get, list, watch, create, patch]
+[configmaps] [get, list, watch, create, patch]
+[leases] [create]
+[leases] [get, update] names=[lockstep-operator]
+[secrets] [get] names=[my-key]"
+expect_rules "agent ClusterRole" "$r" ClusterRole lockstep-agent "[fabrichealths] [get, list, watch]
+[fabrichealths/status] [get, update, patch]
+[nodes] [get]"
+if [[ -z "$(rbac_rules "$r" Role lockstep-agent)" ]]; then
+  ok "no namespaced Role for the agent (it reads its config and key from volumes)"
+else
+  bad "the agent has a namespaced Role: $(rbac_rules "$r" Role lockstep-agent)"
+fi
+unused=0
+for f in "$tmp"/*.yaml; do
+  if grep -qE 'trainingjobs|resources: \[pods\]|events\.k8s\.io' "$f"; then
+    bad "$(basename "$f"): grants trainingjobs, pods or events.k8s.io, which no code uses"; unused=1
+  fi
+done
+[[ $unused -eq 1 ]] || ok "no trainingjobs, pods or events.k8s.io permissions in any render"
+expect "operator pod seccompProfile RuntimeDefault" '^        seccompProfile:$' "$r"
 
 summary

@@ -20,15 +20,19 @@ TEST_CASE("the agent DaemonSet runs with only the capabilities it needs", "[oper
   REQUIRE(pod["serviceAccountName"] == "lockstep-agent");
   REQUIRE(pod["priorityClassName"] == "system-node-critical");
   REQUIRE(pod["tolerations"][0]["key"] == "nvidia.com/gpu");
-  const Json& caps = pod["containers"][0]["securityContext"]["capabilities"];
-  REQUIRE(caps["add"] == Json::array({"NET_ADMIN"}));
-  REQUIRE(caps["drop"] == Json::array({"ALL"}));
-  REQUIRE_FALSE(pod["containers"][0]["securityContext"].contains("privileged"));
+  REQUIRE(pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault");
+  const Json& sc = pod["containers"][0]["securityContext"];
+  REQUIRE(sc["capabilities"]["drop"] == Json::array({"ALL"}));
+  REQUIRE_FALSE(sc["capabilities"].contains("add"));  // no NET_ADMIN until fabric failover needs it
+  REQUIRE(sc["allowPrivilegeEscalation"] == false);
+  REQUIRE(sc["readOnlyRootFilesystem"] == true);
+  REQUIRE_FALSE(sc.contains("privileged"));
 
   spec.clock_sync.discipline_host_clock = true;
   Json ds2 = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
-  REQUIRE(ds2["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] ==
-          Json::array({"NET_ADMIN", "SYS_TIME"}));
+  const Json& sc2 = ds2["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+  REQUIRE(sc2["capabilities"]["add"] == Json::array({"SYS_TIME"}));
+  REQUIRE(sc2["capabilities"]["drop"] == Json::array({"ALL"}));
 }
 
 TEST_CASE("a config change changes the pod template hash", "[operator]") {

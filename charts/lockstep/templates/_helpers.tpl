@@ -64,15 +64,18 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.agent.image.repository (default .Chart.AppVersion .Values.agent.image.tag) }}
 {{- end }}
 
-{{/* Name of the Secret holding the probe key (created by the chart or supplied). */}}
+{{/*
+Name of the Secret holding the probe key: the user's (probeKey.existingSecret)
+or <fullname>-probe-key, which the operator creates when missing. The chart
+renders no key material, so `helm template` output is stable.
+*/}}
 {{- define "lockstep.probeKeySecretName" -}}
-{{- if .Values.probeKey.existingSecret }}
-{{- .Values.probeKey.existingSecret }}
-{{- else if .Values.probeKey.create }}
-{{- printf "%s-probe-key" (include "lockstep.fullname" .) }}
-{{- else }}
-{{- fail "probeKey: set probeKey.create=true or name a Secret in probeKey.existingSecret; the agents need a shared key to authenticate probes" }}
+{{- default (printf "%s-probe-key" (include "lockstep.fullname" .)) .Values.probeKey.existingSecret }}
 {{- end }}
+
+{{/* The operator's leader-election Lease (its RBAC names it). */}}
+{{- define "lockstep.leaseName" -}}
+{{- printf "%s-operator" (include "lockstep.fullname" .) }}
 {{- end }}
 
 {{/* Name the operator gives its metrics Service (also the Prometheus job label). */}}

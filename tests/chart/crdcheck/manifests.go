@@ -6,8 +6,8 @@ package main
 //   - lockstep.dev objects (the default FabricPolicy) pass their CRD's
 //     validation after defaulting, as on create;
 //   - ValidatingAdmissionPolicies compile with the API server's CEL compiler
-//     and behave as intended for the agent (own node allowed, other node denied,
-//     other users and requests without node info not matched).
+//     and behave as intended for the agent (own node allowed, other node and
+//     tokens without node info denied, other users not matched).
 
 import (
 	"context"
@@ -181,8 +181,9 @@ func checkAgentPolicy(what string, policy *admissionregistrationv1.ValidatingAdm
 	scenarios := []scenario{
 		{"agent updates its own node's FabricHealth", agentOn("gpu-1"), "gpu-1", false, ""},
 		{"agent updates another node's FabricHealth", agentOn("gpu-1"), "gpu-2", true, "may only write FabricHealth gpu-1, not gpu-2"},
-		{"agent token without node info", &user.DefaultInfo{Name: agentUser}, "gpu-2", false, ""},
-		{"agent token with other extras only", &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"JTI=x"}}}, "gpu-2", false, ""},
+		{"agent token without node info", &user.DefaultInfo{Name: agentUser}, "gpu-2", true, "carries no node name"},
+		{"agent token with other extras only", &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"JTI=x"}}}, "gpu-2", true, "carries no node name"},
+		{"agent token with an empty node name list", &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{nodeNameExtra: {}}}, "gpu-2", true, "carries no node name"},
 		{"operator updates any FabricHealth", &user.DefaultInfo{Name: "system:serviceaccount:lockstep:lockstep-operator"}, "gpu-2", false, ""},
 	}
 	gvr := schema.GroupVersionResource{Group: "lockstep.dev", Version: "v1alpha1", Resource: "fabrichealths"}
