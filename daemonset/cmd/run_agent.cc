@@ -17,6 +17,7 @@
 #include "lockstep/agent/config.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/net/host_clock.h"
+#include "lockstep/agent/net/probe_key_file.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "lockstep/agent/peer_selection.h"
@@ -281,7 +282,15 @@ int RunAgent(const CommandLine& cl) {
   if (kube_agent) kube_agent->Start();
   ready = true;
   TransportEvents idle;
+  // Key rotation: a rewritten probeKeyFile (a rotated Secret) becomes the
+  // signing key; the previous one is still accepted (PacketCodec::Rotate).
+  auto key_file = ProbeKeyFile::Open(config.probe_key_file);
   while (!g_stop) {
+    if (key_file.ok()) {
+      auto r = key_file->Reload(codec);
+      if (!r.ok()) log::Warn("probe key file not reloaded; keeping the current key", {{"error", r.error().message}});
+      if (r.ok() && *r) log::Info("probe key rotated; the previous key is still accepted", {});
+    }
     if (service) {
       service->RunOnce(std::chrono::milliseconds(100));
     } else {

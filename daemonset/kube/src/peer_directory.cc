@@ -89,6 +89,14 @@ PeerDirectory BuildPeerDirectory(const std::vector<Json>& healths,
     }
     if (ep) d.candidates.push_back({name, NodeIdFromName(name), *ep});
   }
+  // Known nodes are probed back at their published endpoint only; a node
+  // found through its Node address is known at that address.
+  for (PeerTarget& k : d.known) {
+    if (k.endpoint.port != 0) continue;
+    for (const PeerTarget& c : d.candidates) {
+      if (c.name == k.name) k.endpoint = c.endpoint;
+    }
+  }
   auto by_name = [](const PeerTarget& a, const PeerTarget& b) { return a.name < b.name; };
   std::sort(d.candidates.begin(), d.candidates.end(), by_name);
   std::sort(d.known.begin(), d.known.end(), by_name);

@@ -53,8 +53,10 @@ struct PeerTarget {
 struct ClockSyncOptions {
   std::string self_name;
   std::vector<PeerTarget> selected;  // peers we chose to probe
-  // Every configured node (empty: accept any authenticated sender). A port of
-  // 0 means "unknown": such a node is probed back at the address it sends from.
+  // Every configured node; `selected` are known too. Only known nodes are
+  // heard (others: unknown_sender) and probed back, at their endpoint here
+  // (never at a datagram's source address). A port of 0 means "no published
+  // endpoint": such a node is heard but not probed back.
   std::vector<PeerTarget> known;
   std::chrono::nanoseconds interval = std::chrono::milliseconds(20);
   // Within a coded pair. The purity check compares the stamped TX spacing with
@@ -124,6 +126,8 @@ class ClockSyncService {
   void ApplyPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known, MonoTime now);
   void SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known);
   void PublishTargetNames();
+  bool Knows(NodeId id) const;
+  void DropUnknownNodes(ReportBody& report);
 
   ProbeTransport& transport_;
   const NodeClock& node_clock_;

@@ -54,6 +54,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,8 +95,20 @@ enum class DropReason {
   kReplayed,         // sequence already seen or older than the replay window
   kMisdirected,      // destination is not this node
   kUnknownSender,    // authenticated, but not a node we know
+  kSeqAhead,         // sequence beyond the receiver's wall clock + kMaxClockSkewNs
+  kImplausibleTime,  // a timestamp or fit farther than kMaxClockSkewNs from ours
+  kUnknownNode,      // a gossip record about a node we do not know
+  kBadSignature,     // a gossip record whose origin signature does not verify
+  kUnknownSigner,    // a gossip record from a node whose public key we lack
 };
-inline constexpr int kNumDropReasons = 10;
+inline constexpr int kNumDropReasons = 15;
+// How far a sender's clock (its sequence numbers, timestamps, fits) may be from
+// the receiver's. Sequences start at the sender's wall clock and grow slower than
+// it, so a sequence beyond the receiver's wall clock + this is a forgery (one such
+// packet would otherwise silence that sender in the replay window for good).
+inline constexpr int64_t kMaxClockSkewNs = 60'000'000'000;
+// Gossiped drifts beyond this (1000 ppm) are not clocks.
+inline constexpr double kMaxDrift = 1e-3;
 const char* DropReasonName(DropReason r);
 
 struct ProbeBody {
@@ -169,8 +182,12 @@ class ProbeKey {
   std::string bytes_;
 };
 
-// Thread-safe: Encode/Decode are const and share only an immutable keyed
-// HMAC template (each call works on its own copy).
+// Thread-safe: Encode/Decode are const and work on copies of immutable keyed
+// HMAC templates; Rotate() swaps the templates under a mutex.
+//
+// Key rotation: the codec holds the current key and the one before it. Encode
+// signs with the current key; Decode accepts either, so packets from peers that
+// have not reloaded the Secret yet still authenticate until the next rotation.
 class PacketCodec {
  public:
   explicit PacketCodec(const ProbeKey& key);
@@ -186,11 +203,22 @@ class PacketCodec {
   // sender checks are PacketFilter's.
   std::variant<Packet, DropReason> Decode(std::span<const uint8_t> bytes) const;
 
+  // Makes `key` current and the current key the previous one (the older one is
+  // forgotten). Rotating to the current key again changes nothing. Thread-safe.
+  void Rotate(const ProbeKey& key);
+  // Number of keys accepted (1 before the first rotation, then 2).
+  int accepted_keys() const;
+
+  struct MacState;  // opaque: a keyed HMAC-SHA256 template
+
  private:
   // nullopt if OpenSSL fails (then nothing authenticates).
-  std::optional<std::array<uint8_t, kMacSize>> Mac(std::span<const uint8_t> data) const;
-  struct MacState;
-  std::unique_ptr<MacState> mac_;
+  static std::optional<std::array<uint8_t, kMacSize>> Mac(const MacState& key, std::span<const uint8_t> data);
+  std::pair<std::shared_ptr<const MacState>, std::shared_ptr<const MacState>> Keys() const;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const MacState> current_;   // GUARDED_BY(mu_)
+  std::shared_ptr<const MacState> previous_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace lockstep::agent
