@@ -257,3 +257,122 @@ TEST_CASE("garbage and replays reaching an agent are counted by reason", "[daemo
 
 }  // namespace
 }  // namespace lockstep::agent
+
+namespace lockstep::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// An authenticated probe as a key holder would forge it: current sequence and
+// timestamps, so only the sender check can stop it.
+std::vector<uint8_t> ForgedProbe(const PacketCodec& codec, NodeId sender, NodeId dest, const Clock& wall,
+                                 const NodeClock& node_clock, uint64_t pair_seq) {
+  ProbeBody b;
+  b.pair_seq = pair_seq;
+  b.spacing_ns = 5'000;
+  b.tx_app_ns = node_clock.NowNs();
+  auto seq = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(wall.Wall().time_since_epoch()).count());
+  return *codec.Encode(Packet{sender, dest, seq + pair_seq, b});
+}
+
+size_t Drain(ProbeTransport& t) {
+  TransportEvents ev;
+  (void)t.Poll(0ns, ev);
+  return ev.received.size();
+}
+
+TEST_CASE("a probe from an unknown sender, or from a forged source address, draws zero replies",
+          "[daemonset][clocksync][netsurface]") {
+  // Before discovery (no known nodes: every sender is unknown) and after.
+  const bool discovered = GENERATE(false, true);
+  Testbed bed(3, 2, 5, {}, /*configured_peers=*/discovered);
+  test::ManualNodeClock attacker_clock;
+  const Endpoint attacker_ep = *Endpoint::Parse("10.0.0.99", 7311);
+  auto attacker = bed.net_.Attach(attacker_ep, attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  size_t replies = 0;
+  for (int i = 0; i < 300; ++i) {  // 6 s of probes every 20 ms
+    // An unknown node id, and a known one (node-2) sent from our address.
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("intruder"), NodeIdFromName("node-0"),
+                                                bed.clock_, *victim.clock, 2 * i + 1));
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("node-2"), NodeIdFromName("node-0"),
+                                                bed.clock_, *victim.clock, 2 * i + 2));
+    bed.Run(20ms);
+    replies += Drain(*attacker);
+  }
+  REQUIRE(replies == 0);
+  REQUIRE(victim.service->filter().dropped(DropReason::kUnknownSender) == (discovered ? 300 : 600));
+  const auto peers = victim.service->Status().peers;
+  REQUIRE(std::find(peers.begin(), peers.end(), "node-intruder") == peers.end());
+  REQUIRE(peers.size() <= 2);
+}
+
+TEST_CASE("per-sender state stays bounded under many senders", "[daemonset][clocksync][netsurface]") {
+  Testbed bed(3, 2, 6);
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.98", 7311), attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  for (int i = 0; i < 20'000; ++i) {
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("fake-" + std::to_string(i)),
+                                                NodeIdFromName("node-0"), bed.clock_, *victim.clock, 1));
+    if (i % 1000 == 999) bed.Run(1ms);
+  }
+  bed.Run(2100ms);
+  REQUIRE(victim.service->filter().dropped(DropReason::kUnknownSender) == 20'000);
+  REQUIRE(victim.service->filter().tracked_senders() <= 2);  // the two real peers
+  REQUIRE(victim.service->Status().peers.size() <= 2);
+  REQUIRE(victim.service->Status().estimate.graph_nodes <= 3);
+}
+
+TEST_CASE("one packet with sequence 2^64-1 does not silence its sender", "[daemonset][clocksync][netsurface]") {
+  Testbed bed(3, 2, 7);
+  bed.Run(3s);
+  Node& victim = *bed.nodes_[0];
+  ProbeBody b;
+  b.pair_seq = 1;
+  b.tx_app_ns = victim.clock->NowNs();
+  Packet p{NodeIdFromName("node-1"), NodeIdFromName("node-0"), UINT64_MAX, b};
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.97", 7311), attacker_clock);
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(p));
+  const uint64_t replayed_before = victim.service->filter().dropped(DropReason::kReplayed);
+  const uint64_t accepted_before = victim.service->filter().accepted();
+  bed.Run(1s);
+  REQUIRE(victim.service->filter().dropped(DropReason::kSeqAhead) == 1);
+  REQUIRE(victim.service->filter().dropped(DropReason::kReplayed) == replayed_before);
+  REQUIRE(victim.service->filter().accepted() > accepted_before + 50);  // node-1 still heard
+  const std::string m = victim.registry.Render();
+  REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"seq_ahead\"} 1") != std::string::npos);
+}
+
+TEST_CASE("gossip with extreme or foreign timestamps is dropped, and the mesh still locks",
+          "[daemonset][clocksync][netsurface]") {
+  Testbed bed(4, 2, 8);
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.96", 7311), attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  auto wall_seq = [&] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(bed.clock_.Wall().time_since_epoch()).count());
+  };
+  const NodeId n1 = NodeIdFromName("node-1"), n2 = NodeIdFromName("node-2"), self = NodeIdFromName("node-0");
+  ReportBody far_model;
+  far_model.models.push_back({n2, INT64_MAX, 0, 0, 1, 1e-9f});
+  ReportBody far_edge;
+  far_edge.edges.push_back({std::min(n1, n2), std::max(n1, n2), INT64_MIN, 1e18, 0.5, 1, 1, 1e-9f, true});
+  ReportBody stranger;
+  stranger.models.push_back({NodeIdFromName("ghost"), victim.clock->NowNs(), 0, 0, 1, 1e-9f});
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq(), far_model}));
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq() + 1, far_edge}));
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq() + 2, stranger}));
+  bed.Run(8s);
+  REQUIRE(victim.service->filter().dropped(DropReason::kImplausibleTime) == 2);
+  const std::string m = victim.registry.Render();
+  REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"unknown_node\"} 1") != std::string::npos);
+  for (auto& n : bed.nodes_) REQUIRE(n->service->Read().state == ClockSyncState::kLocked);
+  REQUIRE(victim.service->Status().estimate.graph_nodes == 4);
+}
+
+}  // namespace
+}  // namespace lockstep::agent
