@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 20000;
   auto signer = NodeSigner::Generate();
   if (!signer.ok()) return 1;
-  std::vector<uint8_t> record(16 + kEdgeRecordSize, 0x5a);
+  std::vector<uint8_t> record(16 + kEdgeRecordSize - kSignatureSize, 0x5a);  // SigningBytes(edge)
   // CPU time of this thread: wall time on a shared, loaded machine says little.
   auto cpu_us = [] {
     timespec ts{};

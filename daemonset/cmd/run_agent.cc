@@ -121,7 +121,12 @@ int RunAgent(const CommandLine& cl) {
     if (port == 0) return ConfigError("peer \"" + p.name + "\" has no port and probe.port is 0; give it address IP:PORT");
     auto ep = Endpoint::Parse(p.address, port);
     if (!ep.ok()) return ConfigError("peer \"" + p.name + "\": " + ep.error().message);
-    known.push_back({p.name, NodeIdFromName(p.name), *ep});
+    if (!p.public_key.empty()) {
+      if (auto k = NodePublicKey::FromBase64(p.public_key); !k.ok()) {
+        return ConfigError("peer \"" + p.name + "\" publicKey: " + k.error().message);
+      }
+    }
+    known.push_back({p.name, NodeIdFromName(p.name), *ep, p.public_key});
   }
 
   log::SetComponent("agent");
@@ -146,6 +151,14 @@ int RunAgent(const CommandLine& cl) {
     return kExitFailure;
   }
   PacketCodec codec(*key);
+  // This node's signing key for its own gossip records (status.nodePublicKey).
+  Result<NodeSigner> signer = NodeSigner::Generate();
+  if (!config.node_key_file.empty()) {
+    auto seed = ReadFile(config.node_key_file, "nodeKeyFile");
+    if (!seed.ok()) return ConfigError(seed.error().message);
+    signer = NodeSigner::FromSeed(std::span(reinterpret_cast<const uint8_t*>(seed->data()), seed->size()));
+  }
+  if (!signer.ok()) return ConfigError("nodeKeyFile " + config.node_key_file + ": " + signer.error().message);
   uint64_t seed = cl.seed ? *cl.seed : NodeIdFromName(config.node_name);
   std::vector<PeerConfig> chosen = SelectPeers(config.peers, config.node_name, config.probe.peers_per_node, seed);
   ClockSyncOptions opts;
@@ -161,6 +174,7 @@ int RunAgent(const CommandLine& cl) {
   opts.max_error_bound_ns = config.clock_sync.max_error_bound_ns;
   opts.asymmetry_allowance_ns = config.clock_sync.asymmetry_allowance_ns;
   opts.seed = seed;
+  opts.signer = &*signer;
   std::unique_ptr<ClockSyncService> service;
   if (config.clock_sync.enabled) {
     service = std::make_unique<ClockSyncService>(**transport, node_clock, SystemClock::Instance(), codec, opts,
@@ -212,6 +226,7 @@ int RunAgent(const CommandLine& cl) {
     ko.advertise_address = cl.advertise_address.value_or("");
     ko.bind_address = config.bind_address;
     ko.bound_port = (*transport)->local().port;
+    ko.node_public_key = signer->public_key().base64();
     ko.report_interval = std::chrono::seconds(cl.report_interval_seconds);
     kube_agent = std::make_unique<KubeAgent>(*kube_api, SystemClock::Instance(), service.get(), ko, registry);
   }
@@ -278,7 +293,8 @@ int RunAgent(const CommandLine& cl) {
              {"clock_sync", config.clock_sync.enabled ? "enabled" : "disabled"},
              {"mode", kube_agent ? "kubernetes (" + (*kube_config)->server + ")" : "standalone"},
              {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
-             {"peers", selected_names}});
+             {"peers", selected_names},
+             {"node_public_key", signer->public_key().base64()}});
   if (kube_agent) kube_agent->Start();
   ready = true;
   TransportEvents idle;

@@ -170,6 +170,8 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
     // Dense a is us (id 0), so t_ref is on our clock; store with wire a < b
     // and t_ref on wire a's clock.
     if (e.a > e.b) e = FlipEdge(e);
+    e.signed_by_b = e.b == self_;
+    if (options_.signer != nullptr) e.sig = options_.signer->Sign(SigningBytes(e));
     gossip_[{e.a, e.b}] = e;
   }
   const clocksync::NodeId me = 0;
@@ -190,8 +192,10 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   est.adopted = discipline_.Update(sol.Model(me), local_now);
   if (est.adopted) {
     const clocksync::NodeModel& m = discipline_.model();
-    models_[self_] = {self_, m.t_ref_ns, m.offset_ns, m.drift, static_cast<float>(m.error_bound_ns),
-                      static_cast<float>(m.drift_sigma)};
+    ModelRecord own{self_, m.t_ref_ns, m.offset_ns, m.drift, static_cast<float>(m.error_bound_ns),
+                    static_cast<float>(m.drift_sigma)};
+    if (options_.signer != nullptr) own.sig = options_.signer->Sign(SigningBytes(own));
+    models_[self_] = own;
   }
   last_ = est;
   return est;

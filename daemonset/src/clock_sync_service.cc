@@ -7,6 +7,7 @@ namespace lockstep::agent {
 namespace {
 
 constexpr size_t kMaxTxRefs = 8192;
+constexpr size_t kMaxVerified = 8192;
 
 uint64_t SplitMix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -32,7 +33,8 @@ ClockSyncService::ClockSyncService(ProbeTransport& transport, const NodeClock& n
       rng_state_(options_.seed),
       model_(self_, ClockModelOptions{.window_ns = options_.window.count(),
                                       .lock_threshold_ns = static_cast<double>(options_.max_error_bound_ns),
-                                      .asymmetry_allowance_ns = static_cast<double>(options_.asymmetry_allowance_ns)}),
+                                      .asymmetry_allowance_ns = static_cast<double>(options_.asymmetry_allowance_ns),
+                                      .signer = options_.signer}),
       sent_(registry.Counter("lockstep_probe_sent_total", "Probe packets sent, by type", {"type"})),
       received_(registry.Counter("lockstep_probe_received_total", "Authenticated probe packets accepted, by type",
                                  {"type"})),
@@ -68,11 +70,14 @@ void ClockSyncService::SetPeers(std::vector<PeerTarget> selected, std::vector<Pe
 
 void ClockSyncService::SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known) {
   known_.clear();
+  public_keys_.clear();
   std::unordered_set<NodeId> ids;
   for (const auto* list : {&known, &selected}) {
     for (const PeerTarget& p : *list) {
       known_[p.id] = p;
       ids.insert(p.id);
+      if (p.public_key.empty()) continue;
+      if (auto k = NodePublicKey::FromBase64(p.public_key); k.ok()) public_keys_.insert_or_assign(p.id, *k);
     }
   }
   // Only known nodes are heard, probed back or kept state for.
@@ -258,6 +263,7 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
       received_.Inc({"report"});
       joiner_.OnReport(p.sender, report);
       DropUnknownNodes(report);
+      DropUnsigned(report);
       std::lock_guard lock(mu_);
       for (const EdgeRecord& e : report.edges) model_.AddRemoteEdge(e);
       for (const ModelRecord& m : report.models) model_.AddRemoteModel(m);
@@ -286,6 +292,38 @@ void ClockSyncService::DropUnknownNodes(ReportBody& report) {
   };
   drop(report.edges, [&](const EdgeRecord& e) { return !Knows(e.a) || !Knows(e.b); });
   drop(report.models, [&](const ModelRecord& m) { return !Knows(m.node); });
+}
+
+std::optional<DropReason> ClockSyncService::CheckSignature(NodeId signer, const std::vector<uint8_t>& bytes,
+                                                          const Signature& sig) {
+  if (signer == self_) return std::nullopt;  // our own, relayed back (the model ignores it)
+  auto key = public_keys_.find(signer);
+  if (key == public_keys_.end()) return DropReason::kUnknownSigner;
+  std::string id(bytes.begin(), bytes.end());
+  id.append(sig.begin(), sig.end());
+  if (verified_.contains(id)) return std::nullopt;
+  if (!key->second.Verify(bytes, sig)) return DropReason::kBadSignature;
+  verified_.insert(id);
+  verified_order_.push_back(std::move(id));
+  while (verified_order_.size() > kMaxVerified) {
+    verified_.erase(verified_order_.front());
+    verified_order_.pop_front();
+  }
+  return std::nullopt;
+}
+
+void ClockSyncService::DropUnsigned(ReportBody& report) {
+  if (public_keys_.empty()) return;  // no keys configured at all: unverified (see ClockSyncOptions::signer)
+  auto drop = [&](auto& records, auto check) {
+    auto end = std::remove_if(records.begin(), records.end(), [&](const auto& r) {
+      std::optional<DropReason> why = check(r);
+      if (why) dropped_.Inc({DropReasonName(*why)});
+      return why.has_value();
+    });
+    records.erase(end, records.end());
+  };
+  drop(report.edges, [&](const EdgeRecord& e) { return CheckSignature(e.signer(), SigningBytes(e), e.sig); });
+  drop(report.models, [&](const ModelRecord& m) { return CheckSignature(m.node, SigningBytes(m), m.sig); });
 }
 
 void ClockSyncService::CloseWindow() {

@@ -154,6 +154,7 @@ Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const st
     r.String("address", address, false);
     int64_t port = 0;
     r.Int("port", 1, 65535, port);
+    r.String("publicKey", p.public_key);
     r.RejectUnknown();
     if (!err.empty()) return InvalidArgument(err);
     if (p.name.empty()) return InvalidArgument(source + ": " + item + ".name is required");
@@ -239,6 +240,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     top.Int("flapAlertPerHour", 1, 10000, c.flap_alert_per_hour);
     top.Bool("loadBalancing", c.load_balancing);
     top.String("probeKeyFile", c.probe_key_file, false);
+    top.String("nodeKeyFile", c.node_key_file);
     top.Addr("healthAddr", c.health_addr);
     top.Addr("timeApiAddr", c.time_api_addr);
     YAML::Node peers = top.Child("peers");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <algorithm>
 
@@ -33,6 +34,35 @@ const char* DropReasonName(DropReason r) {
     case DropReason::kUnknownSigner: return "unknown_signer";
   }
   return "unknown";
+}
+
+std::vector<uint8_t> SigningBytes(const EdgeRecord& e) {
+  std::vector<uint8_t> out;
+  WireWriter w(out);
+  for (char c : std::string_view("lockstep edge v3")) w.U8(static_cast<uint8_t>(c));
+  w.U64(e.a);
+  w.U64(e.b);
+  w.I64(e.t_ref_ns);
+  w.U64(std::bit_cast<uint64_t>(e.offset_ns));
+  w.U64(std::bit_cast<uint64_t>(e.drift));
+  w.U32(std::bit_cast<uint32_t>(e.margin_ns));
+  w.U32(std::bit_cast<uint32_t>(e.offset_sigma_ns));
+  w.U32(std::bit_cast<uint32_t>(e.drift_sigma));
+  w.U32((e.drift_identified ? 1u : 0u) | (e.signed_by_b ? 2u : 0u));
+  return out;
+}
+
+std::vector<uint8_t> SigningBytes(const ModelRecord& m) {
+  std::vector<uint8_t> out;
+  WireWriter w(out);
+  for (char c : std::string_view("lockstep model v3")) w.U8(static_cast<uint8_t>(c));
+  w.U64(m.node);
+  w.I64(m.t_ref_ns);
+  w.U64(std::bit_cast<uint64_t>(m.offset_ns));
+  w.U64(std::bit_cast<uint64_t>(m.drift));
+  w.U32(std::bit_cast<uint32_t>(m.error_bound_ns));
+  w.U32(std::bit_cast<uint32_t>(m.drift_sigma));
+  return out;
 }
 
 Result<ProbeKey> ProbeKey::FromBytes(std::string bytes) {
@@ -199,7 +229,8 @@ Result<std::vector<uint8_t>> PacketCodec::Encode(const Packet& p) const {
       w.U32(std::bit_cast<uint32_t>(e.margin_ns));
       w.U32(std::bit_cast<uint32_t>(e.offset_sigma_ns));
       w.U32(std::bit_cast<uint32_t>(e.drift_sigma));
-      w.U32(e.drift_identified ? 1 : 0);
+      w.U32((e.drift_identified ? 1u : 0u) | (e.signed_by_b ? 2u : 0u));
+      w.Bytes(e.sig);
     }
     for (const ModelRecord& m : report.models) {
       w.U64(m.node);
@@ -208,6 +239,7 @@ Result<std::vector<uint8_t>> PacketCodec::Encode(const Packet& p) const {
       w.U64(std::bit_cast<uint64_t>(m.drift));
       w.U32(std::bit_cast<uint32_t>(m.error_bound_ns));
       w.U32(std::bit_cast<uint32_t>(m.drift_sigma));
+      w.Bytes(m.sig);
     }
   }
   w.PatchU16(6, static_cast<uint16_t>(out.size() - kHeaderSize));
@@ -292,11 +324,13 @@ std::variant<Packet, DropReason> PacketCodec::Decode(std::span<const uint8_t> by
     e.offset_sigma_ns = std::bit_cast<float>(b.U32());
     e.drift_sigma = std::bit_cast<float>(b.U32());
     uint32_t flags = b.U32();
-    if ((flags & ~1u) != 0 || !std::isfinite(e.offset_ns) || !std::isfinite(e.drift) ||
+    b.Bytes(e.sig);
+    if ((flags & ~3u) != 0 || !std::isfinite(e.offset_ns) || !std::isfinite(e.drift) ||
         !std::isfinite(e.margin_ns) || !std::isfinite(e.offset_sigma_ns) || !std::isfinite(e.drift_sigma)) {
       return DropReason::kMalformed;
     }
     e.drift_identified = (flags & 1u) != 0;
+    e.signed_by_b = (flags & 2u) != 0;
   }
   report.models.resize(n_models);
   for (ModelRecord& m : report.models) {
@@ -306,6 +340,7 @@ std::variant<Packet, DropReason> PacketCodec::Decode(std::span<const uint8_t> by
     m.drift = std::bit_cast<double>(b.U64());
     m.error_bound_ns = std::bit_cast<float>(b.U32());
     m.drift_sigma = std::bit_cast<float>(b.U32());
+    b.Bytes(m.sig);
     if (!std::isfinite(m.offset_ns) || !std::isfinite(m.drift) || !std::isfinite(m.error_bound_ns) ||
         !std::isfinite(m.drift_sigma) || m.error_bound_ns < 0 || m.drift_sigma < 0) {
       return DropReason::kMalformed;

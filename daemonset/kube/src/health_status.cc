@@ -88,6 +88,11 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   } else {
     s["probeAddresses"] = report.probe_addresses;
   }
+  if (report.node_public_key.empty()) {
+    s.erase("nodePublicKey");
+  } else {
+    s["nodePublicKey"] = report.node_public_key;  // peers verify our gossip records with it
+  }
   s["rails"] = std::to_string(report.rails_up) + "/" + std::to_string(report.rails_total);
   s["railsUp"] = report.rails_up;
   s["railsTotal"] = report.rails_total;

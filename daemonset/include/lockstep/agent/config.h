@@ -24,6 +24,7 @@ struct PeerConfig {
   std::string name;
   std::string address;  // IPv4 literal
   int port = 0;         // 0 = the agent's probe.port
+  std::string public_key{};  // optional: its Ed25519 node key, base64 (verifies its gossip)
   bool operator==(const PeerConfig&) const = default;
 };
 
@@ -51,6 +52,9 @@ struct AgentConfig {
   int flap_alert_per_hour = 8;
   bool load_balancing = true;
   std::string probe_key_file = "/etc/lockstep/probe-key/key";
+  // This node's Ed25519 signing key (32 raw bytes); "" = a fresh key pair at
+  // every start (published in FabricHealth status.nodePublicKey).
+  std::string node_key_file;
   HostPort health_addr{"0.0.0.0", 9610};
   HostPort time_api_addr{"127.0.0.1", 9611};
   std::string bind_address = "0.0.0.0";  // probe socket; flag only

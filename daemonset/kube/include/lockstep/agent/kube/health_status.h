@@ -39,6 +39,7 @@ struct ClockSnapshot {
 struct AgentReport {
   std::string node_name;
   std::vector<std::string> probe_addresses;  // "IPv4:port", one per rail
+  std::string node_public_key;  // status.nodePublicKey: Ed25519, base64 ("" = omit)
   int rails_up = 0;
   int rails_total = 0;
   int flaps_last_hour = 0;
