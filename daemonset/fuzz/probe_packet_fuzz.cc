@@ -112,8 +112,8 @@ struct Pipeline {
   Pipeline() {
     ClockSyncOptions o;
     o.self_name = "fuzz-self";
-    o.known = {{"fuzz-a", kPeerA, *Endpoint::Parse("10.0.0.2", 7311)},
-               {"fuzz-b", kPeerB, *Endpoint::Parse("10.0.0.3", 7311)}};
+    o.known = {{"fuzz-a", kPeerA, *Endpoint::Parse("10.0.0.2", 7311), ""},
+               {"fuzz-b", kPeerB, *Endpoint::Parse("10.0.0.3", 7311), ""}};
     o.selected = {o.known[0]};
     service = std::make_unique<ClockSyncService>(transport, node_clock, clock, Codec(), o, registry);
   }
