@@ -144,6 +144,7 @@ Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const st
     r.String("address", address, false);
     int64_t port = 0;
     r.Int("port", 1, 65535, port);
+    r.String("publicKey", p.public_key);
     r.RejectUnknown();
     if (!err.empty()) return InvalidArgument(err);
     if (p.name.empty()) return InvalidArgument(source + ": " + item + ".name is required");
@@ -223,6 +224,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       r.RejectUnknown();
     }
     top.String("probeKeyFile", c.probe_key_file, false);
+    top.String("nodeKeyFile", c.node_key_file);
     top.Addr("healthAddr", c.health_addr);
     top.Addr("timeApiAddr", c.time_api_addr);
     YAML::Node peers = top.Child("peers");
@@ -266,6 +268,7 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Key << "maxErrorBoundNs" << YAML::Value << c.clock_sync.max_error_bound_ns
     << YAML::Key << "asymmetryAllowanceNs" << YAML::Value << c.clock_sync.asymmetry_allowance_ns << YAML::EndMap;
   y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
+  if (!c.node_key_file.empty()) y << YAML::Key << "nodeKeyFile" << YAML::Value << c.node_key_file;
   y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();
   y << YAML::Key << "timeApiAddr" << YAML::Value << c.time_api_addr.ToString();
   if (!c.peers.empty()) {
@@ -274,6 +277,7 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
       y << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "address" << YAML::Value
         << p.address;
       if (p.port != 0) y << YAML::Key << "port" << YAML::Value << p.port;
+      if (!p.public_key.empty()) y << YAML::Key << "publicKey" << YAML::Value << p.public_key;
       y << YAML::EndMap;
     }
     y << YAML::EndSeq;

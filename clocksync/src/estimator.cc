@@ -14,6 +14,10 @@ constexpr double kMinChiSquare = 0.25;
 // kAnchored: an anchor counts if it is within 3 of its bounds + 100 ns of the median.
 constexpr double kAnchorGateBounds = 3.0;
 constexpr double kAnchorGateFloorNs = 100.0;
+// Timestamps beyond +-2^62 ns (~146 years from the epoch) are rejected, so the
+// difference of any two accepted ones (and of them and a window end) fits int64.
+constexpr int64_t kMaxAbsTimestampNs = int64_t{1} << 62;
+bool TimeInRange(int64_t t) { return t <= kMaxAbsTimestampNs && t >= -kMaxAbsTimestampNs; }
 
 std::string Id(NodeId n) { return std::to_string(n); }
 
@@ -119,6 +123,10 @@ Status Estimator::AddPair(const ProbePair& p) {
     ++rejected_;
     return InvalidArgument("clocksync: bad probe endpoints " + Id(p.src) + "->" + Id(p.dst));
   }
+  if (!TimeInRange(p.tx0_ns) || !TimeInRange(p.rx0_ns) || !TimeInRange(p.tx1_ns) || !TimeInRange(p.rx1_ns)) {
+    ++rejected_;
+    return InvalidArgument("clocksync: probe timestamps must be within +-2^62 ns");
+  }
   const int64_t dtx = p.tx1_ns - p.tx0_ns;
   const int64_t drx = p.rx1_ns - p.rx0_ns;
   constexpr int64_t kLim = std::numeric_limits<int32_t>::max();
@@ -139,6 +147,10 @@ Status Estimator::AddPair(const ProbePair& p) {
 }
 
 Status Estimator::AddEdgeSummary(const EdgeSummary& s) {
+  if (!TimeInRange(s.t_ref_ns) || !std::isfinite(s.offset_ns) || !std::isfinite(s.drift)) {
+    ++rejected_;
+    return InvalidArgument("clocksync: edge summary needs t_ref within +-2^62 ns and a finite fit");
+  }
   if (s.a >= s.b || s.b > options_.max_node_id) {
     ++rejected_;
     return InvalidArgument("clocksync: edge summary needs a < b <= max_node_id (got " + Id(s.a) +
@@ -154,7 +166,7 @@ Status Estimator::AddEdgeSummary(const EdgeSummary& s) {
 
 Status Estimator::AddAnchor(NodeId node, const NodeModel& model) {
   if (node > options_.max_node_id) return InvalidArgument("clocksync: anchor id " + Id(node) + " above max_node_id");
-  if (!model.valid || !std::isfinite(model.offset_ns) || !std::isfinite(model.drift) ||
+  if (!model.valid || !TimeInRange(model.t_ref_ns) || !std::isfinite(model.offset_ns) || !std::isfinite(model.drift) ||
       !(model.error_bound_ns >= 0) || !std::isfinite(model.error_bound_ns) || !(model.drift_sigma >= 0)) {
     return InvalidArgument("clocksync: anchor for node " + Id(node) + " needs a valid model with finite values");
   }
@@ -362,10 +374,19 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
       auto& r = by_comp[c];
       if (r.empty()) continue;
       std::sort(r.begin(), r.end());
+      // No anchor weighs more than the component's median anchor weight: a
+      // node claiming a tiny bound (weight 1/bound^2) cannot outvote the rest,
+      // so one node moves fabric time by at most its share of a typical weight
+      // (and the gate leaves it out when it is far off).
+      std::vector<double> ws;
+      for (const auto& [d, v] : r) ws.push_back(prep.gauge_w[v]);
+      std::nth_element(ws.begin(), ws.begin() + static_cast<std::ptrdiff_t>(ws.size() / 2), ws.end());
+      const double cap = ws[ws.size() / 2];
+      auto weight = [&](NodeId v) { return std::min(prep.gauge_w[v], cap); };
       double total = 0, acc = 0, median = r.front().first;
-      for (const auto& [d, v] : r) total += prep.gauge_w[v];
+      for (const auto& [d, v] : r) total += weight(v);
       for (const auto& [d, v] : r) {
-        acc += prep.gauge_w[v];
+        acc += weight(v);
         if (acc >= total / 2) { median = d; break; }
       }
       double w = 0, sum = 0, dsum = 0;
@@ -373,9 +394,9 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
         const bool gated = options_.gauge == GaugeMode::kAnchored &&
                            std::abs(d - median) > kAnchorGateBounds / std::sqrt(prep.gauge_w[v]) + kAnchorGateFloorNs;
         if (gated) continue;
-        w += prep.gauge_w[v];
-        sum += prep.gauge_w[v] * d;
-        if (drift != nullptr) dsum += prep.gauge_w[v] * (prep.gauge_drift[v] - (*drift)[v]);
+        w += weight(v);
+        sum += weight(v) * d;
+        if (drift != nullptr) dsum += weight(v) * (prep.gauge_drift[v] - (*drift)[v]);
       }
       has[c] = 1;  // w > 0: the median's own node always counts
       shift[c] = sum / w;
@@ -490,6 +511,7 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
 }
 
 Result<Solution> Estimator::Solve(int64_t window_end_ns) {
+  if (!TimeInRange(window_end_ns)) return InvalidArgument("clocksync: window end must be within +-2^62 ns");
   if (have_prev_ && window_end_ns <= prev_t_ref_) {
     return InvalidArgument("clocksync: Solve(" + std::to_string(window_end_ns) +
                            ") must be after the previous window end " + std::to_string(prev_t_ref_));

@@ -19,6 +19,7 @@
 #include "lockstep/agent/config.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/net/host_clock.h"
+#include "lockstep/agent/net/probe_key_file.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "lockstep/agent/virtual_clock.h"
@@ -140,8 +141,17 @@ int RunAgent(const CommandLine& cl) {
     return kExitFailure;
   }
   PacketCodec codec(*key);
+  // This node's signing key for its own gossip records (status.nodePublicKey).
+  Result<NodeSigner> signer = NodeSigner::Generate();
+  if (!config.node_key_file.empty()) {
+    auto seed = ReadFile(config.node_key_file, "nodeKeyFile");
+    if (!seed.ok()) return ConfigError(seed.error().message);
+    signer = NodeSigner::FromSeed(std::span(reinterpret_cast<const uint8_t*>(seed->data()), seed->size()));
+  }
+  if (!signer.ok()) return ConfigError("nodeKeyFile " + config.node_key_file + ": " + signer.error().message);
   uint64_t seed = cl.seed ? *cl.seed : NodeIdFromName(config.node_name);
   ClockSyncOptions opts = MakeClockSyncOptions(config, *known, seed);
+  opts.signer = &*signer;
   std::unique_ptr<ClockSyncService> service;
   if (config.clock_sync.enabled) {
     service = std::make_unique<ClockSyncService>(**transport, node_clock, SystemClock::Instance(), codec, opts,
@@ -192,6 +202,7 @@ int RunAgent(const CommandLine& cl) {
     ko.advertise_address = cl.advertise_address.value_or("");
     ko.bind_address = config.bind_address;
     ko.bound_port = (*transport)->local().port;
+    ko.node_public_key = signer->public_key().base64();
     ko.report_interval = std::chrono::seconds(cl.report_interval_seconds);
     kube_agent = std::make_unique<KubeAgent>(*kube_api, SystemClock::Instance(), service.get(), ko, registry);
   }
@@ -258,11 +269,20 @@ int RunAgent(const CommandLine& cl) {
              {"clock_sync", config.clock_sync.enabled ? "enabled" : "disabled"},
              {"mode", kube_agent ? "kubernetes (" + (*kube_config)->server + ")" : "standalone"},
              {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
-             {"peers", selected_names}});
+             {"peers", selected_names},
+             {"node_public_key", signer->public_key().base64()}});
   if (kube_agent) kube_agent->Start();
   ready = true;
   TransportEvents idle;
+  // Key rotation: a rewritten probeKeyFile (a rotated Secret) becomes the
+  // signing key; the previous one is still accepted (PacketCodec::Rotate).
+  auto key_file = ProbeKeyFile::Open(config.probe_key_file);
   while (!g_stop) {
+    if (key_file.ok()) {
+      auto r = key_file->Reload(codec);
+      if (!r.ok()) log::Warn("probe key file not reloaded; keeping the current key", {{"error", r.error().message}});
+      if (r.ok() && *r) log::Info("probe key rotated; the previous key is still accepted", {});
+    }
     if (service) {
       service->RunOnce(std::chrono::milliseconds(100));
     } else {

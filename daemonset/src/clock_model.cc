@@ -26,6 +26,18 @@ int64_t ClampBound(double b) {
   return static_cast<int64_t>(std::ceil(b));
 }
 
+// Gossip the filter would not have let in (PacketFilter's acceptance window):
+// kept out here too, so no record can reach int64 overflow in FlipEdge or the
+// estimator, whoever calls us.
+bool Plausible(int64_t t_ref_ns, double offset_ns, double drift) {
+  constexpr int64_t kMaxAbs = int64_t{1} << 62;
+  return t_ref_ns <= kMaxAbs && t_ref_ns >= -kMaxAbs && std::fabs(offset_ns) <= static_cast<double>(kMaxClockSkewNs) &&
+         std::fabs(drift) <= kMaxDrift;
+}
+
+// |a - b| in double: no int64 overflow whatever the inputs.
+double AbsDiff(double a, double b) { return std::fabs(a - b); }
+
 // Up to `max` values of `table`, continuing from `cursor` (round robin).
 template <typename Map>
 auto Rotate(const Map& table, size_t& cursor, size_t max) {
@@ -77,6 +89,7 @@ void ClockModel::AddPair(const CodedPair& p) {
 
 void ClockModel::AddRemoteEdge(const EdgeRecord& edge) {
   if (edge.a >= edge.b || !(edge.offset_sigma_ns > 0) || !(edge.drift_sigma > 0)) return;
+  if (!Plausible(edge.t_ref_ns, edge.offset_ns, edge.drift)) return;
   if (edge.a == self_ || edge.b == self_) return;  // our own edges we measure ourselves
   auto key = std::make_pair(edge.a, edge.b);
   auto it = gossip_.find(key);
@@ -86,6 +99,7 @@ void ClockModel::AddRemoteEdge(const EdgeRecord& edge) {
 
 void ClockModel::AddRemoteModel(const ModelRecord& model) {
   if (model.node == self_) return;  // we know what we serve
+  if (!Plausible(model.t_ref_ns, model.offset_ns, model.drift)) return;
   auto it = models_.find(model.node);
   if (it != models_.end() && it->second.t_ref_ns >= model.t_ref_ns) return;  // not newer
   models_[model.node] = model;
@@ -99,7 +113,9 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   const int64_t fabric_now = discipline_.has_model() ? clocksync::ToFabric(discipline_.model(), local_now) : local_now;
   for (auto it = models_.begin(); it != models_.end();) {
     const ModelRecord& m = it->second;
-    if (static_cast<double>(fabric_now - m.t_ref_ns) > max_age) {
+    // Too old, or dated in the future (it would never age out and, being
+    // "newest", would block the node's real model).
+    if (AbsDiff(static_cast<double>(fabric_now), static_cast<double>(m.t_ref_ns)) > max_age) {
       it = models_.erase(it);
       continue;
     }
@@ -110,7 +126,7 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   for (auto it = gossip_.begin(); it != gossip_.end();) {
     const EdgeRecord& r = it->second;
     double t_ref_ours = static_cast<double>(r.t_ref_ns) - RelativeOffset(r.a);
-    if (static_cast<double>(local_now) - t_ref_ours > max_age) {
+    if (AbsDiff(static_cast<double>(local_now), t_ref_ours) > max_age) {
       it = gossip_.erase(it);
       continue;
     }
@@ -152,6 +168,8 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
     // Dense a is us (id 0), so t_ref is on our clock; store with wire a < b
     // and t_ref on wire a's clock.
     if (e.a > e.b) e = FlipEdge(e);
+    e.signed_by_b = e.b == self_;
+    if (options_.signer != nullptr) e.sig = options_.signer->Sign(SigningBytes(e));
     gossip_[{e.a, e.b}] = e;
   }
   const clocksync::NodeId me = 0;
@@ -172,8 +190,10 @@ ClockEstimate ClockModel::CloseWindow(int64_t local_now) {
   est.adopted = discipline_.Update(sol.Model(me), local_now);
   if (est.adopted) {
     const clocksync::NodeModel& m = discipline_.model();
-    models_[self_] = {self_, m.t_ref_ns, m.offset_ns, m.drift, static_cast<float>(m.error_bound_ns),
-                      static_cast<float>(m.drift_sigma)};
+    ModelRecord own{self_, m.t_ref_ns, m.offset_ns, m.drift, static_cast<float>(m.error_bound_ns),
+                    static_cast<float>(m.drift_sigma)};
+    if (options_.signer != nullptr) own.sig = options_.signer->Sign(SigningBytes(own));
+    models_[self_] = own;
   }
   last_ = est;
   return est;

@@ -7,6 +7,7 @@ namespace lockstep::agent {
 namespace {
 
 constexpr size_t kMaxTxRefs = 8192;
+constexpr size_t kMaxVerified = 8192;
 
 uint64_t SplitMix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -32,7 +33,8 @@ ClockSyncService::ClockSyncService(ProbeTransport& transport, const NodeClock& n
       rng_state_(options_.seed),
       model_(self_, ClockModelOptions{.window_ns = options_.window.count(),
                                       .lock_threshold_ns = static_cast<double>(options_.max_error_bound_ns),
-                                      .asymmetry_allowance_ns = static_cast<double>(options_.asymmetry_allowance_ns)}),
+                                      .asymmetry_allowance_ns = static_cast<double>(options_.asymmetry_allowance_ns),
+                                      .signer = options_.signer}),
       sent_(registry.Counter("lockstep_probe_sent_total", "Probe packets sent, by type", {"type"})),
       received_(registry.Counter("lockstep_probe_received_total", "Authenticated probe packets accepted, by type",
                                  {"type"})),
@@ -68,15 +70,19 @@ void ClockSyncService::SetPeers(std::vector<PeerTarget> selected, std::vector<Pe
 
 void ClockSyncService::SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known) {
   known_.clear();
+  public_keys_.clear();
   std::unordered_set<NodeId> ids;
   for (const auto* list : {&known, &selected}) {
     for (const PeerTarget& p : *list) {
       known_[p.id] = p;
       ids.insert(p.id);
+      if (p.public_key.empty()) continue;
+      if (auto k = NodePublicKey::FromBase64(p.public_key); k.ok()) public_keys_.insert_or_assign(p.id, *k);
     }
   }
-  // An empty `known` accepts any authenticated sender.
-  filter_.SetKnownSenders(known.empty() ? std::unordered_set<NodeId>{} : std::move(ids));
+  // Only known nodes are heard, probed back or kept state for.
+  joiner_.RetainOnly(ids);
+  filter_.SetKnownSenders(std::move(ids));
 }
 
 void ClockSyncService::ApplyPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known, MonoTime now) {
@@ -85,10 +91,15 @@ void ClockSyncService::ApplyPeers(std::vector<PeerTarget> selected, std::vector<
   for (const PeerTarget& p : selected) {
     if (p.id != self_) wanted[p.id] = &p;
   }
-  for (auto& [id, t] : targets_) {
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    auto k = known_.find(it->first);
+    if (k == known_.end() || k->second.endpoint.port == 0) {
+      it = targets_.erase(it);  // no longer known, or no published endpoint
+      continue;
+    }
+    auto& [id, t] = *it++;
     t.selected = wanted.contains(id);
-    auto k = known_.find(id);
-    if (k == known_.end() || k->second.endpoint.port == 0 || k->second.endpoint == t.peer.endpoint) continue;
+    if (k->second.endpoint == t.peer.endpoint) continue;
     // The peer moved (a restarted agent): its pair state is meaningless now.
     joiner_.Forget(id);
     t.peer.endpoint = k->second.endpoint;
@@ -213,24 +224,30 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
     tx_refs_.erase(it);
   }
   bool targets_changed = false;
+  const ReceiverClocks clocks{
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.Wall().time_since_epoch()).count(),
+      node_clock_.NowNs()};
   for (const ReceivedDatagram& d : ev.received) {
-    auto accepted = filter_.Accept(d.bytes);
+    auto accepted = filter_.Accept(d.bytes, clocks);
     if (auto* reason = std::get_if<DropReason>(&accepted)) {
       dropped_.Inc({DropReasonName(*reason)});
       continue;
     }
-    const Packet& p = std::get<Packet>(accepted);
-    // Every node that probes us is probed back, so each edge has both directions.
-    auto [it, fresh] = targets_.try_emplace(p.sender);
-    Target& t = it->second;
-    if (fresh) {
-      auto k = known_.find(p.sender);
-      t.peer = k != known_.end() ? k->second : PeerTarget{"node-" + std::to_string(p.sender), p.sender, d.from};
-      if (k == known_.end() || k->second.endpoint.port == 0) t.peer.endpoint = d.from;
-      t.next_send = Phase(now);
-      targets_changed = true;
+    Packet& p = std::get<Packet>(accepted);
+    // Every known node that probes us is probed back, so each edge has both
+    // directions; always at the endpoint discovery published, never at the
+    // datagram's source address (which a key holder can forge). The filter
+    // admits only known senders.
+    auto k = known_.find(p.sender);
+    if (k != known_.end() && k->second.endpoint.port != 0) {
+      auto [it, fresh] = targets_.try_emplace(p.sender);
+      if (fresh) {
+        it->second.peer = k->second;
+        it->second.next_send = Phase(now);
+        targets_changed = true;
+      }
+      it->second.last_heard = now;
     }
-    t.last_heard = now;
     if (const auto* probe = std::get_if<ProbeBody>(&p.body)) {
       received_.Inc({"probe"});
       // A user-space stamp is a different (worse) measurement: keep it out of
@@ -242,9 +259,11 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
         unstamped_.Inc();
       }
     } else {
-      const auto& report = std::get<ReportBody>(p.body);
+      auto& report = std::get<ReportBody>(p.body);
       received_.Inc({"report"});
       joiner_.OnReport(p.sender, report);
+      DropUnknownNodes(report);
+      DropUnsigned(report);
       std::lock_guard lock(mu_);
       for (const EdgeRecord& e : report.edges) model_.AddRemoteEdge(e);
       for (const ModelRecord& m : report.models) model_.AddRemoteModel(m);
@@ -258,6 +277,53 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
   for (const CodedPair& pair : ready) pairs_.Inc({pair.src == self_ ? "outbound" : "inbound"});
   complete_pairs_ += ready.size();
   if (targets_changed) PublishTargetNames();
+}
+
+bool ClockSyncService::Knows(NodeId id) const { return id == self_ || known_.contains(id); }
+
+void ClockSyncService::DropUnknownNodes(ReportBody& report) {
+  // Gossip about nodes we do not know would grow our tables (and the solve)
+  // without bound: a key holder could invent any number of node ids.
+  auto drop = [&](auto& records, auto unknown) {
+    auto end = std::remove_if(records.begin(), records.end(), unknown);
+    auto n = static_cast<uint64_t>(records.end() - end);
+    if (n > 0) dropped_.Inc({DropReasonName(DropReason::kUnknownNode)}, static_cast<double>(n));
+    records.erase(end, records.end());
+  };
+  drop(report.edges, [&](const EdgeRecord& e) { return !Knows(e.a) || !Knows(e.b); });
+  drop(report.models, [&](const ModelRecord& m) { return !Knows(m.node); });
+}
+
+std::optional<DropReason> ClockSyncService::CheckSignature(NodeId signer, const std::vector<uint8_t>& bytes,
+                                                          const Signature& sig) {
+  if (signer == self_) return std::nullopt;  // our own, relayed back (the model ignores it)
+  auto key = public_keys_.find(signer);
+  if (key == public_keys_.end()) return DropReason::kUnknownSigner;
+  std::string id(bytes.begin(), bytes.end());
+  id.append(sig.begin(), sig.end());
+  if (verified_.contains(id)) return std::nullopt;
+  if (!key->second.Verify(bytes, sig)) return DropReason::kBadSignature;
+  verified_.insert(id);
+  verified_order_.push_back(std::move(id));
+  while (verified_order_.size() > kMaxVerified) {
+    verified_.erase(verified_order_.front());
+    verified_order_.pop_front();
+  }
+  return std::nullopt;
+}
+
+void ClockSyncService::DropUnsigned(ReportBody& report) {
+  if (public_keys_.empty()) return;  // no keys configured at all: unverified (see ClockSyncOptions::signer)
+  auto drop = [&](auto& records, auto check) {
+    auto end = std::remove_if(records.begin(), records.end(), [&](const auto& r) {
+      std::optional<DropReason> why = check(r);
+      if (why) dropped_.Inc({DropReasonName(*why)});
+      return why.has_value();
+    });
+    records.erase(end, records.end());
+  };
+  drop(report.edges, [&](const EdgeRecord& e) { return CheckSignature(e.signer(), SigningBytes(e), e.sig); });
+  drop(report.models, [&](const ModelRecord& m) { return CheckSignature(m.node, SigningBytes(m), m.sig); });
 }
 
 void ClockSyncService::CloseWindow() {

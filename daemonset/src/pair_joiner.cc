@@ -93,4 +93,8 @@ std::vector<CodedPair> PairJoiner::TakeReady() {
 
 void PairJoiner::Forget(NodeId peer) { peers_.erase(peer); }
 
+void PairJoiner::RetainOnly(const std::unordered_set<NodeId>& keep) {
+  for (auto it = peers_.begin(); it != peers_.end();) it = keep.contains(it->first) ? std::next(it) : peers_.erase(it);
+}
+
 }  // namespace lockstep::agent

@@ -174,7 +174,7 @@ TEST_CASE("anchored gauge: a fresh solver continues the served fabric time witho
   const NodeId gone = 7;
   std::vector<ProbePair> probes;
   sc.Window(kWindow, gen, 24, [&](const ProbePair& p) { probes.push_back(p); }, gone);
-  auto jump = [&](GaugeMode mode, NodeId shifted, double shift_ns) {
+  auto jump = [&](GaugeMode mode, NodeId shifted, double shift_ns, double claimed_bound_ns = -1) {
     EstimatorOptions so;
     so.gauge = mode;
     Estimator est = Make(so);
@@ -182,6 +182,10 @@ TEST_CASE("anchored gauge: a fresh solver continues the served fabric time witho
     for (NodeId v = 0; v < sc.n; ++v) {
       NodeModel m = w1->Model(v);
       if (v == shifted) m.offset_ns += shift_ns;
+      if (v == shifted && claimed_bound_ns >= 0) {
+        m.error_bound_ns = claimed_bound_ns;
+        m.drift_sigma = 0;
+      }
       REQUIRE(est.AddAnchor(v, m).ok());
     }
     Result<Solution> w2 = est.Solve(static_cast<int64_t>(2 * kWindow));
@@ -198,6 +202,10 @@ TEST_CASE("anchored gauge: a fresh solver continues the served fabric time witho
   CHECK(std::abs(jump(GaugeMode::kAnchored, kMaxNodeId, 0)) < 20);
   // A node serving another fabric time (5 ms away) is gated out, not averaged in.
   CHECK(std::abs(jump(GaugeMode::kAnchored, 3, 5e6)) < 20);
+  // One node claiming a zero bound (weight 1/bound^2) and serving F 90 ns away,
+  // inside its own gate, moves fabric time by its capped share only: about
+  // 90/40 ns (uncapped it pulled fabric time by ~21 ns here).
+  CHECK(std::abs(jump(GaugeMode::kAnchored, 3, 90, 0.0)) < 8);
   // Without anchors the same solver would restart F at the mean clock.
   CHECK(std::abs(jump(GaugeMode::kMeanZero, kMaxNodeId, 0)) > 1000);
 }

@@ -9,6 +9,7 @@
 #include "fake_clock.h"
 #include "fake_network.h"
 #include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/node_signer.h"
 #include "lockstep/agent/peer_selection.h"
 #include "lockstep/agent/virtual_clock.h"
 #include "packet_samples.h"
@@ -26,6 +27,7 @@ struct Node {
   std::unique_ptr<VirtualClock> clock;
   std::unique_ptr<ProbeTransport> transport;
   metrics::Registry registry;
+  std::unique_ptr<NodeSigner> signer;
   std::unique_ptr<ClockSyncService> service;
 };
 
@@ -49,6 +51,10 @@ class Testbed {
       p.seed = rng();
       node->clock = std::make_unique<VirtualClock>(base_, p);
       node->transport = net_.Attach(node->ep, *node->clock);
+      std::vector<uint8_t> key_seed(32);  // its own generator: the clock draws stay as they were
+      std::mt19937_64 key_rng(seed + static_cast<uint64_t>(i));
+      for (auto& b : key_seed) b = static_cast<uint8_t>(key_rng());
+      node->signer = std::make_unique<NodeSigner>(*NodeSigner::FromSeed(key_seed));
       nodes_.push_back(std::move(node));
     }
     for (int i = 0; i < n; ++i) {
@@ -56,12 +62,14 @@ class Testbed {
       ClockSyncOptions o;
       o.self_name = node.name;
       o.seed = static_cast<uint64_t>(i) + 1;
+      o.signer = node.signer.get();
       if (!configured_peers) {
         node.service = std::make_unique<ClockSyncService>(*node.transport, *node.clock, clock_, codec_, o, node.registry);
         continue;
       }
-      for (const auto& p : all) {
-        if (p.name != node.name) o.known.push_back({p.name, NodeIdFromName(p.name), *Endpoint::Parse(p.address, 7311)});
+      for (size_t j = 0; j < all.size(); ++j) {
+        const auto& p = all[j];
+        if (p.name != node.name) o.known.push_back(Target(j));
       }
       for (const auto& p : SelectPeers(all, node.name, peers_per_node, NodeIdFromName(node.name))) {
         o.selected.push_back({p.name, NodeIdFromName(p.name), *Endpoint::Parse(p.address, 7311)});
@@ -72,9 +80,15 @@ class Testbed {
 
   // What Kubernetes discovery does: every node in `members` gets the others
   // as known nodes and peers_per_node of them as probe peers.
+  // What discovery knows about node i: name, endpoint, public key.
+  PeerTarget Target(size_t i) const {
+    const Node& n = *nodes_[i];
+    return {n.name, NodeIdFromName(n.name), n.ep, n.signer->public_key().base64()};
+  }
+
   void Discover(const std::vector<size_t>& members) {
     std::vector<PeerTarget> all;
-    for (size_t i : members) all.push_back({nodes_[i]->name, NodeIdFromName(nodes_[i]->name), nodes_[i]->ep});
+    for (size_t i : members) all.push_back(Target(i));
     std::vector<std::string> names;
     for (const auto& p : all) names.push_back(p.name);
     for (size_t i : members) {
@@ -253,6 +267,180 @@ TEST_CASE("garbage and replays reaching an agent are counted by reason", "[daemo
   const std::string m = bed.nodes_[0]->registry.Render();
   REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"unauthenticated\"} 2") != std::string::npos);
   REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"replayed\"} 1") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::agent
+
+namespace lockstep::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// An authenticated probe as a key holder would forge it: current sequence and
+// timestamps, so only the sender check can stop it.
+std::vector<uint8_t> ForgedProbe(const PacketCodec& codec, NodeId sender, NodeId dest, const Clock& wall,
+                                 const NodeClock& node_clock, uint64_t pair_seq) {
+  ProbeBody b;
+  b.pair_seq = pair_seq;
+  b.spacing_ns = 5'000;
+  b.tx_app_ns = node_clock.NowNs();
+  auto seq = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(wall.Wall().time_since_epoch()).count());
+  return *codec.Encode(Packet{sender, dest, seq + pair_seq, b});
+}
+
+size_t Drain(ProbeTransport& t) {
+  TransportEvents ev;
+  (void)t.Poll(0ns, ev);
+  return ev.received.size();
+}
+
+TEST_CASE("a probe from an unknown sender, or from a forged source address, draws zero replies",
+          "[daemonset][clocksync][netsurface]") {
+  // Before discovery (no known nodes: every sender is unknown) and after.
+  const bool discovered = GENERATE(false, true);
+  Testbed bed(3, 2, 5, {}, /*configured_peers=*/discovered);
+  test::ManualNodeClock attacker_clock;
+  const Endpoint attacker_ep = *Endpoint::Parse("10.0.0.99", 7311);
+  auto attacker = bed.net_.Attach(attacker_ep, attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  size_t replies = 0;
+  for (int i = 0; i < 300; ++i) {  // 6 s of probes every 20 ms
+    // An unknown node id, and a known one (node-2) sent from our address.
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("intruder"), NodeIdFromName("node-0"),
+                                                bed.clock_, *victim.clock, 2 * i + 1));
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("node-2"), NodeIdFromName("node-0"),
+                                                bed.clock_, *victim.clock, 2 * i + 2));
+    bed.Run(20ms);
+    replies += Drain(*attacker);
+  }
+  REQUIRE(replies == 0);
+  REQUIRE(victim.service->filter().dropped(DropReason::kUnknownSender) == (discovered ? 300 : 600));
+  const auto peers = victim.service->Status().peers;
+  REQUIRE(std::find(peers.begin(), peers.end(), "node-intruder") == peers.end());
+  REQUIRE(peers.size() <= 2);
+}
+
+TEST_CASE("per-sender state stays bounded under many senders", "[daemonset][clocksync][netsurface]") {
+  Testbed bed(3, 2, 6);
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.98", 7311), attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  for (int i = 0; i < 20'000; ++i) {
+    (void)attacker->Send(victim.ep, ForgedProbe(bed.codec_, NodeIdFromName("fake-" + std::to_string(i)),
+                                                NodeIdFromName("node-0"), bed.clock_, *victim.clock, 1));
+    if (i % 1000 == 999) bed.Run(1ms);
+  }
+  bed.Run(2100ms);
+  REQUIRE(victim.service->filter().dropped(DropReason::kUnknownSender) == 20'000);
+  REQUIRE(victim.service->filter().tracked_senders() <= 2);  // the two real peers
+  REQUIRE(victim.service->Status().peers.size() <= 2);
+  REQUIRE(victim.service->Status().estimate.graph_nodes <= 3);
+}
+
+TEST_CASE("one packet with sequence 2^64-1 does not silence its sender", "[daemonset][clocksync][netsurface]") {
+  Testbed bed(3, 2, 7);
+  bed.Run(3s);
+  Node& victim = *bed.nodes_[0];
+  ProbeBody b;
+  b.pair_seq = 1;
+  b.tx_app_ns = victim.clock->NowNs();
+  Packet p{NodeIdFromName("node-1"), NodeIdFromName("node-0"), UINT64_MAX, b};
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.97", 7311), attacker_clock);
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(p));
+  const uint64_t replayed_before = victim.service->filter().dropped(DropReason::kReplayed);
+  const uint64_t accepted_before = victim.service->filter().accepted();
+  bed.Run(1s);
+  REQUIRE(victim.service->filter().dropped(DropReason::kSeqAhead) == 1);
+  REQUIRE(victim.service->filter().dropped(DropReason::kReplayed) == replayed_before);
+  REQUIRE(victim.service->filter().accepted() > accepted_before + 50);  // node-1 still heard
+  const std::string m = victim.registry.Render();
+  REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"seq_ahead\"} 1") != std::string::npos);
+}
+
+TEST_CASE("gossip with extreme or foreign timestamps is dropped, and the mesh still locks",
+          "[daemonset][clocksync][netsurface]") {
+  Testbed bed(4, 2, 8);
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.96", 7311), attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  auto wall_seq = [&] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(bed.clock_.Wall().time_since_epoch()).count());
+  };
+  const NodeId n1 = NodeIdFromName("node-1"), n2 = NodeIdFromName("node-2"), self = NodeIdFromName("node-0");
+  ReportBody far_model;
+  far_model.models.push_back({n2, INT64_MAX, 0, 0, 1, 1e-9f});
+  ReportBody far_edge;
+  far_edge.edges.push_back({std::min(n1, n2), std::max(n1, n2), INT64_MIN, 1e18, 0.5, 1, 1, 1e-9f, true});
+  ReportBody stranger;
+  stranger.models.push_back({NodeIdFromName("ghost"), victim.clock->NowNs(), 0, 0, 1, 1e-9f});
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq(), far_model}));
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq() + 1, far_edge}));
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, wall_seq() + 2, stranger}));
+  bed.Run(8s);
+  REQUIRE(victim.service->filter().dropped(DropReason::kImplausibleTime) == 2);
+  const std::string m = victim.registry.Render();
+  REQUIRE(m.find("lockstep_probe_dropped_total{reason=\"unknown_node\"} 1") != std::string::npos);
+  for (auto& n : bed.nodes_) REQUIRE(n->service->Read().state == ClockSyncState::kLocked);
+  REQUIRE(victim.service->Status().estimate.graph_nodes == 4);
+}
+
+}  // namespace
+}  // namespace lockstep::agent
+
+namespace lockstep::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_CASE("a node holding the probe key cannot speak for another node's clock",
+          "[daemonset][clocksync][netsurface]") {
+  Testbed bed(4, 2, 12);
+  bed.Run(4s);
+  test::ManualNodeClock attacker_clock;
+  auto attacker = bed.net_.Attach(*Endpoint::Parse("10.0.0.95", 7311), attacker_clock);
+  Node& victim = *bed.nodes_[0];
+  const NodeId n1 = NodeIdFromName("node-1"), n2 = NodeIdFromName("node-2"), n3 = NodeIdFromName("node-3");
+  const NodeId self = NodeIdFromName("node-0");
+  auto seq = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(bed.clock_.Wall().time_since_epoch()).count());
+  // node-1 (the key holder, its own signer at hand) claims node-2 serves a
+  // model 1 ms away, signed by node-1, and invents an edge node-2 -- node-3.
+  ReportBody lie;
+  ModelRecord m{n2, victim.clock->NowNs(), 1e6, 0, 1, 1e-9f};
+  m.sig = bed.nodes_[1]->signer->Sign(SigningBytes(m));
+  lie.models.push_back(m);
+  EdgeRecord e{std::min(n2, n3), std::max(n2, n3), victim.clock->NowNs(), 5e5, 0, 10, 1, 1e-9f, true};
+  e.sig = bed.nodes_[1]->signer->Sign(SigningBytes(e));
+  lie.edges.push_back(e);
+  // Its own model, correctly signed, is accepted.
+  ModelRecord own{n1, victim.clock->NowNs(), 0, 0, 50, 1e-9f};
+  own.sig = bed.nodes_[1]->signer->Sign(SigningBytes(own));
+  lie.models.push_back(own);
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, seq, lie}));
+  bed.Run(10ms);
+  const std::string m1 = victim.registry.Render();
+  INFO(m1);
+  REQUIRE(m1.find("lockstep_probe_dropped_total{reason=\"bad_signature\"} 2") != std::string::npos);
+  // A node with no published key, while others have one: unknown_signer.
+  std::vector<PeerTarget> known, selected;
+  for (size_t i = 1; i < 4; ++i) known.push_back(bed.Target(i));
+  known[2].public_key.clear();  // node-3
+  victim.service->SetPeers({known[0]}, known);
+  ModelRecord m3{n3, victim.clock->NowNs(), 0, 0, 50, 1e-9f};
+  m3.sig = bed.nodes_[3]->signer->Sign(SigningBytes(m3));
+  ReportBody from3;
+  from3.models.push_back(m3);
+  bed.Run(1ms);
+  (void)attacker->Send(victim.ep, *bed.codec_.Encode(Packet{n1, self, seq + 1, from3}));
+  bed.Run(10ms);
+  const std::string m2 = victim.registry.Render();
+  REQUIRE(m2.find("lockstep_probe_dropped_total{reason=\"unknown_signer\"} 1") != std::string::npos);
+  // Signed gossip flows between honest nodes: all lock with the full graph.
+  for (auto& n : bed.nodes_) REQUIRE(n->service->Status().estimate.graph_nodes == 4);
 }
 
 }  // namespace

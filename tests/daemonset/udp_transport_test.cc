@@ -119,11 +119,16 @@ TEST_CASE("garbage from a second socket is dropped and counted by reason", "[dae
   metrics::Registry registry;
   ClockSyncOptions o;
   o.self_name = "node-a";
+  o.known.push_back({"node-b", NodeIdFromName("node-b"), *Endpoint::Parse("127.0.0.1", 9)});
   ClockSyncService service(**t, node_clock, SystemClock::Instance(), codec, o, registry);
   const int port = (*t)->local().port;
 
   Packet p = test::SampleProbe();
+  p.sender = NodeIdFromName("node-b");
   p.dest = NodeIdFromName("node-a");
+  auto& probe = std::get<ProbeBody>(p.body);
+  probe.tx_app_ns = node_clock.NowNs();
+  probe.prev_tx_ns = {probe.tx_app_ns - 20'000'000, probe.tx_app_ns - 19'980'000};
   auto good = *codec.Encode(p);
   auto bad_version = good;
   bad_version[4] = 9;

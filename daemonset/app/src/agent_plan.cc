@@ -1,6 +1,7 @@
 #include "lockstep/agent/app/agent_plan.h"
 
 #include "lockstep/agent/node_id.h"
+#include "lockstep/agent/node_signer.h"
 #include "lockstep/agent/peer_selection.h"
 
 namespace lockstep::agent {
@@ -27,7 +28,12 @@ Result<std::vector<PeerTarget>> ResolvePeers(const AgentConfig& config) {
     }
     auto ep = Endpoint::Parse(p.address, port);
     if (!ep.ok()) return InvalidArgument("peer \"" + p.name + "\": " + ep.error().message);
-    known.push_back({p.name, NodeIdFromName(p.name), *ep});
+    if (!p.public_key.empty()) {
+      if (auto k = NodePublicKey::FromBase64(p.public_key); !k.ok()) {
+        return InvalidArgument("peer \"" + p.name + "\" publicKey: " + k.error().message);
+      }
+    }
+    known.push_back({p.name, NodeIdFromName(p.name), *ep, p.public_key});
   }
   return known;
 }

@@ -64,6 +64,7 @@ void KubeAgent::Stop() {
 AgentReport KubeAgent::Snapshot() {
   AgentReport r;
   r.node_name = options_.node_name;
+  if (!options_.node_public_key.empty()) r.node_public_key = options_.node_public_key;
   if (!advertise_) {
     advertise_ = discovery_->SelfNodeAddress();
     if (advertise_) log::Info("advertising the probe address of our Node", {{"address", *advertise_}});

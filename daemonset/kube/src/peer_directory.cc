@@ -74,7 +74,8 @@ PeerDirectory BuildPeerDirectory(const std::vector<Json>& healths,
     const std::string name = kube::Name(*h);
     if (name == o.self) continue;
     std::optional<Endpoint> ep = FirstProbeAddress(*h);
-    d.known.push_back({name, NodeIdFromName(name), ep.value_or(Endpoint{})});
+    d.known.push_back({name, NodeIdFromName(name), ep.value_or(Endpoint{}),
+                       kube::GetString(*h, {"status", "nodePublicKey"})});
     if (kube::FindPath(*h, {"metadata", "deletionTimestamp"})) continue;
     auto reported = ReportTime(*h);
     if (reported && reference && *reference - *reported > o.stale_after) continue;  // its agent is gone
@@ -87,7 +88,15 @@ PeerDirectory BuildPeerDirectory(const std::vector<Json>& healths,
       auto node_ep = Endpoint::Parse(it->second, o.probe_port);
       if (node_ep.ok() && o.probe_port > 0) ep = *node_ep;
     }
-    if (ep) d.candidates.push_back({name, NodeIdFromName(name), *ep});
+    if (ep) d.candidates.push_back({name, NodeIdFromName(name), *ep, d.known.back().public_key});
+  }
+  // Known nodes are probed back at their published endpoint only; a node
+  // found through its Node address is known at that address.
+  for (PeerTarget& k : d.known) {
+    if (k.endpoint.port != 0) continue;
+    for (const PeerTarget& c : d.candidates) {
+      if (c.name == k.name) k.endpoint = c.endpoint;
+    }
   }
   auto by_name = [](const PeerTarget& a, const PeerTarget& b) { return a.name < b.name; };
   std::sort(d.candidates.begin(), d.candidates.end(), by_name);

@@ -23,6 +23,7 @@ struct PeerConfig {
   std::string name;
   std::string address;  // IPv4 literal
   int port = 0;         // 0 = the agent's probe.port
+  std::string public_key;  // optional: its Ed25519 node key, base64 (verifies its gossip)
   bool operator==(const PeerConfig&) const = default;
 };
 
@@ -44,6 +45,9 @@ struct AgentConfig {
     bool operator==(const ClockSync&) const = default;
   } clock_sync;
   std::string probe_key_file = kProbeKeyFile;
+  // This node's Ed25519 signing key (a 32-byte seed); "" = a fresh key pair at
+  // every start (published in FabricHealth status.nodePublicKey).
+  std::string node_key_file;
   HostPort health_addr{kHealthHost, kHealthPort};
   HostPort time_api_addr{kTimeApiHost, kTimeApiPort};
   std::string bind_address = "0.0.0.0";  // probe socket; flag only, not in agent.yaml

@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/agent/node_signer.h"
 #include "lockstep/agent/pair_joiner.h"
 #include "lockstep/agent/probe_packet.h"
 #include "lockstep/clocksync/clock_discipline.h"
@@ -48,6 +49,9 @@ struct ClockModelOptions {
   double lock_threshold_ns = 1000;  // clockSync.maxErrorBoundNs
   double asymmetry_allowance_ns = 0;  // clockSync.asymmetryAllowanceNs
   int max_edge_age_windows = 3;     // gossip older than this is dropped
+  // Signs our own gossip records (edges we fitted, the model we serve); null:
+  // they go out unsigned (receivers that know our public key drop them).
+  const NodeSigner* signer = nullptr;
 };
 
 // The outcome of one window.

@@ -31,10 +31,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lockstep/agent/clock_model.h"
 #include "lockstep/agent/node_clock.h"
+#include "lockstep/agent/node_signer.h"
 #include "lockstep/agent/packet_filter.h"
 #include "lockstep/agent/pair_joiner.h"
 #include "lockstep/agent/probe_transport.h"
@@ -47,14 +49,19 @@ struct PeerTarget {
   std::string name;
   NodeId id = 0;
   Endpoint endpoint;
+  // Ed25519, base64 (FabricHealth status.nodePublicKey, or a standalone peer's
+  // publicKey); empty: unknown.
+  std::string public_key{};
   bool operator==(const PeerTarget&) const = default;
 };
 
 struct ClockSyncOptions {
   std::string self_name;
   std::vector<PeerTarget> selected;  // peers we chose to probe
-  // Every configured node (empty: accept any authenticated sender). A port of
-  // 0 means "unknown": such a node is probed back at the address it sends from.
+  // Every configured node; `selected` are known too. Only known nodes are
+  // heard (others: unknown_sender) and probed back, at their endpoint here
+  // (never at a datagram's source address). A port of 0 means "no published
+  // endpoint": such a node is heard but not probed back.
   std::vector<PeerTarget> known;
   std::chrono::nanoseconds interval = std::chrono::milliseconds(20);
   // Within a coded pair. The purity check compares the stamped TX spacing with
@@ -67,6 +74,13 @@ struct ClockSyncOptions {
   int64_t max_error_bound_ns = 1000;
   int64_t asymmetry_allowance_ns = 0;  // added to every error bound
   uint64_t seed = 1;  // phases of the probe schedule
+  // Signs this node's own gossip records (must outlive the service); null:
+  // unsigned. Records from others are verified against their PeerTarget
+  // public_key: a bad signature, or no key for a node while we know others'
+  // keys, drops the record (bad_signature / unknown_signer). While no known node
+  // has a key at all (a standalone config without publicKey), records are
+  // taken unverified.
+  const NodeSigner* signer = nullptr;
 };
 
 // What `clock status` and GET /status show.
@@ -124,6 +138,12 @@ class ClockSyncService {
   void ApplyPeers(std::vector<PeerTarget> selected, std::vector<PeerTarget> known, MonoTime now);
   void SetKnown(const std::vector<PeerTarget>& selected, const std::vector<PeerTarget>& known);
   void PublishTargetNames();
+  bool Knows(NodeId id) const;
+  void DropUnknownNodes(ReportBody& report);
+  void DropUnsigned(ReportBody& report);
+  // kUnknownSigner, kBadSignature, or nullopt if `sig` by `signer` verifies.
+  std::optional<DropReason> CheckSignature(NodeId signer, const std::vector<uint8_t>& bytes,
+                                           const Signature& sig);
 
   ProbeTransport& transport_;
   const NodeClock& node_clock_;
@@ -134,6 +154,11 @@ class ClockSyncService {
   PacketFilter filter_;
   PairJoiner joiner_;
   std::unordered_map<NodeId, PeerTarget> known_;
+  std::unordered_map<NodeId, NodePublicKey> public_keys_;  // of known nodes that have one
+  // Signatures already verified (gossip repeats the same records many times):
+  // a record identical to one verified before is not verified again.
+  std::unordered_set<std::string> verified_;
+  std::deque<std::string> verified_order_;
   std::unordered_map<NodeId, Target> targets_;
   std::unordered_map<uint32_t, TxRef> tx_refs_;
   std::deque<uint32_t> tx_order_;

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lockstep/agent/probe_packet.h"
@@ -60,6 +61,9 @@ class PairJoiner {
 
   // Drops all state about a peer that went away.
   void Forget(NodeId peer);
+  // Forgets every peer not in `keep` (nodes discovery no longer knows).
+  void RetainOnly(const std::unordered_set<NodeId>& keep);
+  size_t tracked_peers() const { return peers_.size(); }
 
  private:
   struct Half {

@@ -1,9 +1,10 @@
-// Probe packet format v2: the pure codec for the clock-sync / path probes.
+// Probe packet format v3: the pure codec for the clock-sync / path probes.
 //
 // Every packet (big-endian):
 //   off len field
 //    0   4  magic 0x4C4B5350 ("LKSP")
-//    4   1  version (2; v1 reports had no model records)
+//    4   1  version (3; v2 records carried no origin signature, v1 reports had
+//           no model records)
 //    5   1  type: 1 = probe, 2 = report
 //    6   2  body length in bytes (everything between header and MAC)
 //    8   8  sender NodeId (FNV-1a 64 of the node name)
@@ -37,16 +38,22 @@
 //    6   2  reserved, must be 0
 //    8      n_rx x RxRecord {u64 pair_seq, i64 rx0_ns, i64 rx1_ns}: our kernel
 //           RX stamps (our clock domain) of that peer's pairs, 0 = lost
-//           n_edges x EdgeRecord (56 bytes) {u64 a, u64 b, i64 t_ref_ns,
+//           n_edges x EdgeRecord (120 bytes) {u64 a, u64 b, i64 t_ref_ns,
 //           f64 offset_ns, f64 drift, f32 margin_ns, f32 offset_sigma_ns,
-//           f32 drift_sigma, u32 flags (bit0 drift_identified)}: gossip of
-//           edge fits (clocksync::EdgeSummary with wire ids, a < b). Floats
-//           are IEEE-754 bit patterns, big-endian; non-finite ones are malformed.
-//           n_models x ModelRecord (40 bytes) {u64 node, i64 t_ref_ns, f64
-//           offset_ns, f64 drift, f32 error_bound_ns, f32 drift_sigma}: gossip
+//           f32 drift_sigma, u32 flags (bit0 drift_identified, bit1 signed by
+//           b, else by a), 64-byte Ed25519 signature}: gossip of edge fits
+//           (clocksync::EdgeSummary with wire ids, a < b). Floats are IEEE-754
+//           bit patterns, big-endian; non-finite ones are malformed.
+//           n_models x ModelRecord (104 bytes) {u64 node, i64 t_ref_ns, f64
+//           offset_ns, f64 drift, f32 error_bound_ns, f32 drift_sigma, 64-byte
+//           Ed25519 signature by `node`}: gossip
 //           of the model each node serves (clocksync::NodeModel: c_node - F =
 //           offset + drift * (F - t_ref), t_ref in fabric time), the anchors of
 //           the fabric-time gauge. Negative bounds or sigmas are malformed.
+//           A record's signature is by its origin node (node_signer.h) over
+//           SigningBytes(record): a domain string, then the record's fields as
+//           above without the signature. Relays pass records on unchanged, so
+//           a key holder can replay but not invent another node's fits.
 //
 // Pure; thread-compatible. Decode never trusts its input and never throws.
 #pragma once
@@ -54,6 +61,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -66,18 +74,18 @@
 namespace lockstep::agent {
 
 inline constexpr uint32_t kProbeMagic = 0x4C4B5350;
-inline constexpr uint8_t kProbeVersion = 2;
+inline constexpr uint8_t kProbeVersion = 3;
 inline constexpr size_t kHeaderSize = 32;
 inline constexpr size_t kMacSize = 16;
 inline constexpr size_t kProbeBodySize = 48;
 inline constexpr size_t kReportFixedSize = 8;
 inline constexpr size_t kRxRecordSize = 24;
-inline constexpr size_t kEdgeRecordSize = 56;
-inline constexpr size_t kModelRecordSize = 40;
-inline constexpr size_t kMaxRxRecords = 24;
-inline constexpr size_t kMaxEdgeRecords = 10;
-inline constexpr size_t kMaxModelRecords = 6;
-// A full report (1432 bytes) fits one 1500-byte Ethernet frame with IPv4 and UDP.
+inline constexpr size_t kEdgeRecordSize = 120;
+inline constexpr size_t kModelRecordSize = 104;
+inline constexpr size_t kMaxRxRecords = 16;
+inline constexpr size_t kMaxEdgeRecords = 5;
+inline constexpr size_t kMaxModelRecords = 4;
+// A full report (1456 bytes) fits one 1500-byte Ethernet frame with IPv4 and UDP.
 inline constexpr size_t kMaxPacketSize = 1472;
 
 enum class PacketType : uint8_t { kProbe = 1, kReport = 2 };
@@ -94,8 +102,20 @@ enum class DropReason {
   kReplayed,         // sequence already seen or older than the replay window
   kMisdirected,      // destination is not this node
   kUnknownSender,    // authenticated, but not a node we know
+  kSeqAhead,         // sequence beyond the receiver's wall clock + kMaxClockSkewNs
+  kImplausibleTime,  // a timestamp or fit farther than kMaxClockSkewNs from ours
+  kUnknownNode,      // a gossip record about a node we do not know
+  kBadSignature,     // a gossip record whose origin signature does not verify
+  kUnknownSigner,    // a gossip record from a node whose public key we lack
 };
-inline constexpr int kNumDropReasons = 10;
+inline constexpr int kNumDropReasons = 15;
+// How far a sender's clock (its sequence numbers, timestamps, fits) may be from
+// the receiver's. Sequences start at the sender's wall clock and grow slower than
+// it, so a sequence beyond the receiver's wall clock + this is a forgery (one such
+// packet would otherwise silence that sender in the replay window for good).
+inline constexpr int64_t kMaxClockSkewNs = 60'000'000'000;
+// Gossiped drifts beyond this (1000 ppm) are not clocks.
+inline constexpr double kMaxDrift = 1e-3;
 const char* DropReasonName(DropReason r);
 
 struct ProbeBody {
@@ -127,6 +147,9 @@ struct EdgeRecord {
   float offset_sigma_ns = 0;
   float drift_sigma = 0;
   bool drift_identified = false;
+  bool signed_by_b = false;      // the origin (signer) is b, else a
+  std::array<uint8_t, 64> sig{};  // Ed25519 by the origin over SigningBytes
+  NodeId signer() const { return signed_by_b ? b : a; }
   bool operator==(const EdgeRecord&) const = default;
 };
 
@@ -138,8 +161,13 @@ struct ModelRecord {
   double drift = 0;
   float error_bound_ns = 0;
   float drift_sigma = 0;
+  std::array<uint8_t, 64> sig{};  // Ed25519 by `node` over SigningBytes
   bool operator==(const ModelRecord&) const = default;
 };
+
+// What a record's origin signs (see the format above).
+std::vector<uint8_t> SigningBytes(const EdgeRecord& e);
+std::vector<uint8_t> SigningBytes(const ModelRecord& m);
 
 struct ReportBody {
   std::vector<RxRecord> rx;
@@ -169,8 +197,12 @@ class ProbeKey {
   std::string bytes_;
 };
 
-// Thread-safe: Encode/Decode are const and share only an immutable keyed
-// HMAC template (each call works on its own copy).
+// Thread-safe: Encode/Decode are const and work on copies of immutable keyed
+// HMAC templates; Rotate() swaps the templates under a mutex.
+//
+// Key rotation: the codec holds the current key and the one before it. Encode
+// signs with the current key; Decode accepts either, so packets from peers that
+// have not reloaded the Secret yet still authenticate until the next rotation.
 class PacketCodec {
  public:
   explicit PacketCodec(const ProbeKey& key);
@@ -186,11 +218,22 @@ class PacketCodec {
   // sender checks are PacketFilter's.
   std::variant<Packet, DropReason> Decode(std::span<const uint8_t> bytes) const;
 
+  // Makes `key` current and the current key the previous one (the older one is
+  // forgotten). Rotating to the current key again changes nothing. Thread-safe.
+  void Rotate(const ProbeKey& key);
+  // Number of keys accepted (1 before the first rotation, then 2).
+  int accepted_keys() const;
+
+  struct MacState;  // opaque: a keyed HMAC-SHA256 template
+
  private:
   // nullopt if OpenSSL fails (then nothing authenticates).
-  std::optional<std::array<uint8_t, kMacSize>> Mac(std::span<const uint8_t> data) const;
-  struct MacState;
-  std::unique_ptr<MacState> mac_;
+  static std::optional<std::array<uint8_t, kMacSize>> Mac(const MacState& key, std::span<const uint8_t> data);
+  std::pair<std::shared_ptr<const MacState>, std::shared_ptr<const MacState>> Keys() const;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const MacState> current_;   // GUARDED_BY(mu_)
+  std::shared_ptr<const MacState> previous_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace lockstep::agent

@@ -18,6 +18,7 @@ class WireWriter {
   void U32(uint32_t v) { Put(v, 4); }
   void U64(uint64_t v) { Put(v, 8); }
   void I64(int64_t v) { Put(static_cast<uint64_t>(v), 8); }
+  void Bytes(std::span<const uint8_t> v) { out_.insert(out_.end(), v.begin(), v.end()); }
   // Overwrites a u16 at `pos` (REQUIRES: pos + 2 <= size).
   void PatchU16(size_t pos, uint16_t v) {
     out_[pos] = static_cast<uint8_t>(v >> 8);
@@ -39,6 +40,10 @@ class WireReader {
   uint32_t U32() { return static_cast<uint32_t>(Get(4)); }
   uint64_t U64() { return Get(8); }
   int64_t I64() { return static_cast<int64_t>(Get(8)); }
+  // Fills `out` (zeros if the input is too short; ok() turns false).
+  void Bytes(std::span<uint8_t> out) {
+    for (uint8_t& b : out) b = U8();
+  }
   bool ok() const { return ok_; }
   size_t remaining() const { return ok_ ? in_.size() - pos_ : 0; }
 

@@ -40,6 +40,7 @@ struct KubeAgentOptions {
   std::string advertise_address;  // "" = derive (see above)
   std::string bind_address = "0.0.0.0";
   int bound_port = 0;  // the probe socket's port
+  std::string node_public_key;  // published as status.nodePublicKey
   Nanos report_interval = std::chrono::seconds(10);
   Nanos heartbeat = std::chrono::seconds(30);
   Nanos tick = std::chrono::milliseconds(250);
