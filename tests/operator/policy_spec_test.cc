@@ -66,7 +66,7 @@ TEST_CASE("a selector given replaces the default selector whole", "[operator]") 
 TEST_CASE("a nodeSelector the API server would reject is reported with its field", "[operator]") {
   auto bad = ParsePolicySpec("x", Json::parse(R"({"nodeSelector":{"matchExpressions":[{"key":"zone","operator":"In"}]}})"));
   REQUIRE_FALSE(bad.ok());
-  REQUIRE(bad.error().message.find("spec.nodeSelector: matchExpressions[0].values must not be empty") !=
+  REQUIRE(bad.error().message.find("spec.nodeSelector.matchExpressions[0].values: operators In and NotIn need a non-empty values list") !=
           std::string::npos);
   REQUIRE(ParsePolicySpec("x", Json::parse(R"({"nodeSelector":{"matchLabels":{"zone":"a"}}})")).ok());
 }

@@ -23,7 +23,7 @@ struct PeerConfig {
   std::string name;
   std::string address;  // IPv4 literal
   int port = 0;         // 0 = the agent's probe.port
-  std::string public_key;  // optional: its Ed25519 node key, base64 (verifies its gossip)
+  std::string public_key{};  // optional: its Ed25519 node key, base64 (verifies its gossip)
   bool operator==(const PeerConfig&) const = default;
 };
 
