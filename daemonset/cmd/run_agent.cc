@@ -209,12 +209,15 @@ int RunAgent(const CommandLine& cl) {
 
   // --- HTTP ---
   std::atomic<bool> ready{false};
-  auto& true_offset = registry.Gauge("lockstep_virtual_clock_true_offset_ns",
-                                     "Ground truth with --virtual-clock: local clock minus the shared base clock");
-  auto& true_drift = registry.Gauge("lockstep_virtual_clock_true_drift_ppb",
-                                    "Ground truth with --virtual-clock: frequency error of the local clock");
+  // Ground truth is benchmark-only: its gauges exist only with --virtual-clock.
+  metrics::Family* true_offset = nullptr;
+  metrics::Family* true_drift = nullptr;
   std::function<std::optional<GroundTruth>()> truth;
   if (virtual_clock) {
+    true_offset = &registry.Gauge("lockstep_virtual_clock_true_offset_ns",
+                                  "Ground truth with --virtual-clock: local clock minus the shared base clock");
+    true_drift = &registry.Gauge("lockstep_virtual_clock_true_drift_ppb",
+                                 "Ground truth with --virtual-clock: frequency error of the local clock");
     truth = [&]() -> std::optional<GroundTruth> {
       int64_t b = system_clock.NowNs();
       int64_t local = virtual_clock->Transform(b);
@@ -226,8 +229,8 @@ int RunAgent(const CommandLine& cl) {
     if (service) service->RefreshGauges();
     if (truth) {
       auto t = truth();
-      true_offset.Set(static_cast<double>(t->true_offset_ns));
-      true_drift.Set(t->true_drift_ppb);
+      true_offset->Set(static_cast<double>(t->true_offset_ns));
+      true_drift->Set(t->true_drift_ppb);
     }
   });
   if (Status s = health.Start(config.health_addr.host, config.health_addr.port); !s.ok()) {
