@@ -28,8 +28,11 @@ pass "kubectl get fabrichealth shows 8 rows with the expected columns"
 
 policy_ready() { [[ $(kubectl get fabricpolicy default -o jsonpath='{.status.nodes}') == 8/8 ]]; }
 wait_for "FabricPolicy default reports 8/8 ready" 120 policy_ready
-kubectl get fabricpolicy >&2
-kubectl get fabricpolicy | head -1 | grep -Eq '^NAME +NODES +READY +AGE' || fail "fabricpolicy columns"
+# Captured first: under pipefail, `kubectl ... | head -1` fails when head exits
+# before kubectl's last write (SIGPIPE), as it did once on a loaded machine.
+policies=$(kubectl get fabricpolicy)
+echo "$policies" >&2
+head -1 <<<"$policies" | grep -Eq '^NAME +NODES +READY +AGE' || fail "fabricpolicy columns: $(head -1 <<<"$policies")"
 [[ $(kubectl get fabricpolicy default -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] ||
   fail "FabricPolicy Ready condition"
 pass "FabricPolicy status: 8/8 nodes, Ready"
