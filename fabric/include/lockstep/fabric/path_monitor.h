@@ -1,0 +1,107 @@
+// PathMonitor: the fabric decision core for one host. It owns the probe
+// schedule, one PathHealth per path, flap counters (per path and per rail)
+// and the current route decisions, and turns values in (paths, probes sent,
+// replies, now) into decisions out (state transitions, flap alerts, route
+// actions). The agent drives it from one thread:
+//
+//   monitor.SetPaths(EnumeratePaths(rails, peers), now);
+//   loop:
+//     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
+//     on a reply: Apply(monitor.OnReply(path, reply));
+//     Apply(monitor.Tick(now));     // sleep until monitor.NextWakeup()
+//
+// where Apply hands actions to a RouteActuator, transitions to metrics and
+// logs, alerts to an Event. Not thread-safe (thread-compatible).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/fabric/flap_counter.h"
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path_health.h"
+#include "lockstep/fabric/probe_schedule.h"
+#include "lockstep/fabric/route_plan.h"
+
+namespace lockstep::fabric {
+
+// Edge-triggered: once when a rail's flaps in the window rise above the
+// threshold; again only after they fell back to it or below.
+struct FlapAlert {
+  int rail = 0;
+  int flaps_in_window = 0;
+  Time at{};
+};
+
+// What one call decided. Apply actions in order.
+struct Decisions {
+  std::vector<Transition> transitions;
+  std::vector<FlapAlert> alerts;
+  std::vector<RouteAction> actions;
+  bool empty() const { return transitions.empty() && alerts.empty() && actions.empty(); }
+};
+
+// One path for metrics and `fabric status`.
+struct PathView {
+  PathKey path;
+  PathState state = PathState::kUnknown;
+  PathStats stats;
+  int hold_down_level = 0;
+  std::optional<Time> readmit_at;  // recovering and clean
+  int flaps_in_window = 0;
+};
+
+class PathMonitor {
+ public:
+  // REQUIRES: Validate(options).ok(). `seed` seeds the probe jitter.
+  PathMonitor(const FabricOptions& options, uint64_t seed);
+
+  // The paths to watch. New paths start unknown and get probed; paths not
+  // listed are dropped (with their counters), and a peer without paths is
+  // unpinned by the returned actions.
+  Decisions SetPaths(const std::vector<PathKey>& paths, Time now);
+
+  // A route this host already has (found when the agent starts): the peer
+  // counts as pinned to `path`, so the plan keeps or removes it like its own.
+  void AdoptPin(const std::string& peer, const PathKey& path);
+
+  // Paths whose probe is due at or before now (each is rescheduled).
+  std::vector<PathKey> DueProbes(Time now);
+  void OnProbeSent(const PathKey& path, uint64_t seq, Time sent);
+  // A reply for a path not watched is ignored (empty decisions).
+  Decisions OnReply(const PathKey& path, const Reply& reply);
+  Decisions Tick(Time now);
+
+  // When to call Tick or DueProbes next (the earliest probe, timeout,
+  // re-admission or decay); nullopt when no path is watched.
+  std::optional<Time> NextWakeup() const;
+
+  // Views.
+  PathState State(const PathKey& path) const;  // kUnknown when not watched
+  std::vector<PathView> Paths(Time now) const;  // key order
+  const std::map<std::string, PathKey>& Pins() const { return pins_; }
+  std::optional<PathKey> Pin(const std::string& peer) const;
+  int RailFlaps(int rail, Time now) const;  // in the flap window
+  int FlapsInWindow(Time now) const;        // all rails
+  std::optional<Time> LastFlap() const { return last_flap_; }
+  const FabricOptions& options() const { return options_; }
+
+ private:
+  void Absorb(std::vector<Transition> transitions, Decisions& out);
+  void Replan(Decisions& out, Time now);
+
+  FabricOptions options_;
+  ProbeSchedule schedule_;
+  std::map<PathKey, PathHealth> paths_;
+  std::map<PathKey, FlapCounter> path_flaps_;
+  std::map<int, FlapCounter> rail_flaps_;
+  std::map<int, Time> rail_last_path_flap_;  // coalesces one event seen on many paths
+  std::map<std::string, PathKey> pins_;
+  std::optional<Time> last_flap_;
+  bool dirty_ = false;
+};
+
+}  // namespace lockstep::fabric
