@@ -1,7 +1,6 @@
 #include "lockstep/fabric/path_monitor.h"
 
 #include <algorithm>
-#include <set>
 
 namespace lockstep::fabric {
 
@@ -15,18 +14,24 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
       ++it;
       continue;
     }
-    schedule_.Remove(it->first);
-    path_flaps_.erase(it->first);
+    const PathKey key = it->first;
+    schedule_.Remove(key);
+    path_flaps_.erase(key);
+    if (auto pp = peer_paths_.find(key.peer); pp != peer_paths_.end() && pp->second.erase(key) && pp->second.empty()) {
+      peer_paths_.erase(pp);
+    }
     it = paths_.erase(it);
-    dirty_ = true;
+    Reindex(key);
+    dirty_peers_.insert(key.peer);
   }
   for (const PathKey& p : wanted) {
     if (paths_.contains(p)) continue;
     paths_.emplace(p, PathHealth(p, options_));
+    peer_paths_[p.peer].insert(p);
     path_flaps_.emplace(p, FlapCounter(options_.flap_window, options_.flap_alert_per_hour));
     rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
     schedule_.Add(p, now);
-    dirty_ = true;
+    dirty_peers_.insert(p.peer);
   }
   Decisions out;
   Replan(out, now);
@@ -35,14 +40,16 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
 
 void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
   pins_[peer] = path;
-  dirty_ = true;
+  dirty_peers_.insert(peer);
 }
 
 std::vector<PathKey> PathMonitor::DueProbes(Time now) { return schedule_.TakeDue(now); }
 
 void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent) {
   auto it = paths_.find(path);
-  if (it != paths_.end()) it->second.OnProbeSent(seq, sent);
+  if (it == paths_.end()) return;
+  it->second.OnProbeSent(seq, sent);
+  Reindex(path);
 }
 
 Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
@@ -50,6 +57,7 @@ Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return out;
   Absorb(it->second.OnReply(reply), out);
+  Reindex(path);
   Replan(out, reply.received);
   return out;
 }
@@ -57,20 +65,34 @@ Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
 Decisions PathMonitor::Tick(Time now) {
   Decisions out;
   std::vector<Transition> all;
-  for (auto& [key, health] : paths_) {
-    for (Transition& t : health.Tick(now)) all.push_back(std::move(t));
+  // Only the paths with something due.
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const PathKey key = deadlines_.begin()->second;
+    for (Transition& t : paths_.at(key).Tick(now)) all.push_back(std::move(t));
+    Reindex(key);
   }
   std::stable_sort(all.begin(), all.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
   Absorb(std::move(all), out);
-  for (auto& [key, counter] : path_flaps_) counter.Advance(now);
-  for (auto& [rail, counter] : rail_flaps_) counter.Advance(now);
   Replan(out, now);
   return out;
 }
 
+void PathMonitor::Reindex(const PathKey& key) {
+  if (auto old = deadline_of_.find(key); old != deadline_of_.end()) {
+    deadlines_.erase({old->second, key});
+    deadline_of_.erase(old);
+  }
+  auto it = paths_.find(key);
+  if (it == paths_.end()) return;
+  if (std::optional<Time> t = it->second.NextDeadline()) {
+    deadline_of_.emplace(key, *t);
+    deadlines_.emplace(*t, key);
+  }
+}
+
 void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
   for (Transition& t : transitions) {
-    dirty_ = true;
+    dirty_peers_.insert(t.path.peer);
     if (t.flap) {
       last_flap_ = t.at;
       path_flaps_.at(t.path).Record(t.at);
@@ -88,23 +110,29 @@ void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
 }
 
 void PathMonitor::Replan(Decisions& out, Time now) {
-  if (!dirty_) return;
-  dirty_ = false;
+  if (dirty_peers_.empty()) return;
+  // Plan only the peers whose paths changed; the others keep their pins.
   std::map<std::string, std::vector<PathChoice>> peers;
-  for (const auto& [key, health] : paths_) {
-    peers[key.peer].push_back({key, health.state(), health.RankingDelay(now)});
+  std::map<std::string, PathKey> current;
+  for (const std::string& peer : dirty_peers_) {
+    if (auto pp = peer_paths_.find(peer); pp != peer_paths_.end()) {
+      for (const PathKey& key : pp->second) {
+        const PathHealth& h = paths_.at(key);
+        peers[peer].push_back({key, h.state(), h.RankingDelay(now)});
+      }
+    }
+    if (auto pin = pins_.find(peer); pin != pins_.end()) current.emplace(peer, pin->second);
   }
-  RoutePlan plan = PlanRoutes(peers, pins_, options_.failover_enabled);
-  pins_ = std::move(plan.pins);
+  dirty_peers_.clear();
+  RoutePlan plan = PlanRoutes(peers, current, options_.failover_enabled);
+  for (const auto& [peer, pin] : current) pins_.erase(peer);
+  for (auto& [peer, pin] : plan.pins) pins_[peer] = std::move(pin);
   for (RouteAction& a : plan.actions) out.actions.push_back(std::move(a));
 }
 
 std::optional<Time> PathMonitor::NextWakeup() const {
   std::optional<Time> best = schedule_.NextDue();
-  for (const auto& [key, health] : paths_) {
-    auto t = health.NextDeadline();
-    if (t && (!best || *t < *best)) best = t;
-  }
+  if (!deadlines_.empty() && (!best || deadlines_.begin()->first < *best)) best = deadlines_.begin()->first;
   return best;
 }
 

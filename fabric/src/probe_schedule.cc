@@ -18,19 +18,30 @@ Nanos ProbeSchedule::NextGap() {
 void ProbeSchedule::Add(const PathKey& path, Time now) {
   if (due_.contains(path)) return;
   std::uniform_int_distribution<int64_t> phase(0, interval_.count() - 1);
-  due_.emplace(path, now + Nanos(phase(rng_)));
+  const Time due = now + Nanos(phase(rng_));
+  due_.emplace(path, due);
+  queue_.emplace(due, path);
 }
 
-void ProbeSchedule::Remove(const PathKey& path) { due_.erase(path); }
+void ProbeSchedule::Remove(const PathKey& path) {
+  auto it = due_.find(path);
+  if (it == due_.end()) return;
+  queue_.erase({it->second, path});
+  due_.erase(it);
+}
 
 std::vector<PathKey> ProbeSchedule::TakeDue(Time now) {
+  std::vector<std::pair<Time, PathKey>> taken;
+  while (!queue_.empty() && queue_.begin()->first <= now) {
+    taken.push_back(std::move(queue_.extract(queue_.begin()).value()));
+  }
   std::vector<PathKey> out;
-  for (auto& [path, due] : due_) {
-    if (due > now) continue;
-    out.push_back(path);
+  for (auto& [due, path] : taken) {
     Time next = due + NextGap();
     if (next <= now) next = now + NextGap();  // a whole gap late: no burst
-    due = next;
+    due_[path] = next;
+    queue_.emplace(next, path);
+    out.push_back(std::move(path));
   }
   return out;
 }
@@ -42,11 +53,8 @@ std::optional<Time> ProbeSchedule::DueAt(const PathKey& path) const {
 }
 
 std::optional<Time> ProbeSchedule::NextDue() const {
-  std::optional<Time> best;
-  for (const auto& [path, due] : due_) {
-    if (!best || due < *best) best = due;
-  }
-  return best;
+  if (queue_.empty()) return std::nullopt;
+  return queue_.begin()->first;
 }
 
 }  // namespace lockstep::fabric

@@ -11,13 +11,17 @@
 //     Apply(monitor.Tick(now));     // sleep until monitor.NextWakeup()
 //
 // where Apply hands actions to a RouteActuator, transitions to metrics and
-// logs, alerts to an Event. Not thread-safe (thread-compatible).
+// logs, alerts to an Event. Each event costs O(log paths) plus the planning
+// of the one peer whose paths changed state. Not thread-safe
+// (thread-compatible).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/fabric/flap_counter.h"
@@ -92,16 +96,20 @@ class PathMonitor {
  private:
   void Absorb(std::vector<Transition> transitions, Decisions& out);
   void Replan(Decisions& out, Time now);
+  void Reindex(const PathKey& key);  // after any change to a path's deadlines
 
   FabricOptions options_;
   ProbeSchedule schedule_;
   std::map<PathKey, PathHealth> paths_;
+  std::map<std::string, std::set<PathKey>> peer_paths_;
   std::map<PathKey, FlapCounter> path_flaps_;
   std::map<int, FlapCounter> rail_flaps_;
   std::map<int, Time> rail_last_path_flap_;  // coalesces one event seen on many paths
+  std::map<PathKey, Time> deadline_of_;                 // each path's NextDeadline
+  std::set<std::pair<Time, PathKey>> deadlines_;        // the same, by time
   std::map<std::string, PathKey> pins_;
   std::optional<Time> last_flap_;
-  bool dirty_ = false;
+  std::set<std::string> dirty_peers_;  // to plan again
 };
 
 }  // namespace lockstep::fabric

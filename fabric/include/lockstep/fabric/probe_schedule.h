@@ -2,13 +2,15 @@
 // with uniform jitter (interval * [1 - jitter, 1 + jitter]) from a seeded
 // generator, so paths added together spread out and the same seed gives the
 // same schedule. The caller passes `now`; nothing here reads a clock.
-// Thread-compatible.
+// Every operation is O(log paths). Thread-compatible.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "lockstep/fabric/path.h"
@@ -25,8 +27,9 @@ class ProbeSchedule {
   void Add(const PathKey& path, Time now);
   void Remove(const PathKey& path);
   bool Contains(const PathKey& path) const { return due_.contains(path); }
+  size_t size() const { return due_.size(); }
 
-  // The paths whose probe is due at or before `now` (in key order). Each moves
+  // The paths whose probe is due at or before `now` (earliest first). Each moves
   // to its next due time: one jittered gap after the due time it had, or after
   // `now` when the caller is a whole gap late (no catch-up bursts).
   std::vector<PathKey> TakeDue(Time now);
@@ -44,6 +47,7 @@ class ProbeSchedule {
   double jitter_;
   std::mt19937_64 rng_;
   std::map<PathKey, Time> due_;
+  std::set<std::pair<Time, PathKey>> queue_;  // the same, ordered by due time
 };
 
 }  // namespace lockstep::fabric
