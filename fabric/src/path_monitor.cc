@@ -156,6 +156,27 @@ std::optional<PathKey> PathMonitor::Pin(const std::string& peer) const {
   return it->second;
 }
 
+std::vector<RailView> PathMonitor::Rails(Time now) const {
+  std::map<int, RailView> rails;
+  for (const auto& [key, health] : paths_) {
+    RailView& r = rails[key.rail];
+    r.rail = key.rail;
+    ++r.paths;
+    r.usable += Usable(health.state()) ? 1 : 0;
+    r.failed += Failed(health.state()) ? 1 : 0;
+  }
+  std::vector<RailView> out;
+  for (auto& [rail, r] : rails) {
+    r.down = r.failed > 0 && r.usable == 0;
+    if (auto it = rail_flaps_.find(rail); it != rail_flaps_.end()) {
+      r.flaps_in_window = it->second.Count(now);
+      r.alerting = r.flaps_in_window > options_.flap_alert_per_hour;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 int PathMonitor::RailFlaps(int rail, Time now) const {
   auto it = rail_flaps_.find(rail);
   return it == rail_flaps_.end() ? 0 : it->second.Count(now);

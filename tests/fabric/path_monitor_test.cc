@@ -34,6 +34,10 @@ TEST_CASE("a cut rail is detected within the worst case, the peer moves, and com
   REQUIRE(sim.routes().empty());  // all healthy: ECMP
 
   sim.RunUntil(At(1200ms));
+  std::vector<RailView> rails = m.Rails(At(1200ms));
+  REQUIRE(rails[0].failed == 1);  // only b's path on rail 0: the rail itself is not down
+  REQUIRE(rails[0].usable == 1);
+  REQUIRE_FALSE(rails[0].down);
   const Time down = *sim.FirstTransition({0, "b", 0}, PathState::kDown, At(1s));
   REQUIRE(down - At(1s) <= WorstCaseDetection(m.options()));
   REQUIRE(sim.routes() == std::map<std::string, PathKey>{{"b", {1, "b", 0}}});
@@ -66,6 +70,11 @@ TEST_CASE("one link flapping is counted once per flap for its rail, and alerts o
   sim.RunUntil(At(13s));
   REQUIRE(m.RailFlaps(0, At(13s)) == 12);  // not 36: the three paths fail together
   REQUIRE(m.RailFlaps(1, At(13s)) == 0);
+  std::vector<RailView> rails = m.Rails(At(13s));
+  REQUIRE(rails.size() == 2);
+  REQUIRE(rails[0].flaps_in_window == 12);
+  REQUIRE(rails[0].alerting);
+  REQUIRE_FALSE(rails[1].alerting);
   REQUIRE(sim.alerts().size() == 1);
   REQUIRE(sim.alerts()[0].rail == 0);
   REQUIRE(sim.alerts()[0].flaps_in_window == 9);
@@ -170,6 +179,8 @@ TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "
   sim.Start(EnumeratePaths(2, {"b", "c"}));
   sim.RunUntil(At(200ms));
   REQUIRE(sim.routes().size() == 2);
+  REQUIRE(m.Rails(At(200ms))[0].down);  // every path of rail 0 failed
+  REQUIRE_FALSE(m.Rails(At(200ms))[1].down);
   Decisions d = m.SetPaths(EnumeratePaths(2, {"c"}), At(200ms));
   REQUIRE(d.actions == std::vector<RouteAction>{UnpinPeer{"b"}});
   REQUIRE(m.Paths(At(200ms)).size() == 2);

@@ -58,6 +58,18 @@ struct PathView {
   int flaps_in_window = 0;
 };
 
+// One local rail for FabricHealth (rails up/total, per-rail conditions).
+// A rail is down when it has paths and every one with a verdict is failed
+// (down or recovering) and at least one is: one peer's broken link fails
+// only that peer's path, a broken local link fails them all.
+struct RailView {
+  int rail = 0;
+  int paths = 0, usable = 0, failed = 0;  // usable: up or suspect
+  bool down = false;
+  int flaps_in_window = 0;
+  bool alerting = false;  // above flap_alert_per_hour (until it slides back)
+};
+
 class PathMonitor {
  public:
   // REQUIRES: Validate(options).ok(). `seed` seeds the probe jitter.
@@ -88,6 +100,7 @@ class PathMonitor {
   std::vector<PathView> Paths(Time now) const;  // key order
   const std::map<std::string, PathKey>& Pins() const { return pins_; }
   std::optional<PathKey> Pin(const std::string& peer) const;
+  std::vector<RailView> Rails(Time now) const;  // rail order
   int RailFlaps(int rail, Time now) const;  // in the flap window
   int FlapsInWindow(Time now) const;        // all rails
   std::optional<Time> LastFlap() const { return last_flap_; }
