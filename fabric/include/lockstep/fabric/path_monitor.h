@@ -86,6 +86,8 @@ class PathMonitor {
 
   // Paths whose probe is due at or before now (each is rescheduled).
   std::vector<PathKey> DueProbes(Time now);
+  // `seq` must be unique among the path's recent probes (a global counter works);
+  // the reply carrying it is matched to this probe.
   void OnProbeSent(const PathKey& path, uint64_t seq, Time sent);
   // A reply for a path not watched is ignored (empty decisions).
   Decisions OnReply(const PathKey& path, const Reply& reply);
@@ -98,6 +100,9 @@ class PathMonitor {
   // Views.
   PathState State(const PathKey& path) const;  // kUnknown when not watched
   std::vector<PathView> Paths(Time now) const;  // key order
+  // The current decisions (pinned peers only): what the actuator should hold.
+  // Actions are the diffs; an agent that failed to apply one can reconcile
+  // its routes against this, level-based.
   const std::map<std::string, PathKey>& Pins() const { return pins_; }
   std::optional<PathKey> Pin(const std::string& peer) const;
   std::vector<RailView> Rails(Time now) const;  // rail order
