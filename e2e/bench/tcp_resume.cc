@@ -1,6 +1,6 @@
 // tcp-resume: how long a TCP stream stalls when its path is cut and the route
-// actuator moves the route to the other rail, with rto_min 10 ms on the owned
-// routes versus the kernel default (200 ms). A measurement, not a test.
+// actuator moves the route to the other rail, depending on where rto_min is
+// set. A measurement, not a test.
 //
 //   build/dev/e2e/bench/tcp-resume [--trials 5] [--detect-ms 50] [--warmup-ms 300]
 //
@@ -11,8 +11,14 @@
 // B. The cut is silent: R0's link to B goes down and R0 drops the traffic (a
 // blackhole, no ICMP; A's rail0 stays up). `--detect-ms` later (what the
 // agent's detection would take) both hosts' pins are replaced onto rail1, and
-// the receiver's clock says when data flows again. Every namespace is deleted
-// at the end. Prints one line per trial, a summary, and one JSON line.
+// the receiver's clock says when data flows again. Arms, alternating:
+//   pinned_rto_min_10ms   the route in use and the new one have rto_min 10ms
+//   kernel_default_200ms  no rto_min anywhere (Linux: 200 ms)
+//   unpinned_then_10ms    only the route the move installs has rto_min 10ms
+//                         (a stream on the static ECMP route, then pinned)
+//   sysctl_rto_min_10ms   no metric; net.ipv4.tcp_rto_min_us=10000 on host A
+// Every namespace is deleted at the end. Prints one line per trial, a summary
+// per arm, and one JSON line.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -121,6 +127,11 @@ class Lab {
     }
   }
 
+  // net.ipv4.tcp_rto_min_us on host A (per namespace; read when a socket is made).
+  void SetSysctlRtoMin(int us) {
+    Sh("ip netns exec " + Ns("a") + " sysctl -qw net.ipv4.tcp_rto_min_us=" + std::to_string(us));
+  }
+
   // Sets R0's link to B down (the cut) or up again (and its route to B back).
   void SetPath0(bool up) {
     ifreq ifr{};
@@ -217,7 +228,8 @@ class Stream {
 double Median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  double m = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return std::round(m * 10) / 10;
 }
 
 }  // namespace
@@ -235,25 +247,35 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tcp-resume: needs root (creates network namespaces)\n");
     return 2;
   }
+  // rto_min of the route the stream uses before the cut and of the route the
+  // move installs (0: no metric, the kernel's minimum applies), and host A's
+  // net.ipv4.tcp_rto_min_us (the kernel's minimum for new sockets).
   struct Arm {
     const char* name;
-    std::chrono::milliseconds rto_min;
+    std::chrono::milliseconds before, after;
+    int sysctl_rto_min_us;
     std::vector<double> resume_ms;
     int failed = 0;
   };
-  std::vector<Arm> arms = {{"rto_min_10ms", 10ms, {}, 0}, {"kernel_default_200ms", 0ms, {}, 0}};
+  std::vector<Arm> arms = {
+      {"pinned_rto_min_10ms", 10ms, 10ms, 200000, {}, 0},     // the route in use had rto_min 10ms
+      {"kernel_default_200ms", 0ms, 0ms, 200000, {}, 0},      // no rto_min anywhere
+      {"unpinned_then_10ms", 0ms, 10ms, 200000, {}, 0},       // rto_min only on the route the move installs
+      {"sysctl_rto_min_10ms", 0ms, 0ms, 10000, {}, 0},        // no metric; tcp_rto_min_us=10000 on A
+  };
   try {
     Lab lab;
     for (int t = 0; t < trials; ++t) {
       for (Arm& arm : arms) {  // interleaved, so drift in machine load hits both arms alike
-        lab.Pin(0, arm.rto_min);
+        lab.Pin(0, arm.before);
+        lab.SetSysctlRtoMin(arm.sysctl_rto_min_us);
         Stream stream(lab);
         std::this_thread::sleep_for(std::chrono::milliseconds(warmup_ms));
         int64_t cut = NowNs();
         lab.SetPath0(false);
         std::this_thread::sleep_until(Clock::time_point(std::chrono::nanoseconds(cut)) +
                                       std::chrono::milliseconds(detect_ms));
-        lab.Pin(1, arm.rto_min);
+        lab.Pin(1, arm.after);
         int64_t moved = NowNs();
         std::this_thread::sleep_for(3s);  // > a 200 ms RTO after two backoffs
         int64_t resumed = stream.FirstReadAfter(moved);
@@ -267,6 +289,7 @@ int main(int argc, char** argv) {
         if (resumed < 0 || !stalled) ++arm.failed;
         else arm.resume_ms.push_back(ms);
         lab.SetPath0(true);
+        lab.SetSysctlRtoMin(200000);
       }
     }
   } catch (const std::exception& e) {

@@ -8,6 +8,9 @@
 // as a locked RTAX_RTO_MIN metric (the kernel ignores an unlocked one), like
 // `ip route ... rto_min 10ms`. Kernel errors come back with the kernel's
 // extended-ack text; EPERM says CAP_NET_ADMIN is needed.
+// Cost: Install and Delete are one or two requests each (an interface lookup
+// and the change); Replace also dumps the IPv4 routes once to check who owns
+// the destination (O(routes); small on a host); List and Interfaces one dump.
 // Thread-compatible: one thread at a time.
 #pragma once
 
