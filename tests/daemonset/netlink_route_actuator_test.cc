@@ -93,10 +93,12 @@ class RouteMonitor {
     char buf[16384];
     ssize_t n;
     while ((n = ::recv(fd_, buf, sizeof buf, 0)) > 0) {
-      int len = static_cast<int>(n);
-      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      for (size_t off = 0; off + sizeof(nlmsghdr) <= static_cast<size_t>(n);) {
+        const auto* h = reinterpret_cast<const nlmsghdr*>(buf + off);
+        if (h->nlmsg_len < sizeof(nlmsghdr) || off + h->nlmsg_len > static_cast<size_t>(n)) break;
         if (h->nlmsg_type == RTM_DELROUTE) out.push_back("del");
         if (h->nlmsg_type == RTM_NEWROUTE) out.push_back(h->nlmsg_flags & NLM_F_REPLACE ? "new(replace)" : "new");
+        off += NLMSG_ALIGN(h->nlmsg_len);
       }
     }
     return out;
