@@ -129,6 +129,22 @@ TEST_CASE("reconcile converges the fake and a second pass changes nothing", "[da
   CHECK(net.log.empty());
 }
 
+TEST_CASE("reconcile on start with the listed routes keeps working pins and drops dead ones", "[daemonset][routes]") {
+  FakeRouteActuator net;
+  net.AddInterface("rail0", false);
+  net.AddInterface("rail1", true);
+  net.routes[P("10.0.200.2")] = Pin(2, 0);
+  net.routes[P("10.0.200.3")] = Pin(3, 1);
+  auto listed = net.List();
+  REQUIRE(listed.ok());
+  auto plan = ReconcileRoutes(net, *listed);
+  REQUIRE(plan.ok());
+  CHECK(net.log == std::vector<std::string>{"delete 10.0.200.2/32"});
+  CHECK(plan->blocked == std::vector<OwnedRoute>{Pin(2, 0)});
+  CHECK(net.routes.size() == 1);
+  CHECK(net.routes.contains(P("10.0.200.3")));
+}
+
 TEST_CASE("apply tries every step and reports the first error", "[daemonset][routes]") {
   FakeRouteActuator net;
   net.AddInterface("rail1", true);

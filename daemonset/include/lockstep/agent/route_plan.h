@@ -11,9 +11,12 @@
 // - an owned route that differs from the desired one (nexthop, source,
 //   rto_min) is replaced in place, atomically;
 // - an owned route nobody wants any more is deleted.
-// On start the agent lists its owned routes, plans against what it wants now
-// and applies the plan; on stop it does nothing (working routes stay, the
-// next start re-learns them); FlushOwnedRoutes is the explicit cleanup.
+// On start the agent re-learns its pins: it lists its owned routes and, until
+// its probes say otherwise, wants exactly those (ReconcileRoutes(a, *a.List())):
+// pins on up interfaces stay, pins on down ones go. Starting from an empty
+// desired set instead would drop every pin and send traffic back onto paths
+// the previous run had steered away from. On stop it does nothing (working
+// routes stay); FlushOwnedRoutes is the explicit cleanup.
 // Plain values and functions: thread-compatible.
 #pragma once
 
