@@ -132,6 +132,30 @@ TEST_CASE("netlink: installs a host route with gateway, source, proto 211 and a 
   CHECK(again.code() == ErrorCode::kAlreadyExists);
 }
 
+TEST_CASE("netlink: an on-link route (no gateway) and a prefix round-trip", "[daemonset][netns]") {
+  SKIP_UNLESS_ROOT();
+  Lab lab;
+  OwnedRoute on_link = Pin(2, 1, 0ms);
+  on_link.nexthop.gateway = 0;
+  OwnedRoute prefix = Pin(0, 0);
+  prefix.destination = Ipv4Prefix{A("10.77.64.0"), 20};
+  REQUIRE(lab.actuator->Install(on_link).ok());
+  REQUIRE(lab.actuator->Install(prefix).ok());
+  nlohmann::json owned = lab.Owned();
+  REQUIRE(owned.size() == 2);
+  CHECK(owned[0]["dst"] == "10.77.64.0/20");
+  CHECK(owned[1]["dst"] == "10.77.200.2");
+  CHECK_FALSE(owned[1].contains("gateway"));
+  CHECK_FALSE(owned[1].contains("metrics"));
+  CHECK(owned[1]["scope"] == "link");
+  auto listed = lab.actuator->List();
+  REQUIRE(listed.ok());
+  CHECK(*listed == std::vector<OwnedRoute>{prefix, on_link});
+  REQUIRE(lab.actuator->Delete(on_link.destination).ok());
+  REQUIRE(lab.actuator->Delete(prefix.destination).ok());
+  CHECK(lab.Owned().empty());
+}
+
 TEST_CASE("netlink: replace moves a route atomically, without a delete", "[daemonset][netns]") {
   SKIP_UNLESS_ROOT();
   Lab lab;
