@@ -45,7 +45,7 @@ def main():
     p.add_argument("--ifname", default="host0", help="interface holding --addr (GLOO_SOCKET_IFNAME)")
     p.add_argument("--master-addr", required=True, help="host 0's host address")
     p.add_argument("--master-port", type=int, default=29500)
-    p.add_argument("--hidden", type=int, default=512, help="MLP width (parameters ~ 3 * hidden^2)")
+    p.add_argument("--hidden", type=int, default=128, help="MLP width (parameters ~ 3 * hidden^2)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of training (rank 0 decides)")
     p.add_argument("--hang-s", type=float, default=15.0, help="collective timeout (gloo default: 1800)")
