@@ -177,19 +177,14 @@ Result<T> Guarded(const std::string& source, const std::function<Result<T>()>& f
 }
 
 // Keys an older operator or a hand-written file may still carry: parsed once,
-// used nowhere. Fabric failover (a later issue) will bring them back.
-void RejectUnsupported(const YAML::Node& root, const YAML::Node& probe, const std::string& source, std::string& err) {
+// used nowhere. Contention handling (a later issue) will bring them back.
+void RejectUnsupported(const YAML::Node& root, const std::string& source, std::string& err) {
   auto reject = [&](const char* key, const char* what) {
     if (err.empty()) {
       err = source + ": " + key + " is not supported by this agent version (" + what + "); remove it";
     }
   };
-  if (root["failover"]) reject("failover", "fabric failover is not implemented yet");
   if (root["loadBalancing"]) reject("loadBalancing", "load balancing is not implemented yet");
-  if (root["flapAlertPerHour"]) reject("flapAlertPerHour", "flap alerts come with fabric failover, not implemented yet");
-  if (probe && probe.IsMap() && probe["missThreshold"]) {
-    reject("probe.missThreshold", "path-down detection comes with fabric failover, not implemented yet");
-  }
 }
 
 }  // namespace
@@ -202,7 +197,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     if (!root.IsMap()) return InvalidArgument(source + ": the top level must be a map");
     std::string err;
     const YAML::Node& croot = root;
-    RejectUnsupported(croot, croot["probe"], source, err);
+    RejectUnsupported(croot, source, err);
     if (!err.empty()) return InvalidArgument(err);
     MapReader top(root, "", source, err);
     top.String("policy", c.policy, false);
@@ -212,6 +207,8 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       r.Int("port", 0, 65535, c.probe.port, " (0 picks a free port)");
       r.Int("intervalMs", 1, kMaxProbeIntervalMs, c.probe.interval_ms);
       r.Int("peersPerNode", 1, kMaxPeersPerNode, c.probe.peers_per_node);
+      r.Int("pathIntervalMs", 1, kMaxProbeIntervalMs, c.probe.path_interval_ms);
+      r.Int("missThreshold", 1, kMaxMissThreshold, c.probe.miss_threshold);
       r.RejectUnknown();
     }
     {
@@ -223,6 +220,17 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       r.Int("asymmetryAllowanceNs", 0, kMaxAsymmetryAllowanceNs, c.clock_sync.asymmetry_allowance_ns);
       r.RejectUnknown();
     }
+    {
+      MapReader r(top.Child("failover"), "failover", source, err);
+      r.Bool("enabled", c.failover.enabled);
+      r.Int("readmitAfterSeconds", 1, kMaxReadmitAfterSeconds, c.failover.readmit_after_seconds);
+      r.Int("maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds, c.failover.max_hold_down_seconds);
+      r.RejectUnknown();
+      if (err.empty() && c.failover.max_hold_down_seconds < c.failover.readmit_after_seconds) {
+        r.Fail(FailoverOrderMessage("failover", c.failover.readmit_after_seconds, c.failover.max_hold_down_seconds));
+      }
+    }
+    top.Int("flapAlertPerHour", 1, kMaxFlapAlertPerHour, c.flap_alert_per_hour);
     top.String("probeKeyFile", c.probe_key_file, false);
     top.String("nodeKeyFile", c.node_key_file);
     top.Addr("healthAddr", c.health_addr);
@@ -260,13 +268,20 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
   y << YAML::Key << "probe" << YAML::Value << YAML::BeginMap
     << YAML::Key << "port" << YAML::Value << c.probe.port
     << YAML::Key << "intervalMs" << YAML::Value << c.probe.interval_ms
-    << YAML::Key << "peersPerNode" << YAML::Value << c.probe.peers_per_node << YAML::EndMap;
+    << YAML::Key << "peersPerNode" << YAML::Value << c.probe.peers_per_node
+    << YAML::Key << "pathIntervalMs" << YAML::Value << c.probe.path_interval_ms
+    << YAML::Key << "missThreshold" << YAML::Value << c.probe.miss_threshold << YAML::EndMap;
   y << YAML::Key << "clockSync" << YAML::Value << YAML::BeginMap
     << YAML::Key << "enabled" << YAML::Value << c.clock_sync.enabled
     << YAML::Key << "windowSeconds" << YAML::Value << c.clock_sync.window_seconds
     << YAML::Key << "disciplineHostClock" << YAML::Value << c.clock_sync.discipline_host_clock
     << YAML::Key << "maxErrorBoundNs" << YAML::Value << c.clock_sync.max_error_bound_ns
     << YAML::Key << "asymmetryAllowanceNs" << YAML::Value << c.clock_sync.asymmetry_allowance_ns << YAML::EndMap;
+  y << YAML::Key << "failover" << YAML::Value << YAML::BeginMap
+    << YAML::Key << "enabled" << YAML::Value << c.failover.enabled
+    << YAML::Key << "readmitAfterSeconds" << YAML::Value << c.failover.readmit_after_seconds
+    << YAML::Key << "maxHoldDownSeconds" << YAML::Value << c.failover.max_hold_down_seconds << YAML::EndMap;
+  y << YAML::Key << "flapAlertPerHour" << YAML::Value << c.flap_alert_per_hour;
   y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
   if (!c.node_key_file.empty()) y << YAML::Key << "nodeKeyFile" << YAML::Value << c.node_key_file;
   y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();

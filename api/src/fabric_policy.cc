@@ -143,6 +143,8 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
   r.Int(probe, "intervalMs", "spec.probe.intervalMs", 1, kMaxProbeIntervalMs, p.probe.interval_ms);
   r.Int(probe, "peersPerNode", "spec.probe.peersPerNode", 1, kMaxPeersPerNode, p.probe.peers_per_node);
   r.Int(probe, "port", "spec.probe.port", kMinProbePort, 65535, p.probe.port);
+  r.Int(probe, "pathIntervalMs", "spec.probe.pathIntervalMs", 1, kMaxProbeIntervalMs, p.probe.path_interval_ms);
+  r.Int(probe, "missThreshold", "spec.probe.missThreshold", 1, kMaxMissThreshold, p.probe.miss_threshold);
   const Json& cs = r.Object(spec, "clockSync", "spec.clockSync");
   r.Bool(cs, "enabled", "spec.clockSync.enabled", p.clock_sync.enabled);
   r.Int(cs, "windowSeconds", "spec.clockSync.windowSeconds", 1, kMaxWindowSeconds, p.clock_sync.window_seconds);
@@ -151,6 +153,16 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
         p.clock_sync.max_error_bound_ns);
   r.Int(cs, "asymmetryAllowanceNs", "spec.clockSync.asymmetryAllowanceNs", 0, kMaxAsymmetryAllowanceNs,
         p.clock_sync.asymmetry_allowance_ns);
+  const Json& fo = r.Object(spec, "failover", "spec.failover");
+  r.Bool(fo, "enabled", "spec.failover.enabled", p.failover.enabled);
+  r.Int(fo, "readmitAfterSeconds", "spec.failover.readmitAfterSeconds", 1, kMaxReadmitAfterSeconds,
+        p.failover.readmit_after_seconds);
+  r.Int(fo, "maxHoldDownSeconds", "spec.failover.maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds,
+        p.failover.max_hold_down_seconds);
+  if (r.ok() && p.failover.max_hold_down_seconds < p.failover.readmit_after_seconds) {
+    r.Fail(FailoverOrderMessage("spec.failover", p.failover.readmit_after_seconds, p.failover.max_hold_down_seconds));
+  }
+  r.Int(spec, "flapAlertPerHour", "spec.flapAlertPerHour", 1, kMaxFlapAlertPerHour, p.flap_alert_per_hour);
   const Json& agent = r.Object(spec, "agent", "spec.agent");
   r.String(agent, "image", "spec.agent.image", p.agent.image, false, 512);
   r.Enum(agent, "imagePullPolicy", "spec.agent.imagePullPolicy", {"Always", "IfNotPresent", "Never"},
@@ -220,12 +232,17 @@ Json ToJson(const FabricPolicySpec& p) {
   return {{"nodeSelector", ToJson(p.node_selector)},
           {"tolerations", ToJson(p.tolerations)},
           {"probe", {{"intervalMs", p.probe.interval_ms}, {"peersPerNode", p.probe.peers_per_node},
-                     {"port", p.probe.port}}},
+                     {"port", p.probe.port}, {"pathIntervalMs", p.probe.path_interval_ms},
+                     {"missThreshold", p.probe.miss_threshold}}},
           {"clockSync", {{"enabled", p.clock_sync.enabled},
                          {"windowSeconds", p.clock_sync.window_seconds},
                          {"disciplineHostClock", p.clock_sync.discipline_host_clock},
                          {"maxErrorBoundNs", p.clock_sync.max_error_bound_ns},
                          {"asymmetryAllowanceNs", p.clock_sync.asymmetry_allowance_ns}}},
+          {"failover", {{"enabled", p.failover.enabled},
+                        {"readmitAfterSeconds", p.failover.readmit_after_seconds},
+                        {"maxHoldDownSeconds", p.failover.max_hold_down_seconds}}},
+          {"flapAlertPerHour", p.flap_alert_per_hour},
           {"agent", {{"image", p.agent.image},
                      {"imagePullPolicy", p.agent.image_pull_policy},
                      {"priorityClassName", p.agent.priority_class_name},

@@ -87,4 +87,10 @@ bool IsBase64OfSize(const std::string& s, size_t bytes) {
   return pad == 0 || (last & (pad == 1 ? 0x3 : 0xF)) == 0;
 }
 
+std::string FailoverOrderMessage(const std::string& prefix, int readmit_after_seconds, int max_hold_down_seconds) {
+  return prefix + ".maxHoldDownSeconds must be greater than or equal to " + prefix + ".readmitAfterSeconds (got " +
+         std::to_string(max_hold_down_seconds) + " < " + std::to_string(readmit_after_seconds) +
+         "); raise maxHoldDownSeconds or lower readmitAfterSeconds";
+}
+
 }  // namespace lockstep::api

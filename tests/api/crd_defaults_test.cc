@@ -28,6 +28,12 @@ TEST_CASE("FabricPolicy: the CRD's defaults are the C++ defaults", "[api]") {
   const Json& cs = schema["properties"]["spec"]["properties"]["clockSync"]["properties"];
   REQUIRE(cs["maxErrorBoundNs"]["maximum"] == kMaxMaxErrorBoundNs);
   REQUIRE(cs["asymmetryAllowanceNs"]["maximum"] == kMaxAsymmetryAllowanceNs);
+  REQUIRE(probe["pathIntervalMs"]["maximum"] == kMaxProbeIntervalMs);
+  REQUIRE(probe["missThreshold"]["maximum"] == kMaxMissThreshold);
+  const Json& fo = schema["properties"]["spec"]["properties"]["failover"]["properties"];
+  REQUIRE(fo["readmitAfterSeconds"]["maximum"] == kMaxReadmitAfterSeconds);
+  REQUIRE(fo["maxHoldDownSeconds"]["maximum"] == kMaxMaxHoldDownSeconds);
+  REQUIRE(schema["properties"]["spec"]["properties"]["flapAlertPerHour"]["maximum"] == kMaxFlapAlertPerHour);
 }
 
 TEST_CASE("TrainingJob: the CRD's defaults are the C++ defaults", "[api]") {

@@ -30,6 +30,12 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.clock_sync.discipline_host_clock == spec.clock_sync.discipline_host_clock);
   REQUIRE(c.clock_sync.max_error_bound_ns == spec.clock_sync.max_error_bound_ns);
   REQUIRE(c.clock_sync.asymmetry_allowance_ns == spec.clock_sync.asymmetry_allowance_ns);
+  REQUIRE(c.probe.path_interval_ms == spec.probe.path_interval_ms);
+  REQUIRE(c.probe.miss_threshold == spec.probe.miss_threshold);
+  REQUIRE(c.failover.enabled == spec.failover.enabled);
+  REQUIRE(c.failover.readmit_after_seconds == spec.failover.readmit_after_seconds);
+  REQUIRE(c.failover.max_hold_down_seconds == spec.failover.max_hold_down_seconds);
+  REQUIRE(c.flap_alert_per_hour == spec.flap_alert_per_hour);
   REQUIRE(c.health_addr.port == health_port);
   REQUIRE(c.probe_key_file == kProbeKeyFile);
   REQUIRE(c == AgentConfigForPolicy(policy, spec, health_port));
@@ -47,12 +53,19 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
   for (int i = 0; i < 50; ++i) {
     Json j = {{"probe", {{"intervalMs", pick(1, kMaxProbeIntervalMs)},
                          {"peersPerNode", pick(1, kMaxPeersPerNode)},
-                         {"port", pick(kMinProbePort, 65535)}}},
+                         {"port", pick(kMinProbePort, 65535)},
+                         {"pathIntervalMs", pick(1, kMaxProbeIntervalMs)},
+                         {"missThreshold", pick(1, kMaxMissThreshold)}}},
               {"clockSync", {{"enabled", pick(0, 1) == 1},
                              {"windowSeconds", pick(1, kMaxWindowSeconds)},
                              {"disciplineHostClock", pick(0, 1) == 1},
                              {"maxErrorBoundNs", pick(1, kMaxMaxErrorBoundNs)},
-                             {"asymmetryAllowanceNs", pick(0, kMaxAsymmetryAllowanceNs)}}}};
+                             {"asymmetryAllowanceNs", pick(0, kMaxAsymmetryAllowanceNs)}}},
+              {"flapAlertPerHour", pick(1, kMaxFlapAlertPerHour)}};
+    const int64_t readmit = pick(1, kMaxReadmitAfterSeconds);
+    j["failover"] = {{"enabled", pick(0, 1) == 1},
+                     {"readmitAfterSeconds", readmit},
+                     {"maxHoldDownSeconds", pick(readmit, kMaxMaxHoldDownSeconds)}};
     const std::string name = "policy-" + std::to_string(i);
     auto spec = op::ParsePolicySpec(name, j);
     REQUIRE(spec.ok());

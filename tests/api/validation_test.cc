@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "lockstep/api/agent_config.h"
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/api/training_job.h"
 #include "lockstep/api/validation.h"
@@ -54,6 +55,28 @@ TEST_CASE("FabricHealth: the agent replaces only its own keys", "[api]") {
   REQUIRE(s["phase"] == "Healthy");
   REQUIRE_FALSE(s.contains("clockErrorBoundNs"));  // the agent's, and now absent
   REQUIRE(s.contains("conditions"));
+}
+
+TEST_CASE("failover: the hold-down cap may not be below the clean period, in the CRD and in agent.yaml", "[api]") {
+  auto spec = ParseFabricPolicySpec("p", Json::parse(R"({"failover":{"readmitAfterSeconds":10,"maxHoldDownSeconds":5}})"));
+  REQUIRE(spec.error().message ==
+          "FabricPolicy \"p\": spec.failover.maxHoldDownSeconds must be greater than or equal to "
+          "spec.failover.readmitAfterSeconds (got 5 < 10); raise maxHoldDownSeconds or lower readmitAfterSeconds");
+  auto yaml = ParseAgentConfig("failover: {readmitAfterSeconds: 10, maxHoldDownSeconds: 5}\n", "agent.yaml");
+  REQUIRE(yaml.error().message ==
+          "agent.yaml: failover.maxHoldDownSeconds must be greater than or equal to failover.readmitAfterSeconds "
+          "(got 5 < 10); raise maxHoldDownSeconds or lower readmitAfterSeconds");
+  REQUIRE(ParseAgentConfig("failover: {readmitAfterSeconds: 0}\n", "agent.yaml").error().message ==
+          "agent.yaml: failover.readmitAfterSeconds must be between 1 and 3600 (got 0)");
+  REQUIRE(ParseAgentConfig("probe: {missThreshold: 0}\n", "agent.yaml").error().message ==
+          "agent.yaml: probe.missThreshold must be between 1 and 100 (got 0)");
+  auto ok = ParseAgentConfig("probe: {pathIntervalMs: 5, missThreshold: 4}\nfailover: {enabled: false}\n"
+                             "flapAlertPerHour: 3\n", "agent.yaml");
+  REQUIRE(ok.ok());
+  REQUIRE(ok->probe.path_interval_ms == 5);
+  REQUIRE(ok->probe.miss_threshold == 4);
+  REQUIRE_FALSE(ok->failover.enabled);
+  REQUIRE(ok->flap_alert_per_hour == 3);
 }
 
 TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers", "[api]") {

@@ -52,7 +52,9 @@ TEST_CASE("an empty config gives the defaults", "[daemonset][config]") {
 
 TEST_CASE("unknown keys are errors that list the allowed keys", "[daemonset][config]") {
   std::string e = ErrorOf("probe: {intervalMS: 20}\n");
-  REQUIRE(e == "agent.yaml: unknown key probe.intervalMS (allowed: port, intervalMs, peersPerNode)");
+  REQUIRE(e ==
+          "agent.yaml: unknown key probe.intervalMS (allowed: port, intervalMs, peersPerNode, pathIntervalMs, "
+          "missThreshold)");
   REQUIRE(ErrorOf("colour: blue\n").find("unknown key colour") != std::string::npos);
   REQUIRE(ErrorOf("peers: [{name: a, address: 10.0.0.1, zone: x}]\n").find("unknown key peers[0].zone") !=
           std::string::npos);
@@ -74,14 +76,13 @@ TEST_CASE("bad values name the key and the allowed range", "[daemonset][config]"
   REQUIRE(ErrorOf("probe: {\n").find("not valid YAML") != std::string::npos);
 }
 
-TEST_CASE("keys for fabric failover are rejected until failover exists", "[daemonset][config]") {
-  REQUIRE(ErrorOf("failover: {enabled: true}\n") ==
-          "agent.yaml: failover is not supported by this agent version (fabric failover is not implemented yet); "
+TEST_CASE("loadBalancing is rejected until contention handling exists; failover keys are typed", "[daemonset][config]") {
+  REQUIRE(ErrorOf("loadBalancing: true\n") ==
+          "agent.yaml: loadBalancing is not supported by this agent version (load balancing is not implemented yet); "
           "remove it");
-  REQUIRE(ErrorOf("loadBalancing: true\n").find("loadBalancing is not supported by this agent version") !=
-          std::string::npos);
-  REQUIRE(ErrorOf("flapAlertPerHour: 8\n").find("flapAlertPerHour is not supported") != std::string::npos);
-  REQUIRE(ErrorOf("probe: {missThreshold: 3}\n").find("probe.missThreshold is not supported") != std::string::npos);
+  REQUIRE(ErrorOf("failover: {enabled: maybe}\n") == "agent.yaml: failover.enabled must be true or false (got \"maybe\")");
+  REQUIRE(ErrorOf("failover: {holdDown: 3}\n").find("unknown key failover.holdDown") != std::string::npos);
+  REQUIRE(ErrorOf("flapAlertPerHour: 0\n") == "agent.yaml: flapAlertPerHour must be between 1 and 10000 (got 0)");
 }
 
 TEST_CASE("a peers file is a list or a map with peers", "[daemonset][config]") {

@@ -58,8 +58,10 @@ TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
   REQUIRE(y["probe"]["port"].as<int>() == 7400);
   REQUIRE(y["clockSync"]["asymmetryAllowanceNs"].as<int>() == 30);
   REQUIRE(y["clockSync"]["maxErrorBoundNs"].as<int64_t>() == spec.clock_sync.max_error_bound_ns);
-  REQUIRE_FALSE(y["flapAlertPerHour"]);
-  REQUIRE_FALSE(y["failover"]);
+  REQUIRE(y["flapAlertPerHour"].as<int>() == api::kFlapAlertPerHour);
+  REQUIRE(y["failover"]["enabled"].as<bool>());
+  REQUIRE(y["probe"]["missThreshold"].as<int>() == api::kMissThreshold);
+  REQUIRE_FALSE(y["loadBalancing"]);
   REQUIRE(y["probeKeyFile"].as<std::string>() == api::kProbeKeyFile);
   Json cm = RenderAgentConfigMap({"p1", "u"}, spec, s);
   REQUIRE(cm["data"]["agent.yaml"] == RenderAgentConfig({"p1", "u"}, spec, s));

@@ -34,6 +34,8 @@ struct AgentConfig {
     int port = kProbePort;  // 0 = pick a free port (tests)
     int interval_ms = kProbeIntervalMs;
     int peers_per_node = kPeersPerNode;
+    int path_interval_ms = kPathProbeIntervalMs;  // health probes on each path (rail x peer)
+    int miss_threshold = kMissThreshold;          // consecutive misses that make a path down
     bool operator==(const Probe&) const = default;
   } probe;
   struct ClockSync {
@@ -44,6 +46,13 @@ struct AgentConfig {
     int64_t asymmetry_allowance_ns = kAsymmetryAllowanceNs;  // added to every error bound (see the CRD)
     bool operator==(const ClockSync&) const = default;
   } clock_sync;
+  struct Failover {
+    bool enabled = true;  // false: monitor and report paths, never steer routes
+    int readmit_after_seconds = kReadmitAfterSeconds;
+    int max_hold_down_seconds = kMaxHoldDownSeconds;  // >= readmit_after_seconds
+    bool operator==(const Failover&) const = default;
+  } failover;
+  int flap_alert_per_hour = kFlapAlertPerHour;
   std::string probe_key_file = kProbeKeyFile;
   // This node's Ed25519 signing key (a 32-byte seed); "" = a fresh key pair at
   // every start (published in FabricHealth status.nodePublicKey).

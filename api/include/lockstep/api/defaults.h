@@ -29,6 +29,16 @@ inline constexpr char kAgentImage[] = "ghcr.io/lockstep/lockstep-agent:0.1.0";
 inline constexpr char kAgentImagePullPolicy[] = "IfNotPresent";
 inline constexpr char kAgentPriorityClassName[] = "system-node-critical";
 
+// Fabric failover (spec.probe.pathIntervalMs, spec.probe.missThreshold,
+// spec.failover, spec.flapAlertPerHour). With jittered 10 ms path probes and
+// 3 misses a dead path is declared down within 43 ms (<= 50 ms); see
+// fabric/include/lockstep/fabric/options.h for the arithmetic.
+inline constexpr int kPathProbeIntervalMs = 10;
+inline constexpr int kMissThreshold = 3;
+inline constexpr int kReadmitAfterSeconds = 2;   // clean period before a recovered path carries traffic
+inline constexpr int kMaxHoldDownSeconds = 300;  // cap of the exponential hold-down of flapping paths
+inline constexpr int kFlapAlertPerHour = 8;
+
 // Bounds shared by the CRD schema, the operator and the agent.
 inline constexpr int kMinProbePort = 1024;  // in a FabricPolicy; agent.yaml also accepts 0 (tests)
 inline constexpr int kMaxProbeIntervalMs = 60000;
@@ -36,6 +46,10 @@ inline constexpr int kMaxPeersPerNode = 64;
 inline constexpr int kMaxWindowSeconds = 60;
 inline constexpr int64_t kMaxMaxErrorBoundNs = 1'000'000'000;
 inline constexpr int64_t kMaxAsymmetryAllowanceNs = 1'000'000;
+inline constexpr int kMaxMissThreshold = 100;
+inline constexpr int kMaxReadmitAfterSeconds = 3600;
+inline constexpr int kMaxMaxHoldDownSeconds = 86400;
+inline constexpr int kMaxFlapAlertPerHour = 10000;
 
 // A FabricPolicy's name is the value of the label lockstep.dev/policy on its
 // agent objects and FabricHealths, and of app.kubernetes.io/instance: a label

@@ -51,10 +51,20 @@ struct ResourceRequirements {
 };
 
 struct ProbeSpec {
-  int interval_ms = kProbeIntervalMs;  // 1..60000
+  int interval_ms = kProbeIntervalMs;  // 1..60000: clock-sync probes to each selected peer
   int peers_per_node = kPeersPerNode;  // 1..64
   int port = kProbePort;               // 1024..65535
+  int path_interval_ms = kPathProbeIntervalMs;  // 1..60000: health probes on each path (rail x peer)
+  int miss_threshold = kMissThreshold;          // 1..100: consecutive misses that make a path down
   bool operator==(const ProbeSpec&) const = default;
+};
+
+// Moving traffic off failed paths (spec.failover).
+struct FailoverSpec {
+  bool enabled = true;  // false: monitor and report only, never steer routes
+  int readmit_after_seconds = kReadmitAfterSeconds;  // 1..3600
+  int max_hold_down_seconds = kMaxHoldDownSeconds;   // 1..86400, >= readmit_after_seconds
+  bool operator==(const FailoverSpec&) const = default;
 };
 
 struct ClockSyncSpec {
@@ -82,6 +92,8 @@ struct FabricPolicySpec {
   std::vector<Toleration> tolerations = DefaultTolerations();
   ProbeSpec probe;
   ClockSyncSpec clock_sync;
+  FailoverSpec failover;
+  int flap_alert_per_hour = kFlapAlertPerHour;  // 1..10000
   AgentSpec agent;
   bool operator==(const FabricPolicySpec&) const = default;
 };

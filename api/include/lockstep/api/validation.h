@@ -35,4 +35,9 @@ bool IsNonNegativeQuantity(const std::string& s);
 // Standard base64 of exactly `bytes` bytes (with padding).
 bool IsBase64OfSize(const std::string& s, size_t bytes);
 
+// The message for a failover section whose hold-down cap is below its clean
+// period (the CRD's CEL rule says the same): "<prefix>.maxHoldDownSeconds must
+// be greater than or equal to <prefix>.readmitAfterSeconds (got 1 < 2); ..."
+std::string FailoverOrderMessage(const std::string& prefix, int readmit_after_seconds, int max_hold_down_seconds);
+
 }  // namespace lockstep::api

@@ -1,0 +1,20 @@
+// The bridge from the typed contract to the decision core: the agent's
+// failover settings (agent.yaml, rendered by the operator from a
+// FabricPolicy) become FabricOptions. Separate target
+// (lockstep_fabric_config) so lockstep_fabric itself links only
+// lockstep_base. Pure; thread-safe.
+#pragma once
+
+#include "lockstep/api/agent_config.h"
+#include "lockstep/fabric/options.h"
+
+namespace lockstep::fabric {
+
+// probe.pathIntervalMs -> probe_interval and reply_timeout (a probe is missed
+// one interval after it left), probe.missThreshold -> miss_threshold,
+// failover.* -> failover_enabled, readmit_after, max_hold_down,
+// flapAlertPerHour -> flap_alert_per_hour; the rest keep their defaults.
+// InvalidArgument (naming the agent.yaml key) when the result is not valid.
+Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config);
+
+}  // namespace lockstep::fabric

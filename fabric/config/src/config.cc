@@ -1,0 +1,20 @@
+#include "lockstep/fabric/config.h"
+
+namespace lockstep::fabric {
+
+Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
+  FabricOptions o;
+  o.probe_interval = std::chrono::milliseconds(config.probe.path_interval_ms);
+  o.reply_timeout = o.probe_interval;
+  o.miss_threshold = config.probe.miss_threshold;
+  o.failover_enabled = config.failover.enabled;
+  o.readmit_after = std::chrono::seconds(config.failover.readmit_after_seconds);
+  o.max_hold_down = std::chrono::seconds(config.failover.max_hold_down_seconds);
+  o.flap_alert_per_hour = config.flap_alert_per_hour;
+  if (Status s = Validate(o); !s.ok()) {
+    return InvalidArgument("agent.yaml probe/failover settings: " + s.error().message);
+  }
+  return o;
+}
+
+}  // namespace lockstep::fabric

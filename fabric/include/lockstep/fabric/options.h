@@ -1,0 +1,64 @@
+// FabricOptions: the numbers the fabric decision core runs on, with their
+// defaults and why. The FabricPolicy's typed settings become these through
+// FabricOptionsFromConfig (lockstep/fabric/config.h, target
+// lockstep_fabric_config). Plain values; thread-compatible.
+//
+// Detection at the defaults (interval I = 10 ms, jitter j = 10%, N = 3 misses,
+// reply timeout T = 10 ms): after a fault the next probe leaves within
+// I(1+j), the N-th lost one (N-1) gaps later, and it is declared missed T
+// after it left, so
+//     worst case = N * I * (1 + j) + T = 33 + 10 = 43 ms  (<= 50 ms goal)
+// (WorstCaseDetection computes it). A single lost probe only makes a path
+// suspect. Load: 100 probes/s per path; at 4 hosts x 2 rails a node sends 600
+// probes/s and 600 replies/s (~150 B on the wire each, ~0.7 Mbit/s per rail
+// each way, < 0.1% of a 1 Gbit/s link).
+#pragma once
+
+#include <chrono>
+
+#include "lockstep/common/clock.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::fabric {
+
+using namespace std::chrono_literals;
+
+struct FabricOptions {
+  // Probing (per path).
+  Nanos probe_interval = 10ms;  // mean gap between two probes of one path
+  double jitter = 0.1;          // each gap is uniform in interval * [1 - jitter, 1 + jitter]
+  Nanos reply_timeout = 10ms;   // a probe without a reply this long after it left is a miss
+  int miss_threshold = 3;       // consecutive misses that make a path down
+
+  // Re-admission: a recovered path carries traffic again after a clean period
+  // (no miss) of readmit_after * 2^(level-1), capped at max_hold_down, where
+  // level counts recent downs; each hold_down_decay spent up lowers it by one.
+  Nanos readmit_after = 2s;
+  Nanos max_hold_down = 300s;
+  Nanos hold_down_decay = 60s;
+
+  // Flaps (transitions into down from a path that delivered) over a sliding
+  // window; an alert when a rail has more than flap_alert_per_hour.
+  Nanos flap_window = 1h;
+  int flap_alert_per_hour = 8;
+
+  // Loss and one-way delay percentiles (metrics, failover ranking) over this window.
+  Nanos stats_window = 10s;
+
+  // False: health and metrics only, no route actions (every pin is removed).
+  bool failover_enabled = true;
+};
+
+// InvalidArgument naming the field and the allowed range, e.g.
+// "fabric options: miss_threshold must be between 1 and 100 (got 0)".
+Status Validate(const FabricOptions& options);
+
+// The longest time from a path failing to it being declared down (see above).
+Nanos WorstCaseDetection(const FabricOptions& options);
+
+// The clean period a recovering path with this hold-down level needs
+// (level >= 1 after its first down): readmit_after * 2^(level-1), at most
+// max(readmit_after, max_hold_down).
+Nanos RequiredCleanPeriod(const FabricOptions& options, int level);
+
+}  // namespace lockstep::fabric

@@ -1,0 +1,122 @@
+// PathHealth: one path's health state machine, its outstanding probes, its
+// hold-down, and its loss and delay over a recent window. Values in
+// (probe sent, reply received, now), transitions out. Thread-compatible.
+//
+//            reply                 missThreshold misses in a row
+//   unknown -------> up <--------> suspect ------------------------> down
+//      |  N misses    ^   reply      (1..N-1 misses)                   ^ |
+//      +--------------|------------------------------------------------+ | reply
+//                     |  clean (no miss) for RequiredCleanPeriod(level)   v
+//                     +------------------------------------------ recovering
+//                          (a miss restarts the clean period; N misses: down)
+//
+// A flap is a transition into down from a state that delivered (up, suspect,
+// recovering); each flap raises the hold-down level by one, each
+// hold_down_decay spent up lowers it by one. A reply counts only for the
+// probe it answers (matched by seq) and only before that probe's reply
+// timeout; later it is "late" and changes nothing. Events are applied in time
+// order: OnReply first applies the timeouts due before the reply arrived.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path.h"
+
+namespace lockstep::fabric {
+
+// A reply to one of our probes.
+struct Reply {
+  uint64_t seq = 0;                    // the probe's sequence number
+  Time received{};                     // when the reply arrived (our monotonic clock)
+  std::optional<Nanos> one_way_delay;  // our egress delay from fabric time (when clocks are synced)
+};
+
+struct Transition {
+  PathKey path;
+  PathState from = PathState::kUnknown;
+  PathState to = PathState::kUnknown;
+  Time at{};
+  bool flap = false;  // into down from up, suspect or recovering
+};
+
+// Totals since the path was added, and the recent window.
+struct PathStats {
+  uint64_t probes_sent = 0, replies = 0, misses = 0;
+  uint64_t late_replies = 0;       // answered after their timeout (already counted as misses)
+  uint64_t unmatched_replies = 0;  // no such probe outstanding (duplicate or stale seq)
+  int window_samples = 0;          // probes decided (replied or missed) in the window
+  double loss = 0;                 // misses / window_samples over the window (0 when empty)
+  std::optional<Nanos> owd_p50, owd_p99;  // one-way delay (replies that carried one)
+  std::optional<Nanos> rtt_p50, rtt_p99;  // round trip
+};
+
+class PathHealth {
+ public:
+  // REQUIRES: Validate(options).ok().
+  PathHealth(PathKey key, const FabricOptions& options);
+
+  const PathKey& key() const { return key_; }
+  PathState state() const { return state_; }
+  int hold_down_level() const { return level_; }
+  int consecutive_misses() const { return misses_in_a_row_; }
+
+  // A probe left at `sent`. Seqs should grow; at most 64 stay outstanding
+  // (the oldest is dropped as a miss when the caller never ticks).
+  void OnProbeSent(uint64_t seq, Time sent);
+
+  // A reply arrived. Applies timeouts due before reply.received first.
+  std::vector<Transition> OnReply(const Reply& reply);
+
+  // Applies everything due at or before now, in time order: probe timeouts
+  // (misses), re-admission, hold-down decay. REQUIRES: now does not go back.
+  std::vector<Transition> Tick(Time now);
+
+  // When the next timed event is due (a probe timeout, re-admission or
+  // decay), so the caller can tick then; nullopt when nothing is pending.
+  std::optional<Time> NextDeadline() const;
+
+  // Recovering and clean: when the path will be re-admitted.
+  std::optional<Time> ReadmitAt() const;
+
+  PathStats Stats(Time now) const;
+
+  // For ranking alternatives: the one-way delay p50 when replies carried one,
+  // else half the round-trip p50; nullopt without samples in the window.
+  std::optional<Nanos> RankingDelay(Time now) const;
+
+ private:
+  struct Outstanding {
+    uint64_t seq;
+    Time sent;
+  };
+  struct Sample {
+    Time at;
+    bool lost;
+    Nanos owd;  // < 0: none
+    Nanos rtt;
+  };
+
+  void Miss(Time at, std::vector<Transition>& out);
+  void Deliver(Time at, std::vector<Transition>& out);
+  void Move(PathState to, Time at, std::vector<Transition>& out);
+  void Record(Sample s);
+  std::optional<Time> DecayAt() const;
+
+  PathKey key_;
+  FabricOptions options_;
+  PathState state_ = PathState::kUnknown;
+  int misses_in_a_row_ = 0;
+  int level_ = 0;                       // hold-down level
+  std::optional<Time> clean_since_;     // recovering: first reply after the last miss
+  Time decay_anchor_{};                 // up: last re-admission or decay step
+  std::deque<Outstanding> outstanding_;  // send order
+  std::deque<uint64_t> recently_missed_;
+  std::deque<Sample> window_;
+  PathStats totals_;
+};
+
+}  // namespace lockstep::fabric

@@ -1,0 +1,133 @@
+// PathMonitor: the fabric decision core for one host. It owns the probe
+// schedule, one PathHealth per path, flap counters (per path and per rail)
+// and the current route decisions, and turns values in (paths, probes sent,
+// replies, now) into decisions out (state transitions, flap alerts, route
+// actions). The agent drives it from one thread:
+//
+//   monitor.SetPaths(EnumeratePaths(rails, peers), now);
+//   loop:
+//     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
+//     on a reply: Apply(monitor.OnReply(path, reply));
+//     Apply(monitor.Tick(now));     // sleep until monitor.NextWakeup()
+//
+// where Apply hands actions to a RouteActuator, transitions to metrics and
+// logs, alerts to an Event. Each event costs O(log paths) plus the planning
+// of the one peer whose paths changed state. Not thread-safe
+// (thread-compatible).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/fabric/flap_counter.h"
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path_health.h"
+#include "lockstep/fabric/probe_schedule.h"
+#include "lockstep/fabric/route_plan.h"
+
+namespace lockstep::fabric {
+
+// Edge-triggered: once when a rail's flaps in the window rise above the
+// threshold; again only after they fell back to it or below.
+struct FlapAlert {
+  int rail = 0;
+  int flaps_in_window = 0;
+  Time at{};
+};
+
+// What one call decided. Apply actions in order.
+struct Decisions {
+  std::vector<Transition> transitions;
+  std::vector<FlapAlert> alerts;
+  std::vector<RouteAction> actions;
+  bool empty() const { return transitions.empty() && alerts.empty() && actions.empty(); }
+};
+
+// One path for metrics and `fabric status`.
+struct PathView {
+  PathKey path;
+  PathState state = PathState::kUnknown;
+  PathStats stats;
+  int hold_down_level = 0;
+  std::optional<Time> readmit_at;  // recovering and clean
+  int flaps_in_window = 0;
+};
+
+// One local rail for FabricHealth (rails up/total, per-rail conditions).
+// A rail is down when it has paths and every one with a verdict is failed
+// (down or recovering) and at least one is: one peer's broken link fails
+// only that peer's path, a broken local link fails them all.
+struct RailView {
+  int rail = 0;
+  int paths = 0, usable = 0, failed = 0;  // usable: up or suspect
+  bool down = false;
+  int flaps_in_window = 0;
+  bool alerting = false;  // above flap_alert_per_hour (until it slides back)
+};
+
+class PathMonitor {
+ public:
+  // REQUIRES: Validate(options).ok(). `seed` seeds the probe jitter.
+  PathMonitor(const FabricOptions& options, uint64_t seed);
+
+  // The paths to watch. New paths start unknown and get probed; paths not
+  // listed are dropped (with their counters), and a peer without paths is
+  // unpinned by the returned actions.
+  Decisions SetPaths(const std::vector<PathKey>& paths, Time now);
+
+  // A route this host already has (found when the agent starts): the peer
+  // counts as pinned to `path`, so the plan keeps or removes it like its own.
+  void AdoptPin(const std::string& peer, const PathKey& path);
+
+  // Paths whose probe is due at or before now (each is rescheduled).
+  std::vector<PathKey> DueProbes(Time now);
+  // `seq` must be unique among the path's recent probes (a global counter works);
+  // the reply carrying it is matched to this probe.
+  void OnProbeSent(const PathKey& path, uint64_t seq, Time sent);
+  // A reply for a path not watched is ignored (empty decisions).
+  Decisions OnReply(const PathKey& path, const Reply& reply);
+  Decisions Tick(Time now);
+
+  // When to call Tick or DueProbes next (the earliest probe, timeout,
+  // re-admission or decay); nullopt when no path is watched.
+  std::optional<Time> NextWakeup() const;
+
+  // Views.
+  PathState State(const PathKey& path) const;  // kUnknown when not watched
+  std::vector<PathView> Paths(Time now) const;  // key order
+  // The current decisions (pinned peers only): what the actuator should hold.
+  // Actions are the diffs; an agent that failed to apply one can reconcile
+  // its routes against this, level-based.
+  const std::map<std::string, PathKey>& Pins() const { return pins_; }
+  std::optional<PathKey> Pin(const std::string& peer) const;
+  std::vector<RailView> Rails(Time now) const;  // rail order
+  int RailFlaps(int rail, Time now) const;  // in the flap window
+  int FlapsInWindow(Time now) const;        // all rails
+  std::optional<Time> LastFlap() const { return last_flap_; }
+  const FabricOptions& options() const { return options_; }
+
+ private:
+  void Absorb(std::vector<Transition> transitions, Decisions& out);
+  void Replan(Decisions& out, Time now);
+  void Reindex(const PathKey& key);  // after any change to a path's deadlines
+
+  FabricOptions options_;
+  ProbeSchedule schedule_;
+  std::map<PathKey, PathHealth> paths_;
+  std::map<std::string, std::set<PathKey>> peer_paths_;
+  std::map<PathKey, FlapCounter> path_flaps_;
+  std::map<int, FlapCounter> rail_flaps_;
+  std::map<int, Time> rail_last_path_flap_;  // coalesces one event seen on many paths
+  std::map<PathKey, Time> deadline_of_;                 // each path's NextDeadline
+  std::set<std::pair<Time, PathKey>> deadlines_;        // the same, by time
+  std::map<std::string, PathKey> pins_;
+  std::optional<Time> last_flap_;
+  std::set<std::string> dirty_peers_;  // to plan again
+};
+
+}  // namespace lockstep::fabric

@@ -1,0 +1,57 @@
+#include "lockstep/fabric/options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace lockstep::fabric {
+namespace {
+
+std::string Ms(Nanos d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms"; }
+
+}  // namespace
+
+Status Validate(const FabricOptions& o) {
+  auto range = [](const char* name, Nanos v, Nanos lo, Nanos hi) -> Status {
+    if (v < lo || v > hi) {
+      return InvalidArgument(std::string("fabric options: ") + name + " must be between " + Ms(lo) + " and " + Ms(hi) +
+                             " (got " + Ms(v) + ")");
+    }
+    return Status::Ok();
+  };
+  for (const Status& s : {range("probe_interval", o.probe_interval, 1ms, 60s),
+                          range("reply_timeout", o.reply_timeout, 1ms, 60s),
+                          range("readmit_after", o.readmit_after, 0ms, 24h),
+                          range("max_hold_down", o.max_hold_down, 0ms, 24h * 7),
+                          range("hold_down_decay", o.hold_down_decay, 1ms, 24h * 7),
+                          range("flap_window", o.flap_window, 1s, 24h * 7),
+                          range("stats_window", o.stats_window, 1ms, 1h)}) {
+    if (!s.ok()) return s;
+  }
+  if (!(o.jitter >= 0 && o.jitter < 1)) {
+    return InvalidArgument("fabric options: jitter must be in [0, 1) (got " + std::to_string(o.jitter) + ")");
+  }
+  if (o.miss_threshold < 1 || o.miss_threshold > 100) {
+    return InvalidArgument("fabric options: miss_threshold must be between 1 and 100 (got " +
+                           std::to_string(o.miss_threshold) + ")");
+  }
+  if (o.flap_alert_per_hour < 1) {
+    return InvalidArgument("fabric options: flap_alert_per_hour must be at least 1 (got " +
+                           std::to_string(o.flap_alert_per_hour) + ")");
+  }
+  return Status::Ok();
+}
+
+Nanos WorstCaseDetection(const FabricOptions& o) {
+  const double gap = static_cast<double>(o.probe_interval.count()) * (1 + o.jitter);
+  return Nanos(static_cast<int64_t>(std::ceil(o.miss_threshold * gap))) + o.reply_timeout;
+}
+
+Nanos RequiredCleanPeriod(const FabricOptions& o, int level) {
+  const Nanos cap = std::max(o.readmit_after, o.max_hold_down);
+  Nanos d = o.readmit_after;
+  for (int i = 1; i < level && d < cap; ++i) d *= 2;
+  return std::min(d, cap);
+}
+
+}  // namespace lockstep::fabric

@@ -1,0 +1,191 @@
+#include "lockstep/fabric/path_health.h"
+
+#include <algorithm>
+
+namespace lockstep::fabric {
+namespace {
+
+constexpr size_t kMaxOutstanding = 64;
+constexpr size_t kMaxRecentlyMissed = 64;
+constexpr size_t kMaxWindowSamples = 1 << 16;
+
+// Nearest-rank percentile of a non-empty vector (reordered).
+Nanos Percentile(std::vector<Nanos>& v, double q) {
+  size_t rank = static_cast<size_t>(q * static_cast<double>(v.size()));
+  if (rank >= v.size()) rank = v.size() - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
+  return v[rank];
+}
+
+}  // namespace
+
+PathHealth::PathHealth(PathKey key, const FabricOptions& options) : key_(std::move(key)), options_(options) {}
+
+void PathHealth::OnProbeSent(uint64_t seq, Time sent) {
+  ++totals_.probes_sent;
+  if (outstanding_.size() >= kMaxOutstanding) {
+    std::vector<Transition> ignored;  // REQUIRES says tick; keep memory bounded anyway
+    recently_missed_.push_back(outstanding_.front().seq);
+    outstanding_.pop_front();
+    Miss(sent, ignored);
+  }
+  outstanding_.push_back({seq, sent});
+}
+
+std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
+  std::vector<Transition> out = Tick(reply.received);
+  auto it = std::find_if(outstanding_.begin(), outstanding_.end(),
+                         [&](const Outstanding& o) { return o.seq == reply.seq; });
+  if (it == outstanding_.end()) {
+    bool late = std::find(recently_missed_.begin(), recently_missed_.end(), reply.seq) != recently_missed_.end();
+    ++(late ? totals_.late_replies : totals_.unmatched_replies);
+    return out;
+  }
+  const Nanos rtt = std::max(Nanos(0), reply.received - it->sent);
+  outstanding_.erase(it);
+  ++totals_.replies;
+  Record({reply.received, false, reply.one_way_delay.value_or(Nanos(-1)), rtt});
+  Deliver(reply.received, out);
+  return out;
+}
+
+std::vector<Transition> PathHealth::Tick(Time now) {
+  std::vector<Transition> out;
+  for (;;) {
+    // The earliest timed event at or before now.
+    std::optional<Time> miss_at, readmit_at = ReadmitAt(), decay_at = DecayAt();
+    if (!outstanding_.empty()) miss_at = outstanding_.front().sent + options_.reply_timeout;
+    Time next = Time::max();
+    for (const auto& t : {miss_at, readmit_at, decay_at}) {
+      if (t && *t < next) next = *t;
+    }
+    if (next > now) break;
+    if (miss_at && *miss_at == next) {
+      recently_missed_.push_back(outstanding_.front().seq);
+      if (recently_missed_.size() > kMaxRecentlyMissed) recently_missed_.pop_front();
+      outstanding_.pop_front();
+      Miss(next, out);
+    } else if (readmit_at && *readmit_at == next) {
+      clean_since_.reset();
+      decay_anchor_ = next;
+      Move(PathState::kUp, next, out);
+    } else {
+      --level_;
+      decay_anchor_ = next;
+    }
+  }
+  while (!window_.empty() && window_.front().at <= now - options_.stats_window) window_.pop_front();
+  return out;
+}
+
+void PathHealth::Miss(Time at, std::vector<Transition>& out) {
+  ++totals_.misses;
+  Record({at, true, Nanos(-1), Nanos(0)});
+  ++misses_in_a_row_;
+  const bool threshold = misses_in_a_row_ >= options_.miss_threshold;
+  switch (state_) {
+    case PathState::kUnknown:
+      if (threshold) Move(PathState::kDown, at, out);
+      break;
+    case PathState::kUp:
+    case PathState::kSuspect:
+      Move(threshold ? PathState::kDown : PathState::kSuspect, at, out);
+      break;
+    case PathState::kRecovering:
+      clean_since_.reset();
+      if (threshold) Move(PathState::kDown, at, out);
+      break;
+    case PathState::kDown:
+      break;
+  }
+}
+
+void PathHealth::Deliver(Time at, std::vector<Transition>& out) {
+  misses_in_a_row_ = 0;
+  switch (state_) {
+    case PathState::kUnknown:
+    case PathState::kSuspect:
+      decay_anchor_ = state_ == PathState::kUnknown ? at : decay_anchor_;
+      Move(PathState::kUp, at, out);
+      break;
+    case PathState::kDown:
+      clean_since_ = at;
+      Move(PathState::kRecovering, at, out);
+      break;
+    case PathState::kRecovering:
+      if (!clean_since_) clean_since_ = at;
+      break;
+    case PathState::kUp:
+      break;
+  }
+}
+
+void PathHealth::Move(PathState to, Time at, std::vector<Transition>& out) {
+  if (to == state_) return;
+  const bool flap = to == PathState::kDown && state_ != PathState::kUnknown;
+  if (flap) ++level_;
+  if (to == PathState::kDown) clean_since_.reset();
+  out.push_back({key_, state_, to, at, flap});
+  state_ = to;
+}
+
+std::optional<Time> PathHealth::ReadmitAt() const {
+  if (state_ != PathState::kRecovering || !clean_since_) return std::nullopt;
+  return *clean_since_ + RequiredCleanPeriod(options_, level_);
+}
+
+std::optional<Time> PathHealth::DecayAt() const {
+  if (level_ <= 0 || (state_ != PathState::kUp && state_ != PathState::kSuspect)) return std::nullopt;
+  return decay_anchor_ + options_.hold_down_decay;
+}
+
+std::optional<Time> PathHealth::NextDeadline() const {
+  std::optional<Time> best;
+  std::optional<Time> miss_at;
+  if (!outstanding_.empty()) miss_at = outstanding_.front().sent + options_.reply_timeout;
+  for (const auto& t : {miss_at, ReadmitAt(), DecayAt()}) {
+    if (t && (!best || *t < *best)) best = t;
+  }
+  return best;
+}
+
+void PathHealth::Record(Sample s) {
+  window_.push_back(s);
+  if (window_.size() > kMaxWindowSamples) window_.pop_front();
+}
+
+PathStats PathHealth::Stats(Time now) const {
+  PathStats s = totals_;
+  std::vector<Nanos> owd, rtt;
+  int lost = 0;
+  for (const Sample& x : window_) {
+    if (x.at <= now - options_.stats_window || x.at > now) continue;
+    ++s.window_samples;
+    if (x.lost) {
+      ++lost;
+      continue;
+    }
+    rtt.push_back(x.rtt);
+    if (x.owd >= Nanos(0)) owd.push_back(x.owd);
+  }
+  if (s.window_samples > 0) s.loss = static_cast<double>(lost) / s.window_samples;
+  if (!owd.empty()) {
+    s.owd_p50 = Percentile(owd, 0.5);
+    s.owd_p99 = Percentile(owd, 0.99);
+  }
+  if (!rtt.empty()) {
+    s.rtt_p50 = Percentile(rtt, 0.5);
+    s.rtt_p99 = Percentile(rtt, 0.99);
+  }
+  return s;
+}
+
+std::optional<Nanos> PathHealth::RankingDelay(Time now) const {
+  PathStats s = Stats(now);
+  if (s.owd_p50) return s.owd_p50;
+  if (s.rtt_p50) return *s.rtt_p50 / 2;
+  return std::nullopt;
+}
+
+}  // namespace lockstep::fabric
+

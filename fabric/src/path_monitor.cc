@@ -1,0 +1,191 @@
+#include "lockstep/fabric/path_monitor.h"
+
+#include <algorithm>
+
+namespace lockstep::fabric {
+
+PathMonitor::PathMonitor(const FabricOptions& options, uint64_t seed)
+    : options_(options), schedule_(options.probe_interval, options.jitter, seed) {}
+
+Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
+  std::set<PathKey> wanted(paths.begin(), paths.end());
+  for (auto it = paths_.begin(); it != paths_.end();) {
+    if (wanted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    const PathKey key = it->first;
+    schedule_.Remove(key);
+    path_flaps_.erase(key);
+    if (auto pp = peer_paths_.find(key.peer); pp != peer_paths_.end() && pp->second.erase(key) && pp->second.empty()) {
+      peer_paths_.erase(pp);
+    }
+    it = paths_.erase(it);
+    Reindex(key);
+    dirty_peers_.insert(key.peer);
+  }
+  for (const PathKey& p : wanted) {
+    if (paths_.contains(p)) continue;
+    paths_.emplace(p, PathHealth(p, options_));
+    peer_paths_[p.peer].insert(p);
+    path_flaps_.emplace(p, FlapCounter(options_.flap_window, options_.flap_alert_per_hour));
+    rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
+    schedule_.Add(p, now);
+    dirty_peers_.insert(p.peer);
+  }
+  Decisions out;
+  Replan(out, now);
+  return out;
+}
+
+void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
+  pins_[peer] = path;
+  dirty_peers_.insert(peer);
+}
+
+std::vector<PathKey> PathMonitor::DueProbes(Time now) { return schedule_.TakeDue(now); }
+
+void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent) {
+  auto it = paths_.find(path);
+  if (it == paths_.end()) return;
+  it->second.OnProbeSent(seq, sent);
+  Reindex(path);
+}
+
+Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
+  Decisions out;
+  auto it = paths_.find(path);
+  if (it == paths_.end()) return out;
+  Absorb(it->second.OnReply(reply), out);
+  Reindex(path);
+  Replan(out, reply.received);
+  return out;
+}
+
+Decisions PathMonitor::Tick(Time now) {
+  Decisions out;
+  std::vector<Transition> all;
+  // Only the paths with something due.
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const PathKey key = deadlines_.begin()->second;
+    for (Transition& t : paths_.at(key).Tick(now)) all.push_back(std::move(t));
+    Reindex(key);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
+  Absorb(std::move(all), out);
+  Replan(out, now);
+  return out;
+}
+
+void PathMonitor::Reindex(const PathKey& key) {
+  if (auto old = deadline_of_.find(key); old != deadline_of_.end()) {
+    deadlines_.erase({old->second, key});
+    deadline_of_.erase(old);
+  }
+  auto it = paths_.find(key);
+  if (it == paths_.end()) return;
+  if (std::optional<Time> t = it->second.NextDeadline()) {
+    deadline_of_.emplace(key, *t);
+    deadlines_.emplace(*t, key);
+  }
+}
+
+void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
+  for (Transition& t : transitions) {
+    dirty_peers_.insert(t.path.peer);
+    if (t.flap) {
+      last_flap_ = t.at;
+      path_flaps_.at(t.path).Record(t.at);
+      // One failure of a rail link takes down every path through it within a
+      // detection time: count it once for the rail.
+      auto last = rail_last_path_flap_.find(t.path.rail);
+      const bool same_event = last != rail_last_path_flap_.end() && t.at - last->second <= WorstCaseDetection(options_);
+      rail_last_path_flap_[t.path.rail] = t.at;
+      FlapCounter& rail = rail_flaps_.try_emplace(t.path.rail, options_.flap_window, options_.flap_alert_per_hour)
+                              .first->second;
+      if (!same_event && rail.Record(t.at)) out.alerts.push_back({t.path.rail, rail.Count(t.at), t.at});
+    }
+    out.transitions.push_back(std::move(t));
+  }
+}
+
+void PathMonitor::Replan(Decisions& out, Time now) {
+  if (dirty_peers_.empty()) return;
+  // Plan only the peers whose paths changed; the others keep their pins.
+  std::map<std::string, std::vector<PathChoice>> peers;
+  std::map<std::string, PathKey> current;
+  for (const std::string& peer : dirty_peers_) {
+    if (auto pp = peer_paths_.find(peer); pp != peer_paths_.end()) {
+      for (const PathKey& key : pp->second) {
+        const PathHealth& h = paths_.at(key);
+        peers[peer].push_back({key, h.state(), h.RankingDelay(now)});
+      }
+    }
+    if (auto pin = pins_.find(peer); pin != pins_.end()) current.emplace(peer, pin->second);
+  }
+  dirty_peers_.clear();
+  RoutePlan plan = PlanRoutes(peers, current, options_.failover_enabled);
+  for (const auto& [peer, pin] : current) pins_.erase(peer);
+  for (auto& [peer, pin] : plan.pins) pins_[peer] = std::move(pin);
+  for (RouteAction& a : plan.actions) out.actions.push_back(std::move(a));
+}
+
+std::optional<Time> PathMonitor::NextWakeup() const {
+  std::optional<Time> best = schedule_.NextDue();
+  if (!deadlines_.empty() && (!best || deadlines_.begin()->first < *best)) best = deadlines_.begin()->first;
+  return best;
+}
+
+PathState PathMonitor::State(const PathKey& path) const {
+  auto it = paths_.find(path);
+  return it == paths_.end() ? PathState::kUnknown : it->second.state();
+}
+
+std::vector<PathView> PathMonitor::Paths(Time now) const {
+  std::vector<PathView> out;
+  for (const auto& [key, health] : paths_) {
+    out.push_back({key, health.state(), health.Stats(now), health.hold_down_level(), health.ReadmitAt(),
+                   path_flaps_.at(key).Count(now)});
+  }
+  return out;
+}
+
+std::optional<PathKey> PathMonitor::Pin(const std::string& peer) const {
+  auto it = pins_.find(peer);
+  if (it == pins_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<RailView> PathMonitor::Rails(Time now) const {
+  std::map<int, RailView> rails;
+  for (const auto& [key, health] : paths_) {
+    RailView& r = rails[key.rail];
+    r.rail = key.rail;
+    ++r.paths;
+    r.usable += Usable(health.state()) ? 1 : 0;
+    r.failed += Failed(health.state()) ? 1 : 0;
+  }
+  std::vector<RailView> out;
+  for (auto& [rail, r] : rails) {
+    r.down = r.failed > 0 && r.usable == 0;
+    if (auto it = rail_flaps_.find(rail); it != rail_flaps_.end()) {
+      r.flaps_in_window = it->second.Count(now);
+      r.alerting = r.flaps_in_window > options_.flap_alert_per_hour;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+int PathMonitor::RailFlaps(int rail, Time now) const {
+  auto it = rail_flaps_.find(rail);
+  return it == rail_flaps_.end() ? 0 : it->second.Count(now);
+}
+
+int PathMonitor::FlapsInWindow(Time now) const {
+  int n = 0;
+  for (const auto& [rail, counter] : rail_flaps_) n += counter.Count(now);
+  return n;
+}
+
+}  // namespace lockstep::fabric

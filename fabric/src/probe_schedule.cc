@@ -1,0 +1,60 @@
+#include "lockstep/fabric/probe_schedule.h"
+
+#include <cassert>
+
+namespace lockstep::fabric {
+
+ProbeSchedule::ProbeSchedule(Nanos interval, double jitter, uint64_t seed)
+    : interval_(interval), jitter_(jitter), rng_(seed) {
+  assert(interval.count() > 0 && jitter >= 0 && jitter < 1);
+}
+
+Nanos ProbeSchedule::NextGap() {
+  if (jitter_ == 0) return interval_;
+  std::uniform_real_distribution<double> u(1 - jitter_, 1 + jitter_);
+  return Nanos(static_cast<int64_t>(static_cast<double>(interval_.count()) * u(rng_)));
+}
+
+void ProbeSchedule::Add(const PathKey& path, Time now) {
+  if (due_.contains(path)) return;
+  std::uniform_int_distribution<int64_t> phase(0, interval_.count() - 1);
+  const Time due = now + Nanos(phase(rng_));
+  due_.emplace(path, due);
+  queue_.emplace(due, path);
+}
+
+void ProbeSchedule::Remove(const PathKey& path) {
+  auto it = due_.find(path);
+  if (it == due_.end()) return;
+  queue_.erase({it->second, path});
+  due_.erase(it);
+}
+
+std::vector<PathKey> ProbeSchedule::TakeDue(Time now) {
+  std::vector<std::pair<Time, PathKey>> taken;
+  while (!queue_.empty() && queue_.begin()->first <= now) {
+    taken.push_back(std::move(queue_.extract(queue_.begin()).value()));
+  }
+  std::vector<PathKey> out;
+  for (auto& [due, path] : taken) {
+    Time next = due + NextGap();
+    if (next <= now) next = now + NextGap();  // a whole gap late: no burst
+    due_[path] = next;
+    queue_.emplace(next, path);
+    out.push_back(std::move(path));
+  }
+  return out;
+}
+
+std::optional<Time> ProbeSchedule::DueAt(const PathKey& path) const {
+  auto it = due_.find(path);
+  if (it == due_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Time> ProbeSchedule::NextDue() const {
+  if (queue_.empty()) return std::nullopt;
+  return queue_.begin()->first;
+}
+
+}  // namespace lockstep::fabric

@@ -1,0 +1,96 @@
+#include "lockstep/fabric/route_plan.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace lockstep::fabric {
+namespace {
+
+// Lower is better: up before suspect before recovering, then delay (unknown
+// delay last), then the key (deterministic ties).
+int Tier(PathState s) {
+  switch (s) {
+    case PathState::kUp: return 0;
+    case PathState::kSuspect: return 1;
+    case PathState::kRecovering: return 2;
+    default: return 3;  // unknown, down: never chosen
+  }
+}
+
+bool Better(const PathChoice& a, const PathChoice& b) {
+  auto rank = [](const PathChoice& c) {
+    return std::make_tuple(Tier(c.state), !c.delay.has_value(), c.delay.value_or(Nanos(0)));
+  };
+  if (rank(a) != rank(b)) return rank(a) < rank(b);
+  return a.path < b.path;
+}
+
+}  // namespace
+
+std::string ToString(const RouteAction& action) {
+  if (const auto* pin = std::get_if<PinPeer>(&action)) {
+    return "pin " + pin->peer + " rail" + std::to_string(pin->path.rail) + "/path" + std::to_string(pin->path.index);
+  }
+  return "unpin " + std::get<UnpinPeer>(action).peer;
+}
+
+std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current) {
+  const bool any_failed = std::any_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Failed(c.state); });
+  const bool all_deliver = std::all_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Usable(c.state); });
+  const PathChoice* pinned = nullptr;  // a pin to a path no longer listed counts as none
+  for (const PathChoice& c : paths) {
+    if (current && c.path == *current) pinned = &c;
+  }
+  const std::optional<PathKey> keep = pinned ? current : std::nullopt;
+  if (!any_failed) {
+    // Back to ECMP only when every path delivers again (failed ones were
+    // re-admitted); while some are still unknown (just started), keep what we have.
+    return all_deliver ? std::nullopt : keep;
+  }
+  if (pinned && Usable(pinned->state)) return keep;  // sticky while it delivers
+  const PathChoice* best = nullptr;
+  for (const PathChoice& c : paths) {
+    if (Tier(c.state) > 2) continue;
+    if (!best || Better(c, *best)) best = &c;
+  }
+  if (!best) {
+    // Nothing delivers. Keep a pin whose path has no verdict yet (a route
+    // adopted at start); never keep one to a dead path.
+    return pinned && pinned->state == PathState::kUnknown ? keep : std::nullopt;
+  }
+  // Among last-resort recovering paths, stay where we are.
+  if (pinned && pinned->state == PathState::kRecovering && best->state == PathState::kRecovering) return keep;
+  return best->path;
+}
+
+RoutePlan PlanRoutes(const std::map<std::string, std::vector<PathChoice>>& peers,
+                     const std::map<std::string, PathKey>& current, bool enabled) {
+  RoutePlan plan;
+  if (enabled) {
+    for (const auto& [peer, paths] : peers) {
+      auto it = current.find(peer);
+      std::optional<PathKey> cur;
+      if (it != current.end()) cur = it->second;
+      if (auto pin = ChoosePin(paths, cur)) plan.pins.emplace(peer, *pin);
+    }
+  }
+  // Diff in peer order: both maps are sorted.
+  auto cur = current.begin();
+  auto next = plan.pins.begin();
+  while (cur != current.end() || next != plan.pins.end()) {
+    if (next == plan.pins.end() || (cur != current.end() && cur->first < next->first)) {
+      plan.actions.push_back(UnpinPeer{cur->first});
+      ++cur;
+    } else if (cur == current.end() || next->first < cur->first) {
+      plan.actions.push_back(PinPeer{next->first, next->second});
+      ++next;
+    } else {
+      if (cur->second != next->second) plan.actions.push_back(PinPeer{next->first, next->second});
+      ++cur;
+      ++next;
+    }
+  }
+  return plan;
+}
+
+}  // namespace lockstep::fabric

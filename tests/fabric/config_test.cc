@@ -1,0 +1,44 @@
+// The typed settings (agent.yaml, from a FabricPolicy) become the core's options.
+#include <catch2/catch.hpp>
+
+#include "lockstep/fabric/config.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_CASE("the default policy's settings are the core's defaults and meet the detection goal", "[fabric]") {
+  auto o = FabricOptionsFromConfig(api::AgentConfig{});
+  REQUIRE(o.ok());
+  const FabricOptions d;
+  REQUIRE(o->probe_interval == d.probe_interval);
+  REQUIRE(o->reply_timeout == d.reply_timeout);
+  REQUIRE(o->miss_threshold == d.miss_threshold);
+  REQUIRE(o->readmit_after == d.readmit_after);
+  REQUIRE(o->max_hold_down == d.max_hold_down);
+  REQUIRE(o->flap_alert_per_hour == d.flap_alert_per_hour);
+  REQUIRE(o->failover_enabled);
+  REQUIRE(WorstCaseDetection(*o) <= 50ms);
+}
+
+TEST_CASE("every failover setting reaches the options", "[fabric]") {
+  auto c = api::ParseAgentConfig(
+      "probe: {pathIntervalMs: 25, missThreshold: 5}\n"
+      "failover: {enabled: false, readmitAfterSeconds: 7, maxHoldDownSeconds: 70}\n"
+      "flapAlertPerHour: 3\n",
+      "agent.yaml");
+  REQUIRE(c.ok());
+  auto o = FabricOptionsFromConfig(*c);
+  REQUIRE(o.ok());
+  REQUIRE(o->probe_interval == 25ms);
+  REQUIRE(o->reply_timeout == 25ms);
+  REQUIRE(o->miss_threshold == 5);
+  REQUIRE_FALSE(o->failover_enabled);
+  REQUIRE(o->readmit_after == 7s);
+  REQUIRE(o->max_hold_down == 70s);
+  REQUIRE(o->flap_alert_per_hour == 3);
+}
+
+}  // namespace
+}  // namespace lockstep::fabric

@@ -1,0 +1,100 @@
+// FabricSim: drives a PathMonitor the way the agent will, on simulated time,
+// against a fault schedule (which paths deliver when). A probe is answered
+// after the path's round trip when the path delivers both when the probe
+// leaves and when the reply arrives. It applies route actions to a routing
+// table (what a RouteActuator would hold) and counts state and route changes.
+// Deterministic; header-only, test-only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep/fabric/path_monitor.h"
+
+namespace lockstep::fabric::testing {
+
+using namespace std::chrono_literals;
+
+inline Time T0() { return Time{} + 1h; }
+inline Time At(Nanos d) { return T0() + d; }
+
+class FabricSim {
+ public:
+  using Delivers = std::function<bool(const PathKey&, Time)>;
+  using Delay = std::function<Nanos(const PathKey&)>;  // one-way delay; the round trip is twice it
+
+  FabricSim(PathMonitor& m, Delivers delivers, Delay delay = [](const PathKey&) { return Nanos(50us); })
+      : m_(m), delivers_(std::move(delivers)), delay_(std::move(delay)) {}
+
+  Time now() const { return now_; }
+  const std::map<std::string, PathKey>& routes() const { return routes_; }
+  int state_changes() const { return state_changes_; }
+  int route_changes() const { return route_changes_; }
+  const std::vector<Transition>& transitions() const { return transitions_; }
+  const std::vector<FlapAlert>& alerts() const { return alerts_; }
+  // Called after every step (invariant checks).
+  std::function<void(const FabricSim&)> after_step;
+
+  void Start(const std::vector<PathKey>& paths) { Apply(m_.SetPaths(paths, now_)); }
+
+  // Runs every event up to and including `end`.
+  void RunUntil(Time end) {
+    for (int guard = 0; guard < 100'000'000; ++guard) {
+      Time next = Time::max();
+      if (auto w = m_.NextWakeup()) next = *w;
+      if (!inflight_.empty() && inflight_.begin()->first < next) next = inflight_.begin()->first;
+      if (next > end) break;
+      if (next > now_) now_ = next;
+      while (!inflight_.empty() && inflight_.begin()->first <= now_) {
+        auto [path, reply] = inflight_.begin()->second;
+        inflight_.erase(inflight_.begin());
+        if (delivers_(path, now_)) Apply(m_.OnReply(path, reply));
+      }
+      Apply(m_.Tick(now_));
+      for (const PathKey& p : m_.DueProbes(now_)) {
+        m_.OnProbeSent(p, ++seq_, now_);
+        if (!delivers_(p, now_)) continue;
+        const Nanos d = delay_(p);
+        inflight_.emplace(now_ + 2 * d, std::make_pair(p, Reply{seq_, now_ + 2 * d, d}));
+      }
+      if (after_step) after_step(*this);
+    }
+    now_ = end;
+    Apply(m_.Tick(now_));
+  }
+
+  // The first transition of `path` into `to` at or after `since`.
+  std::optional<Time> FirstTransition(const PathKey& path, PathState to, Time since) const {
+    for (const Transition& t : transitions_) {
+      if (t.path == path && t.to == to && t.at >= since) return t.at;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  void Apply(const Decisions& d) {
+    for (const Transition& t : d.transitions) transitions_.push_back(t);
+    state_changes_ += static_cast<int>(d.transitions.size());
+    for (const FlapAlert& a : d.alerts) alerts_.push_back(a);
+    for (const RouteAction& a : d.actions) {
+      ++route_changes_;
+      if (const auto* pin = std::get_if<PinPeer>(&a)) routes_[pin->peer] = pin->path;
+      else routes_.erase(std::get<UnpinPeer>(a).peer);
+    }
+  }
+
+  PathMonitor& m_;
+  Delivers delivers_;
+  Delay delay_;
+  Time now_ = T0();
+  uint64_t seq_ = 0;
+  std::multimap<Time, std::pair<PathKey, Reply>> inflight_;
+  std::map<std::string, PathKey> routes_;
+  std::vector<Transition> transitions_;
+  std::vector<FlapAlert> alerts_;
+  int state_changes_ = 0, route_changes_ = 0;
+};
+
+}  // namespace lockstep::fabric::testing

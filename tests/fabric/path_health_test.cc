@@ -1,0 +1,175 @@
+// One path's state machine, driven by synthetic times (no clock, no sleep).
+#include <catch2/catch.hpp>
+
+#include "fabric_sim.h"
+#include "lockstep/fabric/path_health.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using testing::At;
+
+const PathKey kPath{0, "b", 0};
+
+// Drives one PathHealth: probes every 10 ms from `from`, answered after
+// 100 us unless `lost(i)` says the i-th is lost; returns every transition.
+struct Driver {
+  explicit Driver(const FabricOptions& o = {}) : h(kPath, o) {}
+  PathHealth h;
+  uint64_t seq = 0;
+  std::vector<Transition> seen;
+
+  void Keep(std::vector<Transition> t) { seen.insert(seen.end(), t.begin(), t.end()); }
+  // One probe at t; answered 100 us later when `answered`.
+  void Probe(Time t, bool answered) {
+    Keep(h.Tick(t));
+    h.OnProbeSent(++seq, t);
+    if (answered) Keep(h.OnReply({seq, t + 100us, std::nullopt}));
+  }
+  void Run(Time from, Time to, const std::function<bool(Time)>& answered) {
+    for (Time t = from; t < to; t += 10ms) Probe(t, answered(t));
+    Keep(h.Tick(to));
+  }
+};
+
+TEST_CASE("a path is up at its first reply, and down after missThreshold misses in a row", "[fabric]") {
+  Driver d;
+  d.Probe(At(0ms), true);
+  REQUIRE(d.h.state() == PathState::kUp);
+  // Probes at 10, 20, 30 ms are lost: each is a miss 10 ms (the reply timeout) after it left.
+  for (int i = 1; i <= 3; ++i) d.Probe(At(i * 10ms), false);
+  d.Keep(d.h.Tick(At(20ms)));
+  REQUIRE(d.h.state() == PathState::kSuspect);  // one miss: suspect only
+  d.Keep(d.h.Tick(At(40ms) - 1ns));
+  REQUIRE(d.h.state() == PathState::kSuspect);  // two misses
+  d.Keep(d.h.Tick(At(40ms)));
+  REQUIRE(d.h.state() == PathState::kDown);
+  REQUIRE(d.seen.back().at == At(40ms));  // 3rd lost probe (sent at 30 ms) + 10 ms timeout
+  REQUIRE(d.seen.back().flap);
+  REQUIRE(d.h.hold_down_level() == 1);
+}
+
+TEST_CASE("a path never seen up goes down without counting a flap", "[fabric]") {
+  Driver d;
+  d.Run(At(0ms), At(100ms), [](Time) { return false; });
+  REQUIRE(d.h.state() == PathState::kDown);
+  REQUIRE(d.seen.size() == 1);
+  REQUIRE(d.seen[0].from == PathState::kUnknown);
+  REQUIRE_FALSE(d.seen[0].flap);
+  REQUIRE(d.h.hold_down_level() == 0);
+}
+
+TEST_CASE("single lost probes never take a path down", "[fabric]") {
+  Driver d;
+  int i = 0;
+  // Every third probe lost (33% loss, never two in a row): suspect, up, never down.
+  d.Run(At(0ms), At(10s), [&](Time) { return ++i % 3 != 0; });
+  for (const Transition& t : d.seen) REQUIRE(t.to != PathState::kDown);
+  REQUIRE(d.h.state() == PathState::kUp);
+  REQUIRE(d.h.Stats(At(10s)).loss == Approx(1.0 / 3).margin(0.01));
+}
+
+TEST_CASE("a reply after its probe's timeout is late and changes nothing", "[fabric]") {
+  Driver d;
+  d.Probe(At(0ms), true);
+  d.h.OnProbeSent(++d.seq, At(10ms));
+  d.Keep(d.h.Tick(At(20ms)));  // missed
+  REQUIRE(d.h.state() == PathState::kSuspect);
+  d.Keep(d.h.OnReply({d.seq, At(25ms), std::nullopt}));
+  REQUIRE(d.h.state() == PathState::kSuspect);
+  d.Keep(d.h.OnReply({999, At(26ms), std::nullopt}));
+  PathStats s = d.h.Stats(At(26ms));
+  REQUIRE(s.late_replies == 1);
+  REQUIRE(s.unmatched_replies == 1);
+  REQUIRE(s.misses == 1);
+}
+
+// Takes the path down at `t` (3 lost probes) and returns when it went down.
+Time Fail(Driver& d, Time t) {
+  d.Run(t, t + 30ms, [](Time) { return false; });  // probes at t, t+10, t+20 ms lost
+  REQUIRE(d.h.state() == PathState::kDown);
+  REQUIRE(d.seen.back().at == t + 30ms);
+  return t + 30ms;
+}
+
+TEST_CASE("a recovered path is re-admitted after exactly the clean period", "[fabric]") {
+  Driver d;
+  d.Probe(At(0ms), true);
+  Fail(d, At(10ms));
+  // Replies again from 100 ms: recovering, clean since the first reply.
+  const Time first_reply = At(100ms) + 100us;
+  d.Run(At(100ms), At(100ms) + 2s, [](Time) { return true; });
+  REQUIRE(d.h.state() == PathState::kRecovering);
+  REQUIRE(d.h.ReadmitAt() == first_reply + 2s);
+  d.Keep(d.h.Tick(first_reply + 2s - 1ns));
+  REQUIRE(d.h.state() == PathState::kRecovering);
+  d.Keep(d.h.Tick(first_reply + 2s));
+  REQUIRE(d.h.state() == PathState::kUp);
+  REQUIRE(d.seen.back().at == first_reply + 2s);
+}
+
+TEST_CASE("a miss while recovering restarts the clean period", "[fabric]") {
+  Driver d;
+  d.Probe(At(0ms), true);
+  Fail(d, At(10ms));
+  d.Run(At(100ms), At(1100ms), [](Time) { return true; });
+  d.Probe(At(1100ms), false);  // one loss at 1.1 s
+  d.Run(At(1110ms), At(3100ms), [](Time) { return true; });
+  REQUIRE(d.h.state() == PathState::kRecovering);  // clean only since the reply at 1.1101 s
+  REQUIRE(d.h.ReadmitAt() == At(1110ms) + 100us + 2s);
+  d.Keep(d.h.Tick(At(4s)));
+  REQUIRE(d.h.state() == PathState::kUp);
+}
+
+TEST_CASE("repeated flaps double the hold-down up to the cap, and staying up decays it", "[fabric]") {
+  FabricOptions o;
+  o.max_hold_down = 20s;
+  Driver d(o);
+  d.Probe(At(0ms), true);
+  Time t = At(10ms);
+  std::vector<Nanos> clean_periods;
+  for (int flap = 1; flap <= 6; ++flap) {
+    Time down = Fail(d, t);
+    REQUIRE(d.h.hold_down_level() == flap);
+    d.Run(down, down + 30ms, [](Time) { return true; });  // recovering
+    const Time first = down + 100us;
+    const Time readmit = *d.h.ReadmitAt();
+    clean_periods.push_back(readmit - first);
+    d.Run(down + 30ms, readmit + 10ms, [](Time) { return true; });
+    REQUIRE(d.h.state() == PathState::kUp);
+    t = readmit + 20ms;
+  }
+  REQUIRE(clean_periods == std::vector<Nanos>{2s, 4s, 8s, 16s, 20s, 20s});
+  // Up and clean: the level drops by one per hold_down_decay (60 s).
+  const int level = d.h.hold_down_level();
+  d.Run(t, t + 61s, [](Time) { return true; });
+  REQUIRE(d.h.hold_down_level() == level - 1);
+  d.Run(t + 61s, t + 200s, [](Time) { return true; });
+  REQUIRE(d.h.hold_down_level() == level - 3);
+  REQUIRE(RequiredCleanPeriod(o, d.h.hold_down_level() + 1) == 16s);
+}
+
+TEST_CASE("loss and delay percentiles cover the recent window only", "[fabric]") {
+  PathHealth h(kPath, FabricOptions{});
+  uint64_t seq = 0;
+  for (int i = 0; i < 100; ++i) {  // 1..100 us one-way delays
+    Time t = At(i * 10ms);
+    h.OnProbeSent(++seq, t);
+    (void)h.OnReply({seq, t + 2 * Nanos(std::chrono::microseconds(i + 1)), Nanos(std::chrono::microseconds(i + 1))});
+  }
+  PathStats s = h.Stats(At(1s));
+  REQUIRE(s.window_samples == 100);
+  REQUIRE(s.loss == 0);
+  REQUIRE(*s.owd_p50 == 51us);
+  REQUIRE(*s.owd_p99 == 100us);
+  REQUIRE(*s.rtt_p50 == 102us);
+  REQUIRE(h.RankingDelay(At(1s)) == 51us);
+  // 10 s later the samples have slid out.
+  (void)h.Tick(At(20s));
+  REQUIRE(h.Stats(At(20s)).window_samples == 0);
+  REQUIRE_FALSE(h.RankingDelay(At(20s)).has_value());
+  REQUIRE(h.Stats(At(20s)).replies == 100);  // totals stay
+}
+
+}  // namespace
+}  // namespace lockstep::fabric

@@ -1,0 +1,199 @@
+// The whole decision core on simulated time: probes, replies, faults, routes.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "fabric_sim.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using testing::At;
+using testing::FabricSim;
+
+// Which (rail, peer) links are cut, as a function of time.
+struct Faults {
+  std::vector<std::tuple<Time, Time, int, std::string>> cuts;  // [from, to), rail, peer ("" = every peer)
+  bool Delivers(const PathKey& p, Time t) const {
+    for (const auto& [from, to, rail, peer] : cuts) {
+      if (t >= from && t < to && p.rail == rail && (peer.empty() || peer == p.peer)) return false;
+    }
+    return true;
+  }
+};
+
+TEST_CASE("a cut rail is detected within the worst case, the peer moves, and comes back after re-admission", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 1);
+  Faults f{{{At(1s), At(3s), 0, "b"}}};
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b", "c"}));
+  sim.RunUntil(At(1s) - 1ns);
+  REQUIRE(m.State({0, "b", 0}) == PathState::kUp);
+  REQUIRE(sim.routes().empty());  // all healthy: ECMP
+
+  sim.RunUntil(At(1200ms));
+  std::vector<RailView> rails = m.Rails(At(1200ms));
+  REQUIRE(rails[0].failed == 1);  // only b's path on rail 0: the rail itself is not down
+  REQUIRE(rails[0].usable == 1);
+  REQUIRE_FALSE(rails[0].down);
+  const Time down = *sim.FirstTransition({0, "b", 0}, PathState::kDown, At(1s));
+  REQUIRE(down - At(1s) <= WorstCaseDetection(m.options()));
+  REQUIRE(sim.routes() == std::map<std::string, PathKey>{{"b", {1, "b", 0}}});
+  REQUIRE(m.Pin("b") == PathKey{1, "b", 0});
+  REQUIRE_FALSE(m.Pin("c"));
+
+  // Repaired at 3 s: recovering at the first reply, re-admitted 2 s later, unpinned.
+  sim.RunUntil(At(4900ms));
+  REQUIRE(m.State({0, "b", 0}) == PathState::kRecovering);
+  REQUIRE(sim.routes().size() == 1);
+  sim.RunUntil(At(5100ms));
+  const Time up = *sim.FirstTransition({0, "b", 0}, PathState::kUp, At(3s));
+  REQUIRE(up - At(3s) >= 2s);
+  REQUIRE(up - At(3s) <= 2s + 12ms);  // the first probe after the repair, plus its round trip
+  REQUIRE(sim.routes().empty());
+  REQUIRE(sim.route_changes() == 2);
+  REQUIRE(m.FlapsInWindow(At(5100ms)) == 1);
+  REQUIRE(m.LastFlap() == down);
+}
+
+TEST_CASE("one link flapping is counted once per flap for its rail, and alerts once above the threshold", "[fabric]") {
+  FabricOptions o;
+  o.readmit_after = 100ms;  // so the flaps below are separate downs
+  PathMonitor m(o, 2);
+  Faults f;
+  // Rail 0 of this host flaps 12 times: cut 200 ms, then 800 ms up.
+  for (int i = 0; i < 12; ++i) f.cuts.emplace_back(At(i * 1s + 500ms), At(i * 1s + 700ms), 0, "");
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b", "c", "d"}));
+  sim.RunUntil(At(13s));
+  REQUIRE(m.RailFlaps(0, At(13s)) == 12);  // not 36: the three paths fail together
+  REQUIRE(m.RailFlaps(1, At(13s)) == 0);
+  std::vector<RailView> rails = m.Rails(At(13s));
+  REQUIRE(rails.size() == 2);
+  REQUIRE(rails[0].flaps_in_window == 12);
+  REQUIRE(rails[0].alerting);
+  REQUIRE_FALSE(rails[1].alerting);
+  REQUIRE(sim.alerts().size() == 1);
+  REQUIRE(sim.alerts()[0].rail == 0);
+  REQUIRE(sim.alerts()[0].flaps_in_window == 9);
+  for (const PathView& v : m.Paths(At(13s))) REQUIRE(v.flaps_in_window == (v.path.rail == 0 ? 12 : 0));
+}
+
+TEST_CASE("adopted pins are kept until the paths have a verdict, then planned like our own", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 3);
+  m.AdoptPin("b", {1, "b", 0});  // left behind by the previous agent while rail 0 was broken
+  Faults f{{{At(0s), At(1h), 0, "b"}}};
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b"}));
+  sim.RunUntil(At(1s));
+  REQUIRE(sim.route_changes() == 0);  // never unpinned in between
+  REQUIRE(m.Pin("b") == PathKey{1, "b", 0});
+  REQUIRE(m.State({0, "b", 0}) == PathState::kDown);
+}
+
+TEST_CASE("alternating failures of two rails move the route once per failure, never back and forth", "[fabric]") {
+  FabricOptions o;
+  o.readmit_after = 500ms;
+  o.max_hold_down = 1s;
+  PathMonitor m(o, 4);
+  Faults f;
+  // Rail 0 and rail 1 take turns failing for 300 ms, 200 ms apart.
+  for (int i = 0; i < 10; ++i) f.cuts.emplace_back(At(i * 500ms + 100ms), At(i * 500ms + 400ms), i % 2, "");
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b"}));
+  sim.RunUntil(At(8s));
+  int downs = 0;
+  for (const Transition& t : sim.transitions()) downs += t.to == PathState::kDown;
+  REQUIRE(downs == 10);
+  REQUIRE(sim.route_changes() <= downs + 1);
+  REQUIRE(sim.routes().empty());  // both re-admitted at the end
+}
+
+// Property: under a random fault schedule, every peer with a delivering path
+// has a route that does not rely on a failed path, and routes change no more
+// often than path states.
+TEST_CASE("random faults: peers with a working path are always routed, and routes do not oscillate", "[fabric]") {
+  for (uint64_t seed : {11u, 12u, 13u, 14u, 15u}) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const std::vector<std::string> peers = {"b", "c", "d"};
+    FabricOptions o;
+    o.readmit_after = 300ms;
+    o.max_hold_down = 3s;
+    PathMonitor m(o, seed);
+    Faults f;
+    std::uniform_int_distribution<int> rail(0, 2), peer(-1, 2), start_ms(0, 59'000), len_ms(5, 3000);
+    for (int i = 0; i < 60; ++i) {  // links and whole rails cut at random, overlapping
+      Time from = At(std::chrono::milliseconds(start_ms(rng)));
+      int p = peer(rng);
+      f.cuts.emplace_back(from, from + std::chrono::milliseconds(len_ms(rng)), rail(rng), p < 0 ? "" : peers[p]);
+    }
+    std::map<std::string, std::optional<PathKey>> last_route;
+    // One-way delays of 20..80 us per path, fixed per seed.
+    std::map<PathKey, Nanos> delay;
+    std::uniform_int_distribution<int> us(20, 80);
+    for (const PathKey& p : EnumeratePaths(3, peers)) delay[p] = std::chrono::microseconds(us(rng));
+    FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); },
+                  [&](const PathKey& p) { return delay.at(p); });
+    sim.after_step = [&](const FabricSim& s) {
+      for (const std::string& peer_name : peers) {
+        std::vector<PathState> states;
+        for (int r = 0; r < 3; ++r) states.push_back(m.State({r, peer_name, 0}));
+        auto route = s.routes().find(peer_name);
+        std::optional<PathKey> now_route;
+        if (route != s.routes().end()) now_route = route->second;
+        // No needless moves: a pin leaves its path only when that path failed.
+        std::optional<PathKey>& before = last_route[peer_name];
+        if (before && now_route && *before != *now_route) REQUIRE_FALSE(Usable(m.State(*before)));
+        before = now_route;
+        const bool any_usable = std::any_of(states.begin(), states.end(), Usable);
+        const bool any_failed = std::any_of(states.begin(), states.end(), Failed);
+        if (route != s.routes().end()) {
+          REQUIRE(m.State(route->second) != PathState::kDown);  // never a route to a dead path
+          if (any_usable) REQUIRE(Usable(m.State(route->second)));
+        } else if (any_usable) {
+          REQUIRE_FALSE(any_failed);  // unpinned only while no path is failed
+        }
+      }
+    };
+    sim.Start(EnumeratePaths(3, peers));
+    sim.RunUntil(At(70s));
+    std::map<std::string, int> states_per_peer;
+    for (const Transition& t : sim.transitions()) ++states_per_peer[t.path.peer];
+    int total_states = 0;
+    for (const auto& [p, n] : states_per_peer) total_states += n;
+    REQUIRE(sim.route_changes() <= total_states);
+    REQUIRE(sim.route_changes() > 0);
+    // The end: every cut is over and every path re-admitted, so ECMP again.
+    REQUIRE(sim.routes().empty());
+    for (const PathView& v : m.Paths(At(70s))) REQUIRE(v.state == PathState::kUp);
+  }
+}
+
+TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 5);
+  Faults f{{{At(0s), At(1h), 0, ""}}};
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b", "c"}));
+  sim.RunUntil(At(200ms));
+  REQUIRE(sim.routes().size() == 2);
+  REQUIRE(m.Rails(At(200ms))[0].down);  // every path of rail 0 failed
+  REQUIRE_FALSE(m.Rails(At(200ms))[1].down);
+  Decisions d = m.SetPaths(EnumeratePaths(2, {"c"}), At(200ms));
+  REQUIRE(d.actions == std::vector<RouteAction>{UnpinPeer{"b"}});
+  REQUIRE(m.Paths(At(200ms)).size() == 2);
+
+  FabricOptions off;
+  off.failover_enabled = false;
+  PathMonitor observer(off, 6);
+  FabricSim sim2(observer, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim2.Start(EnumeratePaths(2, {"b"}));
+  sim2.RunUntil(At(200ms));
+  REQUIRE(observer.State({0, "b", 0}) == PathState::kDown);
+  REQUIRE(sim2.route_changes() == 0);
+}
+
+}  // namespace
+}  // namespace lockstep::fabric

@@ -1,0 +1,76 @@
+// Failover choice per peer, as a pure function of path states and delays.
+#include <catch2/catch.hpp>
+
+#include "lockstep/fabric/route_plan.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using namespace std::chrono_literals;
+using S = PathState;
+
+PathKey R(int rail, const std::string& peer = "b") { return {rail, peer, 0}; }
+PathChoice C(int rail, S s, std::optional<Nanos> delay = std::nullopt) { return {R(rail), s, delay}; }
+
+TEST_CASE("while every path is healthy the peer stays on ECMP", "[fabric]") {
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, std::nullopt));
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUp), C(1, S::kSuspect)}, std::nullopt));  // one miss is no reason to move
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUnknown), C(1, S::kUnknown)}, std::nullopt));
+}
+
+TEST_CASE("a failed path pins the peer to the healthy path with the lowest one-way delay", "[fabric]") {
+  auto pin = ChoosePin({C(0, S::kDown), C(1, S::kUp, 80us), C(2, S::kUp, 30us), C(3, S::kUp)}, std::nullopt);
+  REQUIRE(pin == R(2));
+  // Up beats suspect whatever the delay; suspect beats recovering.
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kSuspect, 1us), C(2, S::kUp, 90us)}, std::nullopt) == R(2));
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kRecovering, 1us), C(2, S::kSuspect, 90us)}, std::nullopt) == R(2));
+  // Equal delays: the lower rail, deterministically.
+  REQUIRE(ChoosePin({C(0, S::kDown), C(2, S::kUp, 5us), C(1, S::kUp, 5us)}, std::nullopt) == R(1));
+}
+
+TEST_CASE("a pin sticks while its path delivers, even when another path gets faster", "[fabric]") {
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kUp, 90us), C(2, S::kUp, 10us)}, R(1)) == R(1));
+  REQUIRE(ChoosePin({C(0, S::kRecovering), C(1, S::kSuspect, 90us), C(2, S::kUp, 10us)}, R(1)) == R(1));
+  // It moves when its path fails.
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kDown), C(2, S::kUp, 10us)}, R(1)) == R(2));
+}
+
+TEST_CASE("a peer is unpinned only when all its paths are healthy again", "[fabric]") {
+  REQUIRE(ChoosePin({C(0, S::kRecovering), C(1, S::kUp)}, R(1)) == R(1));  // not yet re-admitted
+  REQUIRE(ChoosePin({C(0, S::kUnknown), C(1, S::kUp)}, R(1)) == R(1));     // no verdict yet
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, R(1)));
+}
+
+TEST_CASE("with no path delivering, a recovering one is the last resort, else no pin", "[fabric]") {
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kRecovering)}, R(0)) == R(1));
+  REQUIRE(ChoosePin({C(0, S::kRecovering), C(1, S::kRecovering, 1us)}, R(0)) == R(0));  // stays
+  REQUIRE_FALSE(ChoosePin({C(0, S::kDown), C(1, S::kDown)}, R(1)));  // never a route to a dead path
+  // A pin adopted at start whose path has no verdict yet is kept.
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kUnknown)}, R(1)) == R(1));
+  // A pin to a path that is no longer listed is dropped.
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUp), C(1, S::kUnknown)}, R(5)));
+}
+
+TEST_CASE("PlanRoutes diffs the new pins against the current ones", "[fabric]") {
+  std::map<std::string, std::vector<PathChoice>> peers = {
+      {"a", {{R(0, "a"), S::kDown, {}}, {R(1, "a"), S::kUp, 5us}}},
+      {"b", {{R(0, "b"), S::kUp, {}}, {R(1, "b"), S::kUp, {}}}},
+      {"c", {{R(0, "c"), S::kUp, {}}, {R(1, "c"), S::kDown, {}}}},
+  };
+  std::map<std::string, PathKey> current = {{"b", R(1, "b")}, {"c", R(1, "c")}, {"gone", R(0, "gone")}};
+  RoutePlan plan = PlanRoutes(peers, current);
+  REQUIRE(plan.pins == std::map<std::string, PathKey>{{"a", R(1, "a")}, {"c", R(0, "c")}});
+  REQUIRE(plan.actions == std::vector<RouteAction>{PinPeer{"a", R(1, "a")}, UnpinPeer{"b"}, PinPeer{"c", R(0, "c")},
+                                                   UnpinPeer{"gone"}});
+  REQUIRE(ToString(plan.actions[0]) == "pin a rail1/path0");
+  REQUIRE(ToString(plan.actions[1]) == "unpin b");
+  // Planning again from the result changes nothing.
+  REQUIRE(PlanRoutes(peers, plan.pins).actions.empty());
+  // Failover disabled: every pin goes.
+  RoutePlan off = PlanRoutes(peers, plan.pins, false);
+  REQUIRE(off.pins.empty());
+  REQUIRE(off.actions == std::vector<RouteAction>{UnpinPeer{"a"}, UnpinPeer{"c"}});
+}
+
+}  // namespace
+}  // namespace lockstep::fabric

@@ -1,0 +1,109 @@
+// The probe schedule's jitter and the sliding-hour flap counter.
+#include <catch2/catch.hpp>
+
+#include "fabric_sim.h"
+#include "lockstep/fabric/flap_counter.h"
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/probe_schedule.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using testing::At;
+
+TEST_CASE("probe gaps stay within the jitter bounds and spread over them", "[fabric]") {
+  ProbeSchedule s(10ms, 0.1, 42);
+  Nanos lo = Nanos::max(), hi = Nanos::min();
+  for (int i = 0; i < 10000; ++i) {
+    Nanos g = s.NextGap();
+    REQUIRE(g >= 9ms);
+    REQUIRE(g <= 11ms);
+    lo = std::min(lo, g);
+    hi = std::max(hi, g);
+  }
+  REQUIRE(lo < 9100us);  // the whole range is used
+  REQUIRE(hi > 10900us);
+}
+
+TEST_CASE("the schedule is deterministic per seed and spreads new paths over one interval", "[fabric]") {
+  auto run = [](uint64_t seed) {
+    ProbeSchedule s(10ms, 0.1, seed);
+    std::vector<std::pair<Time, PathKey>> probes;
+    for (const PathKey& p : EnumeratePaths(2, {"a", "b", "c"})) {
+      s.Add(p, At(0ms));
+      REQUIRE(*s.DueAt(p) >= At(0ms));
+      REQUIRE(*s.DueAt(p) < At(10ms));
+    }
+    for (Time t = At(0ms); t < At(1s); t += 1ms) {
+      for (const PathKey& p : s.TakeDue(t)) probes.emplace_back(t, p);
+    }
+    return probes;
+  };
+  auto a = run(7), b = run(7), c = run(8);
+  REQUIRE(a == b);
+  REQUIRE(a != c);
+  // Every path is probed about once per interval: 6 paths x ~100 probes.
+  REQUIRE(a.size() >= 6 * 90);
+  REQUIRE(a.size() <= 6 * 112);
+}
+
+TEST_CASE("a caller that is late gets one probe per path, not a burst", "[fabric]") {
+  ProbeSchedule s(10ms, 0.1, 1);
+  PathKey p{0, "a", 0};
+  s.Add(p, At(0ms));
+  REQUIRE(s.TakeDue(At(500ms)).size() == 1);
+  REQUIRE(*s.DueAt(p) > At(500ms));
+  REQUIRE(s.TakeDue(At(500ms)).empty());
+  REQUIRE(s.NextDue() == s.DueAt(p));
+  s.Remove(p);
+  REQUIRE_FALSE(s.NextDue().has_value());
+}
+
+TEST_CASE("flaps slide out of the hour", "[fabric]") {
+  FlapCounter c(1h, 8);
+  for (int i = 0; i < 5; ++i) (void)c.Record(At(i * 10min));  // 0, 10, ..., 40 min
+  REQUIRE(c.Count(At(40min)) == 5);
+  REQUIRE(c.Count(At(60min)) == 4);   // the flap at 0 min is exactly an hour old: out
+  REQUIRE(c.Count(At(95min)) == 1);   // only 40 min is left
+  c.Advance(At(101min));
+  REQUIRE(c.Count(At(101min)) == 0);
+  REQUIRE(c.last() == std::nullopt);
+}
+
+TEST_CASE("the flap alert fires once per crossing and re-arms after the count falls", "[fabric]") {
+  FlapCounter c(1h, 8);
+  std::vector<int> fired;
+  for (int i = 1; i <= 12; ++i) {
+    if (c.Record(At(i * 1min))) fired.push_back(i);
+  }
+  REQUIRE(fired == std::vector<int>{9});  // above 8: the 9th flap, once
+  REQUIRE(c.alerting());
+  // At 65 min the flaps of minutes 1..5 have slid out: 7 left, re-armed.
+  c.Advance(At(65min));
+  REQUIRE(c.Count(At(65min)) == 7);
+  REQUIRE_FALSE(c.alerting());
+  REQUIRE_FALSE(c.Record(At(65min)));     // 8: not above
+  REQUIRE(c.Record(At(65min) + 1s));      // 9: fires again
+}
+
+TEST_CASE("default options detect a failure within 50 ms and validate", "[fabric]") {
+  FabricOptions o;
+  REQUIRE(Validate(o).ok());
+  REQUIRE(WorstCaseDetection(o) == 43ms);
+  REQUIRE(WorstCaseDetection(o) <= 50ms);
+  o.miss_threshold = 0;
+  REQUIRE(Validate(o).error().message == "fabric options: miss_threshold must be between 1 and 100 (got 0)");
+  o = FabricOptions{};
+  o.probe_interval = 0ms;
+  REQUIRE(Validate(o).error().message == "fabric options: probe_interval must be between 1ms and 60000ms (got 0ms)");
+  o = FabricOptions{};
+  o.jitter = 1;
+  REQUIRE_FALSE(Validate(o).ok());
+  REQUIRE(RequiredCleanPeriod(FabricOptions{}, 0) == 2s);
+  REQUIRE(RequiredCleanPeriod(FabricOptions{}, 1) == 2s);
+  REQUIRE(RequiredCleanPeriod(FabricOptions{}, 3) == 8s);
+  REQUIRE(RequiredCleanPeriod(FabricOptions{}, 30) == 300s);
+}
+
+}  // namespace
+}  // namespace lockstep::fabric
