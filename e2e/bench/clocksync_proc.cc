@@ -85,11 +85,17 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
 
 }  // namespace
 
+namespace {
+const char* g_log_tag = "clocksync";
+}  // namespace
+
+void SetLogTag(const char* tag) { g_log_tag = tag; }
+
 void Log(const std::string& msg) {
   std::time_t t = std::time(nullptr);
   char ts[16];
   std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
-  std::cerr << "[clocksync " << ts << "] " << msg << std::endl;
+  std::cerr << "[" << g_log_tag << " " << ts << "] " << msg << std::endl;
 }
 
 void Die(const std::string& msg) { throw Fatal(msg); }

@@ -19,6 +19,7 @@ struct Interrupted : std::runtime_error {
 };
 
 void Log(const std::string& msg);  // "[clocksync HH:MM:SS] msg" on stderr
+void SetLogTag(const char* tag);    // replaces "clocksync" in Log lines (a static string)
 [[noreturn]] void Die(const std::string& msg);
 
 // SIGINT / SIGTERM set a flag that Sleep() and CheckInterrupted() turn into Interrupted.

@@ -25,6 +25,7 @@ std::vector<CommandSpec> BuildCommands() {
          "net.ipv4.fib_multipath_hash_policy on routers (3 = 5-tuple fields, see README)"},
         {"--hash-seed", T::kInt, "1", {}, false, "net.ipv4.fib_multipath_hash_seed on routers (0 = kernel's random seed)"},
         {"--subnet", T::kString, "", {}, false, "a private /16 (default 10.<77+index>.0.0/16)"},
+        {"--link-rate", T::kString, "", {}, false, "tbf-shape both directions of every host link, e.g. 200mbit"},
         {"--replace", T::kFlag, "", {}, false, "tear down an existing lab of that name first"}},
        {},
        ""},

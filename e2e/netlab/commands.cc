@@ -55,18 +55,40 @@ Result<Topology> ClaimLab(const Args& a, const Params& p) {
   return t;
 }
 
+// `up --link-rate`: a tbf shaper in both directions of every host link, so
+// traffic between hosts shares a real bottleneck.
+Status ShapeHostLinks(const Topology& t, const std::string& rate, LabState& state) {
+  const auto bps = ParseRate(rate);
+  if (!bps.ok()) return bps.error();
+  for (const auto& lk : t.links) {
+    if (lk.kind != "host") continue;
+    for (const auto& [key, end] : ShapeEnds(lk, "both")) {
+      const Shaper shaper = MakeShaper(end, "tbf", *bps, DefaultBurst(*bps), "50ms");
+      for (const auto& argv : ShapeArgvs(shaper)) {
+        if (auto r = RunChecked(argv); !r.ok()) return r.error();
+      }
+      state.shapes[key] = shaper;
+    }
+  }
+  return Status::Ok();
+}
+
 // Builds the claimed lab and writes an all-up state.json.
-Status BringUp(const Topology& t) {
+Status BringUp(const Topology& t, const std::string& link_rate) {
   const auto t0 = std::chrono::steady_clock::now();
   if (Status s = BuildLab(t); !s.ok()) return s;
-  if (Status s = SaveState(t.name, LabState{}); !s.ok()) return s;
+  LabState state;
+  if (!link_rate.empty()) {
+    if (Status s = ShapeHostLinks(t, link_rate, state); !s.ok()) return s;
+  }
+  if (Status s = SaveState(t.name, state); !s.ok()) return s;
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", took.count());
   const Params& p = t.params;
   Log("lab " + t.name + ": " + std::to_string(p.hosts) + " hosts x " + std::to_string(p.rails) + " rails, " +
-      std::to_string(p.leaves) + " leaves, " + std::to_string(p.spines) + " spines, " + t.subnet + ", up in " +
-      secs + "s");
+      std::to_string(p.leaves) + " leaves, " + std::to_string(p.spines) + " spines, " + t.subnet +
+      (link_rate.empty() ? "" : ", host links " + link_rate) + ", up in " + secs + "s");
   return Status::Ok();
 }
 
@@ -165,9 +187,12 @@ Status ShapeLink(const Args& a, const Link& lk, const std::string& dir) {
 Result<int> CmdUp(const Args& a) {
   const Params p{Count(a, "hosts"), Count(a, "rails"), Count(a, "leaves"), Count(a, "spines")};
   if (Status s = ValidateLab(a.Get("name"), p, a.Get("layout")); !s.ok()) return s.error();
+  if (!a.Get("link-rate").empty()) {
+    if (const auto bps = ParseRate(a.Get("link-rate")); !bps.ok()) return bps.error();
+  }
   const auto topo = ClaimLab(a, p);
   if (!topo.ok()) return topo.error();
-  if (Status s = BringUp(*topo); !s.ok()) {
+  if (Status s = BringUp(*topo, a.Get("link-rate")); !s.ok()) {
     Log("setup failed; tearing down what was made");
     if (auto gone = Teardown(topo->name); !gone.ok()) return gone.error();
     return s.error();

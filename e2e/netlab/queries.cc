@@ -80,12 +80,26 @@ struct Trace {
 
 // Follows the FIB hop by hop: each router is asked with `ip route get ... iif`
 // for the 5-tuple, so its multipath hash decides as for a real packet.
-Result<Trace> TraceFlow(const Peers& peers, const RailRef& src, const RailRef& dst, const std::string& proto,
+// A flow's end: the host and the address used (a rail's or the host address).
+struct FlowEnd {
+  const Host* host;
+  std::string ip;
+};
+
+// "h3", "h3r1" or a rail IP; "h3a" or a host address.
+Result<FlowEnd> FindFlowEnd(const Topology& t, const std::string& spec) {
+  if (const auto h = FindHostAddr(t, spec); h.ok()) return FlowEnd{*h, (*h)->addr};
+  const auto r = FindEndpoint(t, spec);
+  if (!r.ok()) return NotFound("no host rail or host address " + Quoted(spec) + " (use h3, h3r1, h3a or an IP)");
+  return FlowEnd{r->host, r->rail->ip};
+}
+
+Result<Trace> TraceFlow(const Peers& peers, const FlowEnd& src, const FlowEnd& dst, const std::string& proto,
                         int sport, int dport) {
   Trace tr{{src.host->name}, {}, false};
   std::string ns = src.host->ns, iif;
   for (int hop = 0; hop < 16; ++hop) {
-    std::vector<std::string> cmd = {"ip", "-n", ns, "-j", "route", "get", dst.rail->ip, "from", src.rail->ip};
+    std::vector<std::string> cmd = {"ip", "-n", ns, "-j", "route", "get", dst.ip, "from", src.ip};
     if (!iif.empty()) cmd.insert(cmd.end(), {"iif", iif});
     cmd.insert(cmd.end(), {"ipproto", proto, "sport", std::to_string(sport), "dport", std::to_string(dport)});
     const auto r = Run(cmd);
@@ -106,7 +120,7 @@ Result<Trace> TraceFlow(const Peers& peers, const RailRef& src, const RailRef& d
       break;
     }
     const auto it = peers.find({ns, rt.value("dev", "")});
-    if (it == peers.end()) return Internal(ns + " routes " + dst.rail->ip + " out of " + rt.value("dev", "?") + ", not a lab link");
+    if (it == peers.end()) return Internal(ns + " routes " + dst.ip + " out of " + rt.value("dev", "?") + ", not a lab link");
     tr.links.push_back(it->second.link);
     tr.hops.push_back(it->second.end->node);
     ns = it->second.end->ns;
@@ -197,9 +211,9 @@ Result<std::string> LoadgenPath() {
 Result<int> CmdPath(const Args& a) {
   const auto lab = LoadLab(a.Get("name"));
   if (!lab.ok()) return lab.error();
-  const auto src = FindEndpoint(lab->topo, a.Get("src"));
+  const auto src = FindFlowEnd(lab->topo, a.Get("src"));
   if (!src.ok()) return src.error();
-  const auto dst = FindEndpoint(lab->topo, a.Get("dst"));
+  const auto dst = FindFlowEnd(lab->topo, a.Get("dst"));
   if (!dst.ok()) return dst.error();
   const auto dports = ParsePortRange(a.Get("dport"));
   if (!dports.ok()) return dports.error();
@@ -213,7 +227,7 @@ Result<int> CmdPath(const Args& a) {
       if (!tr.ok()) return tr.error();
       all_ok = all_ok && tr->reachable;
       if (a.Flag("json")) {
-        const ordered_json line = {{"from", src->rail->ip}, {"to", dst->rail->ip}, {"sport", sport},
+        const ordered_json line = {{"from", src->ip}, {"to", dst->ip}, {"sport", sport},
                                    {"dport", dport},        {"nodes", tr->hops},   {"links", tr->links},
                                    {"reachable", tr->reachable}};
         std::printf("%s\n", JsonLine(line).c_str());

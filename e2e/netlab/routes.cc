@@ -1,5 +1,6 @@
 #include "netlab/routes.h"
 
+#include <algorithm>
 #include <map>
 
 namespace lockstep::netlab {
@@ -24,6 +25,32 @@ std::vector<Attachment> Attachments(const Topology& t) {
   return out;
 }
 
+// Host addresses: per host, its attached rails as (leaf, leaf interface,
+// rail ip, link).
+struct HostLink {
+  int leaf;
+  std::string leaf_if, rail_ip, link;
+};
+
+std::vector<HostLink> HostLinks(const Host& h) {
+  std::vector<HostLink> out;
+  for (const auto& r : h.rails) out.push_back({std::stoi(r.leaf.substr(1)), r.leaf_if, r.ip, r.link});
+  return out;
+}
+
+// The static-ECMP baseline users configure: the host subnet over every rail,
+// sourced from the host address (kernel defaults otherwise).
+std::string HostEcmpRoute(const Topology& t, const Host& h) {
+  if (h.rails.size() == 1) {
+    const auto& r = h.rails[0];
+    return "route replace " + t.host_subnet + " via " + r.gateway + " dev " + r.ifname + " onlink src " + h.addr +
+           " proto static";
+  }
+  std::string line = "route replace " + t.host_subnet + " src " + h.addr + " proto static";
+  for (const auto& r : h.rails) line += " nexthop via " + r.gateway + " dev " + r.ifname + " onlink";
+  return line;
+}
+
 NsCommands HostCommands(const Topology& t, const Host& h) {
   NsCommands c{h.ns, {}, {}};
   for (const auto& r : h.rails) {
@@ -31,6 +58,7 @@ NsCommands HostCommands(const Topology& t, const Host& h) {
     c.apply.push_back("route replace " + r.subnet + via + " proto static");
     c.apply.push_back("route replace " + t.subnet + via + " table " + Str(100 + r.rail) + " proto static");
   }
+  if (!h.addr.empty()) c.apply.push_back(HostEcmpRoute(t, h));
   return c;
 }
 
@@ -77,6 +105,7 @@ class Fabric {
         c.apply.push_back(Unreachable(a.ip));
       }
     }
+    for (int h = 0; h < int(t_.hosts.size()); ++h) LeafHostAddr(li, h, c);
     return c;
   }
 
@@ -97,10 +126,78 @@ class Fabric {
         c.apply.push_back(Unreachable(a.ip));
       }
     }
+    for (int h = 0; h < int(t_.hosts.size()); ++h) SpineHostAddr(si, h, c);
     return c;
   }
 
  private:
+  // Group ids for host addresses: 2000 + host index (leaf and spine).
+  static int HostGroup(int h) { return 2000 + h; }
+
+  // The leaves where host h has a live link (what BGP would have learned).
+  std::vector<int> LeavesWith(int h) const {
+    std::vector<int> out;
+    for (const auto& hl : HostLinks(t_.hosts[h])) {
+      if (LinkUp(s_, hl.link) && std::find(out.begin(), out.end(), hl.leaf) == out.end()) out.push_back(hl.leaf);
+    }
+    return out;
+  }
+
+  // A leaf reaches host h's address over its own live links to h (via the
+  // rail address, which answers ARP), else over every spine that reaches a
+  // leaf that has it.
+  void LeafHostAddr(int li, int h, NsCommands& c) const {
+    const Host& host = t_.hosts[h];
+    if (host.addr.empty()) return;
+    std::vector<std::string> direct;
+    for (const auto& hl : HostLinks(host)) {
+      if (hl.leaf == li && LinkUp(s_, hl.link)) direct.push_back("via " + hl.rail_ip + " dev " + hl.leaf_if + " onlink");
+    }
+    const std::string route = "route replace " + host.addr + "/32";
+    if (direct.size() == 1) {
+      c.apply.push_back(route + " " + direct[0] + " proto static");
+      c.cleanup.push_back("nexthop del id " + Str(HostGroup(h)));
+      return;
+    }
+    if (direct.size() > 1) {
+      std::string line = route + " proto static";
+      for (const auto& d : direct) line += " nexthop " + d;
+      c.apply.push_back(line);
+      c.cleanup.push_back("nexthop del id " + Str(HostGroup(h)));
+      return;
+    }
+    const std::vector<int> with = LeavesWith(h);
+    std::string members;
+    for (int s = 0; s < spines_; ++s) {
+      const bool reaches = std::any_of(with.begin(), with.end(), [&](int m) { return Up(m, s); });
+      if (Up(li, s) && reaches) members += (members.empty() ? "" : "/") + Str(1 + s);
+    }
+    if (members.empty()) {
+      c.apply.push_back(Unreachable(host.addr));
+      c.cleanup.push_back("nexthop del id " + Str(HostGroup(h)));
+      return;
+    }
+    c.apply.push_back("nexthop replace id " + Str(HostGroup(h)) + " group " + members);
+    c.apply.push_back(route + " nhid " + Str(HostGroup(h)) + " proto static");
+  }
+
+  // A spine routes host h's address to every leaf that has it (multipath).
+  void SpineHostAddr(int si, int h, NsCommands& c) const {
+    const Host& host = t_.hosts[h];
+    if (host.addr.empty()) return;
+    std::string members;
+    for (int l : LeavesWith(h)) {
+      if (Up(l, si)) members += (members.empty() ? "" : "/") + Str(1 + l);
+    }
+    if (members.empty()) {
+      c.apply.push_back(Unreachable(host.addr));
+      c.cleanup.push_back("nexthop del id " + Str(HostGroup(h)));
+      return;
+    }
+    c.apply.push_back("nexthop replace id " + Str(HostGroup(h)) + " group " + members);
+    c.apply.push_back("route replace " + host.addr + "/32 nhid " + Str(HostGroup(h)) + " proto static");
+  }
+
   static std::string Unreachable(const std::string& ip) { return "route replace unreachable " + ip + "/32 proto static"; }
 
   const Topology& t_;
@@ -149,7 +246,7 @@ std::vector<std::string> VethCommands(const Topology& t) {
   return out;
 }
 
-std::vector<NsCommands> AddressCommands(const Topology& t) {
+std::vector<NsCommands> AddressCommands(const Topology& t, const std::string& host_if_kind) {
   std::vector<NsCommands> out;
   std::map<std::string, size_t> at;  // namespace -> index in out
   for (const auto& ns : AllNamespaces(t)) {
@@ -169,12 +266,23 @@ std::vector<NsCommands> AddressCommands(const Topology& t) {
       out[at[h.ns]].apply.push_back("rule add from " + r.ip + " lookup " + Str(100 + r.rail) + " pref " +
                                     Str(1000 + r.rail));
     }
+    if (h.addr.empty()) continue;
+    out[at[h.ns]].apply.insert(out[at[h.ns]].apply.end(),
+                               {"link add " + h.addr_if + " type " + host_if_kind, "addr add " + h.addr + "/32 dev " + h.addr_if,
+                                "link set " + h.addr_if + " up"});
   }
   return out;
 }
 
 Sysctls HostSysctls() {
+  // Hosts keep the kernel default ignore_routes_with_linkdown=0, as users'
+  // hosts do: a multipath nexthop whose rail lost carrier stays in the hash,
+  // so flows hashed onto it stall (the static-ECMP baseline of the fabric
+  // benchmark). Routers ignore such routes, as a routing daemon would.
   Sysctls v = CommonSysctls();
+  for (auto& [name, value] : v) {
+    if (name.find("ignore_routes_with_linkdown") != std::string::npos) value = "0";
+  }
   v.insert(v.end(), {{"net.ipv4.ip_forward", "0"},
                      {"net.ipv4.conf.all.arp_ignore", "1"},
                      {"net.ipv4.conf.default.arp_ignore", "1"},

@@ -28,8 +28,10 @@ std::vector<NsCommands> ConvergeCommands(const Topology& t, const LabState& s);
 std::vector<std::string> NetnsAddCommands(const Topology& t);
 std::vector<std::string> VethCommands(const Topology& t);
 
-// Per namespace: loopback up, addresses, links up, host source rules.
-std::vector<NsCommands> AddressCommands(const Topology& t);
+// Per namespace: loopback up, addresses, links up, host source rules, and
+// each host's address on its own interface of link kind `host_if_kind`
+// ("dummy"; "ifb" where the kernel has no dummy driver).
+std::vector<NsCommands> AddressCommands(const Topology& t, const std::string& host_if_kind = "dummy");
 
 // sysctl name ("net.ipv4.ip_forward") -> value, in the order they are set.
 using Sysctls = std::vector<std::pair<std::string, std::string>>;

@@ -230,4 +230,11 @@ void SleepSeconds(double seconds) {
   ::nanosleep(&ts, nullptr);
 }
 
+bool KernelHasLinkKind(const std::string& ns, const std::string& kind) {
+  const auto added = Run({"ip", "-n", ns, "link", "add", "nlprobe0", "type", kind});
+  if (!added.ok() || added->rc != 0) return false;
+  (void)Run({"ip", "-n", ns, "link", "del", "nlprobe0"});
+  return true;
+}
+
 }  // namespace lockstep::netlab

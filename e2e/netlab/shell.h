@@ -41,6 +41,9 @@ Result<std::vector<std::string>> IpBatch(const std::string& ns, const std::vecto
 Status SetSysctls(const std::string& ns, const Sysctls& values);
 bool KernelHasSysctl(const std::string& name);
 
+// Whether links of this kind ("dummy") can be made in namespace ns (tries one).
+bool KernelHasLinkKind(const std::string& ns, const std::string& kind);
+
 // Names from `ip netns list`.
 std::vector<std::string> ListNetns();
 

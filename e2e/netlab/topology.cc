@@ -67,12 +67,14 @@ Topology FromJsonOrThrow(const nlohmann::json& j) {
   t.subnet = j.at("subnet").get<std::string>();
   t.layout = j.at("layout").get<std::string>();
   t.dir = j.at("dir").get<std::string>();
+  t.host_subnet = j.value("host_subnet", "");
   const auto& p = j.at("params");
   t.params = {p.at("hosts").get<int>(), p.at("rails").get<int>(), p.at("leaves").get<int>(),
               p.at("spines").get<int>()};
   for (const auto& r : j.at("rails")) t.rails.push_back({r.at("rail").get<int>(), r.at("subnet").get<std::string>()});
   for (const auto& h : j.at("hosts")) {
-    Host host{h.at("name").get<std::string>(), h.at("ns").get<std::string>(), {}};
+    Host host{h.at("name").get<std::string>(), h.at("ns").get<std::string>(), {}, h.value("addr", ""),
+              h.value("addr_if", "")};
     for (const auto& r : h.at("rails")) {
       host.rails.push_back({r.at("rail").get<int>(), r.at("if").get<std::string>(), r.at("ip").get<std::string>(),
                             r.at("subnet").get<std::string>(), r.at("gateway").get<std::string>(),
@@ -151,6 +153,7 @@ Topology BuildTopology(const std::string& name, int index, const std::string& su
   t.subnet = subnet;
   t.layout = layout;
   t.dir = lab_dir;
+  t.host_subnet = pre + ".200.0/24";
   t.params = p;
   for (int r = 0; r < p.rails; ++r) t.rails.push_back({r, pre + "." + Str(r) + ".0/24"});
   for (int l = 0; l < p.leaves; ++l) {
@@ -158,7 +161,7 @@ Topology BuildTopology(const std::string& name, int index, const std::string& su
   }
   for (int s = 0; s < p.spines; ++s) t.spines.push_back({"s" + Str(s), name + "-s" + Str(s)});
   for (int h = 0; h < p.hosts; ++h) {
-    Host host{"h" + Str(h), name + "-h" + Str(h), {}};
+    Host host{"h" + Str(h), name + "-h" + Str(h), {}, pre + ".200." + Str(h + 1), "host0"};
     for (int r = 0; r < p.rails; ++r) {
       const int l = LeafOf(h, r, p, layout);
       const std::string link = "h" + Str(h) + "r" + Str(r);
@@ -242,6 +245,13 @@ Result<RailRef> FindEndpoint(const Topology& t, const std::string& spec) {
   return NotFound("no host rail " + Quoted(spec) + " (use h3, h3r1 or an IP)");
 }
 
+Result<const Host*> FindHostAddr(const Topology& t, const std::string& spec) {
+  for (const auto& h : t.hosts) {
+    if (!h.addr.empty() && (spec == h.addr || spec == h.name + "a")) return &h;
+  }
+  return NotFound("no host address " + Quoted(spec) + " (use h3a or a 10.B.200.x address)");
+}
+
 ordered_json ToJson(const Topology& t) {
   ordered_json j = {{"schema", t.schema},
                     {"name", t.name},
@@ -272,13 +282,14 @@ ordered_json ToJson(const Topology& t) {
                        {"leaf_if", r.leaf_if},
                        {"link", r.link}});
     }
-    j["hosts"].push_back({{"name", h.name}, {"ns", h.ns}, {"rails", rails}});
+    j["hosts"].push_back({{"name", h.name}, {"ns", h.ns}, {"rails", rails}, {"addr", h.addr}, {"addr_if", h.addr_if}});
   }
   for (const auto& l : t.leaves) j["leaves"].push_back({{"name", l.name}, {"ns", l.ns}, {"gateway", l.gateway}});
   for (const auto& s : t.spines) j["spines"].push_back({{"name", s.name}, {"ns", s.ns}});
   for (const auto& l : t.links) {
     j["links"].push_back({{"name", l.name}, {"kind", l.kind}, {"a", ToJson(l.a)}, {"b", ToJson(l.b)}});
   }
+  j["host_subnet"] = t.host_subnet;
   j["hash_policy"] = t.hash_policy;
   j["hash_seed"] = t.hash_seed;
   return j;

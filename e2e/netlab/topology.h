@@ -34,9 +34,13 @@ struct HostRail {
   std::string ifname, ip, subnet, gateway, leaf, leaf_if, link;
 };
 
+// A host: its rails, and its host address `addr` (a /32 on the dummy
+// interface `addr_if`, "host0") that the fabric advertises on every live rail
+// link of the host; applications use it so traffic survives a rail.
 struct Host {
   std::string name, ns;
   std::vector<HostRail> rails;
+  std::string addr, addr_if;
 };
 
 struct Leaf {
@@ -56,7 +60,8 @@ struct Topology {
   std::string schema = "netlab/v1";
   std::string name;
   int index = 0;
-  std::string subnet;  // "10.77.0.0/16"
+  std::string subnet;       // "10.77.0.0/16"
+  std::string host_subnet;  // "10.77.200.0/24": the host addresses
   std::string layout;  // "striped" or "rail"
   std::string dir;     // the lab directory
   Params params;
@@ -110,6 +115,9 @@ struct RailRef {
 
 // "h3" (rail 0), "h3r1" or a rail's IP.
 Result<RailRef> FindEndpoint(const Topology& t, const std::string& spec);
+
+// "h3a" or a host address: the host whose host address that is.
+Result<const Host*> FindHostAddr(const Topology& t, const std::string& spec);
 
 nlohmann::ordered_json ToJson(const Topology& t);
 Result<Topology> TopologyFromJson(const nlohmann::json& j);

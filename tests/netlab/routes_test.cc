@@ -17,6 +17,16 @@ const NsCommands& For(const std::vector<NsCommands>& all, const std::string& ns)
   return *it;
 }
 
+// The lines about rail addresses only (what the Python netlab generated),
+// without the host-address routes and groups (10.77.200.x, ids 2000+).
+Lines RailOnly(const Lines& all) {
+  Lines out;
+  for (const auto& l : all) {
+    if (l.find("10.77.200.") == std::string::npos && l.find("id 20") == std::string::npos) out.push_back(l);
+  }
+  return out;
+}
+
 TEST_CASE("converge: one entry per namespace, hosts then leaves then spines", "[netlab]") {
   const auto all = ConvergeCommands(Lab4(), LabState{});
   Lines order;
@@ -32,8 +42,58 @@ TEST_CASE("converge: host rail routes and per-rail source tables", "[netlab]") {
                         "route replace 10.77.0.0/16 via 10.77.100.1 dev rail0 onlink src 10.77.0.1 table 100 proto static",
                         "route replace 10.77.1.0/24 via 10.77.100.2 dev rail1 onlink src 10.77.1.1 proto static",
                         "route replace 10.77.0.0/16 via 10.77.100.2 dev rail1 onlink src 10.77.1.1 table 101 proto static",
+                        "route replace 10.77.200.0/24 src 10.77.200.1 proto static"
+                        " nexthop via 10.77.100.1 dev rail0 onlink nexthop via 10.77.100.2 dev rail1 onlink",
                     });
   CHECK(h0.cleanup.empty());
+}
+
+TEST_CASE("converge: host addresses, all links up: leaves deliver directly, spines to both leaves", "[netlab]") {
+  const auto all = ConvergeCommands(Lab4(), LabState{});
+  const auto& l0 = For(all, "lab-l0");
+  const auto has = [](const NsCommands& c, const std::string& line) {
+    return std::count(c.apply.begin(), c.apply.end(), line) == 1;
+  };
+  // h0 rail0 and h1 rail1 hang off l0 (striped).
+  CHECK(has(l0, "route replace 10.77.200.1/32 via 10.77.0.1 dev h0r0 onlink proto static"));
+  CHECK(has(l0, "route replace 10.77.200.2/32 via 10.77.1.2 dev h1r1 onlink proto static"));
+  CHECK(std::count(l0.cleanup.begin(), l0.cleanup.end(), "nexthop del id 2000") == 1);
+  const auto& s0 = For(all, "lab-s0");
+  CHECK(has(s0, "nexthop replace id 2000 group 1/2"));
+  CHECK(has(s0, "route replace 10.77.200.1/32 nhid 2000 proto static"));
+}
+
+TEST_CASE("converge: host address follows the host's live links", "[netlab]") {
+  LabState s;
+  s.links = {{"h0r0", "down"}, {"l1s1", "down"}};
+  const auto all = ConvergeCommands(Lab4(), s);
+  const auto has = [](const NsCommands& c, const std::string& line) {
+    return std::count(c.apply.begin(), c.apply.end(), line) == 1;
+  };
+  // l0 lost its link to h0: over the spines that still reach l1 (only s0).
+  const auto& l0 = For(all, "lab-l0");
+  CHECK(has(l0, "nexthop replace id 2000 group 1"));
+  CHECK(has(l0, "route replace 10.77.200.1/32 nhid 2000 proto static"));
+  // l1 still has h0 rail1.
+  CHECK(has(For(all, "lab-l1"), "route replace 10.77.200.1/32 via 10.77.1.1 dev h0r1 onlink proto static"));
+  // s0 sends h0's address to l1 only; s1 lost l1, so it has no way to h0.
+  CHECK(has(For(all, "lab-s0"), "nexthop replace id 2000 group 2"));
+  const auto& s1 = For(all, "lab-s1");
+  CHECK(has(s1, "route replace unreachable 10.77.200.1/32 proto static"));
+  CHECK(std::count(s1.cleanup.begin(), s1.cleanup.end(), "nexthop del id 2000") == 1);
+  // A silent link keeps its advertisement.
+  LabState silent;
+  silent.links = {{"h0r0", "silent"}};
+  const auto quiet = ConvergeCommands(Lab4(), silent);
+  CHECK(has(For(quiet, "lab-l0"),
+            "route replace 10.77.200.1/32 via 10.77.0.1 dev h0r0 onlink proto static"));
+}
+
+TEST_CASE("converge: one rail, the host route has a single nexthop", "[netlab]") {
+  const Topology t = BuildTopology("lab", 0, "10.77.0.0/16", {2, 1, 1, 1}, "striped", "/run/netlab/lab");
+  const auto all = ConvergeCommands(t, LabState{});
+  const auto& h1 = For(all, "lab-h1");
+  CHECK(h1.apply.back() == "route replace 10.77.200.0/24 via 10.77.100.1 dev rail0 onlink src 10.77.200.2 proto static");
 }
 
 TEST_CASE("converge: all links up, every leaf spreads over both spines", "[netlab]") {
@@ -42,8 +102,8 @@ TEST_CASE("converge: all links up, every leaf spreads over both spines", "[netla
   CHECK(l0.apply[0] == "nexthop replace id 1 via 10.77.128.0 dev s0");
   CHECK(l0.apply[1] == "nexthop replace id 2 via 10.77.128.2 dev s1");
   CHECK(l0.apply[2] == "nexthop replace id 1001 group 1/2");
-  CHECK(l0.cleanup.empty());
-  CHECK(For(all, "lab-s1").cleanup.empty());
+  CHECK(RailOnly(l0.cleanup).empty());
+  CHECK(RailOnly(For(all, "lab-s1").cleanup).empty());
 }
 
 // The expected lines are what the Python netlab generated for this state.
@@ -53,7 +113,7 @@ TEST_CASE("converge: leaf-spine link down, host rail down, silent link", "[netla
   const auto all = ConvergeCommands(Lab4(), s);
 
   const auto& l0 = For(all, "lab-l0");
-  CHECK(l0.apply == Lines{
+  CHECK(RailOnly(l0.apply) == Lines{
                         "nexthop replace id 1 via 10.77.128.0 dev s0",
                         "nexthop replace id 1001 group 1",
                         "route replace 10.77.0.1/32 dev h0r0 scope link proto static",
@@ -65,10 +125,10 @@ TEST_CASE("converge: leaf-spine link down, host rail down, silent link", "[netla
                         "route replace 10.77.0.4/32 nhid 1001 proto static",
                         "route replace 10.77.1.4/32 dev h3r1 scope link proto static",
                     });
-  CHECK(l0.cleanup == Lines{"nexthop del id 2"});
+  CHECK(RailOnly(l0.cleanup) == Lines{"nexthop del id 2"});
 
   const auto& l1 = For(all, "lab-l1");
-  CHECK(l1.apply == Lines{
+  CHECK(RailOnly(l1.apply) == Lines{
                         "nexthop replace id 1 via 10.77.129.0 dev s0",
                         "nexthop replace id 2 via 10.77.129.2 dev s1",
                         "nexthop replace id 1000 group 1",
@@ -81,10 +141,10 @@ TEST_CASE("converge: leaf-spine link down, host rail down, silent link", "[netla
                         "route replace 10.77.0.4/32 dev h3r0 scope link proto static",
                         "route replace 10.77.1.4/32 nhid 1000 proto static",
                     });
-  CHECK(l1.cleanup.empty());
+  CHECK(RailOnly(l1.cleanup).empty());
 
   const auto& s1 = For(all, "lab-s1");
-  CHECK(s1.apply == Lines{
+  CHECK(RailOnly(s1.apply) == Lines{
                         "nexthop replace id 2 via 10.77.129.3 dev l1",
                         "route replace unreachable 10.77.0.1/32 proto static",
                         "route replace 10.77.1.1/32 nhid 2 proto static",
@@ -95,7 +155,7 @@ TEST_CASE("converge: leaf-spine link down, host rail down, silent link", "[netla
                         "route replace 10.77.0.4/32 nhid 2 proto static",
                         "route replace unreachable 10.77.1.4/32 proto static",
                     });
-  CHECK(s1.cleanup == Lines{"nexthop del id 1"});
+  CHECK(RailOnly(s1.cleanup) == Lines{"nexthop del id 1"});
 }
 
 TEST_CASE("converge: a leaf cut off from every spine is unreachable from the others", "[netlab]") {
@@ -103,9 +163,9 @@ TEST_CASE("converge: a leaf cut off from every spine is unreachable from the oth
   s.links = {{"l0s0", "down"}, {"l0s1", "down"}};
   const auto all = ConvergeCommands(Lab4(), s);
   const auto& l1 = For(all, "lab-l1");
-  CHECK(l1.cleanup == Lines{"nexthop del id 1000"});
+  CHECK(RailOnly(l1.cleanup) == Lines{"nexthop del id 1000"});
   CHECK(std::count(l1.apply.begin(), l1.apply.end(), "route replace unreachable 10.77.0.1/32 proto static") == 1);
-  CHECK(For(all, "lab-l0").cleanup == Lines{"nexthop del id 1", "nexthop del id 2", "nexthop del id 1001"});
+  CHECK(RailOnly(For(all, "lab-l0").cleanup) == Lines{"nexthop del id 1", "nexthop del id 2", "nexthop del id 1001"});
 }
 
 TEST_CASE("build: namespaces, veths, addresses and source rules", "[netlab]") {
@@ -117,15 +177,20 @@ TEST_CASE("build: namespaces, veths, addresses and source rules", "[netlab]") {
   CHECK(For(addrs, "lab-h0").apply == Lines{"link set lo up", "addr add 10.77.0.1/32 dev rail0", "link set rail0 up",
                                             "addr add 10.77.1.1/32 dev rail1", "link set rail1 up",
                                             "rule add from 10.77.0.1 lookup 100 pref 1000",
-                                            "rule add from 10.77.1.1 lookup 101 pref 1001"});
+                                            "rule add from 10.77.1.1 lookup 101 pref 1001",
+                                            "link add host0 type dummy", "addr add 10.77.200.1/32 dev host0",
+                                            "link set host0 up"});
+  CHECK(For(AddressCommands(t, "ifb"), "lab-h3").apply[7] == "link add host0 type ifb");
   CHECK(For(addrs, "lab-s0").apply ==
         Lines{"link set lo up", "addr add 10.77.128.0/31 dev l0", "link set l0 up", "addr add 10.77.129.0/31 dev l1",
               "link set l1 up"});
 }
 
 TEST_CASE("sysctls: hosts do not forward, routers hash the 5-tuple", "[netlab]") {
+  using P = std::pair<std::string, std::string>;
   const Sysctls host = HostSysctls();
-  CHECK(std::count(host.begin(), host.end(), std::pair<std::string, std::string>{"net.ipv4.ip_forward", "0"}) == 1);
+  CHECK(std::count(host.begin(), host.end(), P{"net.ipv4.ip_forward", "0"}) == 1);
+  CHECK(std::count(host.begin(), host.end(), P{"net.ipv4.conf.all.ignore_routes_with_linkdown", "0"}) == 1);
   Topology t = Lab4();
   t.hash_seed = 7;
   Sysctls router = RouterSysctls(t, true);

@@ -87,7 +87,9 @@ TEST_CASE("topology.json has the netlab/v1 layout, field for field", "[netlab]")
           "leaf_if": "h0r0",
           "link": "h0r0"
         }
-      ]
+      ],
+      "addr": "10.77.200.1",
+      "addr_if": "host0"
     }
   ],
   "leaves": [
@@ -137,6 +139,7 @@ TEST_CASE("topology.json has the netlab/v1 layout, field for field", "[netlab]")
       }
     }
   ],
+  "host_subnet": "10.77.200.0/24",
   "hash_policy": 3,
   "hash_seed": 1
 })";
@@ -152,6 +155,17 @@ TEST_CASE("topology.json reads back to the same topology", "[netlab]") {
   REQUIRE(back.ok());
   CHECK(ToJson(*back) == ToJson(t));
   CHECK_FALSE(TopologyFromJson(nlohmann::json{{"schema", "netlab/v1"}}).ok());
+}
+
+TEST_CASE("host addresses: 10.B.200.(h+1) on host0, found by name or address", "[netlab]") {
+  const Topology t = Lab4();
+  CHECK(t.host_subnet == "10.77.200.0/24");
+  CHECK(t.hosts[2].addr == "10.77.200.3");
+  CHECK(t.hosts[2].addr_if == "host0");
+  CHECK((*FindHostAddr(t, "h2a"))->name == "h2");
+  CHECK((*FindHostAddr(t, "10.77.200.4"))->name == "h3");
+  CHECK_FALSE(FindHostAddr(t, "h9a").ok());
+  CHECK_FALSE(FindHostAddr(t, "10.77.0.1").ok());  // a rail address
 }
 
 TEST_CASE("lab parameters are checked", "[netlab]") {

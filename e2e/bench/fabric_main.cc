@@ -1,0 +1,163 @@
+// fabric: the failover benchmark of issue 8 on a netlab fabric. Needs root.
+// Prints a table and ONE JSON line. See kHelp.
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "clocksync_proc.h"
+#include "fabric_report.h"
+#include "fabric_run.h"
+
+namespace lockstep::bench::fabric {
+namespace {
+
+const char* kHelp = R"(usage: fabric [options]
+
+Failover benchmark on an emulated multi-rail fabric (e2e/netlab): 4 hosts x 2
+rails, striped over 2 leaves and 2 spines, every host link rate-limited (tbf,
+both directions). Each host has a host address (10.B.200.(h+1) on host0) and
+the static-ECMP route over both rails that users configure. Real traffic on
+host addresses: a PyTorch DDP loop (e2e/workloads/ddp_loop.py, gloo, CPU) on
+every host and a TCP bulk stream h0 -> h1 (bulk-stream). The faulted link is
+the one the stream really uses (netlab path for its 5-tuple = the FIB; the
+per-link byte counters are shown beside it).
+
+Scenarios (a fresh lab for each scenario and arm):
+  link-down  the sender's rail link goes down (carrier loss) for --fault-s
+  flap       that link flaps 10 times (1 s down, 1 s up)
+  rail-down  the receiver's rail (NIC) the stream arrives on goes down for --fault-s
+  repair     the sender's link down for 5 s, then up: is it used again?
+  silent     the sender's link drops everything, carrier and routes up, for --fault-s
+
+Arms: baseline (static ECMP, kernel defaults, no agent) and agent (lockstep
+agents steering traffic: NOT IMPLEMENTED YET; shown as not run, no numbers).
+
+The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
+loop with no step for that long is "hung". Run from the repository root as
+root after building fabric, netlab, netlab-loadgen and bulk-stream.
+
+options:
+  --scenarios a,b    only these (default: all)
+  --link-rate R      host link rate (default 200mbit)
+  --hang-s S         collective timeout / hung threshold (default 15)
+  --fault-s S        length of the long faults (default 20)
+  --hidden N         DDP MLP width (default 128: ~82k parameters)
+  --batch N          DDP batch per rank (default 32)
+  --workdir DIR      logs (default /tmp/fabric-bench-PID)
+  -h, --help
+)";
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) Die("readlink /proc/self/exe failed");
+  const std::string exe(buf, size_t(n));
+  return exe.substr(0, exe.rfind('/'));
+}
+
+bool Executable(const std::string& p) { return ::access(p.c_str(), X_OK) == 0; }
+
+Tools FindTools() {
+  const std::string dir = SelfDir();  // build/<preset>/e2e/bench
+  Tools t{dir + "/../netlab/netlab", dir + "/../workloads/bulk-stream", "/usr/bin/python3",
+          std::string(LOCKSTEP_SOURCE_DIR) + "/e2e/workloads/ddp_loop.py"};
+  if (!Executable(t.netlab)) Die("no netlab at " + t.netlab + "; cmake --build --preset dev --target netlab");
+  if (!Executable(t.bulk_stream)) {
+    Die("no bulk-stream at " + t.bulk_stream + "; cmake --build --preset dev --target bulk-stream");
+  }
+  if (::access(t.ddp_loop.c_str(), R_OK) != 0) Die("no " + t.ddp_loop);
+  const RunResult py = RunCapture({t.python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"});
+  if (py.rc != 0) Die("/usr/bin/python3 has no torch with gloo (Debian package python3-torch): " + py.err);
+  return t;
+}
+
+// The arms, in the order they run. The agent arm's hooks will start one
+// lockstep-agent per host namespace (see docs/benchmarks.md "fabric").
+std::vector<Arm> Arms() {
+  return {{"baseline", true, "", nullptr, nullptr},
+          {"agent", false, "agent arm not implemented yet", nullptr, nullptr}};
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  std::set<std::string> only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::cout << kHelp;
+      return 0;
+    } else if (a == "--scenarios") {
+      std::string v = value();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t c = std::min(v.find(',', p), v.size());
+        only.insert(v.substr(p, c - p));
+        p = c + 1;
+      }
+    } else if (a == "--link-rate") {
+      o.link_rate = value();
+    } else if (a == "--hang-s") {
+      o.hang_s = std::atof(value().c_str());
+    } else if (a == "--fault-s") {
+      o.fault_s = std::atof(value().c_str());
+    } else if (a == "--hidden") {
+      o.hidden = std::atoi(value().c_str());
+    } else if (a == "--batch") {
+      o.batch = std::atoi(value().c_str());
+    } else if (a == "--workdir") {
+      o.workdir = value();
+    } else {
+      std::cerr << "fabric: unknown option " << a << "\n" << kHelp;
+      return 2;
+    }
+  }
+  if (o.hang_s <= 0 || o.fault_s <= 0 || o.hidden <= 0 || o.batch <= 0) Die("bad option value (must be > 0)");
+  if (::geteuid() != 0) Die("needs root (network namespaces)");
+  if (o.workdir.empty()) o.workdir = "/tmp/fabric-bench-" + std::to_string(::getpid());
+  if (RunCapture({"mkdir", "-p", o.workdir}).rc != 0) Die("cannot create " + o.workdir);
+  const Tools tools = FindTools();
+  std::vector<Scenario> scenarios;
+  for (const auto& sc : Scenarios(o)) {
+    if (only.empty() || only.count(sc.name)) scenarios.push_back(sc);
+  }
+  if (scenarios.empty()) Die("no scenario matches --scenarios");
+  Log("logs in " + o.workdir + "; the agent arm is not implemented yet: baseline only");
+  std::vector<ScenarioResult> results;
+  for (const auto& sc : scenarios) {
+    ScenarioResult r{sc, {}};
+    for (const auto& arm : Arms()) {
+      Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
+      r.arms.push_back(RunArm(tools, o, sc, arm));
+    }
+    results.push_back(r);
+  }
+  std::cout << Table(results) << "NOTE: the agent arm is not implemented yet; only the baseline was measured.\n";
+  std::cout << Summary(o, results).dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::bench::fabric
+
+int main(int argc, char** argv) {
+  using namespace lockstep::bench;
+  SetLogTag("fabric");
+  InstallSignalHandlers();
+  try {
+    return fabric::Main(argc, argv);
+  } catch (const Interrupted&) {
+    Log("interrupted; labs torn down");
+    return 130;
+  } catch (const Fatal& e) {
+    Log(std::string("error: ") + e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,97 @@
+#include "fabric_report.h"
+
+#include <cstdio>
+
+namespace lockstep::bench::fabric {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string Ms(const std::optional<double>& v, const char* none) {
+  if (!v) return none;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f", *v);
+  return b;
+}
+
+std::string Row(const std::vector<std::string>& cells, const std::vector<int>& widths) {
+  std::string s;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string c = cells[i];
+    if (c.size() < size_t(widths[i])) c += std::string(size_t(widths[i]) - c.size(), ' ');
+    s += c + "  ";
+  }
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string Table(const std::vector<ScenarioResult>& results) {
+  const std::vector<int> w = {10, 9, 6, 9, 9, 9, 9, 6, 5, 9, 6};
+  std::string out = Row({"scenario", "arm", "link", "survived", "flows ms", "stalled", "max stall", "lost", "dip%",
+                         "full ms", "reused"},
+                        w);
+  for (const auto& r : results) {
+    for (const auto& a : r.arms) {
+      if (!a.ran) {
+        out += Row({r.scenario.name, a.arm, "-", "not run: " + a.note, "", "", "", "", "", "", ""}, w);
+        continue;
+      }
+      const Score& s = a.score;
+      out += Row({r.scenario.name, a.arm, a.link, s.survived ? "yes" : (s.hung ? "NO hung" : "NO"),
+                  Ms(s.failover_ms, "never"), Ms(s.stream_stalled_ms, ""), Ms(s.max_step_stall_ms, ""),
+                  std::to_string(s.lost_steps), Ms(s.dip_pct, ""), Ms(s.recover_full_speed_ms, "never"),
+                  a.reused ? (*a.reused ? "yes" : "no") : "-"},
+                  w);
+    }
+  }
+  out +=
+      "flows ms: fault -> the stream flows again (two 50 ms windows at >= 10% of its pre-fault rate; 0 = it never\n"
+      "stopped); stalled: ms in 50 ms windows below 10%; max stall: longest gap between training steps (rank 0);\n"
+      "lost: steps not made at the pre-fault pace; dip%: worst 100 ms throughput below the pre-fault rate;\n"
+      "full ms: fault -> a 300 ms window at >= 80% of it.\n";
+  for (const auto& r : results) {
+    for (const auto& a : r.arms) {
+      if (a.ran && !a.score.error.empty()) out += r.scenario.name + "/" + a.arm + ": " + a.score.error + "\n";
+    }
+  }
+  return out;
+}
+
+ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& results) {
+  ordered_json scen = ordered_json::object();
+  std::string agent_note;
+  for (const auto& r : results) {
+    ordered_json j = ordered_json::object();
+    j["what"] = r.scenario.what;
+    for (const auto& a : r.arms) {
+      if (!a.ran) {
+        if (a.arm == "agent") {
+          j["survived"] = nullptr;  // not measured
+          agent_note = a.note;
+        }
+        continue;
+      }
+      ordered_json m = ToJson(a.score);
+      m["link"] = a.link;
+      m["stream_path"] = a.stream_path;
+      m["busiest_sender_link"] = a.busiest_link;
+      if (a.reused) {
+        m["reused"] = *a.reused;
+        m["reused_mbytes"] = a.reused_mbytes;
+      }
+      if (a.arm == "baseline") j["baseline_survived"] = a.score.survived;
+      j[a.arm] = m;
+    }
+    scen[r.scenario.name] = j;
+  }
+  return {{"benchmark", "fabric"},
+          {"hosts", o.hosts},
+          {"rails", 2},
+          {"link_rate", o.link_rate},
+          {"hang_s", o.hang_s},
+          {"agent_arm", agent_note.empty() ? "ran" : agent_note},
+          {"scenarios", scen}};
+}
+
+}  // namespace lockstep::bench::fabric

@@ -1,0 +1,246 @@
+#include "fabric_run.h"
+
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "clocksync_proc.h"
+
+namespace lockstep::bench::fabric {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kStreamPort = 5001;
+constexpr int kMasterPort = 29500;
+
+double Wall() {
+  timeval tv{};
+  ::gettimeofday(&tv, nullptr);
+  return double(tv.tv_sec) + double(tv.tv_usec) / 1e6;
+}
+
+std::string Netlab(const Tools& t, std::vector<std::string> args) {
+  args.insert(args.begin(), t.netlab);
+  const RunResult r = RunCapture(args);
+  if (r.rc != 0) {
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
+  }
+  return r.out;
+}
+
+// The lab of one run: up on construction, down (with every process left in
+// its namespaces) on destruction, even when the run throws.
+class LabGuard {
+ public:
+  LabGuard(const Tools& t, const Options& o) : t_(t) {
+    info_.name = "fb" + std::to_string(::getpid() % 100000);
+    const std::string path = Netlab(t, {"up", "--name", info_.name, "--hosts", std::to_string(o.hosts), "--rails",
+                                        "2", "--leaves", "2", "--spines", "2", "--link-rate", o.link_rate,
+                                        "--replace"});
+    std::string p = path;
+    p.erase(p.find_last_not_of(" \n") + 1);
+    const json j = json::parse(ReadFile(p), nullptr, false);
+    auto topo = netlab::TopologyFromJson(j);
+    if (!topo.ok()) Die("cannot read " + p + ": " + topo.error().message);
+    info_.topo = std::move(*topo);
+  }
+  LabGuard(const LabGuard&) = delete;
+  LabGuard& operator=(const LabGuard&) = delete;
+  ~LabGuard() { RunCapture({t_.netlab, "down", "--name", info_.name}); }
+  const LabInfo& info() const { return info_; }
+
+ private:
+  const Tools& t_;
+  LabInfo info_;
+};
+
+// Children that must not outlive the run.
+class Children {
+ public:
+  Child& Add(Child c) {
+    all_.push_back(std::make_unique<Child>(c));
+    return *all_.back();
+  }
+  ~Children() {
+    for (auto& c : all_) c->Stop(2);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Child>> all_;
+};
+
+std::vector<std::string> InNs(const std::string& ns, std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+  return argv;
+}
+
+// Polls until `ready` or `timeout_s`; false on timeout.
+template <typename F>
+bool WaitUntil(double timeout_s, F ready) {
+  const double end = Now() + timeout_s;
+  while (Now() < end) {
+    if (ready()) return true;
+    Sleep(0.2);
+  }
+  return ready();
+}
+
+long long HostLinkUpBytes(const Tools& t, const std::string& lab, const std::string& link) {
+  const json c = json::parse(Netlab(t, {"counters", "--name", lab, "--links", link}), nullptr, false);
+  if (!c.is_object() || !c.contains(link)) Die("netlab counters: no " + link);
+  return c[link].value("up_bytes", 0LL);
+}
+
+}  // namespace
+
+std::vector<Scenario> Scenarios(const Options& o) {
+  const double f = o.fault_s;
+  std::vector<Scenario> out;
+  out.push_back({"link-down", "the sender's rail link (the one its stream uses) goes down (carrier loss) for " +
+                                  std::to_string(int(f)) + " s",
+                 {{0, Role::kSenderLink, "down"}, {f, Role::kSenderLink, "up"}}, f + 5, false});
+  Scenario flap{"flap", "the same link flaps 10 times (1 s down, 1 s up)", {}, 25, false};
+  for (int k = 0; k < 10; ++k) {
+    flap.actions.push_back({2.0 * k, Role::kSenderLink, "down"});
+    flap.actions.push_back({2.0 * k + 1, Role::kSenderLink, "up"});
+  }
+  out.push_back(flap);
+  out.push_back({"rail-down", "the receiver's rail (NIC) that the stream arrives on goes down for " +
+                                  std::to_string(int(f)) + " s",
+                 {{0, Role::kReceiverLink, "down"}, {f, Role::kReceiverLink, "up"}}, f + 5, false});
+  out.push_back({"repair", "the sender's link down for 5 s, then repaired: is it used again?",
+                 {{0, Role::kSenderLink, "down"}, {5, Role::kSenderLink, "up"}}, 15, true});
+  out.push_back({"silent", "the sender's link drops every packet, carrier and routes stay up, for " +
+                               std::to_string(int(f)) + " s",
+                 {{0, Role::kSenderLink, "silent"}, {f, Role::kSenderLink, "up"}}, f + 5, false});
+  return out;
+}
+
+ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const Arm& arm) {
+  ArmResult res;
+  res.arm = arm.name;
+  if (!arm.implemented) {
+    res.note = arm.note;
+    return res;
+  }
+  LabGuard lab(tools, o);
+  const LabInfo& info = lab.info();
+  const auto& hosts = info.topo.hosts;
+  const std::string prefix = o.workdir + "/" + sc.name + "-" + arm.name;
+  if (arm.start) arm.start(info);
+  struct StopArm {
+    const Arm& a;
+    const LabInfo& i;
+    ~StopArm() {
+      if (a.stop) a.stop(i);
+    }
+  } stop_arm{arm, info};
+
+  Children kids;
+  const std::string sink_log = prefix + "-stream.jsonl";
+  const std::string dst = hosts[1].addr + ":" + std::to_string(kStreamPort);
+  Child& sink = kids.Add(Child::Spawn(
+      InNs(hosts[1].ns, {tools.bulk_stream, "sink", "--bind", dst, "--log", sink_log, "--duration", "3600"}),
+      prefix + "-sink.out"));
+  Sleep(0.3);
+  const std::string send_out = prefix + "-send.out";
+  Child& sender = kids.Add(Child::Spawn(
+      InNs(hosts[0].ns, {tools.bulk_stream, "send", "--bind", hosts[0].addr, "--to", dst, "--duration", "3600"}),
+      send_out));
+  std::vector<Child*> ranks;
+  for (int r = 0; r < int(hosts.size()); ++r) {
+    ranks.push_back(&kids.Add(Child::Spawn(
+        InNs(hosts[r].ns, {tools.python, tools.ddp_loop, "--rank", std::to_string(r), "--world-size",
+                           std::to_string(hosts.size()), "--addr", hosts[r].addr, "--ifname", hosts[r].addr_if,
+                           "--master-addr", hosts[0].addr, "--master-port", std::to_string(kMasterPort), "--hidden",
+                           std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--duration", "3600",
+                           "--hang-s", std::to_string(o.hang_s)}),
+        prefix + "-rank" + std::to_string(r) + ".jsonl")));
+  }
+  const std::string rank0 = prefix + "-rank0.jsonl";
+  if (!WaitUntil(90, [&] {
+        LoopLog l;
+        ParseLoopLog(ReadFile(rank0), l);
+        return l.steps.size() >= 5 || !l.errors.empty();
+      })) {
+    Die("the DDP loop made no 5 steps in 90 s; see " + rank0);
+  }
+  Sleep(o.warmup_s);
+
+  // The stream's real 5-tuple, its path by the FIB, and the busiest link by counters.
+  const std::string sout = ReadFile(send_out);
+  const auto at = sout.find("connected ");
+  if (at == std::string::npos) Die("the bulk stream did not connect; see " + send_out);
+  const std::string local = sout.substr(at + 10, sout.find(' ', at + 10) - at - 10);
+  const std::string sport = local.substr(local.rfind(':') + 1);
+  const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp", "--sport",
+                                               sport, "--dport", std::to_string(kStreamPort), "--json"}),
+                                nullptr, false);
+  if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
+  for (const auto& l : path["links"]) res.stream_path += (res.stream_path.empty() ? "" : " ") + l.get<std::string>();
+  const std::string sender_link = path["links"].front(), receiver_link = path["links"].back();
+  std::map<std::string, long long> before;
+  for (const auto& r : hosts[0].rails) before[r.link] = HostLinkUpBytes(tools, info.name, r.link);
+  Sleep(1);
+  long long most = -1;
+  for (const auto& r : hosts[0].rails) {
+    const long long d = HostLinkUpBytes(tools, info.name, r.link) - before[r.link];
+    if (d > most) {
+      most = d;
+      res.busiest_link = r.link;
+    }
+  }
+
+  // The faults, on their timetable.
+  const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };
+  res.link = link_of(sc.actions.front().role);
+  Log(sc.name + " / " + arm.name + ": fault on " + res.link + " (stream " + local + " -> " + dst + " via " +
+      res.stream_path + ")");
+  Window w{0, 0, 0, o.hang_s};
+  const double t0 = Now();
+  long long at_repair = 0;
+  for (const auto& a : sc.actions) {
+    Sleep(std::max(0.0, t0 + a.at - Now()));
+    if (w.fault == 0) w.fault = Wall();
+    const std::string link = link_of(a.role);
+    if (a.what == "up") {
+      Netlab(tools, {"link", "--name", info.name, link, "up"});
+      w.repair = Wall();
+      at_repair = HostLinkUpBytes(tools, info.name, res.link);
+    } else {
+      std::vector<std::string> cmd = {"link", "--name", info.name, link, "down"};
+      if (a.what == "silent") cmd.push_back("--silent");
+      Netlab(tools, cmd);
+    }
+  }
+  Sleep(std::max(0.0, t0 + sc.observe_s - Now()));
+  w.end = Wall();
+  if (sc.check_reuse) {
+    const long long d = HostLinkUpBytes(tools, info.name, res.link) - at_repair;
+    res.reused_mbytes = double(d) / 1e6;
+    res.reused = d > 1'000'000;
+  }
+
+  // Stop: rank 0 ends the loop at its next step; a dead loop is killed.
+  for (Child* r : ranks) r->Signal(SIGTERM);
+  for (Child* r : ranks) r->Stop(5);
+  sender.Stop(2);
+  sink.Stop(2);
+  LoopLog loop;
+  for (int r = 0; r < int(hosts.size()); ++r) ParseLoopLog(ReadFile(prefix + "-rank" + std::to_string(r) + ".jsonl"), loop);
+  res.score = ScoreArm(loop, ParseStreamLog(ReadFile(sink_log)), w);
+  res.ran = true;
+  return res;
+}
+
+}  // namespace lockstep::bench::fabric

@@ -1,0 +1,82 @@
+// The fabric benchmark's runner: one arm of one scenario on a fresh netlab
+// lab (4 hosts x 2 rails, rate-limited host links) with the real workloads
+// (the DDP loop on every host, a TCP bulk stream h0 -> h1, both on host
+// addresses), faults on the link the stream really uses, and the score.
+// Single-threaded; throws Fatal / Interrupted (clocksync_proc.h) and always
+// tears its lab down.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric_score.h"
+#include "netlab/topology.h"
+
+namespace lockstep::bench::fabric {
+
+struct Tools {
+  std::string netlab, bulk_stream, python, ddp_loop;
+};
+
+struct Options {
+  int hosts = 4;
+  std::string link_rate = "200mbit";  // every host link, both directions (netlab up --link-rate)
+  int hidden = 128, batch = 32;       // the DDP loop's MLP (~82k parameters: ~60 ms steps here)
+  double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
+  double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
+  double warmup_s = 4;                // steady workloads before the first fault
+  std::string workdir;                // logs of every run
+};
+
+// A running lab as arms see it.
+struct LabInfo {
+  std::string name;
+  netlab::Topology topo;
+};
+
+// One way of handling faults. The workloads and faults are the same for every
+// arm; an arm only adds what runs beside them (the agent arm: one agent per
+// host namespace, started before the workloads and stopped after them).
+struct Arm {
+  std::string name;
+  bool implemented = true;
+  std::string note;  // why it did not run
+  std::function<void(const LabInfo&)> start, stop;
+};
+
+// Which link a fault hits, found from the stream's path (netlab path, i.e. the
+// FIB, for its real 5-tuple): the sender's rail link or the receiver's.
+enum class Role { kSenderLink, kReceiverLink };
+
+struct Action {
+  double at = 0;  // seconds after the first action
+  Role role = Role::kSenderLink;
+  std::string what;  // "down", "silent" or "up"
+};
+
+struct Scenario {
+  std::string name, what;
+  std::vector<Action> actions;
+  double observe_s = 0;      // after the first action
+  bool check_reuse = false;  // is the repaired link carrying traffic again?
+};
+
+std::vector<Scenario> Scenarios(const Options& o);
+
+struct ArmResult {
+  std::string arm;
+  bool ran = false;
+  std::string note;
+  std::string link;              // the faulted link
+  std::string stream_path;       // links of the stream's 5-tuple (FIB)
+  std::string busiest_link;      // the sender's host link with the most bytes (counters)
+  std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
+  double reused_mbytes = 0;
+  Score score;
+};
+
+ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const Arm& arm);
+
+}  // namespace lockstep::bench::fabric

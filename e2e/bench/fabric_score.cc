@@ -1,0 +1,172 @@
+#include "fabric_score.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace lockstep::bench::fabric {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kInterval = 0.010;    // bulk-stream's interval
+constexpr double kFlowing = 0.10;      // "flowing": at least 10% of the pre-fault rate
+constexpr int kFlowWindow = 5;         // flowing: a 50 ms window at >= 10%; again: two in a row
+constexpr double kFullSpeed = 0.80;    // full speed: a 300 ms window at >= 80%
+constexpr int kFullWindow = 30;
+constexpr int kDipWindow = 10;         // the dip is the worst 100 ms window
+constexpr double kPreWindow = 3.0;     // seconds before the fault that define "normal"
+
+template <typename F>
+void ForEachJsonLine(const std::string& text, F f) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) f(j);
+  }
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double Round1(double v) { return std::round(v * 10) / 10; }
+
+}  // namespace
+
+void ParseLoopLog(const std::string& text, LoopLog& into) {
+  ForEachJsonLine(text, [&](const json& j) {
+    const std::string ev = j.value("event", "");
+    if (ev == "step") {
+      into.steps.push_back({j.value("rank", 0), j.value("step", 0), j.value("t", 0.0), j.value("step_ms", 0.0)});
+    } else if (ev == "error") {
+      into.errors.push_back({j.value("rank", 0), j.value("t", 0.0), j.value("error", "")});
+    } else if (ev == "end") {
+      ++into.ranks_ended;
+    }
+  });
+}
+
+std::vector<Interval> ParseStreamLog(const std::string& text) {
+  std::vector<Interval> out;
+  ForEachJsonLine(text, [&](const json& j) { out.push_back({j.value("t", 0.0), j.value("bytes", 0LL)}); });
+  return out;
+}
+
+Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const Window& w) {
+  Score s;
+  // ---- the training loop (rank 0's steps: the all-reduce couples the ranks)
+  std::vector<double> times, pre_ms;
+  for (const auto& st : loop.steps) {
+    if (st.rank != 0) continue;
+    times.push_back(st.t);
+    if (st.t < w.fault && st.t >= w.fault - kPreWindow) pre_ms.push_back(st.step_ms);
+  }
+  std::sort(times.begin(), times.end());
+  s.pre_step_ms = Median(pre_ms);
+  double first_error = 0;
+  size_t errors = 0;
+  for (const auto& e : loop.errors) {
+    if (e.t > w.end) continue;  // stopping the run, not the fault
+    ++errors;
+    if (first_error == 0 || e.t < first_error) {
+      first_error = e.t;
+      s.error = "rank " + std::to_string(e.rank) + ": " + e.error;
+    }
+  }
+  // Gaps between step completions that reach past the fault; the last gap
+  // runs to the end of observation (or the error that ended the loop).
+  const double stop = first_error > 0 ? std::min(first_error, w.end) : w.end;
+  double prev = 0, stall = 0;
+  long long after = 0;
+  for (double t : times) {
+    if (t > w.end) break;
+    if (prev > 0 && t > w.fault) stall = std::max(stall, t - prev);
+    if (t > w.fault) ++after;
+    prev = t;
+  }
+  if (prev > 0) stall = std::max(stall, stop - prev);
+  s.max_step_stall_ms = Round1(stall * 1000);
+  if (s.pre_step_ms > 0) {
+    const double expected = (w.end - w.fault) / (s.pre_step_ms / 1000);
+    s.lost_steps = std::max(0LL, static_cast<long long>(std::llround(expected)) - after);
+  }
+  s.hung = stall >= w.hang_s;
+  s.survived = errors == 0 && !s.hung && after > 0;
+
+  // ---- the bulk stream
+  double pre_bytes = 0;
+  int pre_n = 0;
+  for (const auto& iv : stream) {
+    if (iv.t <= w.fault && iv.t > w.fault - kPreWindow) {
+      pre_bytes += double(iv.bytes);
+      ++pre_n;
+    }
+  }
+  if (pre_n == 0 || pre_bytes <= 0) return s;
+  const double per = pre_bytes / pre_n;  // bytes per interval, normally
+  s.pre_mbps = Round1(per * 8 / kInterval / 1e6);
+  std::vector<Interval> post;
+  for (const auto& iv : stream) {
+    if (iv.t > w.fault && iv.t <= w.end) post.push_back(iv);
+  }
+  // TCP through tbf on a busy machine is bursty at 10 ms: judge windows.
+  const auto mean = [&](size_t i, int n) {
+    double sum = 0;
+    for (size_t k = i; k < i + size_t(n) && k < post.size(); ++k) sum += double(post[k].bytes);
+    return sum / n;
+  };
+  const auto flowing = [&](size_t i) { return mean(i, kFlowWindow) >= kFlowing * per; };
+  const size_t last = post.size() >= size_t(kFullWindow) ? post.size() - size_t(kFullWindow) : 0;
+  size_t stall_at = post.size();
+  for (size_t i = 0; i < last; ++i) {
+    if (flowing(i)) continue;
+    s.stream_stalled_ms += kInterval * 1000;
+    if (stall_at == post.size()) stall_at = i;
+  }
+  s.stream_stalled_ms = Round1(s.stream_stalled_ms);
+  s.stream_stalled = stall_at < post.size();
+  const auto since_fault = [&](size_t i) { return Round1(std::max(0.0, post[i].t - kInterval - w.fault) * 1000); };
+  if (!s.stream_stalled) {
+    s.failover_ms = 0.0;
+  } else {
+    for (size_t i = stall_at; i + kFlowWindow < last; ++i) {
+      if (post[i].bytes > 0 && flowing(i) && flowing(i + kFlowWindow)) {  // 100 ms of traffic
+        s.failover_ms = since_fault(i);
+        break;
+      }
+    }
+  }
+  double worst = 1e18;
+  for (size_t i = 0; i + kDipWindow <= post.size(); ++i) worst = std::min(worst, mean(i, kDipWindow));
+  if (worst < 1e18) s.dip_pct = Round1(std::clamp(100 * (1 - worst / per), 0.0, 100.0));
+  for (size_t i = s.stream_stalled ? stall_at : 0; i + kFullWindow <= post.size(); ++i) {
+    if (post[i].bytes > 0 && mean(i, kFullWindow) >= kFullSpeed * per) {
+      s.recover_full_speed_ms = since_fault(i);
+      break;
+    }
+  }
+  return s;
+}
+
+nlohmann::ordered_json ToJson(const Score& s) {
+  using oj = nlohmann::ordered_json;
+  const auto opt = [](const std::optional<double>& v) { return v ? oj(*v) : oj(nullptr); };
+  return {{"survived", s.survived},
+          {"hung", s.hung},
+          {"error", s.error},
+          {"pre_step_ms", Round1(s.pre_step_ms)},
+          {"max_step_stall_ms", s.max_step_stall_ms},
+          {"lost_steps", s.lost_steps},
+          {"pre_mbps", s.pre_mbps},
+          {"failover_ms", opt(s.failover_ms)},
+          {"stream_stalled_ms", s.stream_stalled_ms},
+          {"dip_pct", s.dip_pct},
+          {"recover_full_speed_ms", opt(s.recover_full_speed_ms)}};
+}
+
+}  // namespace lockstep::bench::fabric

@@ -1,0 +1,88 @@
+#include <catch2/catch.hpp>
+
+#include "fabric_score.h"
+
+namespace lockstep::bench::fabric {
+namespace {
+
+// Rank 0 steps every 100 ms from t=0 to `until`, skipping (from, to).
+LoopLog Steps(double until, double gap_from = -1, double gap_to = -1) {
+  LoopLog log;
+  int n = 0;
+  for (double t = 0.1; t <= until + 1e-9; t += 0.1) {
+    if (t > gap_from && t < gap_to) continue;
+    log.steps.push_back({0, n++, t, 100});
+  }
+  return log;
+}
+
+// 10 ms intervals from 0 to `until`: 1000 bytes each, 0 inside (from, to).
+std::vector<Interval> Stream(double until, double from = -1, double to = -1) {
+  std::vector<Interval> v;
+  for (int i = 1; i * 0.01 <= until + 1e-9; ++i) {
+    const double t = i * 0.01;
+    v.push_back({t, (t > from && t <= to) ? 0 : 1000});
+  }
+  return v;
+}
+
+TEST_CASE("fabric score: a fault nobody notices", "[bench]") {
+  const Score s = ScoreArm(Steps(10), Stream(10), {5, 0, 10, 15});
+  CHECK(s.survived);
+  CHECK_FALSE(s.hung);
+  CHECK(s.pre_step_ms == 100);
+  CHECK(s.max_step_stall_ms == Approx(100).margin(1));
+  CHECK(s.lost_steps == 0);
+  CHECK(s.pre_mbps == Approx(0.8));
+  CHECK_FALSE(s.stream_stalled);
+  CHECK(*s.failover_ms == 0);
+  CHECK(s.dip_pct == 0);
+  CHECK(*s.recover_full_speed_ms == 0);
+}
+
+TEST_CASE("fabric score: a 2 s stall, then back at full speed", "[bench]") {
+  const Score s = ScoreArm(Steps(10, 5.0, 7.05), Stream(10, 5.0, 7.0), {5, 0, 10, 15});
+  CHECK(s.survived);
+  CHECK(s.max_step_stall_ms == Approx(2100).margin(1));
+  CHECK(s.lost_steps == 20);  // 50 expected in 5 s at 100 ms, 30 made
+  CHECK(s.stream_stalled);
+  CHECK(*s.failover_ms == Approx(2000).margin(1));
+  CHECK(s.stream_stalled_ms == Approx(2000).margin(50));  // judged in 50 ms windows
+  CHECK(s.dip_pct == 100);
+  CHECK(*s.recover_full_speed_ms == Approx(2000).margin(1));
+}
+
+TEST_CASE("fabric score: the loop hangs and errors, the stream never returns", "[bench]") {
+  LoopLog log = Steps(5);
+  log.errors.push_back({2, 20.5, "Timed out"});
+  const Score s = ScoreArm(log, Stream(25, 5.0, 25), {5, 0, 25, 15});
+  CHECK_FALSE(s.survived);
+  CHECK(s.hung);
+  CHECK(s.error == "rank 2: Timed out");
+  CHECK(s.max_step_stall_ms == Approx(15500).margin(1));  // to the error
+  CHECK_FALSE(s.failover_ms.has_value());
+  CHECK_FALSE(s.recover_full_speed_ms.has_value());
+}
+
+TEST_CASE("fabric score: logs parse, non-JSON lines are skipped", "[bench]") {
+  LoopLog log;
+  ParseLoopLog(
+      "UserWarning: something\n"
+      R"({"event":"start","rank":1})" "\n"
+      R"({"event":"step","rank":1,"step":3,"t":12.5,"step_ms":70.1,"loss":1.0})" "\n"
+      R"({"event":"error","rank":1,"t":13,"error":"Connection closed by peer"})" "\n"
+      R"({"event":"end","rank":1,"steps":4,"t":14})" "\n",
+      log);
+  REQUIRE(log.steps.size() == 1);
+  CHECK(log.steps[0].step == 3);
+  CHECK(log.steps[0].t == 12.5);
+  REQUIRE(log.errors.size() == 1);
+  CHECK(log.errors[0].error == "Connection closed by peer");
+  CHECK(log.ranks_ended == 1);
+  const auto iv = ParseStreamLog(R"({"t":1.01,"bytes":500})" "\n" R"({"t":1.02,"bytes":0})" "\n");
+  REQUIRE(iv.size() == 2);
+  CHECK(iv[1].bytes == 0);
+}
+
+}  // namespace
+}  // namespace lockstep::bench::fabric
