@@ -11,11 +11,7 @@ namespace lockstep::agent {
 Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config, const ProbeKey& key,
                                                       const ClockSyncService* clock, metrics::Registry& registry,
                                                       uint64_t seed) {
-  log::Info(FailoverCoverage(RdmaDeviceNames()));
-  if (config.fabric.rails.empty()) {
-    log::Info("fabric failover off: agent.yaml has no fabric.rails (clock sync only)");
-    return std::unique_ptr<FabricAgent>();
-  }
+  if (config.fabric.rails.empty()) return std::unique_ptr<FabricAgent>();
   uint32_t host_address = 0;
   if (!config.fabric.host_address.empty()) {
     auto a = ParseIpv4(config.fabric.host_address);
@@ -42,18 +38,27 @@ Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config,
       return r.now_ns;
     };
   }
-  std::string rail_text;
-  for (const RailInfo& r : *rails) {
-    rail_text += (rail_text.empty() ? "" : ", ") + r.name + " via " + FormatIpv4(r.gateway.gateway);
-  }
-  log::Info("fabric failover on",
-            {{"host_address", FormatIpv4(host_address)},
-             {"rails", rail_text},
-             {"peers", std::to_string(options->setup.peers.size())},
-             {"probe_port", std::to_string((*socket)->port())},
-             {"failover", config.failover.enabled ? "enabled" : "disabled (monitoring only)"}});
   return std::make_unique<FabricAgent>(std::move(*socket), std::move(*actuator), key, SystemClock::Instance(),
                                        std::move(fabric_now), std::move(*options), registry);
+}
+
+void LogFabricStart(const AgentConfig& config, const FabricAgent* agent) {
+  log::Info(FailoverCoverage(RdmaDeviceNames()));
+  if (agent == nullptr) {
+    log::Info("fabric failover off: agent.yaml has no fabric.rails (clock sync only)");
+    return;
+  }
+  const FabricServiceOptions& o = agent->options();
+  std::string rails;
+  for (const RailInfo& r : o.setup.rails) {
+    rails += (rails.empty() ? "" : ", ") + r.name + " via " + FormatIpv4(r.gateway.gateway);
+  }
+  log::Info("fabric failover on",
+            {{"host_address", FormatIpv4(o.setup.host_address)},
+             {"rails", rails},
+             {"peers", std::to_string(o.setup.peers.size())},
+             {"probe_port", std::to_string(agent->port())},
+             {"failover", config.failover.enabled ? "enabled" : "disabled (monitoring only)"}});
 }
 
 }  // namespace lockstep::agent

@@ -10,11 +10,15 @@
 
 namespace lockstep::agent {
 
-// nullptr (and a log line) when agent.yaml has no fabric.rails. Errors are
+// nullptr when agent.yaml has no fabric.rails. Errors are
 // configuration or environment problems the caller reports and exits on.
 // `clock` may be null (clock sync disabled): probes then carry no one-way delay.
 Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config, const ProbeKey& key,
                                                       const ClockSyncService* clock, metrics::Registry& registry,
                                                       uint64_t seed);
+
+// Logs what failover covers (RDMA devices present or not) and, with an
+// agent, its rails, host address and peers; without, that it is off.
+void LogFabricStart(const AgentConfig& config, const FabricAgent* agent);
 
 }  // namespace lockstep::agent

@@ -281,6 +281,7 @@ int RunAgent(const CommandLine& cl) {
              {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
              {"peers", selected_names},
              {"node_public_key", signer->public_key().base64()}});
+  LogFabricStart(config, fabric->get());
   if (kube_agent) kube_agent->Start();
   if (*fabric) {
     if (Status s = (*fabric)->Start(); !s.ok()) {

@@ -44,6 +44,7 @@ FabricAgent::FabricAgent(std::unique_ptr<FabricSocket> socket, std::unique_ptr<R
                          FabricServiceOptions options, metrics::Registry& registry)
     : socket_(std::move(socket)),
       actuator_(std::move(actuator)),
+      options_(options),
       codec_(key),
       service_(*socket_, *actuator_, clock, codec_, std::move(fabric_now), std::move(options), registry) {}
 

@@ -52,10 +52,12 @@ class FabricAgent {
   nlohmann::json StatusJson() const { return service_.StatusJson(); }
   FabricProbeCodec& codec() { return codec_; }
   int port() const { return socket_->port(); }
+  const FabricServiceOptions& options() const { return options_; }
 
  private:
   std::unique_ptr<FabricSocket> socket_;
   std::unique_ptr<RouteActuator> actuator_;
+  FabricServiceOptions options_;
   FabricProbeCodec codec_;
   FabricService service_;
   std::atomic<bool> stop_{false};
