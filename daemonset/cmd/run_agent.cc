@@ -287,6 +287,10 @@ int RunAgent(const CommandLine& cl) {
     if (Status s = (*fabric)->Start(); !s.ok()) {
       log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", s.error().message}});
     }
+    if (!(*fabric)->realtime()) {
+      log::Warn("fabric prober runs at normal priority (no CAP_SYS_NICE): on busy cores probes may be late and "
+                "paths seem to flap");
+    }
   }
   ready = true;
   TransportEvents idle;

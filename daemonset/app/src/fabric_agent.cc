@@ -1,5 +1,8 @@
 #include "lockstep/agent/app/fabric_agent.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include "lockstep/fabric/config.h"
 
 namespace lockstep::agent {
@@ -53,8 +56,19 @@ FabricAgent::~FabricAgent() { Stop(); }
 Status FabricAgent::Start() {
   Status s = service_.Start();
   thread_ = std::thread([this] {
+    // Probes and replies are due every few ms and a late one counts as lost:
+    // on a node whose cores are busy with training, a normal-priority thread
+    // can wait tens of ms for a CPU and the paths would seem to flap. With
+    // CAP_SYS_NICE (or root) the prober runs SCHED_FIFO at a low real-time
+    // priority; it sleeps between events (about 1% of a core), so it cannot
+    // starve the node.
+    sched_param param{};
+    param.sched_priority = kRealtimePriority;
+    realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+    started_.store(true);
     while (!stop_.load()) service_.RunOnce(std::chrono::milliseconds(50));
   });
+  while (!started_.load()) std::this_thread::yield();
   return s;
 }
 

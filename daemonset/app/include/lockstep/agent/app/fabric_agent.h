@@ -53,6 +53,9 @@ class FabricAgent {
   FabricProbeCodec& codec() { return codec_; }
   int port() const { return socket_->port(); }
   const FabricServiceOptions& options() const { return options_; }
+  // Whether the prober thread got SCHED_FIFO (needs CAP_SYS_NICE); valid after Start().
+  bool realtime() const { return realtime_; }
+  static constexpr int kRealtimePriority = 10;
 
  private:
   std::unique_ptr<FabricSocket> socket_;
@@ -61,6 +64,8 @@ class FabricAgent {
   FabricProbeCodec codec_;
   FabricService service_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> started_{false};
+  bool realtime_ = false;  // written by the thread before started_
   std::thread thread_;
 };
 
