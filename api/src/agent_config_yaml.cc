@@ -81,6 +81,16 @@ class MapReader {
     if (!hp.ok()) return Fail(hp.error().message);
     out = *hp;
   }
+  void StringList(const char* key, std::vector<std::string>& out) {
+    YAML::Node v = Get(key);
+    if (!v || v.IsNull()) return;
+    if (!v.IsSequence()) return Fail(Path(key) + " must be a list of strings (got a " + Kind(v) + ")");
+    out.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].IsScalar()) return Fail(Path(key) + "[" + std::to_string(i) + "] must be a string");
+      out.push_back(v[i].Scalar());
+    }
+  }
   // Returns the child map for a nested section (marks the key as known).
   YAML::Node Child(const char* key) { return Get(key); }
 
@@ -145,6 +155,7 @@ Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const st
     int64_t port = 0;
     r.Int("port", 1, 65535, port);
     r.String("publicKey", p.public_key);
+    r.String("hostAddress", p.host_address);
     r.RejectUnknown();
     if (!err.empty()) return InvalidArgument(err);
     if (p.name.empty()) return InvalidArgument(source + ": " + item + ".name is required");
@@ -159,6 +170,10 @@ Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const st
     if (!IsIpv4(address)) {
       return InvalidArgument(source + ": " + item + ".address must be an IPv4 address like 10.0.0.2 or 10.0.0.2:7311 (got \"" +
                              address + "\")");
+    }
+    if (!p.host_address.empty() && !IsIpv4(p.host_address)) {
+      return InvalidArgument(source + ": " + item + ".hostAddress must be an IPv4 address like 10.0.200.2 (got \"" +
+                             p.host_address + "\")");
     }
     p.address = address;
     p.port = static_cast<int>(port);
@@ -231,6 +246,24 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       }
     }
     top.Int("flapAlertPerHour", 1, kMaxFlapAlertPerHour, c.flap_alert_per_hour);
+    {
+      MapReader r(top.Child("fabric"), "fabric", source, err);
+      r.StringList("rails", c.fabric.rails);
+      r.String("hostInterface", c.fabric.host_interface, false);
+      r.String("hostAddress", c.fabric.host_address);
+      r.Int("port", 0, 65535, c.fabric.port, " (0 picks a free port)");
+      r.RejectUnknown();
+      if (err.empty() && !c.fabric.host_address.empty() && !IsIpv4(c.fabric.host_address)) {
+        r.Fail("fabric.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + c.fabric.host_address + "\")");
+      }
+      std::set<std::string> seen;
+      for (const std::string& rail : c.fabric.rails) {
+        if (err.empty() && !seen.insert(rail).second) r.Fail("fabric.rails names \"" + rail + "\" twice");
+        if (err.empty() && (rail.empty() || rail.size() > 15)) {
+          r.Fail("fabric.rails: \"" + rail + "\" is not an interface name (1 to 15 characters)");
+        }
+      }
+    }
     top.String("probeKeyFile", c.probe_key_file, false);
     top.String("nodeKeyFile", c.node_key_file);
     top.Addr("healthAddr", c.health_addr);
@@ -282,6 +315,10 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Key << "readmitAfterSeconds" << YAML::Value << c.failover.readmit_after_seconds
     << YAML::Key << "maxHoldDownSeconds" << YAML::Value << c.failover.max_hold_down_seconds << YAML::EndMap;
   y << YAML::Key << "flapAlertPerHour" << YAML::Value << c.flap_alert_per_hour;
+  y << YAML::Key << "fabric" << YAML::Value << YAML::BeginMap << YAML::Key << "rails" << YAML::Value
+    << YAML::Flow << c.fabric.rails << YAML::Key << "hostInterface" << YAML::Value << c.fabric.host_interface;
+  if (!c.fabric.host_address.empty()) y << YAML::Key << "hostAddress" << YAML::Value << c.fabric.host_address;
+  y << YAML::Key << "port" << YAML::Value << c.fabric.port << YAML::EndMap;
   y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
   if (!c.node_key_file.empty()) y << YAML::Key << "nodeKeyFile" << YAML::Value << c.node_key_file;
   y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();
@@ -293,6 +330,7 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
         << p.address;
       if (p.port != 0) y << YAML::Key << "port" << YAML::Value << p.port;
       if (!p.public_key.empty()) y << YAML::Key << "publicKey" << YAML::Value << p.public_key;
+      if (!p.host_address.empty()) y << YAML::Key << "hostAddress" << YAML::Value << p.host_address;
       y << YAML::EndMap;
     }
     y << YAML::EndSeq;

@@ -13,5 +13,6 @@ inline constexpr const char* kAgentVersion = "0.1.0";
 
 int RunAgent(const CommandLine& cl);
 int ClockStatusCommand(const CommandLine& cl);
+int FabricStatusCommand(const CommandLine& cl);
 
 }  // namespace lockstep::agent

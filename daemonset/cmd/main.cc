@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
       return kExitOk;
     case CommandLine::Command::kClockStatus:
       return ClockStatusCommand(*cl);
+    case CommandLine::Command::kFabricStatus:
+      return FabricStatusCommand(*cl);
     case CommandLine::Command::kRun:
       return RunAgent(*cl);
   }

@@ -1,6 +1,7 @@
 // `lockstep-agent run`: load the config, build the adapters, wire the
-// clock-sync service, the HTTP servers and (in Kubernetes mode) peer
-// discovery and FabricHealth reporting; run until SIGTERM/SIGINT.
+// clock-sync service, fabric failover (fabric_wiring.h), the HTTP servers
+// and (in Kubernetes mode) peer discovery and FabricHealth reporting; run
+// until SIGTERM/SIGINT.
 #include <signal.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "fabric_wiring.h"
 #include "lockstep/agent/agent_http.h"
 #include "lockstep/agent/app/agent_plan.h"
 #include "lockstep/agent/app/host_discipline.h"
@@ -182,6 +184,10 @@ int RunAgent(const CommandLine& cl) {
     });
   }
 
+  // --- fabric failover (agent.yaml fabric.rails; its own thread) ---
+  auto fabric = BuildFabricAgent(config, *key, service.get(), registry, seed);
+  if (!fabric.ok()) return ConfigError(fabric.error().message);
+
   // --- Kubernetes: peer discovery and FabricHealth reports ---
   std::unique_ptr<kube::CurlKubeApi> kube_api;
   std::unique_ptr<KubeAgent> kube_agent;
@@ -249,6 +255,7 @@ int RunAgent(const CommandLine& cl) {
     s.reading.earliest_ns = std::numeric_limits<int64_t>::min();
     return s;
   };
+  if (*fabric) source.fabric = [f = fabric->get()] { return f->StatusJson(); };
   RegisterTimeRoutes(time_api, std::move(source));
   if (Status s = time_api.Start(config.time_api_addr.host, config.time_api_addr.port); !s.ok()) {
     log::Error("cannot start the time API", {{"error", s.error().message}});
@@ -274,7 +281,17 @@ int RunAgent(const CommandLine& cl) {
              {"virtual_clock", virtual_clock ? *cl.virtual_clock : "off"},
              {"peers", selected_names},
              {"node_public_key", signer->public_key().base64()}});
+  LogFabricStart(config, fabric->get());
   if (kube_agent) kube_agent->Start();
+  if (*fabric) {
+    if (Status s = (*fabric)->Start(); !s.ok()) {
+      log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", s.error().message}});
+    }
+    if (!(*fabric)->realtime()) {
+      log::Warn("fabric prober runs at normal priority (no CAP_SYS_NICE): on busy cores probes may be late and "
+                "paths seem to flap");
+    }
+  }
   ready = true;
   TransportEvents idle;
   // Key rotation: a rewritten probeKeyFile (a rotated Secret) becomes the
@@ -284,7 +301,10 @@ int RunAgent(const CommandLine& cl) {
     if (key_file.ok()) {
       auto r = key_file->Reload(codec);
       if (!r.ok()) log::Warn("probe key file not reloaded; keeping the current key", {{"error", r.error().message}});
-      if (r.ok() && *r) log::Info("probe key rotated; the previous key is still accepted", {});
+      if (r.ok() && *r) {
+        log::Info("probe key rotated; the previous key is still accepted", {});
+        if (*fabric) (*fabric)->codec().Rotate(key_file->key());
+      }
     }
     if (service) {
       service->RunOnce(std::chrono::milliseconds(100));
@@ -296,6 +316,10 @@ int RunAgent(const CommandLine& cl) {
   ready = false;
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});
   if (kube_agent) kube_agent->Stop();
+  if (*fabric) {
+    (*fabric)->Stop();
+    log::Info("fabric failover stopped; pinned routes stay in place for the next start");
+  }
   time_api.Stop();
   health.Stop();
   return kExitOk;

@@ -63,6 +63,14 @@ void RegisterTimeRoutes(HttpServer& server, TimeApiSource source) {
     ClockStatus s = src->status(truth ? std::optional<int64_t>(truth->local_ns) : std::nullopt);
     return HttpResponse{200, "application/json", StatusJson(src->node_name, s, truth).dump() + "\n"};
   });
+  server.Handle("/fabric", [src](const HttpRequest& req) {
+    if (req.method != "GET") return HttpResponse{405, "text/plain", "GET only\n"};
+    if (!src->fabric) {
+      return HttpResponse{404, "text/plain",
+                          "fabric failover is not configured on this agent (agent.yaml fabric.rails is empty)\n"};
+    }
+    return HttpResponse{200, "application/json", src->fabric().dump() + "\n"};
+  });
 }
 
 }  // namespace lockstep::agent

@@ -16,6 +16,8 @@ Usage:
   lockstep-agent [run] --config PATH [flags]   run the agent
   lockstep-agent clock status [--addr HOST:PORT] [--json]
                                                query a running agent's clock
+  lockstep-agent fabric status [--addr HOST:PORT] [--json]
+                                               its rails, paths and pins
   lockstep-agent version | help
 
 Run flags (override agent.yaml):
@@ -85,6 +87,9 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "clock" && (args.size() < 2 || args[1] != "status")) {
     return Bad("unknown command \"clock\"; did you mean \"clock status\"?");
   }
+  if (!args.empty() && args[0] == "fabric" && (args.size() < 2 || args[1] != "status")) {
+    return Bad("unknown command \"fabric\"; did you mean \"fabric status\"?");
+  }
   CommandLine cl;
   bool help = false;
   CLI::App app("lockstep-agent");
@@ -98,6 +103,10 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   status->add_option("--addr", cl.status_addr);
   status->add_flag("--json", cl.json);
   status->add_flag("-h,--help", help);
+  CLI::App* fabric_status = app.add_subcommand("fabric")->add_subcommand("status");
+  fabric_status->add_option("--addr", cl.status_addr);
+  fabric_status->add_flag("--json", cl.json);
+  fabric_status->add_flag("-h,--help", help);
   CLI::App* version = app.add_subcommand("version");
   CLI::App* help_cmd = app.add_subcommand("help");
   app.require_subcommand(0, 1);
@@ -112,13 +121,14 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   }
   if (*version) cl.command = CommandLine::Command::kVersion;
   if (*status) cl.command = CommandLine::Command::kClockStatus;
+  if (*fabric_status) cl.command = CommandLine::Command::kFabricStatus;
   const bool is_run = cl.command == CommandLine::Command::kRun;
   if (is_run && cl.config_path.empty()) return Bad("--config PATH is required");
   if (is_run && !cl.server.empty() && cl.token_file.empty()) return Bad("--server needs --token-file");
   if (is_run && cl.advertise_address && !ParseHostPort(*cl.advertise_address + ":0", "").ok()) {
     return Bad("--advertise-address must be an IPv4 address (got \"" + *cl.advertise_address + "\")");
   }
-  if (cl.command == CommandLine::Command::kClockStatus) {
+  if (cl.command == CommandLine::Command::kClockStatus || cl.command == CommandLine::Command::kFabricStatus) {
     auto hp = ParseHostPort(cl.status_addr, "--addr");
     if (!hp.ok()) return Bad(hp.error().message);
   }

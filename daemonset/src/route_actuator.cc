@@ -47,6 +47,7 @@ std::string OwnedRoute::ToString() const {
   std::string s = destination.ToString();
   if (nexthop.gateway != 0) s += " via " + FormatIpv4(nexthop.gateway);
   s += " dev " + nexthop.interface;
+  if (nexthop.onlink) s += " onlink";
   if (source != 0) s += " src " + FormatIpv4(source);
   if (rto_min.count() != 0) s += " rto_min " + std::to_string(rto_min.count()) + "ms";
   return s;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "clocksync_proc.h"
+#include "fabric_agent_arm.h"
 #include "fabric_report.h"
 #include "fabric_run.h"
 
@@ -34,8 +35,12 @@ Scenarios (a fresh lab for each scenario and arm):
   repair     the sender's link down for 5 s, then up: is it used again?
   silent     the sender's link drops everything, carrier and routes up, for --fault-s
 
-Arms: baseline (static ECMP, kernel defaults, no agent) and agent (lockstep
-agents steering traffic: NOT IMPLEMENTED YET; shown as not run, no numbers).
+Arms: baseline (static ECMP, kernel defaults, no agent) and agent (one
+standalone lockstep-agent per host namespace: fabric.rails [rail0, rail1],
+every peer's host address; started before the workloads once every path is
+up, stopped after). The agent arm also reports detection (fault -> first path
+declared down, from the agents' logs), the first pin, flap alerts, agent CPU,
+RSS and fabric probe bandwidth per node.
 
 The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
 loop with no step for that long is "hung". Run from the repository root as
@@ -76,11 +81,17 @@ Tools FindTools() {
   return t;
 }
 
-// The arms, in the order they run. The agent arm's hooks will start one
-// lockstep-agent per host namespace (see docs/benchmarks.md "fabric").
-std::vector<Arm> Arms() {
-  return {{"baseline", true, "", nullptr, nullptr},
-          {"agent", false, "agent arm not implemented yet", nullptr, nullptr}};
+// The arms, in the order they run (the agent arm: fabric_agent_arm.h).
+std::vector<Arm> Arms(const std::string& workdir) {
+  std::vector<Arm> arms;
+  arms.push_back({"baseline", true, "", nullptr, nullptr, nullptr});
+  const std::string agent = SelfDir() + "/../../daemonset/lockstep-agent";
+  if (Executable(agent)) {
+    arms.push_back(MakeAgentArm(agent, workdir));
+  } else {
+    arms.push_back({"agent", false, "no lockstep-agent at " + agent + " (build it)", nullptr, nullptr, nullptr});
+  }
+  return arms;
 }
 
 int Main(int argc, char** argv) {
@@ -129,17 +140,17 @@ int Main(int argc, char** argv) {
     if (only.empty() || only.count(sc.name)) scenarios.push_back(sc);
   }
   if (scenarios.empty()) Die("no scenario matches --scenarios");
-  Log("logs in " + o.workdir + "; the agent arm is not implemented yet: baseline only");
+  Log("logs in " + o.workdir);
   std::vector<ScenarioResult> results;
   for (const auto& sc : scenarios) {
     ScenarioResult r{sc, {}};
-    for (const auto& arm : Arms()) {
+    for (const auto& arm : Arms(o.workdir)) {
       Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
       r.arms.push_back(RunArm(tools, o, sc, arm));
     }
     results.push_back(r);
   }
-  std::cout << Table(results) << "NOTE: the agent arm is not implemented yet; only the baseline was measured.\n";
+  std::cout << Table(results);
   std::cout << Summary(o, results).dump() << std::endl;
   return 0;
 }

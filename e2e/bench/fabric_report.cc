@@ -53,6 +53,14 @@ std::string Table(const std::vector<ScenarioResult>& results) {
   for (const auto& r : results) {
     for (const auto& a : r.arms) {
       if (a.ran && !a.score.error.empty()) out += r.scenario.name + "/" + a.arm + ": " + a.score.error + "\n";
+      if (a.ran && a.arm_report.is_object()) {
+        const auto& j = a.arm_report;
+        auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
+        out += r.scenario.name + "/" + a.arm + ": detect " + v("detect_ms") + " ms, first pin " + v("first_pin_ms") +
+               " ms, flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + ", agent CPU " +
+               v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%), RSS " + v("agent_rss_mb") +
+               " MB, probes " + v("probe_kbps_per_node") + " kbit/s per node\n";
+      }
     }
   }
   return out;
@@ -81,6 +89,17 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
         m["reused_mbytes"] = a.reused_mbytes;
       }
       if (a.arm == "baseline") j["baseline_survived"] = a.score.survived;
+      if (a.arm == "agent") {
+        // The per-scenario keys are the agent arm's.
+        j["survived"] = a.score.survived;
+        for (const char* k : {"failover_ms", "recover_full_speed_ms", "lost_steps", "max_step_stall_ms"}) {
+          if (m.contains(k)) j[k] = m[k];
+        }
+        for (const auto& [k, v] : a.arm_report.items()) {
+          m[k] = v;
+          j[k] = v;
+        }
+      }
       j[a.arm] = m;
     }
     scen[r.scenario.name] = j;

@@ -225,6 +225,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   }
   Sleep(std::max(0.0, t0 + sc.observe_s - Now()));
   w.end = Wall();
+  if (arm.report) res.arm_report = arm.report(info, w.fault, w.end);
   if (sc.check_reuse) {
     const long long d = HostLinkUpBytes(tools, info.name, res.link) - at_repair;
     res.reused_mbytes = double(d) / 1e6;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fabric_score.h"
 #include "netlab/topology.h"
 
@@ -44,6 +46,10 @@ struct Arm {
   bool implemented = true;
   std::string note;  // why it did not run
   std::function<void(const LabInfo&)> start, stop;
+  // Measurements of the arm itself over the run (the agent arm: detection
+  // time, CPU, memory, probe bandwidth), taken after the observation window
+  // (fault and end are wall-clock seconds) and before stop.
+  std::function<nlohmann::ordered_json(const LabInfo&, double fault, double end)> report;
 };
 
 // Which link a fault hits, found from the stream's path (netlab path, i.e. the
@@ -75,6 +81,7 @@ struct ArmResult {
   std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
   double reused_mbytes = 0;
   Score score;
+  nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
 };
 
 ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const Arm& arm);

@@ -51,11 +51,16 @@ Json RenderAgentConfigMap(const PolicyRef& policy, const PolicySpec& spec, const
 
 Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const OperatorSettings& s) {
   const std::string name = AgentObjectName(policy.name);
-  // No capability by default: probes use kernel software timestamps on an
-  // unprivileged UDP port. SYS_TIME only to discipline the host clock;
-  // NET_ADMIN comes back with fabric failover (routes), not before.
+  // Only the capabilities in use: probes use kernel software timestamps on
+  // unprivileged UDP ports. NET_ADMIN while fabric failover is enabled: the
+  // agent installs and deletes its own host routes (proto 211, rto_min) over
+  // rtnetlink to steer a peer's traffic onto a healthy rail. SYS_TIME only to
+  // discipline the host clock.
   Json caps = {{"drop", Json::array({"ALL"})}};
-  if (spec.clock_sync.discipline_host_clock) caps["add"] = Json::array({"SYS_TIME"});
+  Json add = Json::array();
+  if (spec.failover.enabled) add.push_back("NET_ADMIN");
+  if (spec.clock_sync.discipline_host_clock) add.push_back("SYS_TIME");
+  if (!add.empty()) caps["add"] = add;
   const int port = s.agent_health_port;
   Json container = {
       {"name", "agent"},

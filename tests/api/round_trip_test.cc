@@ -84,5 +84,36 @@ TEST_CASE("agent.yaml with peers survives render and parse", "[api]") {
   REQUIRE(*back == c);
 }
 
+TEST_CASE("agent.yaml with a fabric section and peer host addresses survives render and parse", "[api]") {
+  AgentConfig c;
+  c.node_name = "n0";
+  c.fabric.rails = {"rail0", "rail1"};
+  c.fabric.host_address = "10.0.200.1";
+  c.fabric.host_interface = "lo0";
+  c.fabric.port = 0;
+  c.peers = {{"n1", "10.0.0.2", 0, "", "10.0.200.2"}, {"n2", "10.0.0.3", 0}};
+  auto back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(*back == c);
+}
+
+TEST_CASE("agent.yaml fabric mistakes are errors that name the key", "[api]") {
+  auto err = [](const std::string& yaml) {
+    auto r = ParseAgentConfig(yaml, "agent.yaml");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(err("fabric: {rails: rail0}\n").find("fabric.rails must be a list") != std::string::npos);
+  CHECK(err("fabric: {rails: [rail0, rail0]}\n").find("names \"rail0\" twice") != std::string::npos);
+  CHECK(err("fabric: {hostAddress: host0}\n").find("fabric.hostAddress must be an IPv4") != std::string::npos);
+  CHECK(err("fabric: {rail: [rail0]}\n").find("unknown key fabric.rail") != std::string::npos);
+  CHECK(err("peers: [{name: a, address: 10.0.0.1, hostAddress: x}]\n").find("peers[0].hostAddress") !=
+        std::string::npos);
+  AgentConfig defaults = *ParseAgentConfig("nodeName: a\n", "agent.yaml");
+  CHECK(defaults.fabric.rails.empty());
+  CHECK(defaults.fabric.port == kFabricProbePort);
+  CHECK(defaults.fabric.host_interface == "host0");
+}
+
 }  // namespace
 }  // namespace lockstep::api

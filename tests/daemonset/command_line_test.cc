@@ -53,6 +53,17 @@ TEST_CASE("clock status takes --addr and --json", "[daemonset][cli]") {
   REQUIRE(ParseCommandLine({"clock", "status"})->status_addr == "127.0.0.1:9611");
 }
 
+TEST_CASE("fabric status takes --addr and --json", "[daemonset][cli]") {
+  auto cl = ParseCommandLine({"fabric", "status", "--addr", "127.0.0.1:9700", "--json"});
+  REQUIRE(cl.ok());
+  REQUIRE(cl->command == CommandLine::Command::kFabricStatus);
+  REQUIRE(cl->status_addr == "127.0.0.1:9700");
+  REQUIRE(cl->json);
+  REQUIRE(ParseCommandLine({"fabric", "status"})->status_addr == "127.0.0.1:9611");
+  REQUIRE(ParseCommandLine({"fabric"}).error().message.find("fabric status") != std::string::npos);
+  REQUIRE_FALSE(ParseCommandLine({"fabric", "status", "--addr", "nowhere"}).ok());
+}
+
 TEST_CASE("command line errors are clear", "[daemonset][cli]") {
   REQUIRE(ParseCommandLine({}).error().message.find("--config PATH is required") != std::string::npos);
   REQUIRE(ParseCommandLine({"--config", "a", "--bogus"}).error().message.find("--bogus") != std::string::npos);

@@ -23,7 +23,8 @@ TEST_CASE("the agent DaemonSet runs with only the capabilities it needs", "[oper
   REQUIRE(pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault");
   const Json& sc = pod["containers"][0]["securityContext"];
   REQUIRE(sc["capabilities"]["drop"] == Json::array({"ALL"}));
-  REQUIRE_FALSE(sc["capabilities"].contains("add"));  // no NET_ADMIN until fabric failover needs it
+  // Failover is on by default: NET_ADMIN for its routes, nothing else.
+  REQUIRE(sc["capabilities"]["add"] == Json::array({"NET_ADMIN"}));
   REQUIRE(sc["allowPrivilegeEscalation"] == false);
   REQUIRE(sc["readOnlyRootFilesystem"] == true);
   REQUIRE_FALSE(sc.contains("privileged"));
@@ -31,8 +32,14 @@ TEST_CASE("the agent DaemonSet runs with only the capabilities it needs", "[oper
   spec.clock_sync.discipline_host_clock = true;
   Json ds2 = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
   const Json& sc2 = ds2["spec"]["template"]["spec"]["containers"][0]["securityContext"];
-  REQUIRE(sc2["capabilities"]["add"] == Json::array({"SYS_TIME"}));
+  REQUIRE(sc2["capabilities"]["add"] == Json::array({"NET_ADMIN", "SYS_TIME"}));
   REQUIRE(sc2["capabilities"]["drop"] == Json::array({"ALL"}));
+
+  spec.failover.enabled = false;
+  spec.clock_sync.discipline_host_clock = false;
+  Json ds3 = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
+  const Json& sc3 = ds3["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+  REQUIRE_FALSE(sc3["capabilities"].contains("add"));  // monitoring only: no route changes, no capability
 }
 
 TEST_CASE("a config change changes the pod template hash", "[operator]") {

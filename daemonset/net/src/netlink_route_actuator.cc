@@ -143,6 +143,7 @@ Status NetlinkRouteActuator::Add(const OwnedRoute& route, int flags, const char*
   rtnl_nexthop* nh = rtnl_route_nh_alloc();
   rtnl_route_nh_set_ifindex(nh, ifindex);
   if (route.nexthop.gateway != 0) rtnl_route_nh_set_gateway(nh, Ipv4Addr(route.nexthop.gateway, 32).get());
+  if (route.nexthop.onlink) rtnl_route_nh_set_flags(nh, RTNH_F_ONLINK);
   rtnl_route_add_nexthop(r.get(), nh);  // the route owns nh now
   if (route.rto_min.count() > 0) {
     // The kernel uses RTAX_RTO_MIN only when it is locked (tcp_rto_min()).
@@ -225,6 +226,7 @@ Result<std::vector<OwnedRoute>> NetlinkRouteActuator::List() {
     if (rtnl_route_get_nnexthops(r) > 0) {
       rtnl_nexthop* nh = rtnl_route_nexthop_n(r, 0);
       route.nexthop.gateway = HostOrder(rtnl_route_nh_get_gateway(nh));
+      route.nexthop.onlink = (rtnl_route_nh_get_flags(nh) & RTNH_F_ONLINK) != 0;
       char name[IF_NAMESIZE + 1] = {};
       rtnl_link_i2name(links_raw, rtnl_route_nh_get_ifindex(nh), name, sizeof name);
       route.nexthop.interface = name;

@@ -24,6 +24,10 @@ struct PeerConfig {
   std::string address;  // IPv4 literal
   int port = 0;         // 0 = the agent's probe.port
   std::string public_key{};  // optional: its Ed25519 node key, base64 (verifies its gossip)
+  // Its stable host address (IPv4 on its host0, advertised on every live rail
+  // link): where fabric probes and the pins for its traffic go. "" = no
+  // fabric failover towards this peer.
+  std::string host_address{};
   bool operator==(const PeerConfig&) const = default;
 };
 
@@ -53,6 +57,17 @@ struct AgentConfig {
     bool operator==(const Failover&) const = default;
   } failover;
   int flap_alert_per_hour = kFlapAlertPerHour;
+  // Fabric failover on this host (agent.yaml `fabric:`). Empty rails: no
+  // path probing, no route steering (clock sync only).
+  struct Fabric {
+    std::vector<std::string> rails;  // interface names in rail order (rail0, rail1, ...)
+    // This host's address: host_address if set, else the first IPv4 address
+    // of host_interface (read from the kernel at start).
+    std::string host_interface = kFabricHostInterface;
+    std::string host_address;
+    int port = kFabricProbePort;  // UDP path probes; 0 = pick a free port (tests)
+    bool operator==(const Fabric&) const = default;
+  } fabric;
   std::string probe_key_file = kProbeKeyFile;
   // This node's Ed25519 signing key (a 32-byte seed); "" = a fresh key pair at
   // every start (published in FabricHealth status.nodePublicKey).

@@ -11,6 +11,8 @@ namespace lockstep::api {
 inline constexpr int kProbePort = 7311;    // UDP probe port (FabricPolicy spec.probe.port)
 inline constexpr int kHealthPort = 9610;   // /healthz, /readyz, /metrics (agent.yaml healthAddr)
 inline constexpr int kTimeApiPort = 9611;  // fabric-time API on loopback (agent.yaml timeApiAddr)
+inline constexpr int kFabricProbePort = 7312;  // UDP path probes, one per rail x peer (agent.yaml fabric.port)
+inline constexpr char kFabricHostInterface[] = "host0";  // where the host address lives (fabric.hostInterface)
 inline constexpr char kHealthHost[] = "0.0.0.0";
 inline constexpr char kTimeApiHost[] = "127.0.0.1";
 

@@ -2,6 +2,7 @@
 //   health server (healthAddr):  GET /healthz, /readyz, /metrics
 //   time API (timeApiAddr):      GET /time   -> {"earliest_ns","latest_ns","now_ns","state","error_bound_ns"}
 //                                GET /status -> everything `clock status` prints
+//                                GET /fabric -> rails, paths and pins (`fabric status`)
 // Handlers run on the server's thread; everything they read is thread-safe.
 #pragma once
 
@@ -31,6 +32,9 @@ struct TimeApiSource {
   // FREERUN stand-in when clock sync is disabled.
   std::function<ClockStatus(std::optional<int64_t> local_ns)> status;
   std::function<std::optional<GroundTruth>()> truth;  // empty unless --virtual-clock
+  // Fabric failover status (FabricService::StatusJson); empty when fabric
+  // failover is not configured (GET /fabric then answers 404).
+  std::function<nlohmann::json()> fabric;
 };
 
 std::string TimeJson(const TimeReading& r);

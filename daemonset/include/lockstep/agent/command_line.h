@@ -3,6 +3,7 @@
 //
 //   lockstep-agent [run] --config PATH [overrides...]
 //   lockstep-agent clock status [--addr HOST:PORT] [--json]
+//   lockstep-agent fabric status [--addr HOST:PORT] [--json]
 //   lockstep-agent version | help
 #pragma once
 
@@ -18,7 +19,7 @@
 namespace lockstep::agent {
 
 struct CommandLine {
-  enum class Command { kRun, kClockStatus, kVersion, kHelp };
+  enum class Command { kRun, kClockStatus, kFabricStatus, kVersion, kHelp };
   Command command = Command::kRun;
 
   // run

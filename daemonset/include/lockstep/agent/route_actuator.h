@@ -49,6 +49,9 @@ std::string FormatIpv4(uint32_t address);
 struct Nexthop {
   uint32_t gateway = 0;   // host byte order; 0: on-link, no gateway
   std::string interface;  // e.g. "rail1"
+  // RTNH_F_ONLINK: the gateway is reachable on the interface even though no
+  // connected subnet covers it (a leaf's /32 gateway, as in netlab).
+  bool onlink = false;
   auto operator<=>(const Nexthop&) const = default;
 };
 

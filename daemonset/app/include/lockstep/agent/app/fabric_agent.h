@@ -1,0 +1,72 @@
+// FabricAgent: fabric failover as the agent runs it: the FabricService on its
+// own thread (probes every path at the policy's interval, ~10 ms, which the
+// clock-sync loop's waits could not keep), owning its adapters. The binary
+// builds the adapters (UDP socket, netlink actuator, rail discovery) and
+// hands them over; the planning from agent.yaml is pure
+// (MakeFabricServiceOptions) and unit tested.
+//
+// Thread-safety: Start()/Stop() from the owner; StatusJson() and codec()
+// from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/agent/config.h"
+#include "lockstep/agent/fabric_service.h"
+
+namespace lockstep::agent {
+
+// The service options for agent.yaml's fabric section, the rails as
+// discovered and this host's address: FabricOptionsFromConfig for the
+// numbers, FabricPeers for the peers. InvalidArgument when fabric.rails is
+// set but no peer has a hostAddress (nothing to watch), or a peer's host
+// address is wrong (see FabricPeers).
+Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config, std::vector<RailInfo> rails,
+                                                      uint32_t host_address, uint64_t seed);
+
+// One line for the start-up log about what failover covers, given the RDMA
+// devices present ("no RDMA device present: ..." when there are none).
+std::string FailoverCoverage(const std::vector<std::string>& rdma_devices);
+
+class FabricAgent {
+ public:
+  // Takes the adapters; the codec signs with `key` (rotate it with codec()).
+  FabricAgent(std::unique_ptr<FabricSocket> socket, std::unique_ptr<RouteActuator> actuator, const ProbeKey& key,
+              const Clock& clock, FabricService::FabricNow fabric_now, FabricServiceOptions options,
+              metrics::Registry& registry);
+  ~FabricAgent();  // Stop()
+  FabricAgent(const FabricAgent&) = delete;
+  FabricAgent& operator=(const FabricAgent&) = delete;
+
+  // Adopts the routes a previous run left, starts the thread. Returns the
+  // adoption's error (the service runs anyway and retries the reconcile).
+  Status Start();
+  // Stops the thread. Routes stay as they are (working pins keep working;
+  // the next start adopts them).
+  void Stop();
+
+  nlohmann::json StatusJson() const { return service_.StatusJson(); }
+  FabricProbeCodec& codec() { return codec_; }
+  int port() const { return socket_->port(); }
+  const FabricServiceOptions& options() const { return options_; }
+  // Whether the prober thread got SCHED_FIFO (needs CAP_SYS_NICE); valid after Start().
+  bool realtime() const { return realtime_; }
+  static constexpr int kRealtimePriority = 10;
+
+ private:
+  std::unique_ptr<FabricSocket> socket_;
+  std::unique_ptr<RouteActuator> actuator_;
+  FabricServiceOptions options_;
+  FabricProbeCodec codec_;
+  FabricService service_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> started_{false};
+  bool realtime_ = false;  // written by the thread before started_
+  std::thread thread_;
+};
+
+}  // namespace lockstep::agent

@@ -1,0 +1,125 @@
+// FabricService: fabric failover on this host. It drives the fabric decision
+// core (fabric::PathMonitor) with real probes and carries its decisions out
+// on the RouteActuator:
+//
+//   Start():   re-learns the pins a previous run left (owned routes that map
+//              to a known peer and rail are adopted, the rest are deleted;
+//              none is left on a down interface), then watches every
+//              rail x peer path.
+//   RunOnce(): sends the due probes (each forced out of its rail, from our
+//              host address, to the peer's host address), answers the
+//              probes of known peers (out of the interface the probe came
+//              in on, to the sender's configured host address, never the
+//              datagram's source), feeds replies to the monitor, and applies
+//              its decisions: PinPeer -> Replace(<peer>/32 via the rail's
+//              gateway, src host address, rto_min 10 ms), UnpinPeer ->
+//              Delete. A failed route change is retried by a level-based
+//              reconcile against the monitor's pins.
+//   Stop:      nothing to do: working routes stay (the next Start adopts them).
+//
+// One-way delays ride on the probes when clock sync is LOCKED at both ends
+// (fabric_now returns a value); otherwise replies carry none and ranking
+// falls back to round trips. Malformed, unauthenticated, misdirected and
+// unknown-sender datagrams are dropped and counted by reason
+// (lockstep_fabric_probe_dropped_total).
+//
+// Thread-safety: Start() and RunOnce() from one thread; StatusJson() and
+// RefreshGauges() from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/agent/fabric_probe.h"
+#include "lockstep/agent/fabric_setup.h"
+#include "lockstep/agent/fabric_socket.h"
+#include "lockstep/agent/route_actuator.h"
+#include "lockstep/common/clock.h"
+#include "lockstep/common/metrics.h"
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path_monitor.h"
+
+namespace lockstep::agent {
+
+struct FabricServiceOptions {
+  std::string self_name;
+  FabricSetup setup;
+  fabric::FabricOptions fabric;
+  int peer_port = 0;  // every peer's fabric probe port (fabric.port is the same on every host)
+  uint64_t seed = 1;  // probe jitter
+  std::chrono::nanoseconds reconcile_every = std::chrono::seconds(30);  // level-based route repair
+};
+
+class FabricService {
+ public:
+  // Fabric time now in ns while clock sync is LOCKED, else nullopt.
+  using FabricNow = std::function<std::optional<int64_t>()>;
+
+  // All references must outlive the service. REQUIRES: Validate(options.fabric).ok().
+  FabricService(FabricSocket& socket, RouteActuator& actuator, const Clock& clock, const FabricProbeCodec& codec,
+                FabricNow fabric_now, FabricServiceOptions options, metrics::Registry& registry);
+
+  // Adopts and reconciles the routes found, then starts probing. Returns the
+  // error of listing the owned routes (the service still runs: probes and
+  // metrics work, route changes are retried by the reconcile).
+  Status Start();
+  // One iteration; waits at most `max_wait` (less when a probe is due).
+  void RunOnce(std::chrono::nanoseconds max_wait);
+
+  // `fabric status` (GET /fabric): rails, paths, peers and their routes.
+  nlohmann::json StatusJson() const;
+  const fabric::PathMonitor& monitor() const { return monitor_; }
+
+ private:
+  void SendDue(MonoTime now);
+  void Handle(const FabricDatagram& d);
+  void Apply(const fabric::Decisions& d);
+  void Reconcile(MonoTime now);
+  void Publish(MonoTime now);  // gauges and the status snapshot
+  const FabricPeer* PeerById(NodeId id) const;
+  const FabricPeer* PeerByName(const std::string& name) const;
+
+  FabricSocket& socket_;
+  RouteActuator& actuator_;
+  const Clock& clock_;
+  const FabricProbeCodec& codec_;
+  FabricNow fabric_now_;
+  FabricServiceOptions options_;
+  NodeId self_;
+  fabric::PathMonitor monitor_;
+  uint64_t seq_ = 0;
+  std::vector<FabricDatagram> inbox_;
+  MonoTime retry_at_ = MonoTime::max();  // after a failed route change
+  MonoTime next_reconcile_{};
+  MonoTime next_publish_{};
+  std::map<fabric::PathKey, fabric::PathStats> published_totals_;
+
+  mutable std::mutex mu_;
+  nlohmann::json status_;  // GUARDED_BY(mu_)
+
+  metrics::Family& state_;
+  metrics::Family& loss_;
+  metrics::Family& owd_;
+  metrics::Family& rtt_;
+  metrics::Family& sent_;
+  metrics::Family& replies_;
+  metrics::Family& misses_;
+  metrics::Family& peer_rail_;
+  metrics::Family& flaps_window_;
+  metrics::Family& flaps_total_;
+  metrics::Family& alerts_;
+  metrics::Family& rail_down_;
+  metrics::Family& dropped_;
+  metrics::Family& answered_;
+  metrics::Family& send_errors_;
+  metrics::Family& route_changes_;
+};
+
+}  // namespace lockstep::agent

@@ -1,0 +1,40 @@
+// FabricSocket: the port the fabric prober sends and receives path probes
+// through. A send names the interface it must leave by and its source
+// address (a probe for rail r leaves through rail r whatever the routing
+// table prefers; a reply leaves through the interface its probe came in on);
+// a received datagram carries the interface it arrived on.
+// Adapters: UdpFabricSocket (lockstep/agent/net/udp_fabric_socket.h,
+// IP_PKTINFO) and the in-memory fake in tests/support/fake_fabric_socket.h.
+// Used from one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "lockstep/common/clock.h"
+#include "lockstep/common/result.h"
+
+namespace lockstep::agent {
+
+struct FabricDatagram {
+  std::vector<uint8_t> bytes;
+  uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
+  int ifindex = 0;      // the interface it arrived on
+  MonoTime received{};
+};
+
+class FabricSocket {
+ public:
+  virtual ~FabricSocket() = default;
+  // Sends `bytes` to dest:port out of interface `ifindex` with source address
+  // `source` (host order). Errors: Unavailable (the kernel refused: no route
+  // out of that interface, a full buffer); the caller counts and goes on.
+  virtual Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) = 0;
+  // Waits up to max_wait for traffic and appends every datagram that arrived.
+  virtual Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) = 0;
+  virtual int port() const = 0;  // the bound UDP port
+};
+
+}  // namespace lockstep::agent

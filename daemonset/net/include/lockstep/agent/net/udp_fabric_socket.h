@@ -1,0 +1,36 @@
+// UdpFabricSocket: the FabricSocket adapter, one UDP socket on all addresses.
+// A send carries an IP_PKTINFO control message (ipi_ifindex: the egress
+// interface, ipi_spec_dst: the source address), so the kernel routes it
+// through that interface's nexthop even when a pin or the ECMP hash would
+// pick another; receives read IP_PKTINFO for the arrival interface.
+// Thread-compatible.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lockstep/agent/fabric_socket.h"
+
+namespace lockstep::agent {
+
+class UdpFabricSocket final : public FabricSocket {
+ public:
+  // Binds bind_address:port (0: a free port), non-blocking, IP_PKTINFO on.
+  static Result<std::unique_ptr<UdpFabricSocket>> Open(const std::string& bind_address, int port,
+                                                       const Clock& clock);
+  ~UdpFabricSocket() override;
+  UdpFabricSocket(const UdpFabricSocket&) = delete;
+  UdpFabricSocket& operator=(const UdpFabricSocket&) = delete;
+
+  Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override;
+  Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) override;
+  int port() const override { return port_; }
+
+ private:
+  UdpFabricSocket(int fd, int port, const Clock& clock) : fd_(fd), port_(port), clock_(clock) {}
+  int fd_;
+  int port_;
+  const Clock& clock_;
+};
+
+}  // namespace lockstep::agent

@@ -1,0 +1,179 @@
+#include "lockstep/agent/fabric_probe.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace lockstep::agent {
+namespace {
+
+constexpr size_t kSignedSize = kFabricProbeSize - kMacSize;
+
+void Put(uint8_t* p, uint64_t v, int n) {
+  for (int i = n - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+uint64_t Get(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// HMAC-SHA256 (RFC 2104) with the key schedule done once, as PacketCodec
+// does: the digest states after (key ^ ipad) and (key ^ opad) are kept and
+// each MAC starts from copies of them in a per-thread scratch context (a few
+// us; EVP_MAC_CTX_dup per message cost several times more).
+struct KeyedMac {
+  EVP_MD* md = nullptr;
+  EVP_MD_CTX* inner = nullptr;  // immutable after construction
+  EVP_MD_CTX* outer = nullptr;
+  explicit KeyedMac(const ProbeKey& key) {
+    constexpr size_t kBlock = 64;
+    md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    inner = EVP_MD_CTX_new();
+    outer = EVP_MD_CTX_new();
+    if (md == nullptr || inner == nullptr || outer == nullptr) std::abort();
+    unsigned char k[kBlock] = {};
+    if (key.bytes().size() > kBlock) {
+      unsigned int len = 0;
+      if (EVP_Digest(key.bytes().data(), key.bytes().size(), k, &len, md, nullptr) != 1) std::abort();
+    } else {
+      std::memcpy(k, key.bytes().data(), key.bytes().size());
+    }
+    unsigned char ipad[kBlock], opad[kBlock];
+    for (size_t i = 0; i < kBlock; ++i) {
+      ipad[i] = static_cast<unsigned char>(k[i] ^ 0x36);
+      opad[i] = static_cast<unsigned char>(k[i] ^ 0x5c);
+    }
+    if (EVP_DigestInit_ex(inner, md, nullptr) != 1 || EVP_DigestUpdate(inner, ipad, kBlock) != 1 ||
+        EVP_DigestInit_ex(outer, md, nullptr) != 1 || EVP_DigestUpdate(outer, opad, kBlock) != 1) {
+      std::abort();  // an OpenSSL without SHA-256
+    }
+    OPENSSL_cleanse(k, sizeof k);
+    OPENSSL_cleanse(ipad, sizeof ipad);
+    OPENSSL_cleanse(opad, sizeof opad);
+  }
+  ~KeyedMac() {
+    EVP_MD_CTX_free(inner);
+    EVP_MD_CTX_free(outer);
+    EVP_MD_free(md);
+  }
+  KeyedMac(const KeyedMac&) = delete;
+  KeyedMac& operator=(const KeyedMac&) = delete;
+
+  // false if OpenSSL fails (then nothing authenticates).
+  bool Compute(std::span<const uint8_t> data, std::array<uint8_t, kMacSize>& out) const {
+    struct Holder {
+      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+      ~Holder() { EVP_MD_CTX_free(ctx); }
+    };
+    thread_local Holder scratch;
+    EVP_MD_CTX* w = scratch.ctx;
+    unsigned char h[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (w == nullptr || EVP_MD_CTX_copy_ex(w, inner) != 1 || EVP_DigestUpdate(w, data.data(), data.size()) != 1 ||
+        EVP_DigestFinal_ex(w, h, &len) != 1 || EVP_MD_CTX_copy_ex(w, outer) != 1 ||
+        EVP_DigestUpdate(w, h, len) != 1 || EVP_DigestFinal_ex(w, h, &len) != 1 || len < kMacSize) {
+      return false;
+    }
+    std::copy(h, h + kMacSize, out.begin());
+    return true;
+  }
+};
+
+}  // namespace
+
+struct FabricProbeCodec::Keys {
+  std::shared_ptr<const KeyedMac> current, previous;
+};
+
+const char* FabricDropName(FabricDrop d) {
+  switch (d) {
+    case FabricDrop::kTruncated: return "truncated";
+    case FabricDrop::kBadMagic: return "bad_magic";
+    case FabricDrop::kMalformed: return "malformed";
+    case FabricDrop::kUnauthenticated: return "unauthenticated";
+    case FabricDrop::kMisdirected: return "misdirected";
+    case FabricDrop::kUnknownSender: return "unknown_sender";
+    case FabricDrop::kUnmatched: return "unmatched";
+  }
+  return "unknown";
+}
+
+FabricProbeCodec::FabricProbeCodec(const ProbeKey& key)
+    : keys_(std::make_shared<Keys>(Keys{std::make_shared<KeyedMac>(key), nullptr})) {}
+FabricProbeCodec::~FabricProbeCodec() = default;
+
+std::shared_ptr<const FabricProbeCodec::Keys> FabricProbeCodec::Snapshot() const {
+  std::lock_guard lock(mu_);
+  return keys_;
+}
+
+void FabricProbeCodec::Rotate(const ProbeKey& key) {
+  auto next = std::make_shared<KeyedMac>(key);
+  std::lock_guard lock(mu_);
+  keys_ = std::make_shared<Keys>(Keys{std::move(next), keys_->current});
+}
+
+std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe& p) const {
+  std::array<uint8_t, kFabricProbeSize> b{};
+  Put(&b[0], kFabricProbeMagic, 4);
+  b[4] = kFabricProbeVersion;
+  b[5] = static_cast<uint8_t>(p.type);
+  b[6] = p.rail;
+  b[7] = p.path_index;
+  Put(&b[8], p.sender, 8);
+  Put(&b[16], p.dest, 8);
+  Put(&b[24], p.seq, 8);
+  Put(&b[32], static_cast<uint64_t>(p.tx_fabric_ns), 8);
+  Put(&b[40], static_cast<uint64_t>(p.rx_fabric_ns), 8);
+  std::array<uint8_t, kMacSize> mac{};
+  (void)Snapshot()->current->Compute(std::span(b.data(), kSignedSize), mac);  // zeros on failure: never verifies
+  std::copy(mac.begin(), mac.end(), b.begin() + kSignedSize);
+  return b;
+}
+
+std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const uint8_t> b) const {
+  if (b.size() != kFabricProbeSize) return FabricDrop::kTruncated;
+  if (Get(&b[0], 4) != kFabricProbeMagic || b[4] != kFabricProbeVersion) return FabricDrop::kBadMagic;
+  auto keys = Snapshot();
+  auto verifies = [&](const std::shared_ptr<const KeyedMac>& k) {
+    std::array<uint8_t, kMacSize> mac{};
+    return k && k->Compute(b.first(kSignedSize), mac) && CRYPTO_memcmp(mac.data(), &b[kSignedSize], kMacSize) == 0;
+  };
+  if (!verifies(keys->current) && !verifies(keys->previous)) return FabricDrop::kUnauthenticated;
+  FabricProbe p;
+  if (b[5] != 1 && b[5] != 2) return FabricDrop::kMalformed;
+  p.type = static_cast<FabricProbe::Type>(b[5]);
+  p.rail = b[6];
+  p.path_index = b[7];
+  p.sender = Get(&b[8], 8);
+  p.dest = Get(&b[16], 8);
+  p.seq = Get(&b[24], 8);
+  p.tx_fabric_ns = static_cast<int64_t>(Get(&b[32], 8));
+  p.rx_fabric_ns = static_cast<int64_t>(Get(&b[40], 8));
+  if (Get(&b[48], 8) != 0) return FabricDrop::kMalformed;
+  if (p.type == FabricProbe::Type::kProbe && p.rx_fabric_ns != 0) return FabricDrop::kMalformed;
+  if (p.tx_fabric_ns < 0 || p.rx_fabric_ns < 0 || p.sender == 0) return FabricDrop::kMalformed;
+  return p;
+}
+
+FabricProbe ReplyTo(const FabricProbe& probe, NodeId self, int64_t rx_fabric_ns) {
+  FabricProbe r = probe;
+  r.type = FabricProbe::Type::kReply;
+  r.sender = self;
+  r.dest = probe.sender;
+  r.rx_fabric_ns = rx_fabric_ns;
+  return r;
+}
+
+std::optional<int64_t> OneWayDelayNs(const FabricProbe& reply) {
+  if (reply.tx_fabric_ns == 0 || reply.rx_fabric_ns == 0) return std::nullopt;
+  int64_t d = reply.rx_fabric_ns - reply.tx_fabric_ns;
+  if (d < 0 || d >= 10'000'000'000) return std::nullopt;
+  return d;
+}
+
+}  // namespace lockstep::agent

@@ -1,0 +1,362 @@
+#include "lockstep/agent/fabric_service.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "lockstep/agent/route_plan.h"
+#include "lockstep/common/log.h"
+
+namespace lockstep::agent {
+namespace {
+
+using fabric::PathKey;
+using fabric::PathState;
+
+constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState::kSuspect, PathState::kDown,
+                                 PathState::kRecovering};
+constexpr auto kPublishEvery = std::chrono::milliseconds(200);
+
+double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
+nlohmann::json NsOrNull(std::optional<Nanos> d) {
+  return d ? nlohmann::json(static_cast<int64_t>(d->count())) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, const Clock& clock,
+                             const FabricProbeCodec& codec, FabricNow fabric_now, FabricServiceOptions options,
+                             metrics::Registry& registry)
+    : socket_(socket),
+      actuator_(actuator),
+      clock_(clock),
+      codec_(codec),
+      fabric_now_(std::move(fabric_now)),
+      options_(std::move(options)),
+      self_(NodeIdFromName(options_.self_name)),
+      monitor_(options_.fabric, options_.seed),
+      state_(registry.Gauge("lockstep_fabric_path_state",
+                            "1 for the state each path (local rail -> peer) is in, 0 for the others",
+                            {"peer", "rail", "state"})),
+      loss_(registry.Gauge("lockstep_fabric_path_loss_ratio", "Probe loss of the path over the stats window",
+                           {"peer", "rail"})),
+      owd_(registry.Gauge("lockstep_fabric_path_one_way_delay_seconds",
+                          "One-way delay of the path from fabric time (only while clock sync is LOCKED)",
+                          {"peer", "rail", "quantile"})),
+      rtt_(registry.Gauge("lockstep_fabric_path_rtt_seconds", "Probe round trip of the path",
+                          {"peer", "rail", "quantile"})),
+      sent_(registry.Counter("lockstep_fabric_probes_sent_total", "Path probes sent", {"peer", "rail"})),
+      replies_(registry.Counter("lockstep_fabric_probe_replies_total", "Path probe replies received in time",
+                                {"peer", "rail"})),
+      misses_(registry.Counter("lockstep_fabric_probe_misses_total", "Path probes without a reply in time",
+                               {"peer", "rail"})),
+      peer_rail_(registry.Gauge("lockstep_fabric_peer_rail",
+                                "The rail this host's traffic to the peer is pinned to; -1: static ECMP (no pin)",
+                                {"peer"})),
+      flaps_window_(registry.Gauge("lockstep_fabric_flaps_last_hour", "Flaps of the rail's paths in the last hour",
+                                   {"rail"})),
+      flaps_total_(registry.Counter("lockstep_fabric_flaps_total", "Flaps (a path going down after delivering)",
+                                    {"rail"})),
+      alerts_(registry.Counter("lockstep_fabric_flap_alerts_total",
+                               "Flap alerts: the rail's flaps in the last hour rose above flapAlertPerHour",
+                               {"rail"})),
+      rail_down_(registry.Gauge("lockstep_fabric_rail_down", "1 while every path of the rail has failed", {"rail"})),
+      dropped_(registry.Counter("lockstep_fabric_probe_dropped_total", "Fabric probe datagrams dropped, by reason",
+                                {"reason"})),
+      answered_(registry.Counter("lockstep_fabric_probes_answered_total", "Path probes of peers answered",
+                                 {"peer"})),
+      send_errors_(registry.Counter("lockstep_fabric_send_errors_total", "Probe or reply sends the kernel refused",
+                                    {"rail"})),
+      route_changes_(registry.Counter("lockstep_fabric_route_changes_total",
+                                      "Route changes for pins (pin, unpin, reconcile), by result",
+                                      {"action", "result"})) {
+  for (FabricDrop d : kAllFabricDrops) dropped_.Inc({FabricDropName(d)}, 0);
+  for (const RailInfo& r : options_.setup.rails) {
+    flaps_total_.Inc({r.name}, 0);
+    alerts_.Inc({r.name}, 0);
+  }
+}
+
+const FabricPeer* FabricService::PeerById(NodeId id) const {
+  for (const FabricPeer& p : options_.setup.peers) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+const FabricPeer* FabricService::PeerByName(const std::string& name) const {
+  for (const FabricPeer& p : options_.setup.peers) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Status FabricService::Start() {
+  const MonoTime now = clock_.Monotonic();
+  Status result;
+  auto listed = actuator_.List();
+  std::vector<OwnedRoute> keep;
+  if (listed.ok()) {
+    for (const OwnedRoute& r : *listed) {
+      if (auto pin = PinFromRoute(options_.setup, r)) {
+        monitor_.AdoptPin(pin->first, pin->second);
+        // Kept as found (PlanRoutes replaces it only if it differs from what
+        // we would install, say an older rto_min).
+        if (auto want = PinRoute(options_.setup, pin->second)) keep.push_back(*want);
+        log::Info("adopted a pin from the previous run", {{"route", r.ToString()}});
+      }
+    }
+    auto plan = ReconcileRoutes(actuator_, keep);
+    if (!plan.ok()) {
+      log::Warn("start-up route reconcile failed; retrying later", {{"error", plan.error().message}});
+      retry_at_ = now + std::chrono::seconds(1);
+    } else {
+      for (const auto& d : plan->remove) log::Info("removed a stale owned route", {{"destination", d.ToString()}});
+      route_changes_.Inc({"reconcile", "ok"});
+    }
+  } else {
+    result = listed.error();
+    retry_at_ = now + std::chrono::seconds(1);
+  }
+  std::vector<std::string> peers;
+  for (const FabricPeer& p : options_.setup.peers) peers.push_back(p.name);
+  Apply(monitor_.SetPaths(
+      peers.empty() ? std::vector<PathKey>{}
+                    : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), peers),
+      now));
+  next_reconcile_ = now + options_.reconcile_every;
+  Publish(now);
+  return result;
+}
+
+void FabricService::SendDue(MonoTime now) {
+  const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
+  for (const PathKey& path : monitor_.DueProbes(now)) {
+    const FabricPeer* peer = PeerByName(path.peer);
+    if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
+    const RailInfo& rail = options_.setup.rails[path.rail];
+    FabricProbe p;
+    p.type = FabricProbe::Type::kProbe;
+    p.rail = static_cast<uint8_t>(path.rail);
+    p.path_index = static_cast<uint8_t>(path.index);
+    p.sender = self_;
+    p.dest = peer->id;
+    p.seq = ++seq_;
+    p.tx_fabric_ns = fabric_now.value_or(0);
+    auto bytes = codec_.Encode(p);
+    // A send the kernel refuses (the rail has no route) is a lost probe:
+    // the monitor times it out like any other.
+    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, rail.ifindex, options_.setup.host_address)
+             .ok()) {
+      send_errors_.Inc({rail.name});
+    }
+    monitor_.OnProbeSent(path, p.seq, now);
+  }
+}
+
+void FabricService::Handle(const FabricDatagram& d) {
+  auto decoded = codec_.Decode(d.bytes);
+  if (auto* drop = std::get_if<FabricDrop>(&decoded)) {
+    dropped_.Inc({FabricDropName(*drop)});
+    return;
+  }
+  const FabricProbe& p = std::get<FabricProbe>(decoded);
+  if (p.dest != self_) {
+    dropped_.Inc({FabricDropName(FabricDrop::kMisdirected)});
+    return;
+  }
+  const FabricPeer* peer = PeerById(p.sender);
+  if (!peer) {
+    dropped_.Inc({FabricDropName(FabricDrop::kUnknownSender)});
+    return;
+  }
+  if (p.type == FabricProbe::Type::kProbe) {
+    const std::optional<int64_t> rx = fabric_now_ ? fabric_now_() : std::nullopt;
+    auto bytes = codec_.Encode(ReplyTo(p, self_, rx.value_or(0)));
+    // Out of the interface the probe came in on, to the peer's configured
+    // host address: the reply retraces the probe's links.
+    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, d.ifindex, options_.setup.host_address)
+             .ok()) {
+      send_errors_.Inc({"reply"});
+    } else {
+      answered_.Inc({peer->name});
+    }
+    return;
+  }
+  if (p.rail >= options_.setup.rails.size()) {
+    dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
+    return;
+  }
+  fabric::Reply reply;
+  reply.seq = p.seq;
+  reply.received = d.received;
+  if (auto owd = OneWayDelayNs(p)) reply.one_way_delay = Nanos(*owd);
+  Apply(monitor_.OnReply(PathKey{p.rail, peer->name, p.path_index}, reply));
+}
+
+void FabricService::Apply(const fabric::Decisions& d) {
+  for (const fabric::Transition& t : d.transitions) {
+    const std::string rail = t.path.rail < static_cast<int>(options_.setup.rails.size())
+                                 ? options_.setup.rails[t.path.rail].name
+                                 : std::to_string(t.path.rail);
+    if (t.flap) flaps_total_.Inc({rail});
+    log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
+               {{"path", fabric::ToString(t.path)},
+                {"rail", rail},
+                {"from", fabric::ToString(t.from)},
+                {"to", fabric::ToString(t.to)},
+                {"flap", t.flap ? "true" : "false"}});
+  }
+  for (const fabric::FlapAlert& a : d.alerts) {
+    const std::string rail = a.rail < static_cast<int>(options_.setup.rails.size())
+                                 ? options_.setup.rails[a.rail].name
+                                 : std::to_string(a.rail);
+    alerts_.Inc({rail});
+    log::Warn("fabric flap alert: a rail flaps more than flapAlertPerHour",
+              {{"rail", rail},
+               {"flaps_last_hour", std::to_string(a.flaps_in_window)},
+               {"threshold", std::to_string(options_.fabric.flap_alert_per_hour)}});
+  }
+  for (const fabric::RouteAction& a : d.actions) {
+    Status s;
+    std::string what;
+    if (const auto* pin = std::get_if<fabric::PinPeer>(&a)) {
+      auto route = PinRoute(options_.setup, pin->path);
+      if (!route) continue;
+      what = "pin";
+      s = actuator_.Replace(*route);
+      if (s.ok()) log::Info("pinned a peer's traffic to a healthy rail", {{"peer", pin->peer}, {"route", route->ToString()}});
+    } else {
+      const auto& unpin = std::get<fabric::UnpinPeer>(a);
+      const FabricPeer* peer = PeerByName(unpin.peer);
+      if (!peer) continue;
+      what = "unpin";
+      s = actuator_.Delete({peer->host_address, 32});
+      if (!s.ok() && s.code() == ErrorCode::kNotFound) s = Status::Ok();  // already gone: done
+      if (s.ok()) log::Info("unpinned a peer: its traffic is back on static ECMP", {{"peer", unpin.peer}});
+    }
+    route_changes_.Inc({what, s.ok() ? "ok" : "error"});
+    if (!s.ok()) {
+      log::Error("fabric route change failed; the reconcile retries it", {{"action", fabric::ToString(a)},
+                                                                         {"error", s.error().message}});
+      retry_at_ = std::min(retry_at_, clock_.Monotonic() + std::chrono::seconds(1));
+    }
+  }
+}
+
+void FabricService::Reconcile(MonoTime now) {
+  std::vector<PathKey> pins;
+  for (const auto& [peer, path] : monitor_.Pins()) pins.push_back(path);
+  auto plan = ReconcileRoutes(actuator_, PinRoutes(options_.setup, pins));
+  route_changes_.Inc({"reconcile", plan.ok() ? "ok" : "error"});
+  if (!plan.ok()) log::Warn("fabric route reconcile failed; retrying", {{"error", plan.error().message}});
+  retry_at_ = plan.ok() ? MonoTime::max() : now + std::chrono::seconds(1);
+  next_reconcile_ = now + options_.reconcile_every;
+}
+
+void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
+  MonoTime now = clock_.Monotonic();
+  SendDue(now);
+  Apply(monitor_.Tick(now));
+  if (now >= next_reconcile_ || now >= retry_at_) Reconcile(now);
+  auto wait = max_wait;
+  if (auto next = monitor_.NextWakeup()) {
+    wait = std::clamp<std::chrono::nanoseconds>(*next - now, std::chrono::nanoseconds(0), max_wait);
+  }
+  inbox_.clear();
+  (void)socket_.Poll(wait, inbox_);
+  for (const FabricDatagram& d : inbox_) Handle(d);
+  now = clock_.Monotonic();
+  Apply(monitor_.Tick(now));
+  if (now >= next_publish_) Publish(now);
+}
+
+void FabricService::Publish(MonoTime now) {
+  next_publish_ = now + kPublishEvery;
+  const auto& rails = options_.setup.rails;
+  auto rail_name = [&](int r) { return r < static_cast<int>(rails.size()) ? rails[r].name : std::to_string(r); };
+  nlohmann::json paths = nlohmann::json::array();
+  for (const fabric::PathView& v : monitor_.Paths(now)) {
+    const std::string rail = rail_name(v.path.rail);
+    for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+    loss_.Set({v.path.peer, rail}, v.stats.loss);
+    owd_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.owd_p50));
+    owd_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.owd_p99));
+    rtt_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.rtt_p50));
+    rtt_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.rtt_p99));
+    fabric::PathStats& last = published_totals_[v.path];
+    sent_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.probes_sent - last.probes_sent));
+    replies_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.replies - last.replies));
+    misses_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.misses - last.misses));
+    last = v.stats;
+    nlohmann::json readmit = nullptr;
+    if (v.readmit_at) readmit = std::chrono::duration_cast<std::chrono::milliseconds>(*v.readmit_at - now).count();
+    paths.push_back({{"peer", v.path.peer},
+                     {"rail", v.path.rail},
+                     {"interface", rail},
+                     {"path", v.path.index},
+                     {"state", fabric::ToString(v.state)},
+                     {"loss", v.stats.loss},
+                     {"owd_p50_ns", NsOrNull(v.stats.owd_p50)},
+                     {"owd_p99_ns", NsOrNull(v.stats.owd_p99)},
+                     {"rtt_p50_ns", NsOrNull(v.stats.rtt_p50)},
+                     {"rtt_p99_ns", NsOrNull(v.stats.rtt_p99)},
+                     {"probes_sent", v.stats.probes_sent},
+                     {"replies", v.stats.replies},
+                     {"misses", v.stats.misses},
+                     {"hold_down_level", v.hold_down_level},
+                     {"readmit_in_ms", readmit},
+                     {"flaps_last_hour", v.flaps_in_window}});
+  }
+  nlohmann::json peers = nlohmann::json::array();
+  for (const FabricPeer& p : options_.setup.peers) {
+    auto pin = monitor_.Pin(p.name);
+    peer_rail_.Set({p.name}, pin ? pin->rail : -1);
+    nlohmann::json route = nullptr;
+    if (pin) {
+      if (auto r = PinRoute(options_.setup, *pin)) route = r->ToString();
+    }
+    peers.push_back({{"peer", p.name},
+                     {"host_address", FormatIpv4(p.host_address)},
+                     {"via", pin ? rail_name(pin->rail) : "ecmp"},
+                     {"route", route}});
+  }
+  nlohmann::json rail_views = nlohmann::json::array();
+  for (const fabric::RailView& r : monitor_.Rails(now)) {
+    const std::string name = rail_name(r.rail);
+    flaps_window_.Set({name}, r.flaps_in_window);
+    rail_down_.Set({name}, r.down ? 1 : 0);
+    rail_views.push_back({{"rail", r.rail},
+                          {"interface", name},
+                          {"gateway", r.rail < static_cast<int>(rails.size())
+                                          ? FormatIpv4(rails[r.rail].gateway.gateway)
+                                          : std::string()},
+                          {"paths", r.paths},
+                          {"usable", r.usable},
+                          {"failed", r.failed},
+                          {"down", r.down},
+                          {"flaps_last_hour", r.flaps_in_window},
+                          {"alerting", r.alerting}});
+  }
+  nlohmann::json last_flap = nullptr;
+  if (auto lf = monitor_.LastFlap()) last_flap = std::chrono::duration<double>(now - *lf).count();
+  nlohmann::json status = {{"node", options_.self_name},
+                           {"host_address", FormatIpv4(options_.setup.host_address)},
+                           {"failover", options_.fabric.failover_enabled},
+                           {"probe_interval_ms", std::chrono::duration<double, std::milli>(
+                                                     options_.fabric.probe_interval)
+                                                     .count()},
+                           {"miss_threshold", options_.fabric.miss_threshold},
+                           {"flaps_last_hour", monitor_.FlapsInWindow(now)},
+                           {"last_flap_seconds_ago", last_flap},
+                           {"rails", rail_views},
+                           {"paths", paths},
+                           {"peers", peers}};
+  std::lock_guard lock(mu_);
+  status_ = std::move(status);
+}
+
+nlohmann::json FabricService::StatusJson() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+}  // namespace lockstep::agent

@@ -1,0 +1,166 @@
+#include "fabric_agent_arm.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "clocksync_proc.h"
+
+namespace lockstep::bench::fabric {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr double kWireBytesPerProbe = 72 + 8 + 20;  // payload + UDP + IPv4
+
+struct Running {
+  std::vector<Child> agents;
+  std::vector<std::string> logs, ns;
+  std::vector<double> started;
+};
+
+std::vector<std::string> InNs(const std::string& ns, std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+  return argv;
+}
+
+// utime + stime of a process in seconds; -1 if unreadable.
+double CpuSeconds(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(stat.substr(close + 2));
+  std::string f;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> f; ++i) {
+    if (i == 14) utime = std::atof(f.c_str());
+    if (i == 15) stime = std::atof(f.c_str());
+  }
+  return (utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
+double RssMb(pid_t pid) {
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return -1;
+}
+
+// Sum of every sample of a metric family in a Prometheus text page.
+double MetricSum(const std::string& page, const std::string& name) {
+  std::istringstream in(page);
+  std::string line;
+  double sum = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' &&
+                                      line[name.size()] != ' ')) {
+      continue;
+    }
+    sum += std::atof(line.substr(line.rfind(' ') + 1).c_str());
+  }
+  return sum;
+}
+
+bool AllPathsUp(const std::string& agent, const std::string& ns) {
+  const RunResult r = RunCapture(InNs(ns, {agent, "fabric", "status", "--json"}));
+  if (r.rc != 0) return false;
+  const json j = json::parse(r.out, nullptr, false);
+  if (!j.is_object() || !j.contains("paths") || j["paths"].empty()) return false;
+  for (const auto& p : j["paths"]) {
+    if (p.value("state", "") != "up") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
+  auto run = std::make_shared<Running>();
+  Arm arm;
+  arm.name = "agent";
+  arm.start = [agent, workdir, run](const LabInfo& info) {
+    *run = Running{};
+    const std::string key = workdir + "/" + info.name + "-probe-key";
+    WriteFile(key, "fabric-benchmark-probe-key-0123456789\n");
+    std::string peers;
+    for (const auto& h : info.topo.hosts) {
+      peers += "  - {name: " + h.name + ", address: " + h.rails[0].ip + ", hostAddress: " + h.addr + "}\n";
+    }
+    for (const auto& h : info.topo.hosts) {
+      const std::string base = workdir + "/" + info.name + "-agent-" + h.name;
+      WriteFile(base + ".yaml", "nodeName: " + h.name + "\nprobeKeyFile: " + key +
+                                    "\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n"
+                                    "fabric:\n  rails: [rail0, rail1]\npeers:\n" + peers);
+      run->agents.push_back(Child::Spawn(InNs(h.ns, {agent, "run", "--config", base + ".yaml"}), base + ".log"));
+      run->logs.push_back(base + ".log");
+      run->ns.push_back(h.ns);
+      run->started.push_back(Now());
+    }
+    const double deadline = Now() + 60;
+    for (const auto& ns : run->ns) {
+      while (!AllPathsUp(agent, ns)) {
+        if (Now() > deadline) Die("agent arm: the agents' paths did not all come up in 60 s; see " + run->logs[0]);
+        Sleep(0.2);
+      }
+    }
+    Log("agent arm: " + std::to_string(run->agents.size()) + " agents up, every path up");
+  };
+  arm.stop = [run](const LabInfo&) {
+    for (auto& c : run->agents) c.Stop(3);
+  };
+  arm.report = [run](const LabInfo&, double fault, double end) {
+    std::optional<double> first_down, first_pin;
+    int alerts = 0, flaps = 0;
+    for (const auto& path : run->logs) {
+      std::istringstream in(ReadFile(path));
+      std::string line;
+      while (std::getline(in, line)) {
+        const json j = json::parse(line, nullptr, false);
+        if (!j.is_object()) continue;
+        const double ts = j.value("ts", 0.0);
+        if (ts < fault || ts > end) continue;
+        const std::string msg = j.value("msg", "");
+        if (msg == "fabric path state changed" && j.value("to", "") == "down") {
+          if (!first_down || ts < *first_down) first_down = ts;
+          if (j.value("flap", "") == "true") ++flaps;
+        } else if (msg.rfind("pinned a peer", 0) == 0) {
+          if (!first_pin || ts < *first_pin) first_pin = ts;
+        } else if (msg.rfind("fabric flap alert", 0) == 0) {
+          ++alerts;
+        }
+      }
+    }
+    double cpu = 0, cpu_max = 0, rss = 0, kbps = 0;
+    for (size_t i = 0; i < run->agents.size(); ++i) {
+      const double life = Now() - run->started[i];
+      const double c = 100.0 * CpuSeconds(run->agents[i].pid()) / life;
+      cpu += c / double(run->agents.size());
+      cpu_max = std::max(cpu_max, c);
+      rss = std::max(rss, RssMb(run->agents[i].pid()));
+      const RunResult m = RunCapture(InNs(run->ns[i], {"curl", "-s", "127.0.0.1:9610/metrics"}));
+      const double probes = MetricSum(m.out, "lockstep_fabric_probes_sent_total") +
+                            MetricSum(m.out, "lockstep_fabric_probes_answered_total");
+      kbps += probes * kWireBytesPerProbe * 8 / life / 1000 / double(run->agents.size());
+    }
+    auto ms = [&](const std::optional<double>& t) -> ordered_json {
+      if (!t) return nullptr;
+      return std::round((*t - fault) * 1000.0);
+    };
+    return ordered_json{{"detect_ms", ms(first_down)},
+                        {"first_pin_ms", ms(first_pin)},
+                        {"flaps_declared", flaps},
+                        {"flap_alerts", alerts},
+                        {"agent_cpu_percent", std::round(cpu * 100) / 100},
+                        {"agent_cpu_percent_max", std::round(cpu_max * 100) / 100},
+                        {"agent_rss_mb", std::round(rss * 10) / 10},
+                        {"probe_kbps_per_node", std::round(kbps * 10) / 10}};
+  };
+  return arm;
+}
+
+}  // namespace lockstep::bench::fabric

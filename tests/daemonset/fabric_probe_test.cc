@@ -1,0 +1,160 @@
+// The fabric path probe codec and the pure fabric setup (peers, pin routes).
+#include <catch2/catch.hpp>
+
+#include "lockstep/agent/app/fabric_agent.h"
+#include "lockstep/agent/app/fabric_status_text.h"
+#include "lockstep/agent/fabric_probe.h"
+#include "lockstep/agent/fabric_setup.h"
+
+namespace lockstep::agent {
+namespace {
+
+ProbeKey Key(const std::string& k) { return *ProbeKey::FromBytes(k); }
+const std::string kKey = "a-shared-probe-key-of-32-bytes!!";
+
+FabricProbe Sample() {
+  return {FabricProbe::Type::kProbe, 1, 0, NodeIdFromName("a"), NodeIdFromName("b"), 99, 1'000'000, 0};
+}
+
+TEST_CASE("fabric probes round-trip and replies echo what the prober needs", "[daemonset][fabric]") {
+  FabricProbeCodec codec(Key(kKey));
+  auto bytes = codec.Encode(Sample());
+  REQUIRE(bytes.size() == kFabricProbeSize);
+  auto back = codec.Decode(bytes);
+  REQUIRE(std::holds_alternative<FabricProbe>(back));
+  CHECK(std::get<FabricProbe>(back) == Sample());
+  FabricProbe reply = ReplyTo(Sample(), NodeIdFromName("b"), 1'000'040);
+  CHECK(reply.type == FabricProbe::Type::kReply);
+  CHECK(reply.sender == NodeIdFromName("b"));
+  CHECK(reply.dest == NodeIdFromName("a"));
+  CHECK(reply.seq == 99);
+  CHECK(reply.rail == 1);
+  CHECK(OneWayDelayNs(reply) == 40);
+  CHECK_FALSE(OneWayDelayNs(ReplyTo(Sample(), 2, 0)).has_value());  // responder not LOCKED
+  FabricProbe unlocked = Sample();
+  unlocked.tx_fabric_ns = 0;
+  CHECK_FALSE(OneWayDelayNs(ReplyTo(unlocked, 2, 5)).has_value());  // prober not LOCKED
+}
+
+TEST_CASE("fabric probes that are tampered, foreign or malformed are dropped with a reason", "[daemonset][fabric]") {
+  FabricProbeCodec codec(Key(kKey));
+  auto reason = [&](std::span<const uint8_t> b) {
+    auto r = codec.Decode(b);
+    REQUIRE(std::holds_alternative<FabricDrop>(r));
+    return std::get<FabricDrop>(r);
+  };
+  auto bytes = codec.Encode(Sample());
+  auto tampered = bytes;
+  tampered[30] ^= 1;
+  CHECK(reason(tampered) == FabricDrop::kUnauthenticated);
+  FabricProbeCodec other(Key("another-key-that-is-long-enough"));
+  CHECK(reason(other.Encode(Sample())) == FabricDrop::kUnauthenticated);
+  CHECK(reason(std::span(bytes).first(40)) == FabricDrop::kTruncated);
+  auto magic = bytes;
+  magic[0] = 0;
+  CHECK(reason(magic) == FabricDrop::kBadMagic);
+  FabricProbe bad = Sample();
+  bad.rx_fabric_ns = 5;  // a probe carries no receive stamp
+  CHECK(reason(codec.Encode(bad)) == FabricDrop::kMalformed);
+  CHECK(std::string(FabricDropName(FabricDrop::kUnknownSender)) == "unknown_sender");
+}
+
+TEST_CASE("after a key rotation the previous key is still accepted", "[daemonset][fabric]") {
+  FabricProbeCodec old_codec(Key(kKey));
+  FabricProbeCodec codec(Key(kKey));
+  codec.Rotate(Key("the-next-key-of-at-least-16-bytes"));
+  CHECK(std::holds_alternative<FabricProbe>(codec.Decode(old_codec.Encode(Sample()))));
+  old_codec.Rotate(Key("the-next-key-of-at-least-16-bytes"));
+  CHECK(std::holds_alternative<FabricProbe>(codec.Decode(old_codec.Encode(Sample()))));
+}
+
+AgentConfig TwoPeers() {
+  AgentConfig c;
+  c.node_name = "a";
+  c.fabric.rails = {"rail0", "rail1"};
+  c.peers = {{"a", "10.0.0.1", 0, "", "10.0.200.1"},
+             {"b", "10.0.0.2", 0, "", "10.0.200.2"},
+             {"c", "10.0.0.3", 0, "", ""}};  // no host address: clock sync only
+  return c;
+}
+
+std::vector<RailInfo> Rails() {
+  return {{"rail0", 1, *ParseIpv4("10.0.0.1"), {*ParseIpv4("10.0.100.1"), "rail0", true}},
+          {"rail1", 2, *ParseIpv4("10.0.1.1"), {*ParseIpv4("10.0.100.2"), "rail1", true}}};
+}
+
+TEST_CASE("fabric peers are the configured peers with a host address", "[daemonset][fabric]") {
+  const uint32_t self = *ParseIpv4("10.0.200.1");
+  auto peers = FabricPeers(TwoPeers(), self);
+  REQUIRE(peers.ok());
+  REQUIRE(peers->size() == 1);
+  CHECK((*peers)[0].name == "b");
+  CHECK((*peers)[0].host_address == *ParseIpv4("10.0.200.2"));
+
+  AgentConfig dup = TwoPeers();
+  dup.peers[2].host_address = "10.0.200.2";
+  auto e = FabricPeers(dup, self);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().message.find("share hostAddress 10.0.200.2") != std::string::npos);
+  AgentConfig mine = TwoPeers();
+  mine.peers[1].host_address = "10.0.200.1";
+  REQUIRE_FALSE(FabricPeers(mine, self).ok());
+}
+
+TEST_CASE("a pin is a /32 via the rail's gateway from the host address, and maps back", "[daemonset][fabric]") {
+  FabricSetup s;
+  s.host_address = *ParseIpv4("10.0.200.1");
+  s.rails = Rails();
+  s.peers = *FabricPeers(TwoPeers(), s.host_address);
+  auto route = PinRoute(s, {1, "b", 0});
+  REQUIRE(route.has_value());
+  CHECK(route->ToString() == "10.0.200.2/32 via 10.0.100.2 dev rail1 onlink src 10.0.200.1 rto_min 10ms");
+  auto pin = PinFromRoute(s, *route);
+  REQUIRE(pin.has_value());
+  CHECK(pin->first == "b");
+  CHECK(pin->second == fabric::PathKey{1, "b", 0});
+  CHECK_FALSE(PinRoute(s, {2, "b", 0}).has_value());
+  CHECK_FALSE(PinRoute(s, {0, "zz", 0}).has_value());
+  OwnedRoute foreign = *route;
+  foreign.destination = {*ParseIpv4("10.0.200.9"), 32};
+  CHECK_FALSE(PinFromRoute(s, foreign).has_value());
+}
+
+TEST_CASE("fabric options from agent.yaml: errors say what to write", "[daemonset][fabric]") {
+  auto o = MakeFabricServiceOptions(TwoPeers(), Rails(), *ParseIpv4("10.0.200.1"), 3);
+  REQUIRE(o.ok());
+  CHECK(o->setup.peers.size() == 1);
+  CHECK(o->peer_port == api::kFabricProbePort);
+  CHECK(o->fabric.miss_threshold == api::kMissThreshold);
+  AgentConfig none = TwoPeers();
+  for (auto& p : none.peers) p.host_address.clear();
+  auto e = MakeFabricServiceOptions(none, Rails(), *ParseIpv4("10.0.200.1"), 3);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().message.find("no peer has a hostAddress") != std::string::npos);
+  CHECK(FailoverCoverage({}).find("no RDMA device present") != std::string::npos);
+  CHECK(FailoverCoverage({"mlx5_0"}).find("mlx5_0") != std::string::npos);
+}
+
+TEST_CASE("fabric status prints rails, paths and where each peer's traffic goes", "[daemonset][fabric]") {
+  nlohmann::json s = {
+      {"node", "a"},
+      {"host_address", "10.0.200.1"},
+      {"failover", true},
+      {"probe_interval_ms", 10},
+      {"miss_threshold", 3},
+      {"flaps_last_hour", 1},
+      {"last_flap_seconds_ago", 2.5},
+      {"rails", {{{"rail", 0}, {"interface", "rail0"}, {"down", true}}}},
+      {"paths", {{{"peer", "b"}, {"interface", "rail0"}, {"state", "down"}, {"loss", 0.5}, {"rtt_p50_ns", 91000}}}},
+      {"peers", {{{"peer", "b"}, {"host_address", "10.0.200.2"}, {"via", "rail1"}, {"route", "10.0.200.2/32 ..."}}}}};
+  std::string text = FormatFabricStatus(s);
+  CHECK(text.find("last 2.5 s ago") != std::string::npos);
+  CHECK(text.find("50.0%") != std::string::npos);
+  CHECK(text.find("91.0") != std::string::npos);
+  CHECK(text.find("rail1") != std::string::npos);
+  CHECK(text.find("10.0.200.2/32 ...") != std::string::npos);
+  CHECK(FormatFabricStatus(nlohmann::json::object()).find("node:") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::agent

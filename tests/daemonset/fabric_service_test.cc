@@ -1,0 +1,215 @@
+// FabricService on simulated time over an in-memory two-rail fabric
+// (tests/support/fake_fabric_socket.h) and fake route actuators: failover,
+// re-admission, start-up adoption and what the prober drops.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "../support/fake_clock.h"
+#include "../support/fake_fabric_socket.h"
+#include "../support/fake_route_actuator.h"
+#include "lockstep/agent/fabric_service.h"
+
+namespace lockstep::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+const uint32_t kHostA = *ParseIpv4("10.0.200.1");
+const uint32_t kHostB = *ParseIpv4("10.0.200.2");
+const uint32_t kHostC = *ParseIpv4("10.0.200.3");
+
+ProbeKey Key(const std::string& k = "a-shared-probe-key-of-32-bytes!!") { return *ProbeKey::FromBytes(k); }
+
+FabricSetup SetupFor(uint32_t self, const std::vector<FabricPeer>& peers) {
+  FabricSetup s;
+  s.host_address = self;
+  s.rails = {{"rail0", 1, 0, {*ParseIpv4("10.0.100.1"), "rail0", true}},
+             {"rail1", 2, 0, {*ParseIpv4("10.0.100.2"), "rail1", true}}};
+  s.peers = peers;
+  return s;
+}
+
+struct Node {
+  Node(FakeFabricNetwork& net, FakeClock& clock, const std::string& name, uint32_t self, const FabricPeer& peer,
+       FabricService::FabricNow fabric_now = {})
+      : socket(net, self), codec(Key()) {
+    routes.AddInterface("rail0", true);
+    routes.AddInterface("rail1", true);
+    FabricServiceOptions o;
+    o.self_name = name;
+    o.setup = SetupFor(self, {peer});
+    o.peer_port = 7312;
+    o.seed = 7;
+    options = o;
+    service = std::make_unique<FabricService>(socket, routes, clock, codec, std::move(fabric_now), o, registry);
+  }
+  FakeFabricSocket socket;
+  FakeRouteActuator routes;
+  FabricProbeCodec codec;
+  metrics::Registry registry;
+  FabricServiceOptions options;
+  std::unique_ptr<FabricService> service;
+};
+
+struct World {
+  FakeClock clock;
+  FakeFabricNetwork net{clock};
+  Node a{net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}};
+  Node b{net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}};
+  World() {
+    REQUIRE(a.service->Start().ok());
+    REQUIRE(b.service->Start().ok());
+  }
+  void Run(Nanos d) {
+    for (Nanos t{0}; t < d; t += 1ms) {
+      clock.Advance(1ms);
+      a.service->RunOnce(0ns);
+      b.service->RunOnce(0ns);
+    }
+  }
+};
+
+fabric::PathState StateOf(const Node& n, const std::string& peer, int rail) {
+  return n.service->monitor().State({rail, peer, 0});
+}
+
+TEST_CASE("paths come up and nothing is pinned while every path is healthy", "[daemonset][fabric]") {
+  World w;
+  w.Run(300ms);
+  for (int r : {0, 1}) {
+    CHECK(StateOf(w.a, "b", r) == fabric::PathState::kUp);
+    CHECK(StateOf(w.b, "a", r) == fabric::PathState::kUp);
+  }
+  CHECK(w.a.routes.routes.empty());
+  CHECK(w.b.routes.routes.empty());
+  // Probes leave by their rail's interface from the host address to the peer's.
+  REQUIRE_FALSE(w.a.socket.sent.empty());
+  for (const auto& s : w.a.socket.sent) {
+    CHECK(s.dest == kHostB);
+    CHECK(s.source == kHostA);
+    CHECK((s.ifindex == 1 || s.ifindex == 2));
+  }
+  auto status = w.a.service->StatusJson();
+  REQUIRE(status["paths"].size() == 2);
+  CHECK(status["peers"][0]["via"] == "ecmp");
+}
+
+TEST_CASE("a dead rail pins both directions to the other rail; re-admission removes the pins",
+          "[daemonset][fabric]") {
+  World w;
+  w.Run(300ms);
+  w.net.Cut(kHostB, 0);  // B's rail-0 link dies silently
+  w.Run(200ms);
+  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kDown);
+  CHECK(StateOf(w.a, "b", 1) == fabric::PathState::kUp);
+  REQUIRE(w.a.routes.routes.size() == 1);
+  const OwnedRoute& pin = w.a.routes.routes.begin()->second;
+  CHECK(pin.ToString() == "10.0.200.2/32 via 10.0.100.2 dev rail1 onlink src 10.0.200.1 rto_min 10ms");
+  REQUIRE(w.b.routes.routes.size() == 1);
+  CHECK(w.b.routes.routes.begin()->second.nexthop.interface == "rail1");
+  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail1");
+  CHECK(w.a.registry.Gauge("lockstep_fabric_peer_rail", "", {"peer"}).Get({"b"}) == 1);
+  CHECK(w.a.registry.Counter("lockstep_fabric_flaps_total", "", {"rail"}).Get({"rail0"}) == 1);
+
+  w.net.Cut(kHostB, 0, false);
+  w.Run(500ms);
+  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kRecovering);
+  CHECK(w.a.routes.routes.size() == 1);  // not re-admitted before its clean period
+  w.Run(3s);
+  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kUp);
+  CHECK(w.a.routes.routes.empty());
+  CHECK(w.b.routes.routes.empty());
+  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "ecmp");
+}
+
+TEST_CASE("a restarted agent adopts its pins and drops owned routes no peer explains", "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  OwnedRoute kept{{kHostB, 32}, {*ParseIpv4("10.0.100.2"), "rail1", true}, kHostA, kDefaultRtoMin};
+  OwnedRoute stale{{*ParseIpv4("10.0.200.9"), 32}, {*ParseIpv4("10.0.100.1"), "rail0", true}, kHostA,
+                   kDefaultRtoMin};
+  a.routes.routes[kept.destination] = kept;
+  a.routes.routes[stale.destination] = stale;
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(a.routes.routes.size() == 1);
+  CHECK(a.routes.routes.begin()->second == kept);
+  REQUIRE(a.service->monitor().Pin("b").has_value());
+  CHECK(a.service->monitor().Pin("b")->rail == 1);
+}
+
+TEST_CASE("forged, malformed and unknown probes are dropped, counted and never answered", "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  REQUIRE(a.service->Start().ok());
+  FabricProbeCodec other(Key("a-different-key-of-32-bytes!!!!!"));
+  FabricProbe probe{FabricProbe::Type::kProbe, 0, 0, NodeIdFromName("b"), NodeIdFromName("a"), 1, 0, 0};
+  auto forged = other.Encode(probe);
+  net.Inject(kHostA, 0, {forged.begin(), forged.end()}, kHostB);
+  net.Inject(kHostA, 0, {1, 2, 3}, kHostB);
+  FabricProbe stranger = probe;
+  stranger.sender = NodeIdFromName("c");
+  auto s = a.codec.Encode(stranger);
+  net.Inject(kHostA, 0, {s.begin(), s.end()}, kHostC);
+  FabricProbe elsewhere = probe;
+  elsewhere.dest = NodeIdFromName("z");
+  auto e = a.codec.Encode(elsewhere);
+  net.Inject(kHostA, 0, {e.begin(), e.end()}, kHostB);
+  a.service->RunOnce(0ns);
+  auto& dropped = a.registry.Counter("lockstep_fabric_probe_dropped_total", "", {"reason"});
+  CHECK(dropped.Get({"unauthenticated"}) == 1);
+  CHECK(dropped.Get({"truncated"}) == 1);
+  CHECK(dropped.Get({"unknown_sender"}) == 1);
+  CHECK(dropped.Get({"misdirected"}) == 1);
+  for (const auto& sent : a.socket.sent) CHECK(sent.dest != kHostC);  // no reply to anyone but known peers
+}
+
+TEST_CASE("a probe is answered out of its arrival interface to the sender's configured host address",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  REQUIRE(a.service->Start().ok());
+  FabricProbe probe{FabricProbe::Type::kProbe, 1, 0, NodeIdFromName("b"), NodeIdFromName("a"), 42, 0, 0};
+  auto bytes = a.codec.Encode(probe);
+  a.socket.sent.clear();
+  net.Inject(kHostA, 1, {bytes.begin(), bytes.end()}, kHostC);  // a spoofed source address changes nothing
+  a.service->RunOnce(0ns);
+  bool replied = false;
+  for (const auto& s : a.socket.sent) {
+    if (s.ifindex == 2 && s.dest == kHostB && s.source == kHostA) replied = true;
+    CHECK(s.dest != kHostC);
+  }
+  CHECK(replied);
+}
+
+TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  bool locked = false;
+  auto fabric_now = [&]() -> std::optional<int64_t> {
+    if (!locked) return std::nullopt;
+    return clock.Monotonic().time_since_epoch().count();
+  };
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}, fabric_now);
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}, fabric_now);
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b.service->Start().ok());
+  auto run = [&](Nanos d) {
+    for (Nanos t{0}; t < d; t += 1ms) {
+      clock.Advance(1ms);
+      a.service->RunOnce(0ns);
+      b.service->RunOnce(0ns);
+    }
+  };
+  run(300ms);
+  for (const auto& p : a.service->monitor().Paths(clock.Monotonic())) CHECK_FALSE(p.stats.owd_p50.has_value());
+  locked = true;
+  run(300ms);
+  for (const auto& p : a.service->monitor().Paths(clock.Monotonic())) CHECK(p.stats.owd_p50.has_value());
+}
+
+}  // namespace
+}  // namespace lockstep::agent

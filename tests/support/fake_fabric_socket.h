@@ -1,0 +1,90 @@
+// FakeFabricNetwork / FakeFabricSocket: an in-memory fabric for FabricSocket
+// tests. Each socket is one host with a host address and rails whose
+// interfaces have ifindex rail + 1. A datagram sent out of rail r arrives at
+// the host owning the destination address on its rail r (a same-rail
+// fabric), unless the sender's or the receiver's rail r is cut. Every send is
+// logged (`sent`). Time is the test's FakeClock (datagrams arrive at once).
+// Thread-compatible.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "lockstep/agent/fabric_socket.h"
+#include "lockstep/common/clock.h"
+
+namespace lockstep::agent {
+
+class FakeFabricSocket;
+
+class FakeFabricNetwork {
+ public:
+  explicit FakeFabricNetwork(const Clock& clock) : clock_(clock) {}
+  void Attach(uint32_t host_address, FakeFabricSocket* socket) { hosts_[host_address] = socket; }
+  // Cuts (or restores) rail `rail` of the host with this address, both ways.
+  void Cut(uint32_t host_address, int rail, bool cut = true) {
+    if (cut) cuts_.insert({host_address, rail});
+    else cuts_.erase({host_address, rail});
+  }
+  bool IsCut(uint32_t host_address, int rail) const { return cuts_.contains({host_address, rail}); }
+  void Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes);
+  // Raw injection (a forged or malformed datagram) to the host at `dest`, on rail `rail`.
+  void Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source);
+  const Clock& clock() const { return clock_; }
+
+ private:
+  const Clock& clock_;
+  std::map<uint32_t, FakeFabricSocket*> hosts_;
+  std::set<std::pair<uint32_t, int>> cuts_;
+};
+
+class FakeFabricSocket final : public FabricSocket {
+ public:
+  struct Sent {
+    uint32_t dest = 0;
+    int port = 0;
+    int ifindex = 0;
+    uint32_t source = 0;
+  };
+  FakeFabricSocket(FakeFabricNetwork& net, uint32_t host_address, int port = 7312)
+      : net_(net), host_(host_address), port_(port) {
+    net.Attach(host_address, this);
+  }
+  Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override {
+    sent.push_back({dest, port, ifindex, source});
+    net_.Deliver(host_, ifindex - 1, dest, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    return Status::Ok();
+  }
+  Status Poll(std::chrono::nanoseconds, std::vector<FabricDatagram>& out) override {
+    while (!inbox.empty()) {
+      out.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+    }
+    return Status::Ok();
+  }
+  int port() const override { return port_; }
+
+  std::deque<FabricDatagram> inbox;
+  std::vector<Sent> sent;
+
+ private:
+  FakeFabricNetwork& net_;
+  uint32_t host_;
+  int port_;
+};
+
+inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes) {
+  auto it = hosts_.find(dest);
+  if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, rail)) return;
+  it->second->inbox.push_back({std::move(bytes), from_host, rail + 1, clock_.Monotonic()});
+}
+
+inline void FakeFabricNetwork::Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source) {
+  auto it = hosts_.find(dest);
+  if (it != hosts_.end()) it->second->inbox.push_back({std::move(bytes), claimed_source, rail + 1, clock_.Monotonic()});
+}
+
+}  // namespace lockstep::agent
