@@ -1,6 +1,8 @@
 #include "lockstep/fabric/route_plan.h"
 
 #include <algorithm>
+
+#include "lockstep/common/hash.h"
 #include <tuple>
 
 namespace lockstep::fabric {
@@ -34,7 +36,16 @@ std::string ToString(const RouteAction& action) {
   return "unpin " + std::get<UnpinPeer>(action).peer;
 }
 
-std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current) {
+std::optional<PathKey> HomePath(const std::string& peer, const std::vector<PathChoice>& paths) {
+  if (paths.empty()) return std::nullopt;
+  std::vector<PathKey> keys;
+  for (const PathChoice& c : paths) keys.push_back(c.path);
+  std::sort(keys.begin(), keys.end());
+  return keys[Fnv1a64(peer) % keys.size()];
+}
+
+std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current,
+                                 const std::optional<PathKey>& home) {
   const bool any_failed = std::any_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Failed(c.state); });
   const bool all_deliver = std::all_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Usable(c.state); });
   const PathChoice* pinned = nullptr;  // a pin to a path no longer listed counts as none
@@ -43,9 +54,10 @@ std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std
   }
   const std::optional<PathKey> keep = pinned ? current : std::nullopt;
   if (!any_failed) {
-    // Back to ECMP only when every path delivers again (failed ones were
-    // re-admitted); while some are still unknown (just started), keep what we have.
-    return all_deliver ? std::nullopt : keep;
+    // Home (or back to ECMP) only when every path delivers again (failed ones
+    // were re-admitted); while some are still unknown (just started), keep
+    // what we have.
+    return all_deliver ? home : keep;
   }
   if (pinned && Usable(pinned->state)) return keep;  // sticky while it delivers
   const PathChoice* best = nullptr;
@@ -64,14 +76,15 @@ std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std
 }
 
 RoutePlan PlanRoutes(const std::map<std::string, std::vector<PathChoice>>& peers,
-                     const std::map<std::string, PathKey>& current, bool enabled) {
+                     const std::map<std::string, PathKey>& current, bool enabled, bool pin_home) {
   RoutePlan plan;
   if (enabled) {
     for (const auto& [peer, paths] : peers) {
       auto it = current.find(peer);
       std::optional<PathKey> cur;
       if (it != current.end()) cur = it->second;
-      if (auto pin = ChoosePin(paths, cur)) plan.pins.emplace(peer, *pin);
+      std::optional<PathKey> home = pin_home ? HomePath(peer, paths) : std::nullopt;
+      if (auto pin = ChoosePin(paths, cur, home)) plan.pins.emplace(peer, *pin);
     }
   }
   // Diff in peer order: both maps are sorted.

@@ -24,8 +24,14 @@ struct Faults {
   }
 };
 
-TEST_CASE("a cut rail is detected within the worst case, the peer moves, and comes back after re-admission", "[fabric]") {
-  PathMonitor m(FabricOptions{}, 1);
+FabricOptions Ecmp() {
+  FabricOptions o;
+  o.pin_home = false;
+  return o;
+}
+
+TEST_CASE("ECMP mode: a cut rail is detected within the worst case, the peer moves, and comes back after re-admission", "[fabric]") {
+  PathMonitor m(Ecmp(), 1);
   Faults f{{{At(1s), At(3s), 0, "b"}}};
   FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
   sim.Start(EnumeratePaths(2, {"b", "c"}));
@@ -56,6 +62,43 @@ TEST_CASE("a cut rail is detected within the worst case, the peer moves, and com
   REQUIRE(sim.route_changes() == 2);
   REQUIRE(m.FlapsInWindow(At(5100ms)) == 1);
   REQUIRE(m.LastFlap() == down);
+}
+
+TEST_CASE("home pins: every peer is pinned to its home path, moves off it when it fails, and returns when it is re-admitted", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 1);
+  const std::vector<std::string> peers = {"b", "c", "d", "e", "f", "g"};
+  std::map<std::string, PathKey> home;
+  for (const std::string& p : peers) {
+    home[p] = *HomePath(p, {{{0, p, 0}, PathState::kUp, {}}, {{1, p, 0}, PathState::kUp, {}}});
+  }
+  std::set<int> home_rails;
+  for (const auto& [p, k] : home) home_rails.insert(k.rail);
+  REQUIRE(home_rails.size() == 2);  // six peers spread over both rails
+  // Cut each peer's home link from 1 s to 3 s.
+  Faults f;
+  for (const auto& [p, k] : home) f.cuts.emplace_back(At(1s), At(3s), k.rail, p);
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, peers));
+  sim.RunUntil(At(1s) - 1ns);
+  REQUIRE(sim.routes() == home);  // all healthy: home, not ECMP
+  REQUIRE(sim.route_changes() == 6);
+
+  sim.RunUntil(At(1200ms));
+  for (const auto& [p, k] : home) {
+    INFO(p);
+    REQUIRE(sim.routes().at(p) == PathKey{1 - k.rail, p, 0});
+    const Time down = *sim.FirstTransition(k, PathState::kDown, At(1s));
+    REQUIRE(down - At(1s) <= WorstCaseDetection(m.options()));
+  }
+  REQUIRE(sim.route_changes() == 12);
+
+  // Repaired at 3 s, re-admitted after the clean period: back home (the
+  // repaired path is reused), one more move per peer, nothing else.
+  sim.RunUntil(At(4900ms));
+  for (const auto& [p, k] : home) REQUIRE(sim.routes().at(p) != k);
+  sim.RunUntil(At(5100ms));
+  REQUIRE(sim.routes() == home);
+  REQUIRE(sim.route_changes() == 18);
 }
 
 TEST_CASE("one link flapping is counted once per flap for its rail, and alerts once above the threshold", "[fabric]") {
@@ -94,7 +137,7 @@ TEST_CASE("adopted pins are kept until the paths have a verdict, then planned li
 }
 
 TEST_CASE("alternating failures of two rails move the route once per failure, never back and forth", "[fabric]") {
-  FabricOptions o;
+  FabricOptions o = Ecmp();
   o.readmit_after = 500ms;
   o.max_hold_down = 1s;
   PathMonitor m(o, 4);
@@ -115,11 +158,13 @@ TEST_CASE("alternating failures of two rails move the route once per failure, ne
 // has a route that does not rely on a failed path, and routes change no more
 // often than path states.
 TEST_CASE("random faults: peers with a working path are always routed, and routes do not oscillate", "[fabric]") {
-  for (uint64_t seed : {11u, 12u, 13u, 14u, 15u}) {
-    INFO("seed " << seed);
+  for (uint64_t seed : {11u, 12u, 13u, 14u, 15u, 16u, 17u, 18u, 19u, 20u}) {
+    const bool pin_home = seed % 2 == 0;
+    INFO("seed " << seed << (pin_home ? ", home pins" : ", ECMP mode"));
     std::mt19937_64 rng(seed);
     const std::vector<std::string> peers = {"b", "c", "d"};
     FabricOptions o;
+    o.pin_home = pin_home;
     o.readmit_after = 300ms;
     o.max_hold_down = 3s;
     PathMonitor m(o, seed);
@@ -144,9 +189,16 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
         auto route = s.routes().find(peer_name);
         std::optional<PathKey> now_route;
         if (route != s.routes().end()) now_route = route->second;
-        // No needless moves: a pin leaves its path only when that path failed.
+        // No needless moves: a pin leaves its path only when that path failed,
+        // or, with home pins, to go home once every path delivers again.
         std::optional<PathKey>& before = last_route[peer_name];
-        if (before && now_route && *before != *now_route) REQUIRE_FALSE(Usable(m.State(*before)));
+        if (before && now_route && *before != *now_route && Usable(m.State(*before))) {
+          std::vector<PathChoice> all;
+          for (int r = 0; r < 3; ++r) all.push_back({{r, peer_name, 0}, states[r], {}});
+          REQUIRE(pin_home);
+          REQUIRE(*now_route == *HomePath(peer_name, all));
+          REQUIRE(std::all_of(states.begin(), states.end(), Usable));
+        }
         before = now_route;
         const bool any_usable = std::any_of(states.begin(), states.end(), Usable);
         const bool any_failed = std::any_of(states.begin(), states.end(), Failed);
@@ -154,6 +206,11 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
           REQUIRE(m.State(route->second) != PathState::kDown);  // never a route to a dead path
           if (any_usable) REQUIRE(Usable(m.State(route->second)));
         } else if (any_usable) {
+          // With home pins a peer with a working path has a route once every
+          // path has a verdict (before that, at start, static ECMP carries it).
+          const bool all_known = std::none_of(states.begin(), states.end(),
+                                              [](PathState st) { return st == PathState::kUnknown; });
+          REQUIRE_FALSE((pin_home && all_known));
           REQUIRE_FALSE(any_failed);  // unpinned only while no path is failed
         }
       }
@@ -164,10 +221,21 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
     for (const Transition& t : sim.transitions()) ++states_per_peer[t.path.peer];
     int total_states = 0;
     for (const auto& [p, n] : states_per_peer) total_states += n;
-    REQUIRE(sim.route_changes() <= total_states);
+    // Every route change follows a state change (home pins add the first
+    // pin of each peer).
+    REQUIRE(sim.route_changes() <= total_states + (pin_home ? 3 : 0));
     REQUIRE(sim.route_changes() > 0);
-    // The end: every cut is over and every path re-admitted, so ECMP again.
-    REQUIRE(sim.routes().empty());
+    // The end: every cut is over and every path re-admitted, so ECMP again,
+    // or every peer at home.
+    if (pin_home) {
+      for (const std::string& p : peers) {
+        std::vector<PathChoice> paths;
+        for (int r = 0; r < 3; ++r) paths.push_back({{r, p, 0}, PathState::kUp, {}});
+        REQUIRE(sim.routes().at(p) == *HomePath(p, paths));
+      }
+    } else {
+      REQUIRE(sim.routes().empty());
+    }
     for (const PathView& v : m.Paths(At(70s))) REQUIRE(v.state == PathState::kUp);
   }
 }

@@ -18,6 +18,32 @@ TEST_CASE("while every path is healthy the peer stays on ECMP", "[fabric]") {
   REQUIRE_FALSE(ChoosePin({C(0, S::kUnknown), C(1, S::kUnknown)}, std::nullopt));
 }
 
+TEST_CASE("with home pins a healthy peer goes home, and back home only once every path is re-admitted", "[fabric]") {
+  const std::optional<PathKey> home = R(1);
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, std::nullopt, home) == R(1));
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kSuspect)}, std::nullopt, home) == R(1));
+  REQUIRE_FALSE(ChoosePin({C(0, S::kUnknown), C(1, S::kUnknown)}, std::nullopt, home));  // no verdict yet
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kDown)}, R(1), home) == R(0));               // home failed
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kRecovering)}, R(0), home) == R(0));         // not re-admitted
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, R(0), home) == R(1));                 // re-admitted: reused
+}
+
+TEST_CASE("HomePath is a stable spread of peers over the paths", "[fabric]") {
+  std::map<int, int> per_rail;
+  for (int i = 0; i < 64; ++i) {
+    const std::string peer = "node-" + std::to_string(i);
+    std::vector<PathChoice> paths = {{{0, peer, 0}, S::kUp, {}}, {{1, peer, 0}, S::kDown, {}}};
+    std::vector<PathChoice> reversed = {paths[1], paths[0]};
+    auto home = HomePath(peer, paths);
+    REQUIRE(home);
+    REQUIRE(home == HomePath(peer, reversed));  // independent of order and state
+    ++per_rail[home->rail];
+  }
+  REQUIRE(per_rail[0] >= 16);
+  REQUIRE(per_rail[1] >= 16);
+  REQUIRE_FALSE(HomePath("b", {}));
+}
+
 TEST_CASE("a failed path pins the peer to the healthy path with the lowest one-way delay", "[fabric]") {
   auto pin = ChoosePin({C(0, S::kDown), C(1, S::kUp, 80us), C(2, S::kUp, 30us), C(3, S::kUp)}, std::nullopt);
   REQUIRE(pin == R(2));
@@ -70,6 +96,10 @@ TEST_CASE("PlanRoutes diffs the new pins against the current ones", "[fabric]") 
   RoutePlan off = PlanRoutes(peers, plan.pins, false);
   REQUIRE(off.pins.empty());
   REQUIRE(off.actions == std::vector<RouteAction>{UnpinPeer{"a"}, UnpinPeer{"c"}});
+  // Home pins: b goes home too.
+  RoutePlan homes = PlanRoutes(peers, plan.pins, true, true);
+  REQUIRE(homes.pins.at("b") == *HomePath("b", peers.at("b")));
+  REQUIRE(homes.actions == std::vector<RouteAction>{PinPeer{"b", *HomePath("b", peers.at("b"))}});
 }
 
 }  // namespace

@@ -47,6 +47,15 @@ struct FabricOptions {
 
   // False: health and metrics only, no route actions (every pin is removed).
   bool failover_enabled = true;
+
+  // True: every peer is always pinned, to its home path while all its paths
+  // are healthy (HomePath: a stable spread of peers over the paths), so the
+  // route in force when a path dies is already the agent's own, with its
+  // settings (on Linux rto_min 10ms: TCP retransmits on the kernel's 200 ms
+  // minimum otherwise, whatever the new route says; measured by
+  // e2e/bench/tcp-resume). False: healthy peers are left to the fabric's
+  // static ECMP and only failed-over peers are pinned.
+  bool pin_home = true;
 };
 
 // InvalidArgument naming the field and the allowed range, e.g.

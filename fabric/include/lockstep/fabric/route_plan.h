@@ -1,14 +1,15 @@
 // Failover choice: which path carries each peer's traffic, as decisions and
 // the actions that move from the current decisions to the new ones.
 //
-// Per peer: unpinned (the fabric's static ECMP carries it) while no path is
-// failed; when one fails, pinned to the best alternative: an up path with
+// Per peer, while no path is failed: pinned to its home path (HomePath), or,
+// without home pins, unpinned (the fabric's static ECMP carries it). When one
+// fails: pinned to the best alternative: an up path with
 // the lowest recent one-way delay, else a suspect one, else (last resort,
 // replies flow but it is not re-admitted) a recovering one. A pin sticks
 // while its path delivers (up or suspect); it moves only when that path
 // fails, and is removed only when every path of the peer is up or suspect
-// again (failed paths re-admitted) or when none delivers at all (never a
-// route to a dead path). So every route change follows a state change.
+// again (failed paths re-admitted: back home, so a repaired path is reused)
+// or when none delivers at all (never a route to a dead path). So every route change follows a state change.
 // Nothing here knows Linux routing: a pin is a path, the actuator decides
 // what that means (a /32 route on rail r, an RDMA queue pair, ...).
 // Pure functions; thread-safe.
@@ -46,8 +47,16 @@ struct PathChoice {
   std::optional<Nanos> delay;  // recent one-way delay (PathHealth::RankingDelay); nullopt ranks last
 };
 
-// The pin for one peer given its paths and its current pin (nullopt: unpinned).
-std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current);
+// A peer's home path: one of `paths` chosen by a stable hash of the peer's
+// name (FNV-1a), so peers spread over the rails and every run, and every
+// restart, picks the same. nullopt when `paths` is empty.
+std::optional<PathKey> HomePath(const std::string& peer, const std::vector<PathChoice>& paths);
+
+// The pin for one peer given its paths and its current pin (nullopt:
+// unpinned). `home`: where the peer goes while every path delivers (nullopt:
+// unpinned, static ECMP).
+std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current,
+                                 const std::optional<PathKey>& home = std::nullopt);
 
 struct RoutePlan {
   std::map<std::string, PathKey> pins;  // the new decisions: pinned peers only
@@ -55,8 +64,9 @@ struct RoutePlan {
 };
 
 // Plans every peer. Peers pinned in `current` but absent from `peers` are
-// unpinned; with `enabled` false every pin is removed.
+// unpinned; with `enabled` false every pin is removed; with `pin_home` every
+// healthy peer goes to its HomePath.
 RoutePlan PlanRoutes(const std::map<std::string, std::vector<PathChoice>>& peers,
-                     const std::map<std::string, PathKey>& current, bool enabled = true);
+                     const std::map<std::string, PathKey>& current, bool enabled = true, bool pin_home = false);
 
 }  // namespace lockstep::fabric
