@@ -21,6 +21,12 @@ nlohmann::json NsOrNull(std::optional<Nanos> d) {
   return d ? nlohmann::json(static_cast<int64_t>(d->count())) : nlohmann::json(nullptr);
 }
 
+// Home paths hash the pair {self, peer}: the monitor needs our name.
+fabric::FabricOptions WithSelf(fabric::FabricOptions o, const std::string& self) {
+  o.self = self;
+  return o;
+}
+
 }  // namespace
 
 FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, const Clock& clock,
@@ -33,7 +39,7 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       fabric_now_(std::move(fabric_now)),
       options_(std::move(options)),
       self_(NodeIdFromName(options_.self_name)),
-      monitor_(options_.fabric, options_.seed),
+      monitor_(WithSelf(options_.fabric, options_.self_name), options_.seed),
       state_(registry.Gauge("lockstep_fabric_path_state",
                             "1 for the state each path (local rail -> peer) is in, 0 for the others",
                             {"peer", "rail", "state"})),

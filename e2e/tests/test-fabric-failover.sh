@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Fabric failover, standalone agents (no Kubernetes; needs root for network
-# namespaces): a netlab lab of 3 hosts x 2 rails (striped over 2 leaves), one
-# lockstep-agent per host namespace with agent.yaml fabric.rails and each
-# peer's hostAddress. Asserts behaviour, never durations (every wait is a
+# namespaces): a netlab lab of 3 hosts x 2 rails (rail-optimized: rail r of
+# every host on leaf r), one lockstep-agent per host namespace with agent.yaml
+# fabric.rails and each peer's hostAddress. Asserts behaviour, never durations (every wait is a
 # generous upper bound):
-#  1. every path comes up and no agent installs a route (static ECMP carries
-#     the traffic);
-#  2. h1's rail-0 link dies silently (netlab link h1r0 down --silent): h1 pins
-#     both peers onto rail1, h0 and h2 pin h1 onto rail0 (the rail whose leaf
-#     still reaches h1), nothing else is pinned (ip -j route show proto 211),
-#     and ping and a TCP transfer between host addresses work;
+#  1. every path comes up and every host pins each peer to the pair's home
+#     rail (ip -j route show proto 211), the same rail from both ends;
+#  2. h1's link on the rail that is home to {h0, h1} dies silently (netlab
+#     link h1r<R> down --silent): every pair with h1 is pinned onto the other
+#     rail from both ends, the {h0, h2} pair stays home, and ping and a TCP
+#     transfer between host addresses work;
 #  3. an agent restarted during the failover keeps its pin (adopted);
-#  4. the link comes back: after the clean period the pins are removed and
-#     traffic is back on static ECMP; the flap is counted in the metrics.
+#  4. the link comes back: after the clean period every pair is back on its
+#     home rail (the repaired rail is reused); the flap is counted in the
+#     metrics.
 # The lab and the agents are always torn down. $NETLAB: the netlab binary,
 # $LOCKSTEP_AGENT: the agent (else those of $LOCKSTEP_BUILD_DIR, build/dev
 # or build/ci). The state dir ($1) holds the configs and logs.
@@ -39,14 +40,17 @@ HOSTS=3
 PIDS=()
 
 cleanup() {
-  local p
+  local rc=$? p h
+  if ((rc != 0)); then  # what the hosts had pinned, for the failure report
+    for h in $(seq 0 $((HOSTS - 1))); do echo "h$h pins: $(pins "$h" 2>/dev/null | tr '\n' ',')" >&2; done
+  fi
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   "$NETLAB" down --name "$LAB" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
-"$NETLAB" up --name "$LAB" --hosts $HOSTS --rails 2 >"$OUT/netlab.log" 2>&1 || fail "netlab up failed: $(cat "$OUT/netlab.log")"
+"$NETLAB" up --name "$LAB" --hosts $HOSTS --rails 2 --layout rail >"$OUT/netlab.log" 2>&1 || fail "netlab up failed: $(cat "$OUT/netlab.log")"
 TOPO=$(tail -n 1 "$OUT/netlab.log")
 [[ -f $TOPO ]] || TOPO=/run/netlab/$LAB/topology.json
 ns() { echo "$LAB-h$1"; }
@@ -89,17 +93,37 @@ all_paths_up() {
     status "$h" | jq -e '[.paths[].state] | length == 4 and all(. == "up")' >/dev/null || return 1
   done
 }
-no_pins() {
-  local h
-  for h in $(seq 0 $((HOSTS - 1))); do [[ -z $(pins "$h") ]] || return 1; done
-}
 expect_pins() {  # expect_pins H "dst dev" ...: host H's owned routes are exactly these
   local h=$1; shift
   [[ "$(pins "$h")" == "$(printf '%s\n' "$@" | sort)" ]]
 }
-failover_pins() {
-  expect_pins 0 "$(addr 1) rail0" && expect_pins 2 "$(addr 1) rail0" &&
-    expect_pins 1 "$(addr 0) rail1" "$(addr 2) rail1"
+declare -A HOME_RAIL  # HOME_RAIL[i,j]: the rail h_i pins h_j to while every path is healthy
+all_pinned_home() {  # every host pins both peers, and both ends of each pair agree
+  local i j dev
+  for i in $(seq 0 $((HOSTS - 1))); do
+    [[ $(pins "$i" | wc -l) -eq $((HOSTS - 1)) ]] || return 1
+    for j in $(seq 0 $((HOSTS - 1))); do
+      ((i == j)) && continue
+      dev=$(pins "$i" | awk -v d="$(addr "$j")/32" '$1 == d || $1 == substr(d, 1, length(d) - 3) {print $2}')
+      [[ -n $dev ]] || return 1
+      HOME_RAIL[$i,$j]=$dev
+    done
+  done
+  for i in $(seq 0 $((HOSTS - 1))); do
+    for j in $(seq 0 $((HOSTS - 1))); do
+      ((i == j)) || [[ ${HOME_RAIL[$i,$j]} == "${HOME_RAIL[$j,$i]}" ]] || return 1
+    done
+  done
+}
+home_pins() {
+  expect_pins 0 "$(addr 1) ${HOME_RAIL[0,1]}" "$(addr 2) ${HOME_RAIL[0,2]}" &&
+    expect_pins 1 "$(addr 0) ${HOME_RAIL[1,0]}" "$(addr 2) ${HOME_RAIL[1,2]}" &&
+    expect_pins 2 "$(addr 0) ${HOME_RAIL[2,0]}" "$(addr 1) ${HOME_RAIL[2,1]}"
+}
+failover_pins() {  # every pair with h1 on $OTHER from both ends; {h0, h2} at home
+  expect_pins 0 "$(addr 1) $OTHER" "$(addr 2) ${HOME_RAIL[0,2]}" &&
+    expect_pins 2 "$(addr 1) $OTHER" "$(addr 0) ${HOME_RAIL[2,0]}" &&
+    expect_pins 1 "$(addr 0) $OTHER" "$(addr 2) $OTHER"
 }
 host_traffic_flows() {  # ping and a TCP transfer from h0's host address to h1's
   ip netns exec "$(ns 0)" ping -q -c 5 -i 0.1 -W 1 -I "$(addr 0)" "$(addr 1)" >/dev/null || return 1
@@ -125,36 +149,39 @@ c.sendall(b"x" * 4000000); c.shutdown(socket.SHUT_WR); print(c.recv(64).decode()
 
 wait_for "every agent's fabric status answers" 30 status 0
 wait_for "every path up on every host" 60 all_paths_up
-no_pins || fail "routes installed while every path is healthy: $(for h in 0 1 2; do pins $h; done)"
+wait_for "every pair pinned to its home rail from both ends" 30 all_pinned_home
 grep -q "no RDMA device present" "$OUT/h0.log" || fail "the agent did not say whether RDMA devices are present"
-pass "3 agents: all 12 paths up, no route installed (static ECMP carries the traffic)"
+pass "3 agents: all 12 paths up, every pair pinned home ({h0,h1} ${HOME_RAIL[0,1]}, {h0,h2} ${HOME_RAIL[0,2]}, {h1,h2} ${HOME_RAIL[1,2]})"
 
-"$NETLAB" link --name "$LAB" h1r0 down --silent >>"$OUT/netlab.log" 2>&1
-wait_for "pins around the dead h1r0 link" 30 failover_pins
-status 0 | jq -e --arg a "$(addr 1)" '.peers[] | select(.host_address == $a) | .via == "rail0"' >/dev/null ||
-  fail "fabric status of h0 does not show h1's traffic on rail0: $(status 0 | jq -c .peers)"
-# The fault is real: h0's rail 1 no longer reaches h1 (its leaf's only link to h1 is h1r0).
-if ip netns exec "$(ns 0)" ping -q -c 3 -i 0.1 -W 1 -I rail1 "$(addr 1)" >/dev/null 2>&1; then
-  fail "h1 is still reachable through h0's rail1: the silent link failure did not happen"
+DEAD=${HOME_RAIL[0,1]}
+if [[ $DEAD == rail0 ]]; then OTHER=rail1; else OTHER=rail0; fi
+"$NETLAB" link --name "$LAB" "h1r${DEAD#rail}" down --silent >>"$OUT/netlab.log" 2>&1
+wait_for "pins around the dead h1r${DEAD#rail} link" 30 failover_pins
+status 0 | jq -e --arg a "$(addr 1)" --arg r "$OTHER" '.peers[] | select(.host_address == $a) | .via == $r' >/dev/null ||
+  fail "fabric status of h0 does not show h1's traffic on $OTHER: $(status 0 | jq -c .peers)"
+# The fault is real: h0's $DEAD no longer reaches h1 (its leaf's only link to h1 is the dead one).
+if ip netns exec "$(ns 0)" ping -q -c 3 -i 0.1 -W 1 -I "$DEAD" "$(addr 1)" >/dev/null 2>&1; then
+  fail "h1 is still reachable through h0's $DEAD: the silent link failure did not happen"
 fi
 for i in 1 2 3; do host_traffic_flows && break; ((i < 3)) || fail "h0 -> h1 host-address traffic does not flow during the failover"; done
-pass "h1r0 silently down: h1 pinned to rail1 for both peers, h0 and h2 pinned h1 to rail0; ping and TCP flow"
+pass "h1r${DEAD#rail} silently down: every pair with h1 moved to $OTHER from both ends, {h0,h2} stayed home; ping and TCP flow"
 
 kill "${AGENT_PID[0]}" && wait "${AGENT_PID[0]}" 2>/dev/null || true
-expect_pins 0 "$(addr 1) rail0" || fail "stopping the agent removed its working pin: $(pins 0)"
+expect_pins 0 "$(addr 1) $OTHER" "$(addr 2) ${HOME_RAIL[0,2]}" || fail "stopping the agent removed its working pins: $(pins 0)"
 start_agent 0
 wait_for "the restarted agent answers" 30 status 0
 grep -q "adopted a pin from the previous run" "$OUT/h0.log" || fail "the restarted agent did not adopt its pin"
-expect_pins 0 "$(addr 1) rail0" || fail "h0's pin changed across the restart: $(pins 0)"
+expect_pins 0 "$(addr 1) $OTHER" "$(addr 2) ${HOME_RAIL[0,2]}" || fail "h0's pins changed across the restart: $(pins 0)"
 # (h1 and h2 saw every path to h0 fail while it was gone and unpinned it: no
-# route to a dead peer; they pin again once h0 answers.)
+# route to a dead peer; they pin it again once h0 answers.)
 wait_for "the failover pins again after the restart" 30 failover_pins
 pass "an agent restarted during the failover kept and adopted its pin"
 
-"$NETLAB" link --name "$LAB" h1r0 up >>"$OUT/netlab.log" 2>&1
-wait_for "pins removed after the clean period" 60 no_pins
+"$NETLAB" link --name "$LAB" "h1r${DEAD#rail}" up >>"$OUT/netlab.log" 2>&1
+wait_for "every pair back home after the clean period" 60 home_pins
 wait_for "every path up again" 30 all_paths_up
 host_traffic_flows || fail "host-address traffic does not flow after re-admission"
-flaps=$(ip netns exec "$(ns 1)" curl -s 127.0.0.1:9610/metrics | awk '/^lockstep_fabric_flaps_total\{rail="rail0"\}/ {print $2}')
-[[ ${flaps:-0} != 0 ]] || fail "h1 counted no flap on rail0"
-pass "h1r0 back: re-admitted after the clean period, every pin removed, traffic on static ECMP; flaps counted ($flaps)"
+flaps=$(ip netns exec "$(ns 1)" curl -s 127.0.0.1:9610/metrics |
+  awk -v r="$DEAD" '$1 == "lockstep_fabric_flaps_total{rail=\"" r "\"}" {print $2}')
+[[ ${flaps:-0} != 0 ]] || fail "h1 counted no flap on $DEAD"
+pass "h1r${DEAD#rail} back: re-admitted after the clean period, every pair back on its home rail; flaps counted ($flaps)"

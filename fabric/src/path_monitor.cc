@@ -124,7 +124,7 @@ void PathMonitor::Replan(Decisions& out, Time now) {
     if (auto pin = pins_.find(peer); pin != pins_.end()) current.emplace(peer, pin->second);
   }
   dirty_peers_.clear();
-  RoutePlan plan = PlanRoutes(peers, current, options_.failover_enabled, options_.pin_home);
+  RoutePlan plan = PlanRoutes(peers, current, options_.failover_enabled, options_.pin_home, options_.self);
   for (const auto& [peer, pin] : current) pins_.erase(peer);
   for (auto& [peer, pin] : plan.pins) pins_[peer] = std::move(pin);
   for (RouteAction& a : plan.actions) out.actions.push_back(std::move(a));

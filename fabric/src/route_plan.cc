@@ -36,12 +36,14 @@ std::string ToString(const RouteAction& action) {
   return "unpin " + std::get<UnpinPeer>(action).peer;
 }
 
-std::optional<PathKey> HomePath(const std::string& peer, const std::vector<PathChoice>& paths) {
+std::optional<PathKey> HomePath(const std::string& self, const std::string& peer,
+                                const std::vector<PathChoice>& paths) {
   if (paths.empty()) return std::nullopt;
+  const std::string pair = self < peer ? self + '\n' + peer : peer + '\n' + self;
   std::vector<PathKey> keys;
   for (const PathChoice& c : paths) keys.push_back(c.path);
   std::sort(keys.begin(), keys.end());
-  return keys[Fnv1a64(peer) % keys.size()];
+  return keys[Fnv1a64(pair) % keys.size()];
 }
 
 std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current,
@@ -76,14 +78,15 @@ std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std
 }
 
 RoutePlan PlanRoutes(const std::map<std::string, std::vector<PathChoice>>& peers,
-                     const std::map<std::string, PathKey>& current, bool enabled, bool pin_home) {
+                     const std::map<std::string, PathKey>& current, bool enabled, bool pin_home,
+                     const std::string& self) {
   RoutePlan plan;
   if (enabled) {
     for (const auto& [peer, paths] : peers) {
       auto it = current.find(peer);
       std::optional<PathKey> cur;
       if (it != current.end()) cur = it->second;
-      std::optional<PathKey> home = pin_home ? HomePath(peer, paths) : std::nullopt;
+      std::optional<PathKey> home = pin_home ? HomePath(self, peer, paths) : std::nullopt;
       if (auto pin = ChoosePin(paths, cur, home)) plan.pins.emplace(peer, *pin);
     }
   }

@@ -9,6 +9,7 @@
 #include "../support/fake_fabric_socket.h"
 #include "../support/fake_route_actuator.h"
 #include "lockstep/agent/fabric_service.h"
+#include "lockstep/fabric/route_plan.h"
 
 namespace lockstep::agent {
 namespace {
@@ -74,15 +75,31 @@ fabric::PathState StateOf(const Node& n, const std::string& peer, int rail) {
   return n.service->monitor().State({rail, peer, 0});
 }
 
-TEST_CASE("paths come up and nothing is pinned while every path is healthy", "[daemonset][fabric]") {
+// The pair's home rail (both ends choose the same one) and the other rail.
+int HomeRail() {
+  std::vector<fabric::PathChoice> paths = {{{0, "b", 0}, fabric::PathState::kUp, {}},
+                                           {{1, "b", 0}, fabric::PathState::kUp, {}}};
+  return fabric::HomePath("a", "b", paths)->rail;
+}
+
+std::string RailRoute(uint32_t dest, int rail, uint32_t src) {
+  return OwnedRoute{{dest, 32}, {*ParseIpv4(rail == 0 ? "10.0.100.1" : "10.0.100.2"), "rail" + std::to_string(rail), true},
+                    src, kDefaultRtoMin}
+      .ToString();
+}
+
+TEST_CASE("paths come up and both ends pin the pair to the same home rail", "[daemonset][fabric]") {
   World w;
   w.Run(300ms);
   for (int r : {0, 1}) {
     CHECK(StateOf(w.a, "b", r) == fabric::PathState::kUp);
     CHECK(StateOf(w.b, "a", r) == fabric::PathState::kUp);
   }
-  CHECK(w.a.routes.routes.empty());
-  CHECK(w.b.routes.routes.empty());
+  const int home = HomeRail();
+  REQUIRE(w.a.routes.routes.size() == 1);
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));
+  REQUIRE(w.b.routes.routes.size() == 1);
+  CHECK(w.b.routes.routes.begin()->second.ToString() == RailRoute(kHostA, home, kHostB));
   // Probes leave by their rail's interface from the host address to the peer's.
   REQUIRE_FALSE(w.a.socket.sent.empty());
   for (const auto& s : w.a.socket.sent) {
@@ -92,35 +109,57 @@ TEST_CASE("paths come up and nothing is pinned while every path is healthy", "[d
   }
   auto status = w.a.service->StatusJson();
   REQUIRE(status["paths"].size() == 2);
-  CHECK(status["peers"][0]["via"] == "ecmp");
+  CHECK(status["peers"][0]["via"] == "rail" + std::to_string(home));
 }
 
-TEST_CASE("a dead rail pins both directions to the other rail; re-admission removes the pins",
+TEST_CASE("without home pins, healthy peers are left to ECMP", "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  FabricServiceOptions o = a.options;
+  o.fabric.pin_home = false;
+  FabricService service(a.socket, a.routes, clock, a.codec, {}, o, a.registry);
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(service.Start().ok());
+  REQUIRE(b.service->Start().ok());
+  for (int t = 0; t < 300; ++t) {
+    clock.Advance(1ms);
+    service.RunOnce(0ns);
+    b.service->RunOnce(0ns);
+  }
+  CHECK(service.monitor().State({0, "b", 0}) == fabric::PathState::kUp);
+  CHECK(a.routes.routes.empty());
+  CHECK(service.StatusJson()["peers"][0]["via"] == "ecmp");
+}
+
+TEST_CASE("a dead home rail moves both directions to the other rail; re-admission brings them home",
           "[daemonset][fabric]") {
   World w;
   w.Run(300ms);
-  w.net.Cut(kHostB, 0);  // B's rail-0 link dies silently
+  const int home = HomeRail();
+  const int other = 1 - home;
+  w.net.Cut(kHostB, home);  // B's link on the home rail dies silently
   w.Run(200ms);
-  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kDown);
-  CHECK(StateOf(w.a, "b", 1) == fabric::PathState::kUp);
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kDown);
+  CHECK(StateOf(w.a, "b", other) == fabric::PathState::kUp);
   REQUIRE(w.a.routes.routes.size() == 1);
-  const OwnedRoute& pin = w.a.routes.routes.begin()->second;
-  CHECK(pin.ToString() == "10.0.200.2/32 via 10.0.100.2 dev rail1 onlink src 10.0.200.1 rto_min 10ms");
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, other, kHostA));
   REQUIRE(w.b.routes.routes.size() == 1);
-  CHECK(w.b.routes.routes.begin()->second.nexthop.interface == "rail1");
-  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail1");
-  CHECK(w.a.registry.Gauge("lockstep_fabric_peer_rail", "", {"peer"}).Get({"b"}) == 1);
-  CHECK(w.a.registry.Counter("lockstep_fabric_flaps_total", "", {"rail"}).Get({"rail0"}) == 1);
+  CHECK(w.b.routes.routes.begin()->second.ToString() == RailRoute(kHostA, other, kHostB));
+  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(other));
+  CHECK(w.a.registry.Gauge("lockstep_fabric_peer_rail", "", {"peer"}).Get({"b"}) == other);
+  CHECK(w.a.registry.Counter("lockstep_fabric_flaps_total", "", {"rail"}).Get({"rail" + std::to_string(home)}) == 1);
 
-  w.net.Cut(kHostB, 0, false);
+  w.net.Cut(kHostB, home, false);
   w.Run(500ms);
-  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kRecovering);
-  CHECK(w.a.routes.routes.size() == 1);  // not re-admitted before its clean period
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kRecovering);
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, other, kHostA));  // not yet re-admitted
   w.Run(3s);
-  CHECK(StateOf(w.a, "b", 0) == fabric::PathState::kUp);
-  CHECK(w.a.routes.routes.empty());
-  CHECK(w.b.routes.routes.empty());
-  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "ecmp");
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kUp);
+  REQUIRE(w.a.routes.routes.size() == 1);
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));  // the repaired rail is reused
+  CHECK(w.b.routes.routes.begin()->second.ToString() == RailRoute(kHostA, home, kHostB));
+  CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(home));
 }
 
 TEST_CASE("a restarted agent adopts its pins and drops owned routes no peer explains", "[daemonset][fabric]") {

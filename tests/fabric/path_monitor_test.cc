@@ -69,7 +69,7 @@ TEST_CASE("home pins: every peer is pinned to its home path, moves off it when i
   const std::vector<std::string> peers = {"b", "c", "d", "e", "f", "g"};
   std::map<std::string, PathKey> home;
   for (const std::string& p : peers) {
-    home[p] = *HomePath(p, {{{0, p, 0}, PathState::kUp, {}}, {{1, p, 0}, PathState::kUp, {}}});
+    home[p] = *HomePath("", p, {{{0, p, 0}, PathState::kUp, {}}, {{1, p, 0}, PathState::kUp, {}}});
   }
   std::set<int> home_rails;
   for (const auto& [p, k] : home) home_rails.insert(k.rail);
@@ -196,7 +196,7 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
           std::vector<PathChoice> all;
           for (int r = 0; r < 3; ++r) all.push_back({{r, peer_name, 0}, states[r], {}});
           REQUIRE(pin_home);
-          REQUIRE(*now_route == *HomePath(peer_name, all));
+          REQUIRE(*now_route == *HomePath("", peer_name, all));
           REQUIRE(std::all_of(states.begin(), states.end(), Usable));
         }
         before = now_route;
@@ -231,7 +231,7 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
       for (const std::string& p : peers) {
         std::vector<PathChoice> paths;
         for (int r = 0; r < 3; ++r) paths.push_back({{r, p, 0}, PathState::kUp, {}});
-        REQUIRE(sim.routes().at(p) == *HomePath(p, paths));
+        REQUIRE(sim.routes().at(p) == *HomePath("", p, paths));
       }
     } else {
       REQUIRE(sim.routes().empty());

@@ -28,20 +28,23 @@ TEST_CASE("with home pins a healthy peer goes home, and back home only once ever
   REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, R(0), home) == R(1));                 // re-admitted: reused
 }
 
-TEST_CASE("HomePath is a stable spread of peers over the paths", "[fabric]") {
+TEST_CASE("HomePath is a stable spread of pairs over the paths, the same from both ends", "[fabric]") {
   std::map<int, int> per_rail;
   for (int i = 0; i < 64; ++i) {
     const std::string peer = "node-" + std::to_string(i);
     std::vector<PathChoice> paths = {{{0, peer, 0}, S::kUp, {}}, {{1, peer, 0}, S::kDown, {}}};
     std::vector<PathChoice> reversed = {paths[1], paths[0]};
-    auto home = HomePath(peer, paths);
+    auto home = HomePath("self", peer, paths);
     REQUIRE(home);
-    REQUIRE(home == HomePath(peer, reversed));  // independent of order and state
+    REQUIRE(home == HomePath("self", peer, reversed));  // independent of order and state
+    // The peer's own choice for us: the same rail.
+    std::vector<PathChoice> theirs = {{{0, "self", 0}, S::kUp, {}}, {{1, "self", 0}, S::kUp, {}}};
+    REQUIRE(HomePath(peer, "self", theirs)->rail == home->rail);
     ++per_rail[home->rail];
   }
   REQUIRE(per_rail[0] >= 16);
   REQUIRE(per_rail[1] >= 16);
-  REQUIRE_FALSE(HomePath("b", {}));
+  REQUIRE_FALSE(HomePath("a", "b", {}));
 }
 
 TEST_CASE("a failed path pins the peer to the healthy path with the lowest one-way delay", "[fabric]") {
@@ -98,8 +101,8 @@ TEST_CASE("PlanRoutes diffs the new pins against the current ones", "[fabric]") 
   REQUIRE(off.actions == std::vector<RouteAction>{UnpinPeer{"a"}, UnpinPeer{"c"}});
   // Home pins: b goes home too.
   RoutePlan homes = PlanRoutes(peers, plan.pins, true, true);
-  REQUIRE(homes.pins.at("b") == *HomePath("b", peers.at("b")));
-  REQUIRE(homes.actions == std::vector<RouteAction>{PinPeer{"b", *HomePath("b", peers.at("b"))}});
+  REQUIRE(homes.pins.at("b") == *HomePath("", "b", peers.at("b")));
+  REQUIRE(homes.actions == std::vector<RouteAction>{PinPeer{"b", *HomePath("", "b", peers.at("b"))}});
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "lockstep/common/clock.h"
 #include "lockstep/common/result.h"
@@ -56,6 +57,10 @@ struct FabricOptions {
   // e2e/bench/tcp-resume). False: healthy peers are left to the fabric's
   // static ECMP and only failed-over peers are pinned.
   bool pin_home = true;
+
+  // This host's name. A home path hashes the pair {self, peer}, so both ends
+  // of a pair choose the same rail and a pair's traffic shares its fate.
+  std::string self;
 };
 
 // InvalidArgument naming the field and the allowed range, e.g.

@@ -47,10 +47,12 @@ struct PathChoice {
   std::optional<Nanos> delay;  // recent one-way delay (PathHealth::RankingDelay); nullopt ranks last
 };
 
-// A peer's home path: one of `paths` chosen by a stable hash of the peer's
-// name (FNV-1a), so peers spread over the rails and every run, and every
-// restart, picks the same. nullopt when `paths` is empty.
-std::optional<PathKey> HomePath(const std::string& peer, const std::vector<PathChoice>& paths);
+// A peer's home path: one of `paths` chosen by a stable hash (FNV-1a) of the
+// unordered pair {self, peer}, so pairs spread over the rails, both ends of a
+// pair pick the same rail, and every run, and every restart, picks the same.
+// nullopt when `paths` is empty.
+std::optional<PathKey> HomePath(const std::string& self, const std::string& peer,
+                                const std::vector<PathChoice>& paths);
 
 // The pin for one peer given its paths and its current pin (nullopt:
 // unpinned). `home`: where the peer goes while every path delivers (nullopt:
@@ -67,6 +69,7 @@ struct RoutePlan {
 // unpinned; with `enabled` false every pin is removed; with `pin_home` every
 // healthy peer goes to its HomePath.
 RoutePlan PlanRoutes(const std::map<std::string, std::vector<PathChoice>>& peers,
-                     const std::map<std::string, PathKey>& current, bool enabled = true, bool pin_home = false);
+                     const std::map<std::string, PathKey>& current, bool enabled = true, bool pin_home = false,
+                     const std::string& self = "");
 
 }  // namespace lockstep::fabric
