@@ -41,7 +41,7 @@ const std::vector<std::string>& AgentOwnedStatusKeys() {
   static const std::vector<std::string> k = {"phase",          "nodeName",      "lastReportTime", "lastProbeTime",
                                              "clock",          "clockErrorBoundNs", "probeAddresses", "railsUp",
                                              "railsTotal",     "flapsLastHour", "audit",          "auditResult",
-                                             "nodePublicKey"};
+                                             "nodePublicKey",  "hostAddress",   "lastFlapTime"};
   return k;
 }
 
@@ -83,6 +83,11 @@ Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node, cons
   if (r.ok() && a.node_public_key && !IsBase64OfSize(*a.node_public_key, 32)) {
     r.Fail("status.nodePublicKey must be the base64 of a 32-byte Ed25519 public key (44 characters)");
   }
+  r.OptString(status, "hostAddress", "status.hostAddress", a.host_address, 15);
+  if (r.ok() && a.host_address && !IsIpv4(*a.host_address)) {
+    r.Fail("status.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + *a.host_address + "\")");
+  }
+  r.OptString(status, "lastFlapTime", "status.lastFlapTime", a.last_flap_time);
   if (r.ok() && a.rails_up && a.rails_total && *a.rails_up > *a.rails_total) {
     r.Fail("status.railsUp must not exceed status.railsTotal; report both from the same scan");
   }
@@ -129,6 +134,8 @@ Json ToJson(const FabricHealthAgentStatus& a) {
   if (a.audit) j["audit"] = ToJson(*a.audit);
   if (a.audit_result) j["auditResult"] = *a.audit_result;
   if (a.node_public_key) j["nodePublicKey"] = *a.node_public_key;
+  if (a.host_address) j["hostAddress"] = *a.host_address;
+  if (a.last_flap_time) j["lastFlapTime"] = *a.last_flap_time;
   return j;
 }
 

@@ -10,7 +10,7 @@ namespace lockstep::agent {
 
 Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config, const ProbeKey& key,
                                                       const ClockSyncService* clock, metrics::Registry& registry,
-                                                      uint64_t seed) {
+                                                      uint64_t seed, bool kubernetes) {
   if (config.fabric.rails.empty()) return std::unique_ptr<FabricAgent>();
   uint32_t host_address = 0;
   if (!config.fabric.host_address.empty()) {
@@ -24,7 +24,7 @@ Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config,
   }
   auto rails = DiscoverRails(config.fabric.rails);
   if (!rails.ok()) return rails.error();
-  auto options = MakeFabricServiceOptions(config, *rails, host_address, seed);
+  auto options = MakeFabricServiceOptions(config, *rails, host_address, seed, kubernetes);
   if (!options.ok()) return options.error();
   auto socket = UdpFabricSocket::Open(config.bind_address, config.fabric.port, SystemClock::Instance());
   if (!socket.ok()) return socket.error();
@@ -56,7 +56,7 @@ void LogFabricStart(const AgentConfig& config, const FabricAgent* agent) {
   log::Info("fabric failover on",
             {{"host_address", FormatIpv4(o.setup.host_address)},
              {"rails", rails},
-             {"peers", std::to_string(o.setup.peers.size())},
+             {"peers", o.await_peers ? std::string("from FabricHealth discovery") : std::to_string(o.setup.peers.size())},
              {"probe_port", std::to_string(agent->port())},
              {"failover", config.failover.enabled ? "enabled" : "disabled (monitoring only)"}});
 }

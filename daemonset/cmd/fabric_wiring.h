@@ -13,9 +13,10 @@ namespace lockstep::agent {
 // nullptr when agent.yaml has no fabric.rails. Errors are
 // configuration or environment problems the caller reports and exits on.
 // `clock` may be null (clock sync disabled): probes then carry no one-way delay.
+// `kubernetes`: peers come from discovery (FabricService::SetPeers), not agent.yaml.
 Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config, const ProbeKey& key,
                                                       const ClockSyncService* clock, metrics::Registry& registry,
-                                                      uint64_t seed);
+                                                      uint64_t seed, bool kubernetes);
 
 // Logs what failover covers (RDMA devices present or not) and, with an
 // agent, its rails, host address and peers; without, that it is off.

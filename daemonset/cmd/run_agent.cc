@@ -185,7 +185,7 @@ int RunAgent(const CommandLine& cl) {
   }
 
   // --- fabric failover (agent.yaml fabric.rails; its own thread) ---
-  auto fabric = BuildFabricAgent(config, *key, service.get(), registry, seed);
+  auto fabric = BuildFabricAgent(config, *key, service.get(), registry, seed, kube_config->has_value());
   if (!fabric.ok()) return ConfigError(fabric.error().message);
 
   // --- Kubernetes: peer discovery and FabricHealth reports ---
@@ -210,7 +210,13 @@ int RunAgent(const CommandLine& cl) {
     ko.bound_port = (*transport)->local().port;
     ko.node_public_key = signer->public_key().base64();
     ko.report_interval = std::chrono::seconds(cl.report_interval_seconds);
-    kube_agent = std::make_unique<KubeAgent>(*kube_api, SystemClock::Instance(), service.get(), ko, registry);
+    FabricService* fabric_service = nullptr;
+    if (*fabric) {
+      fabric_service = &(*fabric)->service();
+      ko.fabric_host_address = FormatIpv4((*fabric)->options().setup.host_address);
+    }
+    kube_agent = std::make_unique<KubeAgent>(*kube_api, SystemClock::Instance(), service.get(), fabric_service, ko,
+                                             registry);
   }
 
   // --- HTTP ---

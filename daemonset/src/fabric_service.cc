@@ -1,6 +1,8 @@
 #include "lockstep/agent/fabric_service.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 #include <variant>
 
 #include "lockstep/agent/route_plan.h"
@@ -75,6 +77,7 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       route_changes_(registry.Counter("lockstep_fabric_route_changes_total",
                                       "Route changes for pins (pin, unpin, reconcile), by result",
                                       {"action", "result"})) {
+  known_ = options_.setup.peers;
   for (FabricDrop d : kAllFabricDrops) dropped_.Inc({FabricDropName(d)}, 0);
   for (const RailInfo& r : options_.setup.rails) {
     flaps_total_.Inc({r.name}, 0);
@@ -83,7 +86,7 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
 }
 
 const FabricPeer* FabricService::PeerById(NodeId id) const {
-  for (const FabricPeer& p : options_.setup.peers) {
+  for (const FabricPeer& p : known_) {
     if (p.id == id) return &p;
   }
   return nullptr;
@@ -98,39 +101,111 @@ const FabricPeer* FabricService::PeerByName(const std::string& name) const {
 Status FabricService::Start() {
   const MonoTime now = clock_.Monotonic();
   Status result;
-  auto listed = actuator_.List();
-  std::vector<OwnedRoute> keep;
-  if (listed.ok()) {
-    for (const OwnedRoute& r : *listed) {
-      if (auto pin = PinFromRoute(options_.setup, r)) {
-        monitor_.AdoptPin(pin->first, pin->second);
-        // Kept as found (PlanRoutes replaces it only if it differs from what
-        // we would install, say an older rto_min).
-        if (auto want = PinRoute(options_.setup, pin->second)) keep.push_back(*want);
-        log::Info("adopted a pin from the previous run", {{"route", r.ToString()}});
-      }
-    }
-    auto plan = ReconcileRoutes(actuator_, keep);
-    if (!plan.ok()) {
-      log::Warn("start-up route reconcile failed; retrying later", {{"error", plan.error().message}});
-      retry_at_ = now + std::chrono::seconds(1);
-    } else {
-      for (const auto& d : plan->remove) log::Info("removed a stale owned route", {{"destination", d.ToString()}});
-      route_changes_.Inc({"reconcile", "ok"});
-    }
-  } else {
-    result = listed.error();
-    retry_at_ = now + std::chrono::seconds(1);
-  }
+  if (!options_.await_peers) result = Adopt(now);
   std::vector<std::string> peers;
   for (const FabricPeer& p : options_.setup.peers) peers.push_back(p.name);
-  Apply(monitor_.SetPaths(
-      peers.empty() ? std::vector<PathKey>{}
-                    : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), peers),
-      now));
+  if (adopted_) WatchPeers(peers, now);
+  ApplyPendingPeers(now);
   next_reconcile_ = now + options_.reconcile_every;
   Publish(now);
   return result;
+}
+
+Status FabricService::Adopt(MonoTime now) {
+  adopted_ = true;
+  auto listed = actuator_.List();
+  if (!listed.ok()) {
+    retry_at_ = now + std::chrono::seconds(1);
+    return listed.error();
+  }
+  std::vector<OwnedRoute> keep;
+  for (const OwnedRoute& r : *listed) {
+    if (auto pin = PinFromRoute(options_.setup, r)) {
+      monitor_.AdoptPin(pin->first, pin->second);
+      // Kept as found (PlanRoutes replaces it only if it differs from what
+      // we would install, say an older rto_min).
+      if (auto want = PinRoute(options_.setup, pin->second)) keep.push_back(*want);
+      log::Info("adopted a pin from the previous run", {{"route", r.ToString()}});
+    }
+  }
+  auto plan = ReconcileRoutes(actuator_, keep);
+  if (!plan.ok()) {
+    log::Warn("start-up route reconcile failed; retrying later", {{"error", plan.error().message}});
+    retry_at_ = now + std::chrono::seconds(1);
+  } else {
+    for (const auto& d : plan->remove) log::Info("removed a stale owned route", {{"destination", d.ToString()}});
+    route_changes_.Inc({"reconcile", "ok"});
+  }
+  return Status::Ok();
+}
+
+void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime now) {
+  Apply(monitor_.SetPaths(
+      names.empty() ? std::vector<PathKey>{}
+                    : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
+      now));
+  for (auto it = published_totals_.begin(); it != published_totals_.end();) {
+    it = std::find(names.begin(), names.end(), it->first.peer) == names.end() ? published_totals_.erase(it)
+                                                                              : std::next(it);
+  }
+}
+
+void FabricService::SetPeers(std::vector<FabricPeer> probed, std::vector<FabricPeer> known) {
+  std::lock_guard lock(mu_);
+  pending_peers_.emplace(std::move(probed), std::move(known));
+}
+
+void FabricService::ApplyPendingPeers(MonoTime now) {
+  std::optional<std::pair<std::vector<FabricPeer>, std::vector<FabricPeer>>> update;
+  {
+    std::lock_guard lock(mu_);
+    update.swap(pending_peers_);
+  }
+  if (!update) return;
+  // Clean: by name, without ourselves, without addresses we cannot use.
+  auto clean = [&](std::vector<FabricPeer> in) {
+    std::sort(in.begin(), in.end(), [](const FabricPeer& a, const FabricPeer& b) { return a.name < b.name; });
+    std::vector<FabricPeer> out;
+    std::map<uint32_t, std::string> owner;
+    for (FabricPeer& p : in) {
+      if (p.name.empty() || p.name == options_.self_name || p.id == self_ || p.host_address == 0 ||
+          p.host_address == options_.setup.host_address) {
+        continue;
+      }
+      if (!out.empty() && out.back().name == p.name) continue;
+      if (auto [it, fresh] = owner.emplace(p.host_address, p.name); !fresh) {
+        log::Warn("fabric peers share a host address; ignoring the second",
+                  {{"peer", p.name}, {"other", it->second}, {"host_address", FormatIpv4(p.host_address)}});
+        continue;
+      }
+      out.push_back(std::move(p));
+    }
+    return out;
+  };
+  std::vector<FabricPeer> probed = clean(std::move(update->first));
+  std::vector<FabricPeer> known = std::move(update->second);
+  known.insert(known.end(), probed.begin(), probed.end());
+  known = clean(std::move(known));
+  if (probed == options_.setup.peers && known == known_) return;
+  std::vector<std::string> names, kept;
+  for (const FabricPeer& p : probed) {
+    names.push_back(p.name);
+    const FabricPeer* old = PeerByName(p.name);
+    if (old && old->host_address == p.host_address) kept.push_back(p.name);
+  }
+  // First drop removed peers (and peers whose address changed) while the
+  // setup still maps their routes, so their pins are removed.
+  if (adopted_) WatchPeers(kept, now);
+  log::Info("fabric peers changed", {{"probed", std::to_string(probed.size())},
+                                     {"known", std::to_string(known.size())}});
+  options_.setup.peers = std::move(probed);
+  known_ = std::move(known);
+  if (!adopted_) {
+    if (Status st = Adopt(now); !st.ok()) {
+      log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", st.error().message}});
+    }
+  }
+  WatchPeers(names, now);
 }
 
 void FabricService::SendDue(MonoTime now) {
@@ -203,7 +278,10 @@ void FabricService::Apply(const fabric::Decisions& d) {
     const std::string rail = t.path.rail < static_cast<int>(options_.setup.rails.size())
                                  ? options_.setup.rails[t.path.rail].name
                                  : std::to_string(t.path.rail);
-    if (t.flap) flaps_total_.Inc({rail});
+    if (t.flap) {
+      flaps_total_.Inc({rail});
+      last_flap_wall_ = clock_.Wall();
+    }
     log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
                {{"path", fabric::ToString(t.path)},
                 {"rail", rail},
@@ -216,6 +294,12 @@ void FabricService::Apply(const fabric::Decisions& d) {
                                  ? options_.setup.rails[a.rail].name
                                  : std::to_string(a.rail);
     alerts_.Inc({rail});
+    {
+      std::lock_guard lock(mu_);
+      if (alerts_raised_.size() < 1024) {
+        alerts_raised_.push_back({rail, a.flaps_in_window, options_.fabric.flap_alert_per_hour});
+      }
+    }
     log::Warn("fabric flap alert: a rail flaps more than flapAlertPerHour",
               {{"rail", rail},
                {"flaps_last_hour", std::to_string(a.flaps_in_window)},
@@ -260,9 +344,10 @@ void FabricService::Reconcile(MonoTime now) {
 
 void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   MonoTime now = clock_.Monotonic();
+  ApplyPendingPeers(now);
   SendDue(now);
   Apply(monitor_.Tick(now));
-  if (now >= next_reconcile_ || now >= retry_at_) Reconcile(now);
+  if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
   auto wait = max_wait;
   if (auto next = monitor_.NextWakeup()) {
     wait = std::clamp<std::chrono::nanoseconds>(*next - now, std::chrono::nanoseconds(0), max_wait);
@@ -280,8 +365,12 @@ void FabricService::Publish(MonoTime now) {
   const auto& rails = options_.setup.rails;
   auto rail_name = [&](int r) { return r < static_cast<int>(rails.size()) ? rails[r].name : std::to_string(r); };
   nlohmann::json paths = nlohmann::json::array();
+  std::map<int, std::vector<std::string>> failed_peers;
   for (const fabric::PathView& v : monitor_.Paths(now)) {
     const std::string rail = rail_name(v.path.rail);
+    if (v.state == PathState::kDown || v.state == PathState::kRecovering) {
+      failed_peers[v.path.rail].push_back(v.path.peer);
+    }
     for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
     loss_.Set({v.path.peer, rail}, v.stats.loss);
     owd_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.owd_p50));
@@ -326,8 +415,24 @@ void FabricService::Publish(MonoTime now) {
                      {"route", route}});
   }
   nlohmann::json rail_views = nlohmann::json::array();
+  FabricHealthView health;
+  for (size_t r = 0; r < rails.size(); ++r) health.rails.push_back({.name = rails[r].name});
+  health.flaps_last_hour = monitor_.FlapsInWindow(now);
+  health.last_flap = last_flap_wall_;
+  health.peers = static_cast<int>(options_.setup.peers.size());
   for (const fabric::RailView& r : monitor_.Rails(now)) {
     const std::string name = rail_name(r.rail);
+    if (r.rail >= 0 && r.rail < static_cast<int>(health.rails.size())) {
+      FabricRailHealth& h = health.rails[r.rail];
+      h.paths = r.paths;
+      h.usable = r.usable;
+      h.failed = r.failed;
+      h.down = r.down;
+      h.flaps_last_hour = r.flaps_in_window;
+      h.alerting = r.alerting;
+      h.failed_peers = failed_peers[r.rail];
+      std::sort(h.failed_peers.begin(), h.failed_peers.end());
+    }
     flaps_window_.Set({name}, r.flaps_in_window);
     rail_down_.Set({name}, r.down ? 1 : 0);
     rail_views.push_back({{"rail", r.rail},
@@ -358,6 +463,17 @@ void FabricService::Publish(MonoTime now) {
                            {"peers", peers}};
   std::lock_guard lock(mu_);
   status_ = std::move(status);
+  health_ = std::move(health);
+}
+
+FabricHealthView FabricService::Health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+std::vector<FabricFlapAlert> FabricService::TakeFlapAlerts() {
+  std::lock_guard lock(mu_);
+  return std::exchange(alerts_raised_, {});
 }
 
 nlohmann::json FabricService::StatusJson() const {

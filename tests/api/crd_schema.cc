@@ -46,6 +46,7 @@ const std::map<std::string, Json>& Overrides() {
   static const std::map<std::string, Json> k = {
       {".status.probeAddresses[]", "10.0.0.1:7311"},
       {".status.nodePublicKey", "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="},
+      {".status.hostAddress", "10.0.200.1"},
       {".status.conditions[].type", "Ready"},
       {".status.conditions[].reason", "Populated"},
       {".spec.tolerations[].operator", "Equal"},

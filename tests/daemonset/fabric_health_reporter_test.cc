@@ -1,7 +1,7 @@
 // FabricHealthReporter against the in-memory API server on simulated time:
 // waits for the operator's object, writes only its own object's status with a
 // resourceVersion precondition, keeps the operator's condition, reports on
-// state changes at once, skips heartbeat-only writes, and backs off on errors.
+// state changes at once (at most one write per interval), skips heartbeat-only writes, and backs off on errors.
 #include <catch2/catch.hpp>
 
 #include "fake_clock.h"
@@ -101,10 +101,12 @@ TEST_CASE("a clock state change is reported at once; otherwise every interval", 
   Fixture f;
   f.OperatorCreates();
   REQUIRE(f.reporter.Tick() == Outcome::kWritten);
+  f.clock.Advance(10s);
+  REQUIRE(f.reporter.Tick() == Outcome::kUnchanged);  // nothing new: no write, next report due in 10 s
   f.clock.Advance(1s);
   REQUIRE(f.reporter.Tick() == Outcome::kNotDue);
   f.Lock();
-  REQUIRE(f.reporter.Tick() == Outcome::kWritten);  // immediately
+  REQUIRE(f.reporter.Tick() == Outcome::kWritten);  // immediately (the last write is older than the interval)
   REQUIRE(f.Status()["phase"] == "Healthy");
   REQUIRE(f.Status()["clockErrorBoundNs"] == 80);
   REQUIRE(f.Status()["clock"]["state"] == "LOCKED");
@@ -167,6 +169,7 @@ TEST_CASE("API errors back off and recover; endless conflicts give up for a whil
   f.clock.Advance(6s);
   REQUIRE(f.reporter.Tick() == Outcome::kWritten);
 
+  f.clock.Advance(10s);  // past the interval: a state change is written at once
   f.Lock();
   f.api.FailNext(100, ErrorCode::kConflict, kube::Verb::kPatch);
   REQUIRE(f.reporter.Tick() == Outcome::kConflict);

@@ -8,12 +8,12 @@
 namespace lockstep::agent {
 
 Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config, std::vector<RailInfo> rails,
-                                                      uint32_t host_address, uint64_t seed) {
+                                                      uint32_t host_address, uint64_t seed, bool discovered_peers) {
   auto fabric = fabric::FabricOptionsFromConfig(config);
   if (!fabric.ok()) return fabric.error();
   auto peers = FabricPeers(config, host_address);
   if (!peers.ok()) return peers.error();
-  if (peers->empty()) {
+  if (peers->empty() && !discovered_peers) {
     return InvalidArgument(
         "fabric.rails is set but no peer has a hostAddress: give each peer in peers[] the host address its "
         "applications use (e.g. hostAddress: 10.0.200.2), or remove fabric.rails to run clock sync only");
@@ -27,6 +27,7 @@ Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config,
   o.fabric = *fabric;
   o.peer_port = config.fabric.port;
   o.seed = seed;
+  o.await_peers = discovered_peers;
   return o;
 }
 

@@ -38,9 +38,13 @@ FabricHealthReporter::Outcome FabricHealthReporter::Tick() {
   const MonoTime now = clock_.Monotonic();
   if (now < retry_at_) return Outcome::kNotDue;  // backing off
   AgentReport report = source_();
-  const std::string reason = Assess(report.clock).reason;
-  const bool state_changed = written_reason_ != reason;
-  if (!state_changed && now < next_report_) return Outcome::kNotDue;
+  const std::string reason = Assess(report).reason;
+  // A changed Ready reason or rail condition is written at once, unless we
+  // wrote less than `interval` ago: then at the end of that interval. So a
+  // flapping fabric costs at most one write per interval.
+  const bool state_changed = written_signature_ != ReportSignature(report);
+  const bool rate_limited = last_write_ && now - *last_write_ < options_.interval;
+  if (now < next_report_ && (!state_changed || rate_limited)) return Outcome::kNotDue;
 
   Outcome o = Report(report, now);
   reports_.Inc({OutcomeName(o)});
@@ -75,7 +79,7 @@ FabricHealthReporter::Outcome FabricHealthReporter::Tick() {
 
 FabricHealthReporter::Outcome FabricHealthReporter::Report(const AgentReport& report, MonoTime now) {
   const kube::Gvr& gvr = kube::gvr::kFabricHealths;
-  const std::string reason = Assess(report.clock).reason;
+  const std::string signature = ReportSignature(report);
   for (int attempt = 0; attempt <= options_.max_conflicts; ++attempt) {
     if (!current_) {
       auto got = api_.Get(gvr, "", options_.node_name);
@@ -98,7 +102,7 @@ FabricHealthReporter::Outcome FabricHealthReporter::Report(const AgentReport& re
     if (written.ok()) {
       current_ = std::move(*written);
       last_write_ = now;
-      written_reason_ = reason;
+      written_signature_ = signature;
       return Outcome::kWritten;
     }
     current_.reset();  // re-read before the next attempt

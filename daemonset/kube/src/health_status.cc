@@ -1,5 +1,7 @@
 #include "lockstep/agent/kube/health_status.h"
 
+#include <algorithm>
+
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
@@ -31,9 +33,87 @@ Readiness Assess(const ClockSnapshot& c) {
           "clock sync has not locked yet: waiting for probe peers to answer (takes a few windows after start)"};
 }
 
+namespace {
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool IsTypeChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+}  // namespace
+
+std::string RailConditionType(const std::string& rail_name) {
+  std::string out = api::kRailConditionPrefix;
+  for (char c : rail_name) out += IsTypeChar(c) ? c : '-';
+  if (!IsAlnum(out.back())) out += 'x';  // a type ends alphanumeric
+  return out;
+}
+
+kube::Condition RailCondition(const RailReport& r) {
+  kube::Condition c{RailConditionType(r.name), "True", "RailUp", ""};
+  const std::string flapping =
+      r.alerting ? "; it flapped " + std::to_string(r.flaps_last_hour) +
+                       " times in the last hour, above the policy's flapAlertPerHour"
+                 : "";
+  if (r.paths == 0) {
+    c.status = "Unknown";
+    c.reason = "NoPeers";
+    c.message = "rail " + r.name + " has no fabric peer to probe yet (none discovered); it counts as up" + flapping;
+  } else if (r.down) {
+    c.status = "False";
+    c.reason = "RailDown";
+    c.message = "rail " + r.name + " is down: no path through it delivers (failed to " + JoinNames(r.failed_peers) +
+                "); traffic to its peers is pinned to the other rails" + flapping;
+  } else if (!r.failed_peers.empty()) {
+    c.reason = "PathsDown";
+    c.message = "rail " + r.name + " delivers to " + std::to_string(r.usable) + " of " + std::to_string(r.paths) +
+                " peers; paths down to " + JoinNames(r.failed_peers) + " (most likely their links)" + flapping;
+  } else if (r.usable == 0) {
+    c.status = "Unknown";
+    c.reason = "Probing";
+    c.message = "rail " + r.name + ": no verdict yet on its " + std::to_string(r.paths) + " paths" + flapping;
+  } else {
+    c.message = "rail " + r.name + " delivers to " + std::to_string(r.usable) + " of " + std::to_string(r.paths) +
+                " peers" + flapping;
+  }
+  return c;
+}
+
+Readiness Assess(const AgentReport& report) {
+  Readiness clock = Assess(report.clock);
+  if (!report.fabric) return clock;
+  std::vector<std::string> down;
+  for (const RailReport& r : report.fabric->rails) {
+    if (r.down) down.push_back(r.name + " (failed to " + JoinNames(r.failed_peers) + ")");
+  }
+  if (down.empty()) return clock;
+  const bool all = down.size() == report.fabric->rails.size();
+  return {all ? "Failed" : "Degraded", "False", "RailDown",
+          std::string(all ? "every fabric rail is down: " : "fabric rails down: ") + JoinNames(down) +
+              ". Clock: " + clock.reason};
+}
+
+std::string ReportSignature(const AgentReport& report) {
+  std::string s = Assess(report).reason;
+  if (report.fabric) {
+    for (const RailReport& r : report.fabric->rails) {
+      kube::Condition c = RailCondition(r);
+      s += "|" + c.type + "=" + c.status + "/" + c.reason;
+    }
+  }
+  return s;
+}
+
 Json BuildStatus(const Json& existing, const AgentReport& report, const std::string& now) {
   const ClockSnapshot& c = report.clock;
-  Readiness r = Assess(c);
+  Readiness r = Assess(report);
   api::FabricHealthAgentStatus a;
   a.node_name = report.node_name;
   a.phase = r.phase;
@@ -51,6 +131,15 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   a.rails_up = report.rails_up;
   a.rails_total = report.rails_total;
   a.flaps_last_hour = report.flaps_last_hour;
+  if (report.fabric) {
+    const FabricSnapshot& f = *report.fabric;
+    a.rails_total = static_cast<int>(f.rails.size());
+    a.rails_up = 0;
+    for (const RailReport& rail : f.rails) a.rails_up = *a.rails_up + (rail.down ? 0 : 1);
+    a.flaps_last_hour = f.flaps_last_hour;
+    a.last_flap_time = f.last_flap_time;
+    if (!f.host_address.empty()) a.host_address = f.host_address;
+  }
   // Fields this agent version does not produce yet (audit, lastProbeTime) and
   // nodePublicKey are kept as found until the agent sets them.
   const Json old = existing.is_object() ? existing : Json::object();
@@ -62,8 +151,25 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   for (const char* keep : {"audit", "auditResult", "lastProbeTime"}) {
     if (old.contains(keep)) s[keep] = old[keep];
   }
-  s["conditions"] = kube::SetCondition(s.value("conditions", Json::array()),
-                                       {api::kAgentConditionType, r.status, r.reason, r.message}, std::nullopt, now);
+  Json conditions = s.value("conditions", Json::array());
+  // Rail conditions: one per current rail; those of rails no longer
+  // configured are removed.
+  std::vector<kube::Condition> rails;
+  if (report.fabric) {
+    for (const RailReport& rail : report.fabric->rails) rails.push_back(RailCondition(rail));
+  }
+  Json kept = Json::array();
+  for (const Json& cond : conditions.is_array() ? conditions : Json::array()) {
+    const std::string type = cond.is_object() ? cond.value("type", "") : "";
+    const bool rail_type = type.rfind(api::kRailConditionPrefix, 0) == 0;
+    if (rail_type && std::none_of(rails.begin(), rails.end(), [&](const auto& rc) { return rc.type == type; })) {
+      continue;
+    }
+    kept.push_back(cond);
+  }
+  conditions = kube::SetCondition(kept, {api::kAgentConditionType, r.status, r.reason, r.message}, std::nullopt, now);
+  for (const kube::Condition& rc : rails) conditions = kube::SetCondition(conditions, rc, std::nullopt, now);
+  s["conditions"] = conditions;
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lockstep/common/log.h"
+#include "lockstep/kube/time_format.h"
 
 namespace lockstep::agent {
 
@@ -11,10 +12,41 @@ std::chrono::seconds StaleAfter(Nanos report_interval, Nanos heartbeat) {
   return std::chrono::ceil<std::chrono::seconds>(3 * std::max(report_interval, heartbeat));
 }
 
-KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, KubeAgentOptions options,
-                     metrics::Registry& registry)
+FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string& host_address) {
+  FabricSnapshot f;
+  f.host_address = host_address;
+  for (const FabricRailHealth& r : view.rails) {
+    f.rails.push_back({.name = r.name,
+                       .paths = r.paths,
+                       .usable = r.usable,
+                       .down = r.down,
+                       .failed_peers = r.failed_peers,
+                       .flaps_last_hour = r.flaps_last_hour,
+                       .alerting = r.alerting});
+  }
+  f.flaps_last_hour = view.flaps_last_hour;
+  if (view.last_flap) f.last_flap_time = kube::FormatRfc3339(*view.last_flap);
+  return f;
+}
+
+void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                     const std::string& node_name, const FabricFlapAlert& alert) {
+  kube::Json involved = health ? *health
+                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
+                                            {"kind", "FabricHealth"},
+                                            {"metadata", {{"name", node_name}}}};
+  events.Warning(involved, kFlapAlertReason,
+                 "fabric rail " + alert.rail + " of node " + node_name + " flapped " +
+                     std::to_string(alert.flaps_last_hour) + " times in the last hour, above the policy's " +
+                     "flapAlertPerHour (" + std::to_string(alert.threshold) +
+                     "): check its cable, transceiver and switch port (lockstep-agent fabric status shows its paths)");
+}
+
+KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
+                     KubeAgentOptions options, metrics::Registry& registry)
     : clock_(clock),
       service_(service),
+      fabric_(fabric),
       options_(std::move(options)),
       discovery_(std::make_unique<PeerDiscovery>(
           api, clock,
@@ -29,6 +61,10 @@ KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service
               .informer_seed = options_.seed},
           [this](const PeerSet& set) {
             if (service_) service_->SetPeers(set.selected, set.known);
+            if (fabric_) {
+              FabricPeerSet f = FabricPeersOf(set);
+              fabric_->SetPeers(std::move(f.probed), std::move(f.known));
+            }
           },
           registry)),
       reporter_(api, clock, [this] { return Snapshot(); },
@@ -36,7 +72,9 @@ KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service
                                 .interval = options_.report_interval,
                                 .heartbeat = options_.heartbeat,
                                 .seed = options_.seed},
-                registry) {
+                registry),
+      events_(api, clock,
+              kube::EventRecorderOptions{.component = "lockstep-agent", .host = options_.node_name, .registry = &registry}) {
   if (!options_.advertise_address.empty()) {
     advertise_ = options_.advertise_address;
   } else if (options_.bind_address != "0.0.0.0") {
@@ -47,7 +85,7 @@ KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service
 KubeAgent::~KubeAgent() { Stop(); }
 
 void KubeAgent::Start() {
-  if (service_) discovery_->Start();
+  if (service_ || fabric_) discovery_->Start();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -70,9 +108,13 @@ AgentReport KubeAgent::Snapshot() {
     if (advertise_) log::Info("advertising the probe address of our Node", {{"address", *advertise_}});
   }
   if (advertise_) r.probe_addresses.push_back(*advertise_ + ":" + std::to_string(options_.bound_port));
-  // One rail per bind address; link monitoring is future work, so all are up.
-  r.rails_total = 1;
-  r.rails_up = 1;
+  if (fabric_) {
+    r.fabric = FabricSnapshotOf(fabric_->Health(), options_.fabric_host_address);
+  } else {
+    // Clock sync only: one rail per bind address, not monitored (reported up).
+    r.rails_total = 1;
+    r.rails_up = 1;
+  }
   if (!service_) {
     r.clock.enabled = false;
     return r;
@@ -87,12 +129,20 @@ AgentReport KubeAgent::Snapshot() {
   return r;
 }
 
+void KubeAgent::RaiseFlapAlerts() {
+  if (!fabric_) return;
+  for (const FabricFlapAlert& a : fabric_->TakeFlapAlerts()) {
+    RecordFlapAlert(events_, reporter_.current(), options_.node_name, a);
+  }
+}
+
 void KubeAgent::Run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     lock.unlock();
-    if (service_) discovery_->Tick();
+    if (service_ || fabric_) discovery_->Tick();
     (void)reporter_.Tick();
+    RaiseFlapAlerts();
     lock.lock();
     cv_.wait_for(lock, options_.tick, [this] { return stop_; });
   }

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "lockstep/agent/config.h"
+#include "lockstep/agent/route_actuator.h"
 #include "lockstep/kube/object_meta.h"
 #include "lockstep/kube/time_format.h"
 
@@ -76,6 +77,8 @@ PeerDirectory BuildPeerDirectory(const std::vector<Json>& healths,
     std::optional<Endpoint> ep = FirstProbeAddress(*h);
     d.known.push_back({name, NodeIdFromName(name), ep.value_or(Endpoint{}),
                        kube::GetString(*h, {"status", "nodePublicKey"})});
+    const std::string host = kube::GetString(*h, {"status", "hostAddress"});
+    if (!host.empty() && ParseIpv4(host).ok()) d.host_addresses[name] = host;
     if (kube::FindPath(*h, {"metadata", "deletionTimestamp"})) continue;
     auto reported = ReportTime(*h);
     if (reported && reference && *reference - *reported > o.stale_after) continue;  // its agent is gone

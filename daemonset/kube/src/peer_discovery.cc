@@ -18,6 +18,21 @@ std::string Names(const std::vector<std::string>& v) {
 
 }  // namespace
 
+FabricPeerSet FabricPeersOf(const PeerSet& set) {
+  FabricPeerSet out;
+  auto add = [&](const std::vector<PeerTarget>& from, std::vector<FabricPeer>& to) {
+    for (const PeerTarget& p : from) {
+      auto it = set.host_addresses.find(p.name);
+      if (it == set.host_addresses.end()) continue;
+      auto addr = ParseIpv4(it->second);
+      if (addr.ok()) to.push_back({p.name, p.id, *addr});
+    }
+  };
+  add(set.selected, out.probed);
+  add(set.known, out.known);
+  return out;
+}
+
 PeerDiscovery::PeerDiscovery(kube::KubeApi& api, Clock& clock, PeerDiscoveryOptions options, OnChange on_change,
                              metrics::Registry& registry)
     : api_(api),
@@ -95,6 +110,7 @@ void PeerDiscovery::Tick() {
       SelectPeerNames(names, options_.directory.self, options_.peers_per_node, options_.seed);
   PeerSet set;
   set.known = std::move(dir.known);
+  set.host_addresses = std::move(dir.host_addresses);
   for (const PeerTarget& p : dir.candidates) {
     if (std::binary_search(chosen.begin(), chosen.end(), p.name)) set.selected.push_back(p);
   }

@@ -6,8 +6,10 @@
 //                              (lockstep/agent/kube/health_status.h): phase,
 //                              nodeName, lastReportTime, lastProbeTime, clock,
 //                              clockErrorBoundNs, probeAddresses, railsUp,
-//                              railsTotal, flapsLastHour, audit, auditResult,
-//                              nodePublicKey, and the Ready condition.
+//                              railsTotal, flapsLastHour, lastFlapTime, audit,
+//                              auditResult, nodePublicKey, hostAddress, the
+//                              Ready condition and one Rail-<name> condition
+//                              per fabric rail.
 //   FabricHealthOperatorStatus written by the operator (health_plan.cc):
 //                              policy and the PolicyConflict condition. Until
 //                              the agent's first report (no lastReportTime) the
@@ -70,6 +72,10 @@ struct FabricHealthAgentStatus {
   // Base64 of the node's 32-byte Ed25519 public key; the agent signs its clock
   // models and edges with the matching private key.
   std::optional<std::string> node_public_key;
+  // The node's fabric host address (IPv4), where its applications live and
+  // where peers send fabric path probes; only with fabric.rails.
+  std::optional<std::string> host_address;
+  std::optional<std::string> last_flap_time;  // RFC 3339: the latest flap of any rail
   bool operator==(const FabricHealthAgentStatus&) const = default;
 };
 
@@ -90,6 +96,9 @@ const std::vector<std::string>& AgentOwnedStatusKeys();
 const std::vector<std::string>& OperatorOwnedStatusKeys();
 inline constexpr char kAgentConditionType[] = "Ready";
 inline constexpr char kOperatorConditionType[] = "PolicyConflict";
+// One agent condition per fabric rail: "Rail-" + the interface name (see
+// RailConditionType in lockstep/agent/kube/health_status.h).
+inline constexpr char kRailConditionPrefix[] = "Rail-";
 
 // Parses .status (null: empty). Errors name the node and the field.
 Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node_name, const Json& status);

@@ -16,6 +16,13 @@
 //              Delete. A failed route change is retried by a level-based
 //              reconcile against the monitor's pins.
 //   Stop:      nothing to do: working routes stay (the next Start adopts them).
+//   SetPeers(): (Kubernetes mode) a new peer set from peer discovery, handed
+//              to the service thread and applied by its next RunOnce():
+//              paths of removed peers are dropped (their pins removed),
+//              new peers' paths start unknown. With await_peers, Start()
+//              defers adopting and reconciling the routes found until the
+//              first peer set arrives (without peers every owned route
+//              would look stale).
 //
 // One-way delays ride on the probes when clock sync is LOCKED at both ends
 // (fabric_now returns a value); otherwise replies carry none and ranking
@@ -23,8 +30,8 @@
 // unknown-sender datagrams are dropped and counted by reason
 // (lockstep_fabric_probe_dropped_total).
 //
-// Thread-safety: Start() and RunOnce() from one thread; StatusJson() and
-// RefreshGauges() from any thread.
+// Thread-safety: Start() and RunOnce() from one thread; SetPeers(),
+// StatusJson(), Health() and TakeFlapAlerts() from any thread.
 #pragma once
 
 #include <chrono>
@@ -55,6 +62,39 @@ struct FabricServiceOptions {
   int peer_port = 0;  // every peer's fabric probe port (fabric.port is the same on every host)
   uint64_t seed = 1;  // probe jitter
   std::chrono::nanoseconds reconcile_every = std::chrono::seconds(30);  // level-based route repair
+  // Kubernetes mode: setup.peers starts empty and SetPeers() provides them;
+  // the start-up route adoption waits for the first peer set.
+  bool await_peers = false;
+};
+
+// One local rail as FabricHealth reports it (from fabric::RailView).
+struct FabricRailHealth {
+  std::string name{};  // the rail's interface
+  int paths = 0;       // one per probed peer
+  int usable = 0;      // up or suspect
+  int failed = 0;    // down or recovering
+  bool down = false;  // every path with a verdict failed (and at least one did)
+  int flaps_last_hour = 0;
+  bool alerting = false;  // flaps above flapAlertPerHour
+  std::vector<std::string> failed_peers{};  // peers whose path on this rail is down or recovering, by name
+  bool operator==(const FabricRailHealth&) const = default;
+};
+
+// What FabricHealth needs from the service: one entry per configured rail,
+// in rail order, as of the last publish (every 200 ms).
+struct FabricHealthView {
+  std::vector<FabricRailHealth> rails{};
+  int flaps_last_hour = 0;              // all rails
+  std::optional<WallTime> last_flap{};  // wall clock when the latest flap was seen
+  int peers = 0;                      // peers probed
+  bool operator==(const FabricHealthView&) const = default;
+};
+
+// A rail's flap alert as raised (once per raise; see fabric::FlapAlert).
+struct FabricFlapAlert {
+  std::string rail{};
+  int flaps_last_hour = 0;
+  int threshold = 0;  // flapAlertPerHour
 };
 
 class FabricService {
@@ -73,8 +113,20 @@ class FabricService {
   // One iteration; waits at most `max_wait` (less when a probe is due).
   void RunOnce(std::chrono::nanoseconds max_wait);
 
+  // Hands a new peer set to the service thread (applied by the next
+  // RunOnce). `probed`: the peers to watch (paths, pins); `known`: every
+  // peer whose probes we answer (probed ones are added). Entries for this
+  // node, without a host address, or with our own host address are
+  // ignored; of peers sharing a host address only the first (by name) is
+  // kept (logged).
+  void SetPeers(std::vector<FabricPeer> probed, std::vector<FabricPeer> known);
+
   // `fabric status` (GET /fabric): rails, paths, peers and their routes.
   nlohmann::json StatusJson() const;
+  // Rails, flaps and the last flap as of the last publish.
+  FabricHealthView Health() const;
+  // The flap alerts raised since the last call (each raise once).
+  std::vector<FabricFlapAlert> TakeFlapAlerts();
   const fabric::PathMonitor& monitor() const { return monitor_; }
 
  private:
@@ -83,6 +135,9 @@ class FabricService {
   void Apply(const fabric::Decisions& d);
   void Reconcile(MonoTime now);
   void Publish(MonoTime now);  // gauges and the status snapshot
+  Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error
+  void ApplyPendingPeers(MonoTime now);
+  void WatchPeers(const std::vector<std::string>& names, MonoTime now);
   const FabricPeer* PeerById(NodeId id) const;
   const FabricPeer* PeerByName(const std::string& name) const;
 
@@ -100,9 +155,15 @@ class FabricService {
   MonoTime next_reconcile_{};
   MonoTime next_publish_{};
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
+  std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
+  bool adopted_ = false;           // the start-up route adoption ran
+  std::optional<WallTime> last_flap_wall_;
 
   mutable std::mutex mu_;
   nlohmann::json status_;  // GUARDED_BY(mu_)
+  FabricHealthView health_;  // GUARDED_BY(mu_)
+  std::vector<FabricFlapAlert> alerts_raised_;  // GUARDED_BY(mu_)
+  std::optional<std::pair<std::vector<FabricPeer>, std::vector<FabricPeer>>> pending_peers_;  // GUARDED_BY(mu_)
 
   metrics::Family& state_;
   metrics::Family& loss_;

@@ -24,9 +24,12 @@ namespace lockstep::agent {
 // discovered and this host's address: FabricOptionsFromConfig for the
 // numbers, FabricPeers for the peers. InvalidArgument when fabric.rails is
 // set but no peer has a hostAddress (nothing to watch), or a peer's host
-// address is wrong (see FabricPeers).
+// address is wrong (see FabricPeers). With `discovered_peers` (Kubernetes
+// mode) the peers come later from FabricService::SetPeers: none are
+// required and the route adoption waits for them (await_peers).
 Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config, std::vector<RailInfo> rails,
-                                                      uint32_t host_address, uint64_t seed);
+                                                      uint32_t host_address, uint64_t seed,
+                                                      bool discovered_peers = false);
 
 // One line for the start-up log about what failover covers, given the RDMA
 // devices present ("no RDMA device present: ..." when there are none).
@@ -53,6 +56,8 @@ class FabricAgent {
   FabricProbeCodec& codec() { return codec_; }
   int port() const { return socket_->port(); }
   const FabricServiceOptions& options() const { return options_; }
+  // The service, for SetPeers/Health/TakeFlapAlerts (thread-safe ones only).
+  FabricService& service() { return service_; }
   // Whether the prober thread got SCHED_FIFO (needs CAP_SYS_NICE); valid after Start().
   bool realtime() const { return realtime_; }
   static constexpr int kRealtimePriority = 10;

@@ -1,8 +1,11 @@
 // FabricHealthReporter: writes this node's FabricHealth status (and only
 // that object) with a merge patch on the status subresource.
 //
-//  - Due every `interval`, and at once when the clock state (the Ready
-//    reason) differs from the one last written.
+//  - Due every `interval`, and at once when the Ready reason or a rail
+//    condition (ReportSignature) differs from the one last written, but
+//    never more than one write per `interval`: a change within `interval`
+//    of the last write waits for the end of it (paths that flap every
+//    second on 10,000 nodes cost each node one write per interval).
 //  - Read-modify-write: the status is built on the object as last read or
 //    written (BuildStatus keeps the operator's fields and conditions) and sent
 //    with its resourceVersion; 409 Conflict re-reads and retries (up to
@@ -65,7 +68,7 @@ class FabricHealthReporter {
   kube::Backoff backoff_;
   metrics::Family& reports_;
   std::optional<kube::Json> current_;
-  std::optional<std::string> written_reason_;  // Ready reason of our last write
+  std::optional<std::string> written_signature_;  // ReportSignature of our last write
   std::optional<MonoTime> last_write_;
   MonoTime next_report_{};
   MonoTime retry_at_{};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lockstep/agent/clock_model.h"
+#include "lockstep/kube/conditions.h"
 #include "lockstep/kube/kube_api.h"
 
 namespace lockstep::agent {
@@ -35,12 +36,34 @@ struct ClockSnapshot {
   int peers = 0;                            // own edges fitted in the last window
 };
 
+// One fabric rail as the fabric service sees it (FabricService::Health()).
+struct RailReport {
+  std::string name{};  // the rail's interface
+  int paths = 0;       // one per probed peer; 0: no peers yet
+  int usable = 0;    // paths up or suspect
+  bool down = false;  // no path delivers and at least one failed
+  std::vector<std::string> failed_peers{};  // peers whose path on this rail is down or recovering
+  int flaps_last_hour = 0;
+  bool alerting = false;  // flaps above flapAlertPerHour
+};
+
+// Fabric failover's view (only with fabric.rails).
+struct FabricSnapshot {
+  std::string host_address{};        // status.hostAddress
+  std::vector<RailReport> rails{};  // rail order
+  int flaps_last_hour = 0;
+  std::optional<std::string> last_flap_time{};  // RFC 3339
+};
+
 struct AgentReport {
   std::string node_name;
   std::vector<std::string> probe_addresses;  // "IPv4:port", one per rail
+  // Without fabric: as given. With fabric: BuildStatus derives railsUp,
+  // railsTotal and flapsLastHour from `fabric` and these are ignored.
   int rails_up = 0;
   int rails_total = 0;
   int flaps_last_hour = 0;
+  std::optional<FabricSnapshot> fabric;
   ClockSnapshot clock;
   // Base64 of this node's Ed25519 public key (status.nodePublicKey); nullopt
   // keeps whatever the status holds.
@@ -60,6 +83,33 @@ struct Readiness {
   std::string message;
 };
 Readiness Assess(const ClockSnapshot& clock);
+
+// Phase and Ready for the whole report: the clock's (above) unless a fabric
+// rail is down, then
+//   some rails down -> Degraded, Ready=False RailDown (message names the rails
+//                      and the peers whose paths failed; the clock's reason follows)
+//   every rail down -> Failed,   Ready=False RailDown
+// A rail without peers (none discovered yet, or a one-node policy) has no
+// verdict and counts as up.
+Readiness Assess(const AgentReport& report);
+
+// The condition for one rail: type RailConditionType(name);
+//   True    RailUp       every path delivers
+//   True    PathsDown    some paths down: names the peers (their side, most likely)
+//   False   RailDown     no path delivers: names the peers
+//   Unknown NoPeers      no peer to probe yet (counts as up)
+//   Unknown Probing      paths have no verdict yet (counts as up)
+// A rail flapping above flapAlertPerHour says so in the message.
+kube::Condition RailCondition(const RailReport& rail);
+
+// "Rail-" + the interface name with characters a condition type may not
+// hold (it allows [-A-Za-z0-9_.], alphanumeric last) replaced by '-', and an
+// 'x' appended when it would not end alphanumeric.
+std::string RailConditionType(const std::string& rail_name);
+
+// What a write is due for at once (subject to the reporter's rate limit):
+// the Ready reason and every rail condition's status and reason.
+std::string ReportSignature(const AgentReport& report);
 
 // The full status to write: `existing` (the object's .status, or null) with
 // the agent's fields replaced. The Ready condition keeps its

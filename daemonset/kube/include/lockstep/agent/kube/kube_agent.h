@@ -4,6 +4,12 @@
 //    (ClockSyncService::SetPeers).
 //  - FabricHealthReporter: the ClockSyncService's state -> our FabricHealth
 //    status, including our probe endpoint (status.probeAddresses).
+//  - With fabric failover (agent.yaml fabric.rails): the FabricService gets
+//    its peers from the same discovery (FabricPeersOf: the clock-sync
+//    selection, peers with a status.hostAddress), the report carries its
+//    rails, flaps and last flap (FabricSnapshotOf), we publish our host
+//    address (status.hostAddress), and each flap alert the service raises
+//    becomes one Warning Event (reason FabricFlapAlert) on our FabricHealth.
 //
 // The advertised probe address is --advertise-address, else the bind address
 // when it is a specific one, else our Node's InternalIP (looked up; not
@@ -22,10 +28,12 @@
 #include <thread>
 
 #include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/fabric_service.h"
 #include "lockstep/agent/kube/fabric_health_reporter.h"
 #include "lockstep/agent/kube/peer_discovery.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/kube/event_recorder.h"
 #include "lockstep/kube/kube_api.h"
 
 namespace lockstep::agent {
@@ -44,14 +52,27 @@ struct KubeAgentOptions {
   Nanos report_interval = std::chrono::seconds(10);
   Nanos heartbeat = std::chrono::seconds(30);
   Nanos tick = std::chrono::milliseconds(250);
+  std::string fabric_host_address;  // status.hostAddress (with a FabricService)
 };
+
+inline constexpr char kFlapAlertReason[] = "FabricFlapAlert";
+
+// The report's fabric part from the service's view; `host_address` is ours.
+FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string& host_address);
+
+// The Warning Event for a flap alert: reason kFlapAlertReason, involved
+// object our FabricHealth (`health` as last read; a minimal reference to
+// FabricHealth/<node> before the first read).
+void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                     const std::string& node_name, const FabricFlapAlert& alert);
 
 class KubeAgent {
  public:
-  // `service` is null when clock sync is disabled. REQUIRES: api, clock,
-  // service and registry outlive the agent.
-  KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, KubeAgentOptions options,
-            metrics::Registry& registry);
+  // `service` is null when clock sync is disabled, `fabric` without
+  // fabric.rails. REQUIRES: api, clock, service, fabric and registry
+  // outlive the agent.
+  KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
+            KubeAgentOptions options, metrics::Registry& registry);
   ~KubeAgent();  // Stop()s
   KubeAgent(const KubeAgent&) = delete;
   KubeAgent& operator=(const KubeAgent&) = delete;
@@ -64,12 +85,15 @@ class KubeAgent {
 
  private:
   void Run();
+  void RaiseFlapAlerts();
 
   Clock& clock_;
   ClockSyncService* service_;
+  FabricService* fabric_;
   const KubeAgentOptions options_;
   std::unique_ptr<PeerDiscovery> discovery_;
   FabricHealthReporter reporter_;
+  kube::EventRecorder events_;
   std::optional<std::string> advertise_;
 
   std::mutex mu_;

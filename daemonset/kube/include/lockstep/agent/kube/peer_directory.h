@@ -15,6 +15,9 @@
 //    median-based so that a few agents with wrong wall clocks cannot.
 //  - known: every node of the policy (the sender filter accepts them; port 0
 //    when no address is known, so they are probed back where they send from).
+//  - host_addresses: the fabric host address (status.hostAddress) of every
+//    other node of the policy that publishes a valid one (agents with
+//    fabric.rails do); fabric failover probes and answers these.
 #pragma once
 
 #include "lockstep/api/defaults.h"
@@ -45,6 +48,7 @@ struct PeerDirectory {
   // Candidates that need their Node's InternalIP (fallback on, no
   // probeAddresses, not in the `node_addresses` given).
   std::vector<std::string> need_node_address;
+  std::map<std::string, std::string> host_addresses;  // node name -> IPv4
 };
 
 // `healths`: FabricHealth objects (any policy; others are ignored).

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/agent/fabric_setup.h"
 #include "lockstep/agent/kube/peer_directory.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
@@ -43,8 +44,20 @@ struct PeerDiscoveryOptions {
 struct PeerSet {
   std::vector<PeerTarget> selected;  // by name
   std::vector<PeerTarget> known;     // by name
+  std::map<std::string, std::string> host_addresses;  // fabric host addresses (PeerDirectory)
   bool operator==(const PeerSet&) const = default;
 };
+
+// Fabric failover's peers in a peer set: it probes the same peers clock
+// sync selected (rendezvous, peers_per_node), those that publish a host
+// address, and answers every known node with one (a node another agent
+// selected may not have selected it back).
+struct FabricPeerSet {
+  std::vector<FabricPeer> probed;  // by name
+  std::vector<FabricPeer> known;   // by name
+  bool operator==(const FabricPeerSet&) const = default;
+};
+FabricPeerSet FabricPeersOf(const PeerSet& set);
 
 class PeerDiscovery {
  public:
