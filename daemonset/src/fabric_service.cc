@@ -60,9 +60,9 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       peer_rail_(registry.Gauge("lockstep_fabric_peer_rail",
                                 "The rail this host's traffic to the peer is pinned to; -1: static ECMP (no pin)",
                                 {"peer"})),
-      flaps_window_(registry.Gauge("lockstep_fabric_flaps_last_hour", "Flaps of the rail's paths in the last hour",
+      flaps_window_(registry.Gauge("lockstep_fabric_flaps_last_hour", "Rail flaps (every path of the rail failed) in the last hour",
                                    {"rail"})),
-      flaps_total_(registry.Counter("lockstep_fabric_flaps_total", "Flaps (a path going down after delivering)",
+      flaps_total_(registry.Counter("lockstep_fabric_flaps_total", "Rail flaps: every path of the rail failed after it delivered",
                                     {"rail"})),
       alerts_(registry.Counter("lockstep_fabric_flap_alerts_total",
                                "Flap alerts: the rail's flaps in the last hour rose above flapAlertPerHour",
@@ -278,16 +278,19 @@ void FabricService::Apply(const fabric::Decisions& d) {
     const std::string rail = t.path.rail < static_cast<int>(options_.setup.rails.size())
                                  ? options_.setup.rails[t.path.rail].name
                                  : std::to_string(t.path.rail);
-    if (t.flap) {
-      flaps_total_.Inc({rail});
-      last_flap_wall_ = clock_.Wall();
-    }
     log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
                {{"path", fabric::ToString(t.path)},
                 {"rail", rail},
                 {"from", fabric::ToString(t.from)},
                 {"to", fabric::ToString(t.to)},
                 {"flap", t.flap ? "true" : "false"}});
+  }
+  for (const fabric::RailFlap& f : d.flaps) {
+    const std::string rail = f.rail < static_cast<int>(options_.setup.rails.size()) ? options_.setup.rails[f.rail].name
+                                                                                    : std::to_string(f.rail);
+    flaps_total_.Inc({rail});
+    last_flap_wall_ = clock_.Wall();
+    log::Warn("fabric rail flapped: every path of the rail failed", {{"rail", rail}});
   }
   for (const fabric::FlapAlert& a : d.alerts) {
     const std::string rail = a.rail < static_cast<int>(options_.setup.rails.size())

@@ -91,21 +91,37 @@ void PathMonitor::Reindex(const PathKey& key) {
 }
 
 void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
+  std::map<int, Time> touched;  // rail -> its latest transition
   for (Transition& t : transitions) {
     dirty_peers_.insert(t.path.peer);
-    if (t.flap) {
-      last_flap_ = t.at;
-      path_flaps_.at(t.path).Record(t.at);
-      // One failure of a rail link takes down every path through it within a
-      // detection time: count it once for the rail.
-      auto last = rail_last_path_flap_.find(t.path.rail);
-      const bool same_event = last != rail_last_path_flap_.end() && t.at - last->second <= WorstCaseDetection(options_);
-      rail_last_path_flap_[t.path.rail] = t.at;
-      FlapCounter& rail = rail_flaps_.try_emplace(t.path.rail, options_.flap_window, options_.flap_alert_per_hour)
-                              .first->second;
-      if (!same_event && rail.Record(t.at)) out.alerts.push_back({t.path.rail, rail.Count(t.at), t.at});
-    }
+    if (t.flap) path_flaps_.at(t.path).Record(t.at);
+    Time& at = touched[t.path.rail];
+    at = std::max(at, t.at);
     out.transitions.push_back(std::move(t));
+  }
+  // A rail flaps when it goes dead after it delivered: every one of its paths
+  // with a verdict is down, as when this host's link on the rail dies (a
+  // recovering path answers probes, so a link that comes back and dies again
+  // during the hold-down flaps again). One peer's broken link fails only that
+  // peer's path: the peer's rail flaps, ours does not.
+  for (const auto& [rail, at] : touched) {
+    int alive = 0, down = 0;
+    for (auto it = paths_.lower_bound(PathKey{rail, "", 0}); it != paths_.end() && it->first.rail == rail; ++it) {
+      const PathState st = it->second.state();
+      alive += Usable(st) || st == PathState::kRecovering ? 1 : 0;
+      down += st == PathState::kDown ? 1 : 0;
+    }
+    const bool dead = down > 0 && alive == 0;
+    if (alive > 0) rail_delivered_.insert(rail);
+    bool& was_dead = rail_dead_[rail];
+    if (dead && !was_dead && rail_delivered_.contains(rail)) {
+      last_flap_ = at;
+      out.flaps.push_back({rail, at});
+      FlapCounter& counter =
+          rail_flaps_.try_emplace(rail, options_.flap_window, options_.flap_alert_per_hour).first->second;
+      if (counter.Record(at)) out.alerts.push_back({rail, counter.Count(at), at});
+    }
+    was_dead = dead;
   }
 }
 

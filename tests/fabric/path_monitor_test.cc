@@ -60,8 +60,10 @@ TEST_CASE("ECMP mode: a cut rail is detected within the worst case, the peer mov
   REQUIRE(up - At(3s) <= 2s + 12ms);  // the first probe after the repair, plus its round trip
   REQUIRE(sim.routes().empty());
   REQUIRE(sim.route_changes() == 2);
-  REQUIRE(m.FlapsInWindow(At(5100ms)) == 1);
-  REQUIRE(m.LastFlap() == down);
+  // One peer's path, not the whole rail: a path flap, no rail flap.
+  REQUIRE(m.FlapsInWindow(At(5100ms)) == 0);
+  REQUIRE_FALSE(m.LastFlap());
+  for (const PathView& v : m.Paths(At(5100ms))) REQUIRE(v.flaps_in_window == (v.path == PathKey{0, "b", 0} ? 1 : 0));
 }
 
 TEST_CASE("home pins: every peer is pinned to its home path, moves off it when it fails, and returns when it is re-admitted", "[fabric]") {
@@ -122,6 +124,41 @@ TEST_CASE("one link flapping is counted once per flap for its rail, and alerts o
   REQUIRE(sim.alerts()[0].rail == 0);
   REQUIRE(sim.alerts()[0].flaps_in_window == 9);
   for (const PathView& v : m.Paths(At(13s))) REQUIRE(v.flaps_in_window == (v.path.rail == 0 ? 12 : 0));
+}
+
+TEST_CASE("a peer's link flapping is a path flap, not a flap of our rail: no alert here", "[fabric]") {
+  FabricOptions o;
+  o.readmit_after = 100ms;
+  PathMonitor m(o, 2);
+  Faults f;
+  // Peer c's rail-0 link flaps 12 times; b and d stay reachable on rail 0.
+  for (int i = 0; i < 12; ++i) f.cuts.emplace_back(At(i * 1s + 500ms), At(i * 1s + 700ms), 0, "c");
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b", "c", "d"}));
+  sim.RunUntil(At(13s));
+  REQUIRE(m.RailFlaps(0, At(13s)) == 0);
+  REQUIRE(m.FlapsInWindow(At(13s)) == 0);
+  REQUIRE_FALSE(m.LastFlap());
+  REQUIRE(sim.alerts().empty());
+  for (const PathView& v : m.Paths(At(13s))) {
+    INFO(v.path.peer << " rail " << v.path.rail);
+    REQUIRE(v.flaps_in_window == (v.path.rail == 0 && v.path.peer == "c" ? 12 : 0));
+  }
+  for (const RailView& r : m.Rails(At(13s))) REQUIRE_FALSE(r.alerting);
+}
+
+TEST_CASE("a rail that is dead from the start does not flap; once it delivered, going down is a flap", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 4);
+  Faults f{{{At(0s), At(2s), 0, ""}, {At(5s), At(6s), 0, ""}}};
+  FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+  sim.Start(EnumeratePaths(2, {"b", "c"}));
+  sim.RunUntil(At(1900ms));
+  REQUIRE(m.Rails(At(1900ms))[0].down);
+  REQUIRE(m.RailFlaps(0, At(1900ms)) == 0);
+  sim.RunUntil(At(5500ms));
+  REQUIRE(m.RailFlaps(0, At(5500ms)) == 1);
+  REQUIRE(m.LastFlap().has_value());
+  REQUIRE(*m.LastFlap() >= At(5s));
 }
 
 TEST_CASE("adopted pins are kept until the paths have a verdict, then planned like our own", "[fabric]") {

@@ -33,19 +33,29 @@
 namespace lockstep::fabric {
 
 // Edge-triggered: once when a rail's flaps in the window rise above the
-// threshold; again only after they fell back to it or below.
+// threshold; again only after they fell back to it or below. A rail flaps
+// when, after it delivered, every one of its paths is down: this host's link
+// on the rail died. A path flap (one peer's path) is counted for the path only,
+// so a peer's bad link does not raise alerts on every host that talks to it.
 struct FlapAlert {
   int rail = 0;
   int flaps_in_window = 0;
   Time at{};
 };
 
+// A rail flap (see FlapAlert): this host's link on the rail died.
+struct RailFlap {
+  int rail = 0;
+  Time at{};
+};
+
 // What one call decided. Apply actions in order.
 struct Decisions {
   std::vector<Transition> transitions;
+  std::vector<RailFlap> flaps;
   std::vector<FlapAlert> alerts;
   std::vector<RouteAction> actions;
-  bool empty() const { return transitions.empty() && alerts.empty() && actions.empty(); }
+  bool empty() const { return transitions.empty() && flaps.empty() && alerts.empty() && actions.empty(); }
 };
 
 // One path for metrics and `fabric status`.
@@ -66,7 +76,7 @@ struct RailView {
   int rail = 0;
   int paths = 0, usable = 0, failed = 0;  // usable: up or suspect
   bool down = false;
-  int flaps_in_window = 0;
+  int flaps_in_window = 0;  // rail flaps (see FlapAlert) in the flap window
   bool alerting = false;  // above flap_alert_per_hour (until it slides back)
 };
 
@@ -122,7 +132,8 @@ class PathMonitor {
   std::map<std::string, std::set<PathKey>> peer_paths_;
   std::map<PathKey, FlapCounter> path_flaps_;
   std::map<int, FlapCounter> rail_flaps_;
-  std::map<int, Time> rail_last_path_flap_;  // coalesces one event seen on many paths
+  std::map<int, bool> rail_dead_;   // every path with a verdict down, as of the last transition
+  std::set<int> rail_delivered_;     // rails that had a usable path (a first down is no flap)
   std::map<PathKey, Time> deadline_of_;                 // each path's NextDeadline
   std::set<std::pair<Time, PathKey>> deadlines_;        // the same, by time
   std::map<std::string, PathKey> pins_;
