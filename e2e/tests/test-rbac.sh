@@ -94,8 +94,10 @@ check_can agent no list nodes
 check_can agent no list fabricpolicies
 check_can agent no get configmaps -n $NS
 check_can agent no create events -n $NS
+check_can agent yes create events -n default  # flap alerts, about its (cluster-scoped) FabricHealth
+check_can agent no delete events -n default
 check_can agent no get secrets -n $NS
-pass "agent RBAC: read FabricHealths and a Node, write FabricHealth status; nothing else"
+pass "agent RBAC: read FabricHealths and a Node, write FabricHealth status and Events in default; nothing else"
 
 check_can operator no create pods -n $NS
 check_can operator no delete pods -n $NS

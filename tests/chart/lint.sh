@@ -176,8 +176,9 @@ expect_rules "operator Role with probeKey.existingSecret (no create secrets)" "$
 [secrets] [get] names=[my-key]"
 expect_rules "agent ClusterRole" "$r" ClusterRole lockstep-agent "[fabrichealths] [get, list, watch]
 [fabrichealths/status] [get, update, patch]
-[nodes] [get]
-[events] [create, patch]"
+[nodes] [get]"
+expect_rules "agent Role for flap alert Events (namespace default only)" "$r" Role lockstep-agent-events \
+  "[events] [create, patch]"
 if [[ -z "$(rbac_rules "$r" Role lockstep-agent)" ]]; then
   ok "no namespaced Role for the agent (it reads its config and key from volumes)"
 else
