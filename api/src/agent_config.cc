@@ -20,6 +20,8 @@ AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPol
   c.failover.readmit_after_seconds = spec.failover.readmit_after_seconds;
   c.failover.max_hold_down_seconds = spec.failover.max_hold_down_seconds;
   c.flap_alert_per_hour = spec.flap_alert_per_hour;
+  c.fabric.rails = spec.rails;
+  c.fabric.host_interface = spec.host_interface;
   c.probe_key_file = kProbeKeyFile;
   c.health_addr = {kHealthHost, health_port};
   c.time_api_addr = {kTimeApiHost, health_port + 1};

@@ -259,8 +259,8 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       std::set<std::string> seen;
       for (const std::string& rail : c.fabric.rails) {
         if (err.empty() && !seen.insert(rail).second) r.Fail("fabric.rails names \"" + rail + "\" twice");
-        if (err.empty() && (rail.empty() || rail.size() > 15)) {
-          r.Fail("fabric.rails: \"" + rail + "\" is not an interface name (1 to 15 characters)");
+        if (err.empty() && !IsInterfaceName(rail)) {
+          r.Fail("fabric.rails: \"" + rail + "\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
         }
       }
     }

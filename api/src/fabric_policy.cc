@@ -1,5 +1,7 @@
 #include "lockstep/api/fabric_policy.h"
 
+#include <algorithm>
+
 #include "json_reader.h"
 #include "lockstep/api/validation.h"
 
@@ -163,6 +165,27 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
     r.Fail(FailoverOrderMessage("spec.failover", p.failover.readmit_after_seconds, p.failover.max_hold_down_seconds));
   }
   r.Int(spec, "flapAlertPerHour", "spec.flapAlertPerHour", 1, kMaxFlapAlertPerHour, p.flap_alert_per_hour);
+  const Json& rails = r.Array(spec, "rails", "spec.rails");
+  if (rails.size() > static_cast<size_t>(kMaxRails)) {
+    r.Fail("spec.rails may list at most " + std::to_string(kMaxRails) + " interfaces (got " +
+           std::to_string(rails.size()) + ")");
+  }
+  for (size_t i = 0; r.ok() && i < rails.size(); ++i) {
+    const std::string path = "spec.rails[" + std::to_string(i) + "]";
+    if (!rails[i].is_string() || !IsInterfaceName(rails[i].get<std::string>())) {
+      r.Fail(path + " must be a network interface name (1 to 15 characters, no '/', ':' or whitespace; got " +
+             rails[i].dump() + ")");
+    } else if (std::find(p.rails.begin(), p.rails.end(), rails[i].get<std::string>()) != p.rails.end()) {
+      r.Fail(path + " names " + rails[i].dump() + " twice");
+    } else {
+      p.rails.push_back(rails[i].get<std::string>());
+    }
+  }
+  r.String(spec, "hostInterface", "spec.hostInterface", p.host_interface, false, 15);
+  if (r.ok() && !IsInterfaceName(p.host_interface)) {
+    r.Fail("spec.hostInterface must be a network interface name (1 to 15 characters, no '/', ':' or whitespace; got \"" +
+           p.host_interface + "\")");
+  }
   const Json& agent = r.Object(spec, "agent", "spec.agent");
   r.String(agent, "image", "spec.agent.image", p.agent.image, false, 512);
   r.Enum(agent, "imagePullPolicy", "spec.agent.imagePullPolicy", {"Always", "IfNotPresent", "Never"},
@@ -243,6 +266,8 @@ Json ToJson(const FabricPolicySpec& p) {
                         {"readmitAfterSeconds", p.failover.readmit_after_seconds},
                         {"maxHoldDownSeconds", p.failover.max_hold_down_seconds}}},
           {"flapAlertPerHour", p.flap_alert_per_hour},
+          {"rails", p.rails},
+          {"hostInterface", p.host_interface},
           {"agent", {{"image", p.agent.image},
                      {"imagePullPolicy", p.agent.image_pull_policy},
                      {"priorityClassName", p.agent.priority_class_name},

@@ -25,6 +25,14 @@ bool IsDnsSubdomain(const std::string& s) {
 
 }  // namespace
 
+bool IsInterfaceName(const std::string& s) {
+  if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
+  for (char c : s) {
+    if (c == '/' || c == ':' || c <= ' ' || c == 0x7f) return false;
+  }
+  return true;
+}
+
 bool IsIpv4(const std::string& s) {
   int parts = 0;
   size_t start = 0;

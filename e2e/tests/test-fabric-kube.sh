@@ -85,6 +85,7 @@ cleanup() {
     kubectl patch fabricpolicy $POLICY --type json -p '[{"op":"remove","path":"/spec/flapAlertPerHour"}]' \
       >/dev/null 2>&1 || true
   fi
+  kubectl patch fabricpolicy $POLICY --type merge -p '{"spec":{"rails":[]}}' >/dev/null 2>&1 || true
   kubectl -n default delete events --field-selector reason=FabricFlapAlert >/dev/null 2>&1 || true
   kubectl delete fabrichealth --all --wait=true >/dev/null 2>&1 || true
   wait_for "the operator to recreate the FabricHealths" 60 healths_match_gpu_nodes
@@ -99,17 +100,16 @@ for h in $(seq 0 $((HOSTS - 1))); do
 done
 kubectl -n default delete events --field-selector reason=FabricFlapAlert >/dev/null 2>&1 || true
 
-# The policy's flap alert threshold, lowered; the operator re-renders agent.yaml.
-kubectl patch fabricpolicy $POLICY --type merge -p "{\"spec\":{\"flapAlertPerHour\":$ALERT_AT}}" >/dev/null
+# The policy names the nodes' rails (spec.rails) and lowers the flap alert
+# threshold; the operator re-renders agent.yaml, which the agents run as is.
+kubectl patch fabricpolicy $POLICY --type merge \
+  -p "{\"spec\":{\"flapAlertPerHour\":$ALERT_AT,\"rails\":[\"rail0\",\"rail1\"],\"hostInterface\":\"host0\"}}" >/dev/null
 config_rendered() {
-  kubectl -n $NS get configmap "lockstep-agent-$POLICY" -o jsonpath='{.data.agent\.yaml}' >"$OUT/policy.yaml" &&
-    grep -qx "flapAlertPerHour: $ALERT_AT" "$OUT/policy.yaml"
+  kubectl -n $NS get configmap "lockstep-agent-$POLICY" -o jsonpath='{.data.agent\.yaml}' >"$OUT/agent.yaml" &&
+    grep -qx "flapAlertPerHour: $ALERT_AT" "$OUT/agent.yaml" && grep -qx '  rails: \[rail0, rail1\]' "$OUT/agent.yaml" &&
+    grep -qx '  hostInterface: host0' "$OUT/agent.yaml"
 }
-wait_for "the operator to render flapAlertPerHour: $ALERT_AT into ConfigMap lockstep-agent-$POLICY" 60 config_rendered
-grep -qx '  rails: \[\]' "$OUT/policy.yaml" || fail "unexpected fabric section in the rendered agent.yaml: $(cat "$OUT/policy.yaml")"
-# This node's part of agent.yaml: its rails (a real node's DaemonSet config
-# would name its NICs the same way).
-sed 's/^  rails: \[\]$/  rails: [rail0, rail1]/' "$OUT/policy.yaml" >"$OUT/agent.yaml"
+wait_for "the operator to render the policy's rails and flapAlertPerHour into ConfigMap lockstep-agent-$POLICY" 60 config_rendered
 (umask 077 && kubectl -n $NS get secret lockstep-probe-key -o jsonpath='{.data.key}' | base64 -d >"$OUT/probe-key")
 [[ -s $OUT/probe-key ]] || fail "Secret $NS/lockstep-probe-key has no key"
 

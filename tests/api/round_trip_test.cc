@@ -36,6 +36,8 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.failover.readmit_after_seconds == spec.failover.readmit_after_seconds);
   REQUIRE(c.failover.max_hold_down_seconds == spec.failover.max_hold_down_seconds);
   REQUIRE(c.flap_alert_per_hour == spec.flap_alert_per_hour);
+  REQUIRE(c.fabric.rails == spec.rails);
+  REQUIRE(c.fabric.host_interface == spec.host_interface);
   REQUIRE(c.health_addr.port == health_port);
   REQUIRE(c.probe_key_file == kProbeKeyFile);
   REQUIRE(c == AgentConfigForPolicy(policy, spec, health_port));
@@ -66,6 +68,10 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
     j["failover"] = {{"enabled", pick(0, 1) == 1},
                      {"readmitAfterSeconds", readmit},
                      {"maxHoldDownSeconds", pick(readmit, kMaxMaxHoldDownSeconds)}};
+    Json rails = Json::array();
+    for (int64_t r = 0, n = pick(0, kMaxRails); r < n; ++r) rails.push_back("ens" + std::to_string(r) + "f" + std::to_string(i));
+    j["rails"] = rails;
+    j["hostInterface"] = "lo" + std::to_string(pick(0, 99));
     const std::string name = "policy-" + std::to_string(i);
     auto spec = op::ParsePolicySpec(name, j);
     REQUIRE(spec.ok());

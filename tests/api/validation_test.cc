@@ -95,3 +95,29 @@ TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers
 
 }  // namespace
 }  // namespace lockstep::api
+
+namespace lockstep::api {
+namespace {
+
+TEST_CASE("rails: interface names, distinct, at most 16; hostInterface an interface name", "[api]") {
+  auto ok = ParseFabricPolicySpec("p", Json::parse(R"({"rails":["eth2","eth3"],"hostInterface":"lo"})"));
+  REQUIRE(ok.ok());
+  REQUIRE(ok->rails == std::vector<std::string>{"eth2", "eth3"});
+  REQUIRE(ok->host_interface == "lo");
+  REQUIRE(ParseFabricPolicySpec("p", Json::parse(R"({"rails":["eth2","eth2"]})")).error().message ==
+          "FabricPolicy \"p\": spec.rails[1] names \"eth2\" twice");
+  REQUIRE(ParseFabricPolicySpec("p", Json::parse(R"({"rails":["eth/2"]})")).error().message ==
+          "FabricPolicy \"p\": spec.rails[0] must be a network interface name (1 to 15 characters, no '/', ':' or "
+          "whitespace; got \"eth/2\")");
+  REQUIRE_FALSE(ParseFabricPolicySpec("p", Json::parse(R"({"rails":["a-name-longer-than-15"]})")).ok());
+  Json many = Json::array();
+  for (int i = 0; i < 17; ++i) many.push_back("eth" + std::to_string(i));
+  REQUIRE(ParseFabricPolicySpec("p", Json{{"rails", many}}).error().message ==
+          "FabricPolicy \"p\": spec.rails may list at most 16 interfaces (got 17)");
+  REQUIRE_FALSE(ParseFabricPolicySpec("p", Json::parse(R"({"hostInterface":"a b"})")).ok());
+  REQUIRE(ParseAgentConfig("fabric: {rails: [\"eth:1\"]}\n", "agent.yaml").error().message ==
+          "agent.yaml: fabric.rails: \"eth:1\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
+}
+
+}  // namespace
+}  // namespace lockstep::api

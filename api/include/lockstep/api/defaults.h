@@ -52,6 +52,7 @@ inline constexpr int kMaxMissThreshold = 100;
 inline constexpr int kMaxReadmitAfterSeconds = 3600;
 inline constexpr int kMaxMaxHoldDownSeconds = 86400;
 inline constexpr int kMaxFlapAlertPerHour = 10000;
+inline constexpr int kMaxRails = 16;  // spec.rails
 
 // A FabricPolicy's name is the value of the label lockstep.dev/policy on its
 // agent objects and FabricHealths, and of app.kubernetes.io/instance: a label

@@ -94,6 +94,11 @@ struct FabricPolicySpec {
   ClockSyncSpec clock_sync;
   FailoverSpec failover;
   int flap_alert_per_hour = kFlapAlertPerHour;  // 1..10000
+  // The selected nodes' rail interfaces in rail order (the same names on
+  // every node, as on rail-optimized GPU nodes); empty: no fabric probing or
+  // failover. At most kMaxRails, interface names (1-15 characters), distinct.
+  std::vector<std::string> rails;
+  std::string host_interface = kFabricHostInterface;  // holds each node's host address
   AgentSpec agent;
   bool operator==(const FabricPolicySpec&) const = default;
 };

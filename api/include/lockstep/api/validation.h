@@ -18,6 +18,9 @@ struct HostPort {
 
 // "a.b.c.d" in dotted decimal, each part 0..255 without leading zeros.
 bool IsIpv4(const std::string& s);
+// A Linux network interface name: 1 to 15 characters, none of them '/',
+// ':' or whitespace, and not "." or "..".
+bool IsInterfaceName(const std::string& s);
 
 // Parses "a.b.c.d:port" with port in [min_port, 65535]. `what` names the field.
 Result<HostPort> ParseHostPort(const std::string& text, const std::string& what, int min_port = 0);
