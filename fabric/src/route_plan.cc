@@ -68,9 +68,12 @@ std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std
     if (!best || Better(c, *best)) best = &c;
   }
   if (!best) {
-    // Nothing delivers. Keep a pin whose path has no verdict yet (a route
-    // adopted at start); never keep one to a dead path.
-    return pinned && pinned->state == PathState::kUnknown ? keep : std::nullopt;
+    // Nothing delivers: the peer is gone, or its last link is congested so
+    // hard that every probe is lost. Keep the pin: static ECMP is no better
+    // and may hash onto a rail without carrier (measured: unpinning here made
+    // a rail-down churn between pinned and ECMP every ~0.9 s). The pin moves
+    // as soon as any path delivers again.
+    return keep;
   }
   // Among last-resort recovering paths, stay where we are.
   if (pinned && pinned->state == PathState::kRecovering && best->state == PathState::kRecovering) return keep;

@@ -73,7 +73,9 @@ TEST_CASE("a peer is unpinned only when all its paths are healthy again", "[fabr
 TEST_CASE("with no path delivering, a recovering one is the last resort, else no pin", "[fabric]") {
   REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kRecovering)}, R(0)) == R(1));
   REQUIRE(ChoosePin({C(0, S::kRecovering), C(1, S::kRecovering, 1us)}, R(0)) == R(0));  // stays
-  REQUIRE_FALSE(ChoosePin({C(0, S::kDown), C(1, S::kDown)}, R(1)));  // never a route to a dead path
+  // Nothing delivers: the pin stays (ECMP may hash onto a rail without carrier); no pin, none made.
+  REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kDown)}, R(1)) == R(1));
+  REQUIRE_FALSE(ChoosePin({C(0, S::kDown), C(1, S::kDown)}, std::nullopt));
   // A pin adopted at start whose path has no verdict yet is kept.
   REQUIRE(ChoosePin({C(0, S::kDown), C(1, S::kUnknown)}, R(1)) == R(1));
   // A pin to a path that is no longer listed is dropped.

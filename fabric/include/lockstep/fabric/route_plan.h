@@ -7,9 +7,11 @@
 // the lowest recent one-way delay, else a suspect one, else (last resort,
 // replies flow but it is not re-admitted) a recovering one. A pin sticks
 // while its path delivers (up or suspect); it moves only when that path
-// fails, and is removed only when every path of the peer is up or suspect
-// again (failed paths re-admitted: back home, so a repaired path is reused)
-// or when none delivers at all (never a route to a dead path). So every route change follows a state change.
+// fails and another delivers, and is removed only when every path of the
+// peer is up or suspect again (failed paths re-admitted: back home, so a
+// repaired path is reused). While no path delivers at all the pin stays
+// where it is (ECMP would be no better). So every route change follows a
+// state change.
 // Nothing here knows Linux routing: a pin is a path, the actuator decides
 // what that means (a /32 route on rail r, an RDMA queue pair, ...).
 // Pure functions; thread-safe.
