@@ -119,6 +119,10 @@ int Main(int argc, char** argv) {
       o.hang_s = std::atof(value().c_str());
     } else if (a == "--fault-s") {
       o.fault_s = std::atof(value().c_str());
+    } else if (a == "--flap-down-s") {
+      o.flap_down_s = std::atof(value().c_str());
+    } else if (a == "--flap-up-s") {
+      o.flap_up_s = std::atof(value().c_str());
     } else if (a == "--hidden") {
       o.hidden = std::atoi(value().c_str());
     } else if (a == "--batch") {
@@ -130,7 +134,9 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.hang_s <= 0 || o.fault_s <= 0 || o.hidden <= 0 || o.batch <= 0) Die("bad option value (must be > 0)");
+  if (o.hang_s <= 0 || o.fault_s <= 0 || o.flap_down_s <= 0 || o.flap_up_s <= 0 || o.hidden <= 0 || o.batch <= 0) {
+    Die("bad option value (must be > 0)");
+  }
   if (::geteuid() != 0) Die("needs root (network namespaces)");
   if (o.workdir.empty()) o.workdir = "/tmp/fabric-bench-" + std::to_string(::getpid());
   if (RunCapture({"mkdir", "-p", o.workdir}).rc != 0) Die("cannot create " + o.workdir);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -36,6 +38,22 @@ std::string Netlab(const Tools& t, std::vector<std::string> args) {
     Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
   }
   return r.out;
+}
+
+// `netlab link`: the wall time at which the link changed (netlab logs it
+// right after the change, before re-converging), else `fallback`.
+double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback) {
+  args.insert(args.begin(), t.netlab);
+  const RunResult r = RunCapture(args);
+  if (r.rc != 0) {
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
+  }
+  const auto at = r.err.find("(changed at ");
+  if (at == std::string::npos) return fallback;
+  const double v = std::atof(r.err.c_str() + at + 12);
+  return v > 0 ? v : fallback;
 }
 
 // The lab of one run: up on construction, down (with every process left in
@@ -109,10 +127,17 @@ std::vector<Scenario> Scenarios(const Options& o) {
   out.push_back({"link-down", "the sender's rail link (the one its stream uses) goes down (carrier loss) for " +
                                   std::to_string(int(f)) + " s",
                  {{0, Role::kSenderLink, "down"}, {f, Role::kSenderLink, "up"}}, f + 5, false});
-  Scenario flap{"flap", "the same link flaps 10 times (1 s down, 1 s up)", {}, 25, false};
+  // A real flap train (a marginal optic, a bad cable): the link drops, spends
+  // seconds retraining, comes up briefly and drops again. Down periods of a
+  // few seconds outlast TCP's early retransmissions, so a blackholed flow's
+  // backoff grows past the brief up windows and keeps missing them.
+  const double period = o.flap_down_s + o.flap_up_s;
+  char what[128];
+  std::snprintf(what, sizeof what, "the same link flaps 10 times (%g s down, %g s up)", o.flap_down_s, o.flap_up_s);
+  Scenario flap{"flap", what, {}, 10 * period + 5, false};
   for (int k = 0; k < 10; ++k) {
-    flap.actions.push_back({2.0 * k, Role::kSenderLink, "down"});
-    flap.actions.push_back({2.0 * k + 1, Role::kSenderLink, "up"});
+    flap.actions.push_back({period * k, Role::kSenderLink, "down"});
+    flap.actions.push_back({period * k + o.flap_down_s, Role::kSenderLink, "up"});
   }
   out.push_back(flap);
   out.push_back({"rail-down", "the receiver's rail (NIC) that the stream arrives on goes down for " +
@@ -209,18 +234,22 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   Window w{0, 0, 0, o.hang_s};
   const double t0 = Now();
   long long at_repair = 0;
+  // Times are netlab's: when the link really changed (not when we asked).
   for (const auto& a : sc.actions) {
     Sleep(std::max(0.0, t0 + a.at - Now()));
-    if (w.fault == 0) w.fault = Wall();
     const std::string link = link_of(a.role);
     if (a.what == "up") {
-      Netlab(tools, {"link", "--name", info.name, link, "up"});
-      w.repair = Wall();
+      w.repair = NetlabLink(tools, {"link", "--name", info.name, link, "up"}, Wall());
       at_repair = HostLinkUpBytes(tools, info.name, res.link);
     } else {
       std::vector<std::string> cmd = {"link", "--name", info.name, link, "down"};
       if (a.what == "silent") cmd.push_back("--silent");
-      Netlab(tools, cmd);
+      const double asked = Wall();
+      const double at = NetlabLink(tools, cmd, asked);
+      if (w.fault == 0) {
+        w.fault = at;
+        res.fault_lag_ms = (at - asked) * 1000;
+      }
     }
   }
   Sleep(std::max(0.0, t0 + sc.observe_s - Now()));

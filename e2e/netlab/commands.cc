@@ -119,8 +119,15 @@ Status BringLinkUp(const Link& lk, LabState& state) {
   return Status::Ok();
 }
 
-// Flaps the links under the lab lock; returns the routing warnings.
-Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names) {
+// Wall-clock seconds (what benchmarks timestamp their logs with).
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Flaps the links under the lab lock; returns the routing warnings. `changed`:
+// the wall time right after the last link changed (down: the fault took
+// effect; up: carrier is being restored), before routes re-converge.
+Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names, double& changed) {
   const std::string name = a.Get("name");
   auto lock = FileLock::Acquire(JoinPath(LabDir(name), ".lock"));
   if (!lock.ok()) return lock.error();
@@ -136,6 +143,7 @@ Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std:
     Status s = down ? TakeLinkDown(*lk, silent, state) : BringLinkUp(*lk, state);
     if (!s.ok()) return s.error();
   }
+  changed = WallSeconds();
   if (down) {
     if (Status s = SaveState(name, state); !s.ok()) return s.error();
     if (silent) return std::vector<std::string>{};
@@ -217,11 +225,14 @@ Result<int> CmdLink(const Args& a) {
   if (!lab.ok()) return lab.error();
   const auto names = ResolveLinks(lab->topo, a.Get("link"));
   if (!names.ok()) return names.error();
-  const auto warnings = FlapLinks(a, *names);
+  double changed = 0;
+  const auto warnings = FlapLinks(a, *names, changed);
   if (!warnings.ok()) return warnings.error();
   for (const auto& w : *warnings) Log("warning: " + w);
   const bool silent = a.Flag("silent") && a.Get("action") == "down";
-  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : ""));
+  char at[64];
+  std::snprintf(at, sizeof at, " (changed at %.6f)", changed);
+  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : "") + at);
   return 0;
 }
 
