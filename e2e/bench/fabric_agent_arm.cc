@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -20,11 +21,16 @@ struct Running {
   std::vector<Child> agents;
   std::vector<std::string> logs, ns;
   std::vector<double> started;
+  double ready = 0;  // wall time every agent had every path up
 };
 
 std::vector<std::string> InNs(const std::string& ns, std::vector<std::string> argv) {
   argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
   return argv;
+}
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // utime + stime of a process in seconds; -1 if unreadable.
@@ -108,6 +114,7 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
         Sleep(0.2);
       }
     }
+    run->ready = WallNow();
     Log("agent arm: " + std::to_string(run->agents.size()) + " agents up, every path up");
   };
   arm.stop = [run](const LabInfo&) {
@@ -115,7 +122,7 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
   };
   arm.report = [run](const LabInfo&, double fault, double end) {
     std::optional<double> first_down, first_pin;
-    int alerts = 0, flaps = 0;
+    int alerts = 0, flaps = 0, early_downs = 0;
     for (const auto& path : run->logs) {
       std::istringstream in(ReadFile(path));
       std::string line;
@@ -123,8 +130,13 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
         const json j = json::parse(line, nullptr, false);
         if (!j.is_object()) continue;
         const double ts = j.value("ts", 0.0);
-        if (ts < fault || ts > end) continue;
         const std::string msg = j.value("msg", "");
+        // Paths declared down while every link was up (after the agents were
+        // ready, before the fault): false alarms (congestion, CPU starvation).
+        if (ts >= run->ready && ts < fault && msg == "fabric path state changed" && j.value("to", "") == "down") {
+          ++early_downs;
+        }
+        if (ts < fault || ts > end) continue;
         if (msg == "fabric path state changed" && j.value("to", "") == "down") {
           if (!first_down || ts < *first_down) first_down = ts;
           if (j.value("flap", "") == "true") ++flaps;
@@ -154,6 +166,7 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
     return ordered_json{{"detect_ms", ms(first_down)},
                         {"first_pin_ms", ms(first_pin)},
                         {"flaps_declared", flaps},
+                        {"paths_down_before_fault", early_downs},
                         {"flap_alerts", alerts},
                         {"agent_cpu_percent", std::round(cpu * 100) / 100},
                         {"agent_cpu_percent_max", std::round(cpu_max * 100) / 100},

@@ -119,6 +119,8 @@ int Main(int argc, char** argv) {
       o.hang_s = std::atof(value().c_str());
     } else if (a == "--fault-s") {
       o.fault_s = std::atof(value().c_str());
+    } else if (a == "--queue-ms") {
+      o.queue_ms = std::atoi(value().c_str());
     } else if (a == "--flap-down-s") {
       o.flap_down_s = std::atof(value().c_str());
     } else if (a == "--flap-up-s") {
@@ -134,7 +136,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.hang_s <= 0 || o.fault_s <= 0 || o.flap_down_s <= 0 || o.flap_up_s <= 0 || o.hidden <= 0 || o.batch <= 0) {
+  if (o.hang_s <= 0 || o.fault_s <= 0 || o.queue_ms <= 0 || o.flap_down_s <= 0 || o.flap_up_s <= 0 || o.hidden <= 0 || o.batch <= 0) {
     Die("bad option value (must be > 0)");
   }
   if (::geteuid() != 0) Die("needs root (network namespaces)");

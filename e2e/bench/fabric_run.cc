@@ -71,6 +71,15 @@ class LabGuard {
     auto topo = netlab::TopologyFromJson(j);
     if (!topo.ok()) Die("cannot read " + p + ": " + topo.error().message);
     info_.topo = std::move(*topo);
+    // A shallow queue on every host link, as in a datacenter fabric (netlab's
+    // default tbf queue is 50 ms: a bulk stream then delays whatever shares
+    // the link, probes included, by up to 50 ms).
+    for (const auto& h : info_.topo.hosts) {
+      for (const auto& r : h.rails) {
+        Netlab(t, {"shape", "--name", info_.name, r.link, "--rate", o.link_rate, "--latency",
+                   std::to_string(o.queue_ms) + "ms", "--dir", "both"});
+      }
+    }
   }
   LabGuard(const LabGuard&) = delete;
   LabGuard& operator=(const LabGuard&) = delete;
@@ -208,23 +217,47 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   if (at == std::string::npos) Die("the bulk stream did not connect; see " + send_out);
   const std::string local = sout.substr(at + 10, sout.find(' ', at + 10) - at - 10);
   const std::string sport = local.substr(local.rfind(':') + 1);
-  const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp", "--sport",
-                                               sport, "--dport", std::to_string(kStreamPort), "--json"}),
-                                nullptr, false);
-  if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
-  for (const auto& l : path["links"]) res.stream_path += (res.stream_path.empty() ? "" : " ") + l.get<std::string>();
-  const std::string sender_link = path["links"].front(), receiver_link = path["links"].back();
-  std::map<std::string, long long> before;
-  for (const auto& r : hosts[0].rails) before[r.link] = HostLinkUpBytes(tools, info.name, r.link);
-  Sleep(1);
-  long long most = -1;
-  for (const auto& r : hosts[0].rails) {
-    const long long d = HostLinkUpBytes(tools, info.name, r.link) - before[r.link];
-    if (d > most) {
-      most = d;
-      res.busiest_link = r.link;
+  // The stream's path by the FIB (the agents' /32 pins included: netlab path
+  // asks `ip route get` for the real 5-tuple), checked against the byte
+  // counters over the next second and asked again after it: an agent that
+  // moved the stream meanwhile (a path it declared down) makes them disagree,
+  // and the check is repeated (up to 5 times) so the fault hits the link that
+  // carries the stream.
+  const auto stream_path = [&] {
+    const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp",
+                                                 "--sport", sport, "--dport", std::to_string(kStreamPort), "--json"}),
+                                  nullptr, false);
+    if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
+    std::vector<std::string> links;
+    for (const auto& l : path["links"]) links.push_back(l.get<std::string>());
+    return links;
+  };
+  std::vector<std::string> links;
+  for (int attempt = 1;; ++attempt) {
+    links = stream_path();
+    std::map<std::string, long long> before;
+    for (const auto& r : hosts[0].rails) before[r.link] = HostLinkUpBytes(tools, info.name, r.link);
+    Sleep(1);
+    long long most = -1;
+    for (const auto& r : hosts[0].rails) {
+      const long long d = HostLinkUpBytes(tools, info.name, r.link) - before[r.link];
+      if (d > most) {
+        most = d;
+        res.busiest_link = r.link;
+      }
+    }
+    const auto again = stream_path();
+    if (again == links && res.busiest_link == links.front()) break;
+    Log(sc.name + " / " + arm.name + ": the stream moved while it was located (FIB " + links.front() + " then " +
+        again.front() + ", counters " + res.busiest_link + "); attempt " + std::to_string(attempt));
+    if (attempt == 5) {
+      res.path_checked = false;
+      links = again;
+      break;
     }
   }
+  for (const auto& l : links) res.stream_path += (res.stream_path.empty() ? "" : " ") + l;
+  const std::string sender_link = links.front(), receiver_link = links.back();
 
   // The faults, on their timetable.
   const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };

@@ -26,6 +26,7 @@ struct Options {
   int hosts = 4;
   std::string link_rate = "200mbit";  // every host link, both directions (netlab up --link-rate)
   int hidden = 128, batch = 32;       // the DDP loop's MLP (~82k parameters: ~60 ms steps here)
+  int queue_ms = 5;                   // tbf queue of every host link (netlab shape --latency)
   double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
   double flap_down_s = 5, flap_up_s = 1;  // one flap of the flap scenario's 10
@@ -81,6 +82,7 @@ struct ArmResult {
   std::string busiest_link;      // the sender's host link with the most bytes (counters)
   std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
   double reused_mbytes = 0;
+  bool path_checked = true;     // FIB and counters agreed on the stream's sender link
   double fault_lag_ms = 0;       // `netlab link ... down` asked -> the link really down
   Score score;
   nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
