@@ -88,6 +88,7 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
       m["busiest_sender_link"] = a.busiest_link;
       m["path_checked"] = a.path_checked;
       m["fault_lag_ms"] = std::round(a.fault_lag_ms);
+      m["fault_spread_ms"] = std::round(a.fault_spread_ms);
       if (a.reused) {
         m["reused"] = *a.reused;
         m["reused_mbytes"] = a.reused_mbytes;

@@ -40,9 +40,11 @@ std::string Netlab(const Tools& t, std::vector<std::string> args) {
   return r.out;
 }
 
-// `netlab link`: the wall time at which the link changed (netlab logs it
-// right after the change, before re-converging), else `fallback`.
-double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback) {
+// `netlab link`: when the link changed. netlab logs "(changed at B, after A)":
+// the change happened between A (its `ip` command started) and B (it
+// returned), before routes re-converge. Returns A (so detection and failover
+// times are upper bounds) and sets `spread` to B - A; `fallback` if absent.
+double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback, double* spread = nullptr) {
   args.insert(args.begin(), t.netlab);
   const RunResult r = RunCapture(args);
   if (r.rc != 0) {
@@ -51,9 +53,12 @@ double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback
     Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
   }
   const auto at = r.err.find("(changed at ");
-  if (at == std::string::npos) return fallback;
-  const double v = std::atof(r.err.c_str() + at + 12);
-  return v > 0 ? v : fallback;
+  const auto after = r.err.find(", after ", at == std::string::npos ? 0 : at);
+  if (at == std::string::npos || after == std::string::npos) return fallback;
+  const double b = std::atof(r.err.c_str() + at + 12), a = std::atof(r.err.c_str() + after + 8);
+  if (a <= 0 || b < a) return fallback;
+  if (spread) *spread = b - a;
+  return a;
 }
 
 // The lab of one run: up on construction, down (with every process left in
@@ -278,10 +283,15 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
       std::vector<std::string> cmd = {"link", "--name", info.name, link, "down"};
       if (a.what == "silent") cmd.push_back("--silent");
       const double asked = Wall();
-      const double at = NetlabLink(tools, cmd, asked);
+      double spread = 0;
+      const double at = NetlabLink(tools, cmd, asked, &spread);
       if (w.fault == 0) {
         w.fault = at;
         res.fault_lag_ms = (at - asked) * 1000;
+        res.fault_spread_ms = spread * 1000;
+        char b[64];
+        std::snprintf(b, sizeof b, "%.6f", at);
+        Log(sc.name + " / " + arm.name + ": fault at " + b);
       }
     }
   }

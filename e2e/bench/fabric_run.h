@@ -83,7 +83,8 @@ struct ArmResult {
   std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
   double reused_mbytes = 0;
   bool path_checked = true;     // FIB and counters agreed on the stream's sender link
-  double fault_lag_ms = 0;       // `netlab link ... down` asked -> the link really down
+  double fault_lag_ms = 0;       // `netlab link ... down` asked -> netlab's `ip` command started
+  double fault_spread_ms = 0;    // how long that `ip` command took (the fault is somewhere in it)
   Score score;
   nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
 };
