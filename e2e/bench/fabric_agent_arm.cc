@@ -33,8 +33,10 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// utime + stime of a process in seconds; -1 if unreadable.
-double CpuSeconds(pid_t pid) {
+// utime + stime of a process in seconds; -1 if unreadable. `sys`: stime alone
+// (in netlab it includes the emulated fabric: a probe's trip through the
+// veths, routers and shapers of the lab runs in the sender's softirq).
+double CpuSeconds(pid_t pid, double* sys = nullptr) {
   std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return -1;
@@ -45,6 +47,7 @@ double CpuSeconds(pid_t pid) {
     if (i == 14) utime = std::atof(f.c_str());
     if (i == 15) stime = std::atof(f.c_str());
   }
+  if (sys) *sys = stime / double(::sysconf(_SC_CLK_TCK));
   return (utime + stime) / double(::sysconf(_SC_CLK_TCK));
 }
 
@@ -85,20 +88,20 @@ bool AllPathsUp(const std::string& agent, const std::string& ns) {
 
 }  // namespace
 
-Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
+Arm MakeAgentArm(const std::string& agent) {
   auto run = std::make_shared<Running>();
   Arm arm;
   arm.name = "agent";
-  arm.start = [agent, workdir, run](const LabInfo& info) {
+  arm.start = [agent, run](const LabInfo& info) {
     *run = Running{};
-    const std::string key = workdir + "/" + info.name + "-probe-key";
+    const std::string key = info.log_prefix + "-probe-key";
     WriteFile(key, "fabric-benchmark-probe-key-0123456789\n");
     std::string peers;
     for (const auto& h : info.topo.hosts) {
       peers += "  - {name: " + h.name + ", address: " + h.rails[0].ip + ", hostAddress: " + h.addr + "}\n";
     }
     for (const auto& h : info.topo.hosts) {
-      const std::string base = workdir + "/" + info.name + "-agent-" + h.name;
+      const std::string base = info.log_prefix + "-agent-" + h.name;
       WriteFile(base + ".yaml", "nodeName: " + h.name + "\nprobeKeyFile: " + key +
                                     "\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n"
                                     "fabric:\n  rails: [rail0, rail1]\npeers:\n" + peers);
@@ -121,7 +124,7 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
     for (auto& c : run->agents) c.Stop(3);
   };
   arm.report = [run](const LabInfo&, double fault, double end) {
-    std::optional<double> first_down, first_pin;
+    std::optional<double> first_down, first_pin, first_alert;
     int alerts = 0, flaps = 0, early_downs = 0;
     for (const auto& path : run->logs) {
       std::istringstream in(ReadFile(path));
@@ -144,14 +147,17 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
           if (!first_pin || ts < *first_pin) first_pin = ts;
         } else if (msg.rfind("fabric flap alert", 0) == 0) {
           ++alerts;
+          if (!first_alert || ts < *first_alert) first_alert = ts;
         }
       }
     }
-    double cpu = 0, cpu_max = 0, rss = 0, kbps = 0;
+    double cpu = 0, cpu_sys = 0, cpu_max = 0, rss = 0, kbps = 0;
     for (size_t i = 0; i < run->agents.size(); ++i) {
       const double life = Now() - run->started[i];
-      const double c = 100.0 * CpuSeconds(run->agents[i].pid()) / life;
+      double sys = 0;
+      const double c = 100.0 * CpuSeconds(run->agents[i].pid(), &sys) / life;
       cpu += c / double(run->agents.size());
+      cpu_sys += 100.0 * sys / life / double(run->agents.size());
       cpu_max = std::max(cpu_max, c);
       rss = std::max(rss, RssMb(run->agents[i].pid()));
       const RunResult m = RunCapture(InNs(run->ns[i], {"curl", "-s", "127.0.0.1:9610/metrics"}));
@@ -168,8 +174,10 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
                         {"flaps_declared", flaps},
                         {"paths_down_before_fault", early_downs},
                         {"flap_alerts", alerts},
+                        {"first_flap_alert_ms", ms(first_alert)},
                         {"agent_cpu_percent", std::round(cpu * 100) / 100},
                         {"agent_cpu_percent_max", std::round(cpu_max * 100) / 100},
+                        {"agent_cpu_percent_system", std::round(cpu_sys * 100) / 100},
                         {"agent_rss_mb", std::round(rss * 10) / 10},
                         {"probe_kbps_per_node", std::round(kbps * 10) / 10}};
   };

@@ -59,8 +59,9 @@ std::string Table(const std::vector<ScenarioResult>& results) {
         auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
         out += r.scenario.name + "/" + a.arm + ": detect " + v("detect_ms") + " ms, first pin " + v("first_pin_ms") +
                " ms, paths declared down before the fault " + v("paths_down_before_fault") +
-               ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + ", agent CPU " +
-               v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%), RSS " + v("agent_rss_mb") +
+               ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + " (first " + v("first_flap_alert_ms") + " ms)" + ", agent CPU " +
+               v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%, system " +
+               v("agent_cpu_percent_system") + "%), RSS " + v("agent_rss_mb") +
                " MB, probes " + v("probe_kbps_per_node") + " kbit/s per node\n";
       }
     }
@@ -92,6 +93,7 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
       if (a.reused) {
         m["reused"] = *a.reused;
         m["reused_mbytes"] = a.reused_mbytes;
+        m["stream_path_at_end"] = a.stream_path_at_end;
       }
       if (a.arm == "baseline") j["baseline_survived"] = a.score.survived;
       if (a.arm == "agent") {

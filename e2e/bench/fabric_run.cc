@@ -173,9 +173,10 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     return res;
   }
   LabGuard lab(tools, o);
-  const LabInfo& info = lab.info();
-  const auto& hosts = info.topo.hosts;
   const std::string prefix = o.workdir + "/" + sc.name + "-" + arm.name;
+  LabInfo info = lab.info();
+  info.log_prefix = prefix;
+  const auto& hosts = info.topo.hosts;
   if (arm.start) arm.start(info);
   struct StopArm {
     const Arm& a;
@@ -302,6 +303,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     const long long d = HostLinkUpBytes(tools, info.name, res.link) - at_repair;
     res.reused_mbytes = double(d) / 1e6;
     res.reused = d > 1'000'000;
+    for (const auto& l : stream_path()) res.stream_path_at_end += (res.stream_path_at_end.empty() ? "" : " ") + l;
   }
 
   // Stop: rank 0 ends the loop at its next step; a dead loop is killed.

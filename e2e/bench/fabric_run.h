@@ -38,6 +38,7 @@ struct Options {
 struct LabInfo {
   std::string name;
   netlab::Topology topo;
+  std::string log_prefix;  // WORKDIR/SCENARIO-ARM: where the run's logs go
 };
 
 // One way of handling faults. The workloads and faults are the same for every
@@ -82,6 +83,7 @@ struct ArmResult {
   std::string busiest_link;      // the sender's host link with the most bytes (counters)
   std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
   double reused_mbytes = 0;
+  std::string stream_path_at_end;  // check_reuse: the stream's path (FIB) at the end of observation
   bool path_checked = true;     // FIB and counters agreed on the stream's sender link
   double fault_lag_ms = 0;       // `netlab link ... down` asked -> netlab's `ip` command started
   double fault_spread_ms = 0;    // how long that `ip` command took (the fault is somewhere in it)
