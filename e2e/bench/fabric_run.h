@@ -29,7 +29,7 @@ struct Options {
   int queue_ms = 5;                   // tbf queue of every host link (netlab shape --latency)
   double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
-  double flap_down_s = 5, flap_up_s = 1;  // one flap of the flap scenario's 10
+  double flap_down_s = 7, flap_up_s = 0.5;  // one flap of the flap scenario's 10 (see Scenarios)
   double warmup_s = 4;                // steady workloads before the first fault
   std::string workdir;                // logs of every run
 };
