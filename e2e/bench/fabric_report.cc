@@ -90,6 +90,7 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
       m["path_checked"] = a.path_checked;
       m["fault_lag_ms"] = std::round(a.fault_lag_ms);
       m["fault_spread_ms"] = std::round(a.fault_spread_ms);
+      m["stream_rto_ms"] = a.stream_rto_ms;
       if (a.reused) {
         m["reused"] = *a.reused;
         m["reused_mbytes"] = a.reused_mbytes;

@@ -268,6 +268,14 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   // The faults, on their timetable.
   const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };
   res.link = link_of(sc.actions.front().role);
+  // The stream's TCP state just before the fault (ss -tin: rto, rtt): its
+  // retransmission timer decides when it resumes after a path change.
+  {
+    const RunResult ss = RunCapture(InNs(hosts[0].ns, {"ss", "-tinH", "src", local}));
+    WriteFile(prefix + "-ss-before-fault.txt", ss.out);
+    const auto at = ss.out.find(" rto:");
+    if (at != std::string::npos) res.stream_rto_ms = std::atof(ss.out.c_str() + at + 5);
+  }
   Log(sc.name + " / " + arm.name + ": fault on " + res.link + " (stream " + local + " -> " + dst + " via " +
       res.stream_path + ")");
   Window w{0, 0, 0, o.hang_s};

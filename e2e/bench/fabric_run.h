@@ -86,6 +86,7 @@ struct ArmResult {
   std::string stream_path_at_end;  // check_reuse: the stream's path (FIB) at the end of observation
   bool path_checked = true;     // FIB and counters agreed on the stream's sender link
   double fault_lag_ms = 0;       // `netlab link ... down` asked -> netlab's `ip` command started
+  double stream_rto_ms = 0;      // the stream socket's RTO just before the fault (ss), 0: unknown
   double fault_spread_ms = 0;    // how long that `ip` command took (the fault is somewhere in it)
   Score score;
   nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
