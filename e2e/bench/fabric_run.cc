@@ -52,13 +52,10 @@ double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback
     for (const auto& a : args) cmd += a + " ";
     Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
   }
-  const auto at = r.err.find("(changed at ");
-  const auto after = r.err.find(", after ", at == std::string::npos ? 0 : at);
-  if (at == std::string::npos || after == std::string::npos) return fallback;
-  const double b = std::atof(r.err.c_str() + at + 12), a = std::atof(r.err.c_str() + after + 8);
-  if (a <= 0 || b < a) return fallback;
-  if (spread) *spread = b - a;
-  return a;
+  const auto c = ParseLinkChange(r.err);
+  if (!c) return fallback;
+  if (spread) *spread = c->at - c->after;
+  return c->after;
 }
 
 // The lab of one run: up on construction, down (with every process left in

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace lockstep::bench::fabric {
@@ -151,6 +152,18 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
     }
   }
   return s;
+}
+
+std::optional<LinkChange> ParseLinkChange(const std::string& text) {
+  const auto at = text.find("(changed at ");
+  if (at == std::string::npos) return std::nullopt;
+  const auto after = text.find(", after ", at);
+  if (after == std::string::npos) return std::nullopt;
+  LinkChange c;
+  c.at = std::atof(text.c_str() + at + 12);
+  c.after = std::atof(text.c_str() + after + 8);
+  if (c.after <= 0 || c.at < c.after) return std::nullopt;
+  return c;
 }
 
 nlohmann::ordered_json ToJson(const Score& s) {

@@ -68,4 +68,12 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
 
 nlohmann::ordered_json ToJson(const Score& s);
 
+// When `netlab link` changed the link, from its log line
+// "netlab: h0r0: down (changed at B, after A)": the change happened between A
+// (its `ip` command started) and B (it returned). None if absent or A > B.
+struct LinkChange {
+  double after = 0, at = 0;
+};
+std::optional<LinkChange> ParseLinkChange(const std::string& netlab_stderr);
+
 }  // namespace lockstep::bench::fabric

@@ -64,6 +64,15 @@ TEST_CASE("fabric score: the loop hangs and errors, the stream never returns", "
   CHECK_FALSE(s.recover_full_speed_ms.has_value());
 }
 
+TEST_CASE("fabric: netlab link's change time parses", "[bench]") {
+  const auto c = ParseLinkChange("netlab: h0r0: down (changed at 1795555336.300000, after 1795555336.292613)\n");
+  REQUIRE(c);
+  CHECK(c->after == Approx(1795555336.292613).epsilon(1e-15));
+  CHECK(c->at == Approx(1795555336.3).epsilon(1e-15));
+  CHECK_FALSE(ParseLinkChange("netlab: h0r0: down\n"));
+  CHECK_FALSE(ParseLinkChange("netlab: h0r0: down (changed at 5.0, after 6.0)"));
+}
+
 TEST_CASE("fabric score: logs parse, non-JSON lines are skipped", "[bench]") {
   LoopLog log;
   ParseLoopLog(
