@@ -298,6 +298,17 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
         char b[64];
         std::snprintf(b, sizeof b, "%.6f", at);
         Log(sc.name + " / " + arm.name + ": fault at " + b);
+        // How the stream's TCP recovers: its socket (ss -tin) and h0's qdiscs,
+        // sampled for 0.6 s after the fault (for the logs, not the score).
+        std::string trace;
+        const double until = Wall() + 0.6;
+        while (Wall() < until) {
+          char t[64];
+          std::snprintf(t, sizeof t, "@%.3f\n", Wall() - w.fault);
+          trace += t + RunCapture(InNs(hosts[0].ns, {"ss", "-tinH", "src", local})).out;
+        }
+        trace += "qdiscs:\n" + RunCapture({"tc", "-n", hosts[0].ns, "-s", "qdisc", "show"}).out;
+        WriteFile(prefix + "-ss-after-fault.txt", trace);
       }
     }
   }
