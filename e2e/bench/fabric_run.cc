@@ -305,7 +305,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
         while (Wall() < until) {
           char t[64];
           std::snprintf(t, sizeof t, "@%.3f\n", Wall() - w.fault);
-          trace += t + RunCapture(InNs(hosts[0].ns, {"ss", "-tinH", "src", local})).out;
+          trace += t + RunCapture(InNs(hosts[0].ns, {"ss", "-tinmH", "src", local})).out;
         }
         trace += "qdiscs:\n" + RunCapture({"tc", "-n", hosts[0].ns, "-s", "qdisc", "show"}).out;
         WriteFile(prefix + "-ss-after-fault.txt", trace);
