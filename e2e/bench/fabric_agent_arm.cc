@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -20,6 +21,7 @@ struct Running {
   std::vector<Child> agents;
   std::vector<std::string> logs, ns;
   std::vector<double> started;
+  double ready = 0;  // wall time every agent had every path up
 };
 
 std::vector<std::string> InNs(const std::string& ns, std::vector<std::string> argv) {
@@ -27,8 +29,14 @@ std::vector<std::string> InNs(const std::string& ns, std::vector<std::string> ar
   return argv;
 }
 
-// utime + stime of a process in seconds; -1 if unreadable.
-double CpuSeconds(pid_t pid) {
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// utime + stime of a process in seconds; -1 if unreadable. `sys`: stime alone
+// (in netlab it includes the emulated fabric: a probe's trip through the
+// veths, routers and shapers of the lab runs in the sender's softirq).
+double CpuSeconds(pid_t pid, double* sys = nullptr) {
   std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return -1;
@@ -39,6 +47,7 @@ double CpuSeconds(pid_t pid) {
     if (i == 14) utime = std::atof(f.c_str());
     if (i == 15) stime = std::atof(f.c_str());
   }
+  if (sys) *sys = stime / double(::sysconf(_SC_CLK_TCK));
   return (utime + stime) / double(::sysconf(_SC_CLK_TCK));
 }
 
@@ -79,20 +88,20 @@ bool AllPathsUp(const std::string& agent, const std::string& ns) {
 
 }  // namespace
 
-Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
+Arm MakeAgentArm(const std::string& agent) {
   auto run = std::make_shared<Running>();
   Arm arm;
   arm.name = "agent";
-  arm.start = [agent, workdir, run](const LabInfo& info) {
+  arm.start = [agent, run](const LabInfo& info) {
     *run = Running{};
-    const std::string key = workdir + "/" + info.name + "-probe-key";
+    const std::string key = info.log_prefix + "-probe-key";
     WriteFile(key, "fabric-benchmark-probe-key-0123456789\n");
     std::string peers;
     for (const auto& h : info.topo.hosts) {
       peers += "  - {name: " + h.name + ", address: " + h.rails[0].ip + ", hostAddress: " + h.addr + "}\n";
     }
     for (const auto& h : info.topo.hosts) {
-      const std::string base = workdir + "/" + info.name + "-agent-" + h.name;
+      const std::string base = info.log_prefix + "-agent-" + h.name;
       WriteFile(base + ".yaml", "nodeName: " + h.name + "\nprobeKeyFile: " + key +
                                     "\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n"
                                     "fabric:\n  rails: [rail0, rail1]\npeers:\n" + peers);
@@ -108,14 +117,15 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
         Sleep(0.2);
       }
     }
+    run->ready = WallNow();
     Log("agent arm: " + std::to_string(run->agents.size()) + " agents up, every path up");
   };
   arm.stop = [run](const LabInfo&) {
     for (auto& c : run->agents) c.Stop(3);
   };
   arm.report = [run](const LabInfo&, double fault, double end) {
-    std::optional<double> first_down, first_pin;
-    int alerts = 0, flaps = 0;
+    std::optional<double> first_down, first_pin, first_alert;
+    int alerts = 0, flaps = 0, early_downs = 0;
     for (const auto& path : run->logs) {
       std::istringstream in(ReadFile(path));
       std::string line;
@@ -123,8 +133,13 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
         const json j = json::parse(line, nullptr, false);
         if (!j.is_object()) continue;
         const double ts = j.value("ts", 0.0);
-        if (ts < fault || ts > end) continue;
         const std::string msg = j.value("msg", "");
+        // Paths declared down while every link was up (after the agents were
+        // ready, before the fault): false alarms (congestion, CPU starvation).
+        if (ts >= run->ready && ts < fault && msg == "fabric path state changed" && j.value("to", "") == "down") {
+          ++early_downs;
+        }
+        if (ts < fault || ts > end) continue;
         if (msg == "fabric path state changed" && j.value("to", "") == "down") {
           if (!first_down || ts < *first_down) first_down = ts;
           if (j.value("flap", "") == "true") ++flaps;
@@ -132,14 +147,17 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
           if (!first_pin || ts < *first_pin) first_pin = ts;
         } else if (msg.rfind("fabric flap alert", 0) == 0) {
           ++alerts;
+          if (!first_alert || ts < *first_alert) first_alert = ts;
         }
       }
     }
-    double cpu = 0, cpu_max = 0, rss = 0, kbps = 0;
+    double cpu = 0, cpu_sys = 0, cpu_max = 0, rss = 0, kbps = 0;
     for (size_t i = 0; i < run->agents.size(); ++i) {
       const double life = Now() - run->started[i];
-      const double c = 100.0 * CpuSeconds(run->agents[i].pid()) / life;
+      double sys = 0;
+      const double c = 100.0 * CpuSeconds(run->agents[i].pid(), &sys) / life;
       cpu += c / double(run->agents.size());
+      cpu_sys += 100.0 * sys / life / double(run->agents.size());
       cpu_max = std::max(cpu_max, c);
       rss = std::max(rss, RssMb(run->agents[i].pid()));
       const RunResult m = RunCapture(InNs(run->ns[i], {"curl", "-s", "127.0.0.1:9610/metrics"}));
@@ -154,9 +172,12 @@ Arm MakeAgentArm(const std::string& agent, const std::string& workdir) {
     return ordered_json{{"detect_ms", ms(first_down)},
                         {"first_pin_ms", ms(first_pin)},
                         {"flaps_declared", flaps},
+                        {"paths_down_before_fault", early_downs},
                         {"flap_alerts", alerts},
+                        {"first_flap_alert_ms", ms(first_alert)},
                         {"agent_cpu_percent", std::round(cpu * 100) / 100},
                         {"agent_cpu_percent_max", std::round(cpu_max * 100) / 100},
+                        {"agent_cpu_percent_system", std::round(cpu_sys * 100) / 100},
                         {"agent_rss_mb", std::round(rss * 10) / 10},
                         {"probe_kbps_per_node", std::round(kbps * 10) / 10}};
   };

@@ -14,7 +14,8 @@
 
 namespace lockstep::bench::fabric {
 
-// `agent`: the lockstep-agent binary; logs and configs go to `workdir`.
-Arm MakeAgentArm(const std::string& agent, const std::string& workdir);
+// `agent`: the lockstep-agent binary; configs and logs go to
+// LabInfo::log_prefix + "-agent-h<i>.{yaml,log}".
+Arm MakeAgentArm(const std::string& agent);
 
 }  // namespace lockstep::bench::fabric

@@ -21,26 +21,32 @@ const char* kHelp = R"(usage: fabric [options]
 
 Failover benchmark on an emulated multi-rail fabric (e2e/netlab): 4 hosts x 2
 rails, striped over 2 leaves and 2 spines, every host link rate-limited (tbf,
-both directions). Each host has a host address (10.B.200.(h+1) on host0) and
-the static-ECMP route over both rails that users configure. Real traffic on
-host addresses: a PyTorch DDP loop (e2e/workloads/ddp_loop.py, gloo, CPU) on
-every host and a TCP bulk stream h0 -> h1 (bulk-stream). The faulted link is
-the one the stream really uses (netlab path for its 5-tuple = the FIB; the
-per-link byte counters are shown beside it).
+both directions, a --queue-ms deep queue). Each host has a host address
+(10.B.200.(h+1) on host0) and the static-ECMP route over both rails that users
+configure. Real traffic on host addresses: a PyTorch DDP loop
+(e2e/workloads/ddp_loop.py, gloo, CPU) on every host and a TCP bulk stream
+h0 -> h1 (bulk-stream). The faulted link is the one the stream really uses:
+netlab path for its 5-tuple (the FIB, the agents' /32 pins included), asked
+before and after a second of per-link byte counters; all three must agree
+(else asked again, up to 5 times). Fault times are netlab's (when its `ip`
+command started), so detection and failover times are upper bounds.
 
 Scenarios (a fresh lab for each scenario and arm):
   link-down  the sender's rail link goes down (carrier loss) for --fault-s
-  flap       that link flaps 10 times (1 s down, 1 s up)
+  flap       that link flaps 10 times: --flap-down-s down, --flap-up-s up (a
+             real flap train: seconds of retraining, brief ups)
   rail-down  the receiver's rail (NIC) the stream arrives on goes down for --fault-s
-  repair     the sender's link down for 5 s, then up: is it used again?
+  repair     the sender's link down for 5 s, then up: is it used again (bytes on
+             it in the 10 s after the repair)?
   silent     the sender's link drops everything, carrier and routes up, for --fault-s
 
 Arms: baseline (static ECMP, kernel defaults, no agent) and agent (one
 standalone lockstep-agent per host namespace: fabric.rails [rail0, rail1],
 every peer's host address; started before the workloads once every path is
 up, stopped after). The agent arm also reports detection (fault -> first path
-declared down, from the agents' logs), the first pin, flap alerts, agent CPU,
-RSS and fabric probe bandwidth per node.
+declared down, from the agents' logs), the first pin, paths declared down
+before the fault (false alarms), flaps, flap alerts (flapAlertPerHour 8), agent
+CPU, RSS and fabric probe bandwidth per node.
 
 The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
 loop with no step for that long is "hung". Run from the repository root as
@@ -49,6 +55,9 @@ root after building fabric, netlab, netlab-loadgen and bulk-stream.
 options:
   --scenarios a,b    only these (default: all)
   --link-rate R      host link rate (default 200mbit)
+  --queue-ms MS      host link queue (tbf latency; default 5)
+  --flap-down-s S    flap: each down period (default 7)
+  --flap-up-s S      flap: each up period (default 0.5)
   --hang-s S         collective timeout / hung threshold (default 15)
   --fault-s S        length of the long faults (default 20)
   --hidden N         DDP MLP width (default 128: ~82k parameters)
@@ -82,12 +91,12 @@ Tools FindTools() {
 }
 
 // The arms, in the order they run (the agent arm: fabric_agent_arm.h).
-std::vector<Arm> Arms(const std::string& workdir) {
+std::vector<Arm> Arms() {
   std::vector<Arm> arms;
   arms.push_back({"baseline", true, "", nullptr, nullptr, nullptr});
   const std::string agent = SelfDir() + "/../../daemonset/lockstep-agent";
   if (Executable(agent)) {
-    arms.push_back(MakeAgentArm(agent, workdir));
+    arms.push_back(MakeAgentArm(agent));
   } else {
     arms.push_back({"agent", false, "no lockstep-agent at " + agent + " (build it)", nullptr, nullptr, nullptr});
   }
@@ -119,6 +128,12 @@ int Main(int argc, char** argv) {
       o.hang_s = std::atof(value().c_str());
     } else if (a == "--fault-s") {
       o.fault_s = std::atof(value().c_str());
+    } else if (a == "--queue-ms") {
+      o.queue_ms = std::atoi(value().c_str());
+    } else if (a == "--flap-down-s") {
+      o.flap_down_s = std::atof(value().c_str());
+    } else if (a == "--flap-up-s") {
+      o.flap_up_s = std::atof(value().c_str());
     } else if (a == "--hidden") {
       o.hidden = std::atoi(value().c_str());
     } else if (a == "--batch") {
@@ -130,7 +145,9 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.hang_s <= 0 || o.fault_s <= 0 || o.hidden <= 0 || o.batch <= 0) Die("bad option value (must be > 0)");
+  if (o.hang_s <= 0 || o.fault_s <= 0 || o.queue_ms <= 0 || o.flap_down_s <= 0 || o.flap_up_s <= 0 || o.hidden <= 0 || o.batch <= 0) {
+    Die("bad option value (must be > 0)");
+  }
   if (::geteuid() != 0) Die("needs root (network namespaces)");
   if (o.workdir.empty()) o.workdir = "/tmp/fabric-bench-" + std::to_string(::getpid());
   if (RunCapture({"mkdir", "-p", o.workdir}).rc != 0) Die("cannot create " + o.workdir);
@@ -144,7 +161,7 @@ int Main(int argc, char** argv) {
   std::vector<ScenarioResult> results;
   for (const auto& sc : scenarios) {
     ScenarioResult r{sc, {}};
-    for (const auto& arm : Arms(o.workdir)) {
+    for (const auto& arm : Arms()) {
       Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
       r.arms.push_back(RunArm(tools, o, sc, arm));
     }

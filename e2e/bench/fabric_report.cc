@@ -1,5 +1,6 @@
 #include "fabric_report.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace lockstep::bench::fabric {
@@ -57,8 +58,10 @@ std::string Table(const std::vector<ScenarioResult>& results) {
         const auto& j = a.arm_report;
         auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
         out += r.scenario.name + "/" + a.arm + ": detect " + v("detect_ms") + " ms, first pin " + v("first_pin_ms") +
-               " ms, flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + ", agent CPU " +
-               v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%), RSS " + v("agent_rss_mb") +
+               " ms, paths declared down before the fault " + v("paths_down_before_fault") +
+               ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + " (first " + v("first_flap_alert_ms") + " ms)" + ", agent CPU " +
+               v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%, system " +
+               v("agent_cpu_percent_system") + "%), RSS " + v("agent_rss_mb") +
                " MB, probes " + v("probe_kbps_per_node") + " kbit/s per node\n";
       }
     }
@@ -84,9 +87,14 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
       m["link"] = a.link;
       m["stream_path"] = a.stream_path;
       m["busiest_sender_link"] = a.busiest_link;
+      m["path_checked"] = a.path_checked;
+      m["fault_lag_ms"] = std::round(a.fault_lag_ms);
+      m["fault_spread_ms"] = std::round(a.fault_spread_ms);
+      m["stream_rto_ms"] = a.stream_rto_ms;
       if (a.reused) {
         m["reused"] = *a.reused;
         m["reused_mbytes"] = a.reused_mbytes;
+        m["stream_path_at_end"] = a.stream_path_at_end;
       }
       if (a.arm == "baseline") j["baseline_survived"] = a.score.survived;
       if (a.arm == "agent") {
@@ -109,6 +117,9 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
           {"rails", 2},
           {"link_rate", o.link_rate},
           {"hang_s", o.hang_s},
+          {"queue_ms", o.queue_ms},
+          {"flap_down_s", o.flap_down_s},
+          {"flap_up_s", o.flap_up_s},
           {"agent_arm", agent_note.empty() ? "ran" : agent_note},
           {"scenarios", scen}};
 }

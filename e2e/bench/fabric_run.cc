@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -38,6 +40,24 @@ std::string Netlab(const Tools& t, std::vector<std::string> args) {
   return r.out;
 }
 
+// `netlab link`: when the link changed. netlab logs "(changed at B, after A)":
+// the change happened between A (its `ip` command started) and B (it
+// returned), before routes re-converge. Returns A (so detection and failover
+// times are upper bounds) and sets `spread` to B - A; `fallback` if absent.
+double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback, double* spread = nullptr) {
+  args.insert(args.begin(), t.netlab);
+  const RunResult r = RunCapture(args);
+  if (r.rc != 0) {
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    Die("netlab failed (" + std::to_string(r.rc) + "): " + cmd + ": " + r.err);
+  }
+  const auto c = ParseLinkChange(r.err);
+  if (!c) return fallback;
+  if (spread) *spread = c->at - c->after;
+  return c->after;
+}
+
 // The lab of one run: up on construction, down (with every process left in
 // its namespaces) on destruction, even when the run throws.
 class LabGuard {
@@ -53,6 +73,15 @@ class LabGuard {
     auto topo = netlab::TopologyFromJson(j);
     if (!topo.ok()) Die("cannot read " + p + ": " + topo.error().message);
     info_.topo = std::move(*topo);
+    // A shallow queue on every host link, as in a datacenter fabric (netlab's
+    // default tbf queue is 50 ms: a bulk stream then delays whatever shares
+    // the link, probes included, by up to 50 ms).
+    for (const auto& h : info_.topo.hosts) {
+      for (const auto& r : h.rails) {
+        Netlab(t, {"shape", "--name", info_.name, r.link, "--rate", o.link_rate, "--latency",
+                   std::to_string(o.queue_ms) + "ms", "--dir", "both"});
+      }
+    }
   }
   LabGuard(const LabGuard&) = delete;
   LabGuard& operator=(const LabGuard&) = delete;
@@ -109,10 +138,17 @@ std::vector<Scenario> Scenarios(const Options& o) {
   out.push_back({"link-down", "the sender's rail link (the one its stream uses) goes down (carrier loss) for " +
                                   std::to_string(int(f)) + " s",
                  {{0, Role::kSenderLink, "down"}, {f, Role::kSenderLink, "up"}}, f + 5, false});
-  Scenario flap{"flap", "the same link flaps 10 times (1 s down, 1 s up)", {}, 25, false};
+  // A real flap train (a marginal optic, a bad cable): the link drops, spends
+  // seconds retraining, comes up briefly and drops again. Down periods of a
+  // few seconds outlast TCP's early retransmissions, so a blackholed flow's
+  // backoff grows past the brief up windows and keeps missing them.
+  const double period = o.flap_down_s + o.flap_up_s;
+  char what[128];
+  std::snprintf(what, sizeof what, "the same link flaps 10 times (%g s down, %g s up)", o.flap_down_s, o.flap_up_s);
+  Scenario flap{"flap", what, {}, 10 * period + 5, false};
   for (int k = 0; k < 10; ++k) {
-    flap.actions.push_back({2.0 * k, Role::kSenderLink, "down"});
-    flap.actions.push_back({2.0 * k + 1, Role::kSenderLink, "up"});
+    flap.actions.push_back({period * k, Role::kSenderLink, "down"});
+    flap.actions.push_back({period * k + o.flap_down_s, Role::kSenderLink, "up"});
   }
   out.push_back(flap);
   out.push_back({"rail-down", "the receiver's rail (NIC) that the stream arrives on goes down for " +
@@ -134,9 +170,10 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     return res;
   }
   LabGuard lab(tools, o);
-  const LabInfo& info = lab.info();
-  const auto& hosts = info.topo.hosts;
   const std::string prefix = o.workdir + "/" + sc.name + "-" + arm.name;
+  LabInfo info = lab.info();
+  info.log_prefix = prefix;
+  const auto& hosts = info.topo.hosts;
   if (arm.start) arm.start(info);
   struct StopArm {
     const Arm& a;
@@ -183,44 +220,96 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   if (at == std::string::npos) Die("the bulk stream did not connect; see " + send_out);
   const std::string local = sout.substr(at + 10, sout.find(' ', at + 10) - at - 10);
   const std::string sport = local.substr(local.rfind(':') + 1);
-  const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp", "--sport",
-                                               sport, "--dport", std::to_string(kStreamPort), "--json"}),
-                                nullptr, false);
-  if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
-  for (const auto& l : path["links"]) res.stream_path += (res.stream_path.empty() ? "" : " ") + l.get<std::string>();
-  const std::string sender_link = path["links"].front(), receiver_link = path["links"].back();
-  std::map<std::string, long long> before;
-  for (const auto& r : hosts[0].rails) before[r.link] = HostLinkUpBytes(tools, info.name, r.link);
-  Sleep(1);
-  long long most = -1;
-  for (const auto& r : hosts[0].rails) {
-    const long long d = HostLinkUpBytes(tools, info.name, r.link) - before[r.link];
-    if (d > most) {
-      most = d;
-      res.busiest_link = r.link;
+  // The stream's path by the FIB (the agents' /32 pins included: netlab path
+  // asks `ip route get` for the real 5-tuple), checked against the byte
+  // counters over the next second and asked again after it: an agent that
+  // moved the stream meanwhile (a path it declared down) makes them disagree,
+  // and the check is repeated (up to 5 times) so the fault hits the link that
+  // carries the stream.
+  const auto stream_path = [&] {
+    const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp",
+                                                 "--sport", sport, "--dport", std::to_string(kStreamPort), "--json"}),
+                                  nullptr, false);
+    if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
+    std::vector<std::string> links;
+    for (const auto& l : path["links"]) links.push_back(l.get<std::string>());
+    return links;
+  };
+  std::vector<std::string> links;
+  for (int attempt = 1;; ++attempt) {
+    links = stream_path();
+    std::map<std::string, long long> before;
+    for (const auto& r : hosts[0].rails) before[r.link] = HostLinkUpBytes(tools, info.name, r.link);
+    Sleep(1);
+    long long most = -1;
+    for (const auto& r : hosts[0].rails) {
+      const long long d = HostLinkUpBytes(tools, info.name, r.link) - before[r.link];
+      if (d > most) {
+        most = d;
+        res.busiest_link = r.link;
+      }
+    }
+    const auto again = stream_path();
+    if (again == links && res.busiest_link == links.front()) break;
+    Log(sc.name + " / " + arm.name + ": the stream moved while it was located (FIB " + links.front() + " then " +
+        again.front() + ", counters " + res.busiest_link + "); attempt " + std::to_string(attempt));
+    if (attempt == 5) {
+      res.path_checked = false;
+      links = again;
+      break;
     }
   }
+  for (const auto& l : links) res.stream_path += (res.stream_path.empty() ? "" : " ") + l;
+  const std::string sender_link = links.front(), receiver_link = links.back();
 
   // The faults, on their timetable.
   const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };
   res.link = link_of(sc.actions.front().role);
+  // The stream's TCP state just before the fault (ss -tin: rto, rtt): its
+  // retransmission timer decides when it resumes after a path change.
+  {
+    const RunResult ss = RunCapture(InNs(hosts[0].ns, {"ss", "-tinH", "src", local}));
+    WriteFile(prefix + "-ss-before-fault.txt", ss.out);
+    const auto at = ss.out.find(" rto:");
+    if (at != std::string::npos) res.stream_rto_ms = std::atof(ss.out.c_str() + at + 5);
+  }
   Log(sc.name + " / " + arm.name + ": fault on " + res.link + " (stream " + local + " -> " + dst + " via " +
       res.stream_path + ")");
   Window w{0, 0, 0, o.hang_s};
   const double t0 = Now();
   long long at_repair = 0;
+  // Times are netlab's: when the link really changed (not when we asked).
   for (const auto& a : sc.actions) {
     Sleep(std::max(0.0, t0 + a.at - Now()));
-    if (w.fault == 0) w.fault = Wall();
     const std::string link = link_of(a.role);
     if (a.what == "up") {
-      Netlab(tools, {"link", "--name", info.name, link, "up"});
-      w.repair = Wall();
+      w.repair = NetlabLink(tools, {"link", "--name", info.name, link, "up"}, Wall());
       at_repair = HostLinkUpBytes(tools, info.name, res.link);
     } else {
       std::vector<std::string> cmd = {"link", "--name", info.name, link, "down"};
       if (a.what == "silent") cmd.push_back("--silent");
-      Netlab(tools, cmd);
+      const double asked = Wall();
+      double spread = 0;
+      const double at = NetlabLink(tools, cmd, asked, &spread);
+      if (w.fault == 0) {
+        w.fault = at;
+        res.fault_lag_ms = (at - asked) * 1000;
+        res.fault_spread_ms = spread * 1000;
+        char b[64];
+        std::snprintf(b, sizeof b, "%.6f", at);
+        Log(sc.name + " / " + arm.name + ": fault at " + b);
+        // How the stream's TCP recovers: its socket (ss -tin) and h0's qdiscs,
+        // sampled for 0.6 s after the fault (for the logs, not the score).
+        std::string trace;
+        const double until = Wall() + 0.6;
+        while (Wall() < until) {
+          char t[64];
+          std::snprintf(t, sizeof t, "@%.3f\n", Wall() - w.fault);
+          trace += t + RunCapture(InNs(hosts[0].ns, {"ss", "-tinmH", "src", local})).out;
+        }
+        trace += "qdiscs:\n" + RunCapture({"tc", "-n", hosts[0].ns, "-s", "qdisc", "show"}).out;
+        WriteFile(prefix + "-ss-after-fault.txt", trace);
+      }
     }
   }
   Sleep(std::max(0.0, t0 + sc.observe_s - Now()));
@@ -230,6 +319,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     const long long d = HostLinkUpBytes(tools, info.name, res.link) - at_repair;
     res.reused_mbytes = double(d) / 1e6;
     res.reused = d > 1'000'000;
+    for (const auto& l : stream_path()) res.stream_path_at_end += (res.stream_path_at_end.empty() ? "" : " ") + l;
   }
 
   // Stop: rank 0 ends the loop at its next step; a dead loop is killed.

@@ -26,8 +26,10 @@ struct Options {
   int hosts = 4;
   std::string link_rate = "200mbit";  // every host link, both directions (netlab up --link-rate)
   int hidden = 128, batch = 32;       // the DDP loop's MLP (~82k parameters: ~60 ms steps here)
+  int queue_ms = 5;                   // tbf queue of every host link (netlab shape --latency)
   double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
+  double flap_down_s = 7, flap_up_s = 0.5;  // one flap of the flap scenario's 10 (see Scenarios)
   double warmup_s = 4;                // steady workloads before the first fault
   std::string workdir;                // logs of every run
 };
@@ -36,6 +38,7 @@ struct Options {
 struct LabInfo {
   std::string name;
   netlab::Topology topo;
+  std::string log_prefix;  // WORKDIR/SCENARIO-ARM: where the run's logs go
 };
 
 // One way of handling faults. The workloads and faults are the same for every
@@ -80,6 +83,11 @@ struct ArmResult {
   std::string busiest_link;      // the sender's host link with the most bytes (counters)
   std::optional<bool> reused;    // check_reuse: the repaired link carried the stream again
   double reused_mbytes = 0;
+  std::string stream_path_at_end;  // check_reuse: the stream's path (FIB) at the end of observation
+  bool path_checked = true;     // FIB and counters agreed on the stream's sender link
+  double fault_lag_ms = 0;       // `netlab link ... down` asked -> netlab's `ip` command started
+  double stream_rto_ms = 0;      // the stream socket's RTO just before the fault (ss), 0: unknown
+  double fault_spread_ms = 0;    // how long that `ip` command took (the fault is somewhere in it)
   Score score;
   nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace lockstep::bench::fabric {
@@ -16,6 +17,7 @@ constexpr double kFullSpeed = 0.80;    // full speed: a 300 ms window at >= 80%
 constexpr int kFullWindow = 30;
 constexpr int kDipWindow = 10;         // the dip is the worst 100 ms window
 constexpr double kPreWindow = 3.0;     // seconds before the fault that define "normal"
+constexpr double kFaultReach = 1.0;    // the fault's own stall starts within this long after it
 
 template <typename F>
 void ForEachJsonLine(const std::string& text, F f) {
@@ -122,16 +124,20 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
   };
   const auto flowing = [&](size_t i) { return mean(i, kFlowWindow) >= kFlowing * per; };
   const size_t last = post.size() >= size_t(kFullWindow) ? post.size() - size_t(kFullWindow) : 0;
+  // The stall the fault caused starts within kFaultReach of it: an empty
+  // 10 ms interval (a 50 ms window can hide a short gap when the data SACKed
+  // behind the hole arrives in one burst after it) or a window below 10%.
+  // Later dips count in stream_stalled_ms, not in failover_ms.
   size_t stall_at = post.size();
   for (size_t i = 0; i < last; ++i) {
-    if (flowing(i)) continue;
-    s.stream_stalled_ms += kInterval * 1000;
-    if (stall_at == post.size()) stall_at = i;
+    const bool low = !flowing(i);
+    if (low) s.stream_stalled_ms += kInterval * 1000;
+    if (stall_at == post.size() && post[i].t - w.fault <= kFaultReach && (low || post[i].bytes == 0)) stall_at = i;
+    if (low) s.stream_stalled = true;
   }
   s.stream_stalled_ms = Round1(s.stream_stalled_ms);
-  s.stream_stalled = stall_at < post.size();
   const auto since_fault = [&](size_t i) { return Round1(std::max(0.0, post[i].t - kInterval - w.fault) * 1000); };
-  if (!s.stream_stalled) {
+  if (stall_at == post.size()) {
     s.failover_ms = 0.0;
   } else {
     for (size_t i = stall_at; i + kFlowWindow < last; ++i) {
@@ -144,13 +150,25 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
   double worst = 1e18;
   for (size_t i = 0; i + kDipWindow <= post.size(); ++i) worst = std::min(worst, mean(i, kDipWindow));
   if (worst < 1e18) s.dip_pct = Round1(std::clamp(100 * (1 - worst / per), 0.0, 100.0));
-  for (size_t i = s.stream_stalled ? stall_at : 0; i + kFullWindow <= post.size(); ++i) {
+  for (size_t i = stall_at < post.size() ? stall_at : 0; i + kFullWindow <= post.size(); ++i) {
     if (post[i].bytes > 0 && mean(i, kFullWindow) >= kFullSpeed * per) {
       s.recover_full_speed_ms = since_fault(i);
       break;
     }
   }
   return s;
+}
+
+std::optional<LinkChange> ParseLinkChange(const std::string& text) {
+  const auto at = text.find("(changed at ");
+  if (at == std::string::npos) return std::nullopt;
+  const auto after = text.find(", after ", at);
+  if (after == std::string::npos) return std::nullopt;
+  LinkChange c;
+  c.at = std::atof(text.c_str() + at + 12);
+  c.after = std::atof(text.c_str() + after + 8);
+  if (c.after <= 0 || c.at < c.after) return std::nullopt;
+  return c;
 }
 
 nlohmann::ordered_json ToJson(const Score& s) {

@@ -57,8 +57,11 @@ struct Score {
   double max_step_stall_ms = 0;            // longest gap between steps (rank 0) around/after the fault
   long long lost_steps = 0;                // steps expected at the pre-fault pace but not made
   double pre_mbps = 0;                     // stream throughput before the fault
-  bool stream_stalled = false;             // some 50 ms window fell below 10% of pre_mbps
-  std::optional<double> failover_ms;       // fault -> stream flowing again for 100 ms (0: never stopped); none: never
+  bool stream_stalled = false;             // some 50 ms window after the fault fell below 10% of pre_mbps
+  // fault -> the stream flowing again for 100 ms after the stall the fault
+  // caused (one starting within 1 s of it: an empty 10 ms interval or a 50 ms
+  // window below 10%); 0: no such stall; none: never flowing again.
+  std::optional<double> failover_ms;
   double stream_stalled_ms = 0;            // total time (50 ms windows) below 10% after the fault
   double dip_pct = 0;                      // 100 - worst 100 ms throughput in % of pre_mbps
   std::optional<double> recover_full_speed_ms;  // fault -> a 300 ms window at >= 80% of pre_mbps
@@ -67,5 +70,13 @@ struct Score {
 Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const Window& w);
 
 nlohmann::ordered_json ToJson(const Score& s);
+
+// When `netlab link` changed the link, from its log line
+// "netlab: h0r0: down (changed at B, after A)": the change happened between A
+// (its `ip` command started) and B (it returned). None if absent or A > B.
+struct LinkChange {
+  double after = 0, at = 0;
+};
+std::optional<LinkChange> ParseLinkChange(const std::string& netlab_stderr);
 
 }  // namespace lockstep::bench::fabric

@@ -119,8 +119,16 @@ Status BringLinkUp(const Link& lk, LabState& state) {
   return Status::Ok();
 }
 
-// Flaps the links under the lab lock; returns the routing warnings.
-Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names) {
+// Wall-clock seconds (what benchmarks timestamp their logs with).
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Flaps the links under the lab lock; returns the routing warnings. The link
+// changed between `asked` (just before the first `ip` command) and `changed`
+// (just after the last one returned), before routes re-converge.
+Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names, double& asked,
+                                           double& changed) {
   const std::string name = a.Get("name");
   auto lock = FileLock::Acquire(JoinPath(LabDir(name), ".lock"));
   if (!lock.ok()) return lock.error();
@@ -130,12 +138,14 @@ Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std:
   LabState& state = lab->state;
   const bool down = a.Get("action") == "down", silent = a.Flag("silent");
   const double delay = a.Float("delay-ms") / 1000;  // routing reacts after a BFD/BGP-like delay
+  asked = WallSeconds();
   for (const auto& n : names) {
     const Link* lk = FindLink(t, n);
     if (lk == nullptr) return NotFound("no link " + Quoted(n) + " in the lab any more");
     Status s = down ? TakeLinkDown(*lk, silent, state) : BringLinkUp(*lk, state);
     if (!s.ok()) return s.error();
   }
+  changed = WallSeconds();
   if (down) {
     if (Status s = SaveState(name, state); !s.ok()) return s.error();
     if (silent) return std::vector<std::string>{};
@@ -217,11 +227,14 @@ Result<int> CmdLink(const Args& a) {
   if (!lab.ok()) return lab.error();
   const auto names = ResolveLinks(lab->topo, a.Get("link"));
   if (!names.ok()) return names.error();
-  const auto warnings = FlapLinks(a, *names);
+  double asked = 0, changed = 0;
+  const auto warnings = FlapLinks(a, *names, asked, changed);
   if (!warnings.ok()) return warnings.error();
   for (const auto& w : *warnings) Log("warning: " + w);
   const bool silent = a.Flag("silent") && a.Get("action") == "down";
-  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : ""));
+  char at[96];
+  std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", changed, asked);
+  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : "") + at);
   return 0;
 }
 

@@ -52,6 +52,21 @@ TEST_CASE("fabric score: a 2 s stall, then back at full speed", "[bench]") {
   CHECK(*s.recover_full_speed_ms == Approx(2000).margin(1));
 }
 
+TEST_CASE("fabric score: failover is the fault's own gap, even when a burst hides it, not a later dip", "[bench]") {
+  // 40 ms without data right after the fault at 5 s, then the bytes SACKed
+  // behind the hole arrive at once (the 50 ms window stays above 10%); a
+  // separate 100 ms dip at 7 s.
+  std::vector<Interval> v = Stream(10, 5.0, 5.04);
+  for (auto& iv : v) {
+    if (iv.t > 5.04 && iv.t <= 5.05) iv.bytes = 5000;
+    if (iv.t > 7.0 && iv.t <= 7.1) iv.bytes = 0;
+  }
+  const Score s = ScoreArm(Steps(10), v, {5, 0, 10, 15});
+  CHECK(*s.failover_ms == Approx(40).margin(1));
+  CHECK(s.stream_stalled);  // the later dip
+  CHECK(s.stream_stalled_ms == Approx(100).margin(60));
+}
+
 TEST_CASE("fabric score: the loop hangs and errors, the stream never returns", "[bench]") {
   LoopLog log = Steps(5);
   log.errors.push_back({2, 20.5, "Timed out"});
@@ -62,6 +77,15 @@ TEST_CASE("fabric score: the loop hangs and errors, the stream never returns", "
   CHECK(s.max_step_stall_ms == Approx(15500).margin(1));  // to the error
   CHECK_FALSE(s.failover_ms.has_value());
   CHECK_FALSE(s.recover_full_speed_ms.has_value());
+}
+
+TEST_CASE("fabric: netlab link's change time parses", "[bench]") {
+  const auto c = ParseLinkChange("netlab: h0r0: down (changed at 1795555336.300000, after 1795555336.292613)\n");
+  REQUIRE(c);
+  CHECK(c->after == Approx(1795555336.292613).epsilon(1e-15));
+  CHECK(c->at == Approx(1795555336.3).epsilon(1e-15));
+  CHECK_FALSE(ParseLinkChange("netlab: h0r0: down\n"));
+  CHECK_FALSE(ParseLinkChange("netlab: h0r0: down (changed at 5.0, after 6.0)"));
 }
 
 TEST_CASE("fabric score: logs parse, non-JSON lines are skipped", "[bench]") {
