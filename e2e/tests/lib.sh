@@ -22,6 +22,19 @@ say() { echo "[e2e $(date +%H:%M:%S)] $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
 pass() { say "PASS: $*"; }
 
+# find_bin VAR REL: the binary $VAR names, else REL under $LOCKSTEP_BUILD_DIR,
+# build/dev or build/ci (fails naming the build target).
+find_bin() {
+  local v=${!1:-} d
+  if [[ -z $v ]]; then
+    for d in ${LOCKSTEP_BUILD_DIR:+"$LOCKSTEP_BUILD_DIR"} "$REPO/build/dev" "$REPO/build/ci"; do
+      if [[ -x $d/$2 ]]; then v=$d/$2 && break; fi
+    done
+  fi
+  [[ -n $v && -x $v ]] || fail "$2 not built (cmake --build --preset dev --target ${2##*/})"
+  echo "$v"
+}
+
 # wait_for DESCRIPTION TIMEOUT_S COMMAND...: polls until COMMAND succeeds.
 wait_for() {
   local desc=$1 timeout=$2; shift 2

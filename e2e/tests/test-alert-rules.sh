@@ -23,16 +23,6 @@
 for tool in jq helm prometheus promtool curl; do
   command -v $tool >/dev/null || fail "needs $tool (scripts/setup installs Debian's prometheus)"
 done
-find_bin() {  # find_bin VAR REL: $VAR, else REL under the build dirs
-  local v=${!1:-} d
-  if [[ -z $v ]]; then
-    for d in ${LOCKSTEP_BUILD_DIR:+"$LOCKSTEP_BUILD_DIR"} "$REPO/build/dev" "$REPO/build/ci"; do
-      if [[ -x $d/$2 ]]; then v=$d/$2 && break; fi
-    done
-  fi
-  [[ -n $v && -x $v ]] || fail "$2 not built (cmake --build --preset dev --target netlab lockstep-agent)"
-  echo "$v"
-}
 NETLAB=$(find_bin NETLAB e2e/netlab/netlab)
 AGENT=$(find_bin LOCKSTEP_AGENT daemonset/lockstep-agent)
 OUT=$STATE/alert-rules

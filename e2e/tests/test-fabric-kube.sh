@@ -27,16 +27,6 @@
 . "$(dirname "$0")/lib.sh"
 [[ $(id -u) -eq 0 ]] || fail "needs root (network namespaces)"
 command -v jq >/dev/null || fail "needs jq"
-find_bin() {  # find_bin VAR REL: $VAR, else REL under the build dirs
-  local v=${!1:-} d
-  if [[ -z $v ]]; then
-    for d in ${LOCKSTEP_BUILD_DIR:+"$LOCKSTEP_BUILD_DIR"} "$REPO/build/dev" "$REPO/build/ci"; do
-      if [[ -x $d/$2 ]]; then v=$d/$2 && break; fi
-    done
-  fi
-  [[ -n $v && -x $v ]] || fail "$2 not built (cmake --build --preset dev --target netlab netlab-relay lockstep-agent)"
-  echo "$v"
-}
 NETLAB=$(find_bin NETLAB e2e/netlab/netlab)
 RELAY=$(find_bin NETLAB_RELAY e2e/netlab/netlab-relay)
 AGENT=$(find_bin LOCKSTEP_AGENT daemonset/lockstep-agent)
