@@ -1,11 +1,12 @@
 #include "lockstep/agent/fabric_probe.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "lockstep/agent/keyed_mac.h"
 
 namespace lockstep::agent {
 namespace {
@@ -20,68 +21,6 @@ uint64_t Get(const uint8_t* p, int n) {
   for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
   return v;
 }
-
-// HMAC-SHA256 (RFC 2104) with the key schedule done once, as PacketCodec
-// does: the digest states after (key ^ ipad) and (key ^ opad) are kept and
-// each MAC starts from copies of them in a per-thread scratch context (a few
-// us; EVP_MAC_CTX_dup per message cost several times more).
-struct KeyedMac {
-  EVP_MD* md = nullptr;
-  EVP_MD_CTX* inner = nullptr;  // immutable after construction
-  EVP_MD_CTX* outer = nullptr;
-  explicit KeyedMac(const ProbeKey& key) {
-    constexpr size_t kBlock = 64;
-    md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    inner = EVP_MD_CTX_new();
-    outer = EVP_MD_CTX_new();
-    if (md == nullptr || inner == nullptr || outer == nullptr) std::abort();
-    unsigned char k[kBlock] = {};
-    if (key.bytes().size() > kBlock) {
-      unsigned int len = 0;
-      if (EVP_Digest(key.bytes().data(), key.bytes().size(), k, &len, md, nullptr) != 1) std::abort();
-    } else {
-      std::memcpy(k, key.bytes().data(), key.bytes().size());
-    }
-    unsigned char ipad[kBlock], opad[kBlock];
-    for (size_t i = 0; i < kBlock; ++i) {
-      ipad[i] = static_cast<unsigned char>(k[i] ^ 0x36);
-      opad[i] = static_cast<unsigned char>(k[i] ^ 0x5c);
-    }
-    if (EVP_DigestInit_ex(inner, md, nullptr) != 1 || EVP_DigestUpdate(inner, ipad, kBlock) != 1 ||
-        EVP_DigestInit_ex(outer, md, nullptr) != 1 || EVP_DigestUpdate(outer, opad, kBlock) != 1) {
-      std::abort();  // an OpenSSL without SHA-256
-    }
-    OPENSSL_cleanse(k, sizeof k);
-    OPENSSL_cleanse(ipad, sizeof ipad);
-    OPENSSL_cleanse(opad, sizeof opad);
-  }
-  ~KeyedMac() {
-    EVP_MD_CTX_free(inner);
-    EVP_MD_CTX_free(outer);
-    EVP_MD_free(md);
-  }
-  KeyedMac(const KeyedMac&) = delete;
-  KeyedMac& operator=(const KeyedMac&) = delete;
-
-  // false if OpenSSL fails (then nothing authenticates).
-  bool Compute(std::span<const uint8_t> data, std::array<uint8_t, kMacSize>& out) const {
-    struct Holder {
-      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-      ~Holder() { EVP_MD_CTX_free(ctx); }
-    };
-    thread_local Holder scratch;
-    EVP_MD_CTX* w = scratch.ctx;
-    unsigned char h[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (w == nullptr || EVP_MD_CTX_copy_ex(w, inner) != 1 || EVP_DigestUpdate(w, data.data(), data.size()) != 1 ||
-        EVP_DigestFinal_ex(w, h, &len) != 1 || EVP_MD_CTX_copy_ex(w, outer) != 1 ||
-        EVP_DigestUpdate(w, h, len) != 1 || EVP_DigestFinal_ex(w, h, &len) != 1 || len < kMacSize) {
-      return false;
-    }
-    std::copy(h, h + kMacSize, out.begin());
-    return true;
-  }
-};
 
 }  // namespace
 
@@ -129,8 +68,8 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
   Put(&b[24], p.seq, 8);
   Put(&b[32], static_cast<uint64_t>(p.tx_fabric_ns), 8);
   Put(&b[40], static_cast<uint64_t>(p.rx_fabric_ns), 8);
-  std::array<uint8_t, kMacSize> mac{};
-  (void)Snapshot()->current->Compute(std::span(b.data(), kSignedSize), mac);  // zeros on failure: never verifies
+  const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
+      std::array<uint8_t, kMacSize>{});  // zeros on failure: never verifies
   std::copy(mac.begin(), mac.end(), b.begin() + kSignedSize);
   return b;
 }
@@ -140,8 +79,9 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   if (Get(&b[0], 4) != kFabricProbeMagic || b[4] != kFabricProbeVersion) return FabricDrop::kBadMagic;
   auto keys = Snapshot();
   auto verifies = [&](const std::shared_ptr<const KeyedMac>& k) {
-    std::array<uint8_t, kMacSize> mac{};
-    return k && k->Compute(b.first(kSignedSize), mac) && CRYPTO_memcmp(mac.data(), &b[kSignedSize], kMacSize) == 0;
+    if (!k) return false;
+    const auto mac = k->Compute(b.first(kSignedSize));
+    return mac && CRYPTO_memcmp(mac->data(), &b[kSignedSize], kMacSize) == 0;
   };
   if (!verifies(keys->current) && !verifies(keys->previous)) return FabricDrop::kUnauthenticated;
   FabricProbe p;
