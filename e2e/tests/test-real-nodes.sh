@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Real nodes (e2e/cluster/up --real-nodes): its own cluster with 2 real GPU nodes, 1 real
+# CPU node (kubelet + containerd + runc, each in its own network namespace) and 1 kwok
+# CPU node. Checks, in order:
+#  1. the real nodes registered as system:node:<name>, Ready, with the GPU labels, taint
+#     and capacity of the kwok GPU nodes (CPU node: none of them);
+#  2. a pod with the locally built pause image (imagePullPolicy Never) runs; its init
+#     container runs the agent image; `kubectl logs` and `kubectl exec` work;
+#  3. `helm install` with the local images: the operator runs in pods on the real CPU
+#     node with its in-cluster ServiceAccount and takes the Lease; the agent DaemonSet's
+#     pods run on both real GPU nodes and on no CPU node, lock their clocks with each
+#     other and make their FabricHealths Ready; `kubectl logs` shows the agent's log;
+#     deleting the leader's pod hands the Lease to the other replica;
+#  4. `down` leaves nothing: processes, cgroups, network namespaces, veths, mounts,
+#     /run/containerd, /var/log/containers, /var/lib/cni, iptables chains.
+# Prints what it measured (kubelet start -> Ready, idle kubelet+containerd per node,
+# pod Ready after apply, helm install -> agents LOCKED) as a table and one JSON line.
+# Needs root, and the images (built here with images/build into the build tree).
+. "$(dirname "$0")/lib.sh"
+[[ $(id -u) -eq 0 ]] || fail "needs root (namespaces, cgroups, containerd)"
+command -v jq >/dev/null || fail "needs jq"
+BIN=${LOCKSTEP_K8S_BIN:-$("$REPO/scripts/install-k8s-tools" | tail -n1)}
+export LOCKSTEP_K8S_BIN=$BIN
+K() { "$BIN/kubectl" --kubeconfig "$RDIR/kubeconfig" "$@"; }
+
+app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/charts/lockstep/Chart.yaml")
+mkdir -p "$STATE"
+# LOCKSTEP_IMAGES_DIR: archives made elsewhere; else images/build in the build tree (cached).
+images_dir=${LOCKSTEP_IMAGES_DIR:-}
+if [[ -z $images_dir ]]; then
+  build_dir=${LOCKSTEP_BUILD_DIR:-$REPO/build/ci}
+  images_dir=$build_dir/images
+  "$REPO/images/build" --build-dir "$build_dir" --out "$images_dir" >"$STATE/real-nodes-images.log" 2>&1 ||
+    fail "images/build failed: $(tail -5 "$STATE/real-nodes-images.log")"
+fi
+AGENT_TAR=$images_dir/lockstep-agent-$app_version.oci.tar
+OPERATOR_TAR=$images_dir/lockstep-operator-$app_version.oci.tar
+[[ -f $AGENT_TAR && -f $OPERATOR_TAR ]] || fail "no image archives in $images_dir"
+AGENT_IMAGE=ghcr.io/lockstep/lockstep-agent:$app_version
+PAUSE_IMAGE=$(cat "$BIN/pause.ref")
+
+RDIR=$STATE/real-nodes-cluster
+ID=$(printf '%s' "$RDIR" | sha256sum | cut -c1-6)  # as e2e/cluster/real-nodes names things
+"$REPO/e2e/cluster/down" "$RDIR" --purge >/dev/null 2>&1 || true
+shared_before=$(ls -d /run/containerd /var/log/containers /var/log/pods /var/lib/cni /var/lib/kubelet 2>/dev/null || true)
+down_done=0
+cleanup() {
+  ((down_done)) || "$REPO/e2e/cluster/down" "$RDIR" >&2 || true
+}
+trap cleanup EXIT
+
+say "up: 2 real GPU + 1 real CPU + 1 kwok CPU node"
+"$REPO/e2e/cluster/up" --dir "$RDIR" --nodes 0 --cpu-nodes 1 --real-nodes 2 --real-cpu-nodes 1 \
+  --real-node-image "$AGENT_TAR" --real-node-image "$OPERATOR_TAR" >"$STATE/real-nodes-up.log" 2>&1 ||
+  fail "up failed: $(tail -20 "$STATE/real-nodes-up.log")"
+# shellcheck disable=SC1091
+. "$RDIR/env"
+
+# ---- 1. nodes ------------------------------------------------------------------------
+REAL_GPU="real-gpu-0 real-gpu-1"
+for n in real-gpu-0 real-gpu-1 real-cpu-0; do
+  j=$(K get node "$n" -o json) || fail "node $n not registered"
+  [[ $(jq -r '.status.conditions[] | select(.type == "Ready") | .status' <<<"$j") == True ]] || fail "$n not Ready"
+  [[ $(jq -r '.status.nodeInfo.containerRuntimeVersion' <<<"$j") == containerd://* ]] || fail "$n: runtime is not containerd"
+  [[ $(jq -r '.status.nodeInfo.kubeletVersion' <<<"$j") == "$LOCKSTEP_K8S_VERSION" ]] ||
+    fail "$n: kubelet $(jq -r '.status.nodeInfo.kubeletVersion' <<<"$j") is not the control plane's $LOCKSTEP_K8S_VERSION"
+  ip=$(jq -r '.status.addresses[] | select(.type == "InternalIP") | .address' <<<"$j")
+  [[ $ip == "$(cat "$RDIR/nodes/$n/ip")" ]] || fail "$n: InternalIP $ip is not its namespace's address"
+  if [[ $n == real-gpu-* ]]; then
+    [[ $(jq -r '.metadata.labels["nvidia.com/gpu.present"]' <<<"$j") == true ]] || fail "$n: no nvidia.com/gpu.present label"
+    [[ $(jq -r '.status.capacity["nvidia.com/gpu"]' <<<"$j") == 8 ]] || fail "$n: no nvidia.com/gpu capacity"
+    [[ $(jq -r '.spec.taints[] | select(.key == "nvidia.com/gpu") | .effect' <<<"$j") == NoSchedule ]] || fail "$n: no GPU taint"
+  else
+    [[ $(jq -r '.metadata.labels["nvidia.com/gpu.present"] // "none"' <<<"$j") == none ]] || fail "$n: a CPU node with a GPU label"
+  fi
+done
+# The node's identity: its certificate names system:node:<name> in system:nodes.
+subj=$(openssl x509 -in "$RDIR/pki/node-real-gpu-0.crt" -noout -subject -nameopt RFC2253)
+[[ $subj == *"CN=system:node:real-gpu-0"* && $subj == *"O=system:nodes"* ]] || fail "node certificate subject: $subj"
+openssl verify -CAfile "$RDIR/pki/ca.crt" "$RDIR/pki/node-real-gpu-0.crt" >/dev/null || fail "node certificate not signed by the cluster CA"
+# The node authenticates with it (the kubelet renews its Lease as that user).
+[[ $(K -n kube-node-lease get lease real-gpu-0 -o 'jsonpath={.spec.holderIdentity}') == real-gpu-0 ]] || fail "no node Lease for real-gpu-0"
+pass "3 real nodes Ready as system:node:<name> with kubelet $LOCKSTEP_K8S_VERSION and the kwok nodes' GPU labels, taint and capacity"
+
+# ---- 2. a pod: local pause image, agent image as init container, logs and exec ------
+cat >"$STATE/real-nodes-pod.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: rn-pause, namespace: default}
+spec:
+  nodeName: real-gpu-1
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  shareProcessNamespace: true   # pause is then not PID 1 and says so on stderr: a log line
+  initContainers:
+  - {name: version, image: "$AGENT_IMAGE", imagePullPolicy: Never, args: [version]}
+  containers:
+  - {name: pause, image: "$PAUSE_IMAGE", imagePullPolicy: Never}
+EOF
+t0=$(date +%s.%N)
+K apply -f "$STATE/real-nodes-pod.yaml" >/dev/null
+wait_for "pod rn-pause Ready" 120 K wait --for=condition=Ready pod/rn-pause --timeout=2s
+pod_ready_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[[ $(K get pod rn-pause -o 'jsonpath={.status.containerStatuses[0].containerID}') == containerd://* ]] ||
+  fail "rn-pause runs no containerd container"
+K logs rn-pause -c pause | grep -q "pause should be the first process" || fail "kubectl logs rn-pause: $(K logs rn-pause -c pause 2>&1)"
+K logs rn-pause -c version | grep -q . || fail "kubectl logs of the agent image's init container is empty"
+[[ $(K exec rn-pause -c pause -- /pause -v) == *"$(sed 's/.*://' <<<"$PAUSE_IMAGE")"* ]] || fail "kubectl exec /pause -v"
+pass "pod with the local pause image Running on real-gpu-1 ${pod_ready_s}s after apply; init container ran the agent image; logs and exec work"
+K delete pod rn-pause --wait=true --timeout=60s >/dev/null
+
+# ---- 3. helm install with the local images --------------------------------------------
+NSP=lockstep-system
+t0=$(date +%s.%N)
+"$BIN/helm" --kubeconfig "$RDIR/kubeconfig" install lockstep "$REPO/charts/lockstep" -n $NSP --create-namespace \
+  --set operator.nodeSelector.type=real --set operator.image.pullPolicy=Never \
+  --set agent.image.pullPolicy=Never >"$STATE/real-nodes-helm.log" 2>&1 || fail "helm install: $(tail -5 "$STATE/real-nodes-helm.log")"
+all_locked() {
+  local s
+  s=$(K get fabrichealth -o json | jq -r '[.items[] | select(.status.clock.state == "LOCKED") | .metadata.name] | sort | join(" ")')
+  [[ $s == "$REAL_GPU" ]]
+}
+wait_for "both real GPU nodes' agents LOCKED" 180 all_locked
+locked_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+agents=$(K -n $NSP get pods -l app.kubernetes.io/component=agent -o json)
+[[ $(jq -r '[.items[] | select(.status.phase == "Running") | .spec.nodeName] | sort | join(" ")' <<<"$agents") == "$REAL_GPU" ]] ||
+  fail "agent pods run on: $(jq -r '[.items[] | .spec.nodeName + "=" + .status.phase] | join(" ")' <<<"$agents") (want exactly $REAL_GPU)"
+jq -e 'all(.items[]; .status.containerStatuses[0].containerID | startswith("containerd://"))' <<<"$agents" >/dev/null ||
+  fail "an agent pod runs no containerd container"
+for f in $REAL_GPU; do
+  [[ $(K get fabrichealth "$f" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]] || fail "FabricHealth $f not Ready"
+done
+apod=$(jq -r '.items[0].metadata.name' <<<"$agents")
+K -n $NSP logs "$apod" | grep -q '"reporting to FabricHealth"' || fail "kubectl logs $apod shows no agent log"
+ops=$(K -n $NSP get pods -l app.kubernetes.io/component=operator -o json)
+[[ $(jq -r '[.items[] | select(.status.phase == "Running") | .spec.nodeName] | unique | join(" ")' <<<"$ops") == real-cpu-0 ]] ||
+  fail "operator pods not Running on real-cpu-0: $(jq -r '[.items[] | .spec.nodeName + "=" + .status.phase] | join(" ")' <<<"$ops")"
+holder=$(K -n $NSP get lease lockstep-operator -o 'jsonpath={.spec.holderIdentity}')
+jq -e --arg h "$holder" 'any(.items[]; .metadata.name == $h)' <<<"$ops" >/dev/null || fail "Lease holder '$holder' is not an operator pod"
+pass "helm install: operator pods on real-cpu-0 ($holder leads), agents Running on $REAL_GPU only, LOCKED and Ready ${locked_s}s after install; kubectl logs works"
+
+# Deleting the leader's pod hands the Lease over to the other replica.
+K -n $NSP delete pod "$holder" --wait=false >/dev/null
+new_leader() { # a live operator pod other than the deleted one holds the Lease
+  local h
+  h=$(K -n $NSP get lease lockstep-operator -o 'jsonpath={.spec.holderIdentity}')
+  [[ -n $h && $h != "$holder" ]] &&
+    K -n $NSP get pods -l app.kubernetes.io/component=operator -o json |
+    jq -e --arg h "$h" 'any(.items[]; .metadata.name == $h and .status.phase == "Running")' >/dev/null
+}
+wait_for "the other operator replica to take the Lease" 120 new_leader
+pass "deleting the leader's pod $holder handed the Lease to $(K -n $NSP get lease lockstep-operator -o 'jsonpath={.spec.holderIdentity}')"
+
+# ---- measurements --------------------------------------------------------------------
+# Idle cost of each real node: kubelet + containerd + shims (RSS now; CPU over 10 s).
+node_procs() { # the kubelet (recorded pid), its containerd child, the node's shims
+  local n=$1 kpid p
+  kpid=$(cat "$RDIR/pids/real-$n.pid")
+  echo "$kpid"
+  pgrep -P "$kpid" || true
+  for p in $(pgrep -f "containerd-shim-runc-v2 .*$RDIR/nodes/$n/containerd.sock" || true); do echo "$p"; done
+}
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
+rss_kib() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $t; }
+declare -A c0
+for n in real-gpu-0 real-gpu-1 real-cpu-0; do c0[$n]=$(cpu_ticks $(node_procs "$n")); done
+sleep 10
+hz=$(getconf CLK_TCK)
+rows="" json="["
+while IFS=$'\t' read -r n _ _ ready_s; do
+  procs=$(node_procs "$n")
+  # shellcheck disable=SC2086
+  mem=$(rss_kib $procs)
+  # shellcheck disable=SC2086
+  cpu=$(awk -v a="${c0[$n]}" -v b="$(cpu_ticks $procs)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz / 10 * 100 }')
+  rows+=$(printf '%-12s %14s %14.0f %10s\n' "$n" "$ready_s" "$((mem / 1024))" "$cpu")$'\n'
+  json+=$(printf '%s{"node":"%s","kubelet_ready_s":%s,"idle_rss_mib":%d,"idle_cpu_pct":%s}' \
+    "$([[ $json == "[" ]] || echo ,)" "$n" "$ready_s" "$((mem / 1024))" "$cpu")
+done <"$RDIR/state/real-nodes.tsv"
+json+="]"
+{
+  echo "real nodes (uptime: $(uptime | sed 's/.*load/load/'))"
+  printf '%-12s %14s %14s %10s\n' node "kubelet->Ready s" "idle RSS MiB" "idle CPU %"
+  printf '%s' "$rows"
+  echo "pod Ready after apply: ${pod_ready_s}s; helm install -> agents LOCKED: ${locked_s}s"
+  echo "{\"bench\":\"real-nodes\",\"nodes\":$json,\"pod_ready_after_apply_s\":$pod_ready_s,\"helm_install_to_locked_s\":$locked_s,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+} | tee "$STATE/real-nodes-bench.txt" >&2
+
+# ---- 4. down leaves nothing ------------------------------------------------------------
+"$BIN/helm" --kubeconfig "$RDIR/kubeconfig" uninstall lockstep -n $NSP >/dev/null 2>&1 || true
+down_done=1
+"$REPO/e2e/cluster/down" "$RDIR" >"$STATE/real-nodes-down.log" 2>&1 || fail "down failed: $(tail -10 "$STATE/real-nodes-down.log")"
+left=""
+for p in /proc/[0-9]*; do
+  a=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
+  [[ $a == *"$RDIR/"* ]] && left+=" ${p#/proc/}"
+done
+[[ -z $left ]] || fail "processes of the cluster survive down:$left"
+if grep -q " $RDIR/" /proc/self/mountinfo; then fail "mounts under $RDIR survive down"; fi
+for h in /sys/fs/cgroup/*/; do
+  compgen -G "${h}lockstep-$ID-*" >/dev/null && fail "cgroups ${h}lockstep-$ID-* survive down"
+done
+compgen -G "/run/netns/lsrn-$ID-*" >/dev/null && fail "network namespaces lsrn-$ID-* survive down"
+ip -o link show | grep -q "lsrn$ID" && fail "veths lsrn$ID* survive down"
+iptables-save 2>/dev/null | grep -q '^:KUBE-' && fail "KUBE-* iptables chains in the root namespace"
+shared_after=$(ls -d /run/containerd /var/log/containers /var/log/pods /var/lib/cni /var/lib/kubelet 2>/dev/null || true)
+[[ $shared_after == "$shared_before" ]] || fail "host paths changed: before '$shared_before', after '$shared_after'"
+rm -rf "$RDIR"
+pass "down left no process, mount, cgroup, network namespace, veth, iptables chain or host path"
