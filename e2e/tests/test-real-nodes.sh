@@ -10,7 +10,8 @@
 #     node with its in-cluster ServiceAccount and takes the Lease; the agent DaemonSet's
 #     pods run on both real GPU nodes and on no CPU node, lock their clocks with each
 #     other and make their FabricHealths Ready; `kubectl logs` shows the agent's log;
-#     deleting the leader's pod hands the Lease to the other replica;
+#     deleting the leader's pod hands the Lease to the other replica; a killed agent
+#     container is restarted and its FabricHealth goes on (reported again, LOCKED);
 #  4. `down` leaves nothing: processes, cgroups, network namespaces, veths, mounts,
 #     /run/containerd, /var/log/containers, /var/lib/cni, iptables chains.
 # Prints what it measured (kubelet start -> Ready, idle kubelet+containerd per node,
@@ -150,37 +151,59 @@ new_leader() { # a live operator pod other than the deleted one holds the Lease
 wait_for "the other operator replica to take the Lease" 120 new_leader
 pass "deleting the leader's pod $holder handed the Lease to $(K -n $NSP get lease lockstep-operator -o 'jsonpath={.spec.holderIdentity}')"
 
-# ---- measurements --------------------------------------------------------------------
-# Idle cost of each real node: kubelet + containerd + shims (RSS now; CPU over 10 s).
-node_procs() { # the kubelet (recorded pid), its containerd child, the node's shims
-  local n=$1 kpid p
-  kpid=$(cat "$RDIR/pids/real-$n.pid")
-  echo "$kpid"
-  pgrep -P "$kpid" || true
-  for p in $(pgrep -f "containerd-shim-runc-v2 .*$RDIR/nodes/$n/containerd.sock" || true); do echo "$p"; done
+# Killing an agent container: the kubelet restarts it and its FabricHealth goes on.
+apod=$(K -n $NSP get pods -l app.kubernetes.io/component=agent --field-selector spec.nodeName=real-gpu-0 -o name | sed 's|.*/||')
+cid=$(K -n $NSP get pod "$apod" -o 'jsonpath={.status.containerStatuses[0].containerID}')
+restarts0=$(K -n $NSP get pod "$apod" -o 'jsonpath={.status.containerStatuses[0].restartCount}')
+ctr --address "$RDIR/nodes/real-gpu-0/containerd.sock" -n k8s.io tasks kill -s SIGKILL "${cid#containerd://}" >/dev/null ||
+  fail "ctr tasks kill of the agent container on real-gpu-0"
+t_kill=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+restarted() {
+  local j
+  j=$(K -n $NSP get pod "$apod" -o json)
+  jq -e --argjson r "$restarts0" '.status.containerStatuses[0] | .restartCount > $r and .state.running != null' <<<"$j" >/dev/null
 }
+wait_for "the killed agent container to restart" 120 restarted
+reported_after_kill() {
+  local t
+  t=$(K get fabrichealth real-gpu-0 -o 'jsonpath={.status.lastReportTime}')
+  [[ $t > $t_kill ]] && [[ $(K get fabrichealth real-gpu-0 -o 'jsonpath={.status.clock.state}') == LOCKED ]]
+}
+wait_for "FabricHealth real-gpu-0 reported again and LOCKED after the restart" 180 reported_after_kill
+pass "killed agent container on real-gpu-0 restarted by the kubelet; its FabricHealth is reported again and LOCKED"
+
+# ---- measurements --------------------------------------------------------------------
+# Idle cost of each real node (agents running on the GPU nodes): the kubelet, its
+# containerd, and the node's shims (RSS now; CPU over 10 s). Containers not counted.
+kubelet_of() { cat "$RDIR/pids/real-$1.pid"; }
+containerd_of() { pgrep -P "$(kubelet_of "$1")" -x containerd || true; }
+shims_of() { pgrep -f "containerd-shim-runc-v2 .*$RDIR/nodes/$1/containerd.sock" || true; }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
-rss_kib() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $t; }
+rss_mib() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $((t / 1024)); }
 declare -A c0
-for n in real-gpu-0 real-gpu-1 real-cpu-0; do c0[$n]=$(cpu_ticks $(node_procs "$n")); done
+for n in real-gpu-0 real-gpu-1 real-cpu-0; do
+  # shellcheck disable=SC2046
+  c0[$n]=$(cpu_ticks $(kubelet_of "$n") $(containerd_of "$n") $(shims_of "$n"))
+done
 sleep 10
 hz=$(getconf CLK_TCK)
 rows="" json="["
 while IFS=$'\t' read -r n _ _ ready_s; do
-  procs=$(node_procs "$n")
+  k=$(kubelet_of "$n") c=$(containerd_of "$n") sh=$(shims_of "$n")
   # shellcheck disable=SC2086
-  mem=$(rss_kib $procs)
+  cpu=$(awk -v a="${c0[$n]}" -v b="$(cpu_ticks $k $c $sh)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz / 10 * 100 }')
   # shellcheck disable=SC2086
-  cpu=$(awk -v a="${c0[$n]}" -v b="$(cpu_ticks $procs)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz / 10 * 100 }')
-  rows+=$(printf '%-12s %14s %14.0f %10s\n' "$n" "$ready_s" "$((mem / 1024))" "$cpu")$'\n'
-  json+=$(printf '%s{"node":"%s","kubelet_ready_s":%s,"idle_rss_mib":%d,"idle_cpu_pct":%s}' \
-    "$([[ $json == "[" ]] || echo ,)" "$n" "$ready_s" "$((mem / 1024))" "$cpu")
+  mk=$(rss_mib $k) mc=$(rss_mib $c) ms=$(rss_mib $sh) nshim=$(wc -w <<<"$sh")
+  rows+=$(printf '%-12s %8s %8s %11s %10s %6s %8s' "$n" "$ready_s" "$mk" "$mc" "$ms($nshim)" "$((mk + mc + ms))" "$cpu")$'\n'
+  json+=$(printf '%s{"node":"%s","kubelet_ready_s":%s,"rss_mib":{"kubelet":%d,"containerd":%d,"shims":%d,"total":%d},"shims":%d,"idle_cpu_pct":%s}' \
+    "$([[ $json == "[" ]] || echo ,)" "$n" "$ready_s" "$mk" "$mc" "$ms" "$((mk + mc + ms))" "$nshim" "$cpu")
 done <"$RDIR/state/real-nodes.tsv"
 json+="]"
 {
   echo "real nodes (uptime: $(uptime | sed 's/.*load/load/'))"
-  printf '%-12s %14s %14s %10s\n' node "kubelet->Ready s" "idle RSS MiB" "idle CPU %"
+  printf '%-12s %8s %8s %11s %10s %6s %8s\n' node "Ready s" "kubelet" "containerd" "shims(n)" "total" "CPU %"
   printf '%s' "$rows"
+  echo "(Ready s: kubelet start -> Node Ready; RSS in MiB; CPU % of one core over 10 s, idle)"
   echo "pod Ready after apply: ${pod_ready_s}s; helm install -> agents LOCKED: ${locked_s}s"
   echo "{\"bench\":\"real-nodes\",\"nodes\":$json,\"pod_ready_after_apply_s\":$pod_ready_s,\"helm_install_to_locked_s\":$locked_s,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
 } | tee "$STATE/real-nodes-bench.txt" >&2
