@@ -80,7 +80,8 @@ subj=$(openssl x509 -in "$RDIR/pki/node-real-gpu-0.crt" -noout -subject -nameopt
 [[ $subj == *"CN=system:node:real-gpu-0"* && $subj == *"O=system:nodes"* ]] || fail "node certificate subject: $subj"
 openssl verify -CAfile "$RDIR/pki/ca.crt" "$RDIR/pki/node-real-gpu-0.crt" >/dev/null || fail "node certificate not signed by the cluster CA"
 # The node authenticates with it (the kubelet renews its Lease as that user).
-[[ $(K -n kube-node-lease get lease real-gpu-0 -o 'jsonpath={.spec.holderIdentity}') == real-gpu-0 ]] || fail "no node Lease for real-gpu-0"
+node_lease() { [[ $(K -n kube-node-lease get lease real-gpu-0 -o 'jsonpath={.spec.holderIdentity}') == real-gpu-0 ]]; }
+wait_for "the node Lease of real-gpu-0" 60 node_lease
 pass "3 real nodes Ready as system:node:<name> with kubelet $LOCKSTEP_K8S_VERSION and the kwok nodes' GPU labels, taint and capacity"
 
 # ---- 2. a pod: local pause image, agent image as init container, logs and exec ------
@@ -174,12 +175,13 @@ pass "killed agent container on real-gpu-0 restarted by the kubelet; its FabricH
 
 # ---- measurements --------------------------------------------------------------------
 # Idle cost of each real node (agents running on the GPU nodes): the kubelet, its
-# containerd, and the node's shims (RSS now; CPU over 10 s). Containers not counted.
+# containerd, and the node's shims (anonymous RSS now: the binaries' text is shared by all
+# nodes; CPU over 10 s). Containers not counted.
 kubelet_of() { cat "$RDIR/pids/real-$1.pid"; }
 containerd_of() { pgrep -P "$(kubelet_of "$1")" -x containerd || true; }
 shims_of() { pgrep -f "containerd-shim-runc-v2 .*$RDIR/nodes/$1/containerd.sock" || true; }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
-rss_mib() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $((t / 1024)); }
+rss_mib() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^RssAnon/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $((t / 1024)); }
 declare -A c0
 for n in real-gpu-0 real-gpu-1 real-cpu-0; do
   # shellcheck disable=SC2046
@@ -203,7 +205,7 @@ json+="]"
   echo "real nodes (uptime: $(uptime | sed 's/.*load/load/'))"
   printf '%-12s %8s %8s %11s %10s %6s %8s\n' node "Ready s" "kubelet" "containerd" "shims(n)" "total" "CPU %"
   printf '%s' "$rows"
-  echo "(Ready s: kubelet start -> Node Ready; RSS in MiB; CPU % of one core over 10 s, idle)"
+  echo "(Ready s: kubelet start -> Node Ready; anonymous RSS in MiB; CPU % of one core over 10 s, idle)"
   echo "pod Ready after apply: ${pod_ready_s}s; helm install -> agents LOCKED: ${locked_s}s"
   echo "{\"bench\":\"real-nodes\",\"nodes\":$json,\"pod_ready_after_apply_s\":$pod_ready_s,\"helm_install_to_locked_s\":$locked_s,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
 } | tee "$STATE/real-nodes-bench.txt" >&2
