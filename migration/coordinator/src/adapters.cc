@@ -49,8 +49,10 @@ Result<int> ShellSpareLauncher::Launch() {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  // "exec": the spare's pid is the one we reap when the command is a simple one.
-  std::string script = "exec " + command_;
+  // A simple command is exec'd, so the pid we reap is the spare's own (the one
+  // it registers with). A compound one runs under the shell's pid.
+  bool simple = command_.find_first_of(";&|\n`(){}<>") == std::string::npos;
+  std::string script = simple ? "exec " + command_ : command_;
   char sh[] = "/bin/sh", dash_c[] = "-c";
   char* argv[] = {sh, dash_c, script.data(), nullptr};
   pid_t pid = 0;
