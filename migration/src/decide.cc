@@ -506,10 +506,9 @@ Status Apply(JobState& s, const Event& event, double now, Actions& a, std::strin
           Member* m = s.Find(e.member);
           if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
           if (m->status != MemberStatus::kAlive) return Status::Ok();  // the reply says exit
-          if (e.generation > s.generation()) {
-            return Conflict("generation " + Num(e.generation) + " does not exist (current: " + Num(s.generation()) + ")");
-          }
           m->last_seen = now;
+          // A generation that does not exist (yet): a sign of life, nothing more.
+          if (e.generation > s.generation()) return Status::Ok();
           m->hb_generation = e.generation;
           m->hb_step = e.step;
           m->hb_state = e.state;
