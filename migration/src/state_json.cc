@@ -28,7 +28,8 @@ const std::pair<Phase, const char*> kPhases[] = {{Phase::kAssembling, "assemblin
                                                  {Phase::kPausing, "pausing"},
                                                  {Phase::kCollecting, "collecting"},
                                                  {Phase::kWaitingSpare, "waiting_for_spare"},
-                                                 {Phase::kTerminal, "terminal"}};
+                                                 {Phase::kTerminal, "terminal"},
+                                                 {Phase::kFinished, "finished"}};
 
 void to_json(nlohmann::json& j, Role e) { EnumTo(j, e, kRoles); }
 void from_json(const nlohmann::json& j, Role& e) { EnumFrom(j, e, kRoles, "role"); }

@@ -44,7 +44,7 @@ TEST_CASE("register bodies: what is wrong is said", "[migration]") {
 
 TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
   CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"idle"})").error().message ==
-        "heartbeat: \"state\" must be \"training\" or \"waiting\" (got \"idle\")");
+        "heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"idle\")");
   CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":-1,"state":"training"})").error().message ==
         "heartbeat: \"step\" must be between 0 and 9007199254740992 (got -1)");
   CHECK(ParseReport(R"({"member":"m","generation":0,"committed_step":1,"reason":"bored"})").error().message ==

@@ -544,5 +544,30 @@ TEST_CASE("a heartbeat naming a generation that does not exist is only a sign of
   CHECK(HeartbeatReply(sim.state, "m0")["generation"] == -1);
 }
 
+TEST_CASE("done: members that ran every step exit without a failure; the job is finished", "[migration]") {
+  auto sim = Formed(3, 1, Config(3, 1, true));
+  sim.BeatAll(99);
+  sim.Beat("m0", 0, 100, "done");
+  sim.Do(ProcessGone{"m0", "exited with status 0"});
+  // m2 exits before its own "done" arrived: it had passed the final barrier too.
+  sim.Do(ProcessGone{"m2", "exited with status 0"});
+  CHECK(sim.state.phase == Phase::kRunning);
+  sim.Beat("m1", 0, 100, "done");
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.All<RequestSpare>().empty());
+  CHECK(sim.Notices("failure_detected").empty());
+  CHECK(sim.Notices("job_finished").size() == 1);
+  CHECK(sim.state.Find("m0")->gone_cause == "finished");
+  CHECK(sim.Plan("s0")["action"] == "exit");
+  CHECK(sim.Plan("s0")["reason"] == "the job finished");
+  CHECK(HeartbeatReply(sim.state, "s0")["directive"] == "exit");
+  // Nothing happens after that: no timeouts, no re-forms.
+  sim.Advance(60);
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.Do(MigrationRequested{0, "planned", "x"}).status.code() == ErrorCode::kConflict);
+}
+
 }  // namespace
 }  // namespace lockstep::migration
