@@ -569,5 +569,39 @@ TEST_CASE("done: members that ran every step exit without a failure; the job is 
   CHECK(sim.Do(MigrationRequested{0, "planned", "x"}).status.code() == ErrorCode::kConflict);
 }
 
+TEST_CASE("a restart while collecting reports gives members a fresh grace", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  // The coordinator is down for 30 s, then restarts from its file: m1 is not hung yet.
+  sim.now += 30;
+  sim.Do(Restarted{});
+  CHECK(sim.state.Alive("m1"));
+  sim.TrainFor(1.5, 4, 0);
+  CHECK(sim.state.Alive("m1"));
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0"});
+}
+
+TEST_CASE("a survivor that dies while waiting for a spare needs one too", "[migration]") {
+  auto sim = Formed(3, 0);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.phase == Phase::kWaitingSpare);
+  sim.Do(ProcessGone{"m0", "gone"});
+  CHECK(sim.state.waiting_reason == "waiting for a spare: ranks 0,2 of generation 0 need 2, 0 registered, 0 starting");
+  sim.Register("a", Role::kSpare);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  sim.Register("b", Role::kSpare);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"a", "m1", "b"});
+  CHECK(sim.state.current()->src_rank == 1);
+  CHECK(sim.state.current()->store_port == sim.state.Find("m1")->store_port);
+}
+
 }  // namespace
 }  // namespace lockstep::migration
