@@ -73,8 +73,17 @@ Result<int> ShellSpareLauncher::Launch() {
   std::string script = simple ? "exec " + command_ : command_;
   char sh[] = "/bin/sh", dash_c[] = "-c";
   char* argv[] = {sh, dash_c, script.data(), nullptr};
+  // The coordinator ignores SIGPIPE; the spare gets the default back.
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  ::posix_spawnattr_setsigdefault(&attr, &defaults);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data());
+  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, envp.data());
+  ::posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal(std::string("starting the spare command: posix_spawn: ") + std::strerror(rc));
   children_.insert(pid);
   return static_cast<int>(pid);
