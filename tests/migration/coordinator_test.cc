@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "fake_clock.h"
 #include "fake_coordinator_ports.h"
@@ -223,6 +224,27 @@ TEST_CASE("runtime: a failing state store is logged and training goes on", "[mig
   auto saved = m::StateFromString(*rig.store.text());
   REQUIRE(saved.ok());
   CHECK(saved->members.size() == 2);
+}
+
+TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "[migration]") {
+  Rig rig(*m::NewJob(Config(2)));
+  rig.coord.Start();
+  rig.Register("m0", "rank", 0, 101);
+  rig.Register("m1", "rank", 1, 102);
+  rig.Register("s0", "spare", -1, 103);
+  rig.probe.Kill(102);
+  // Poll (generous limit: the machine is shared); heartbeats keep coming meanwhile.
+  bool dead = false;
+  for (int i = 0; i < 3000 && !dead; ++i) {
+    rig.Beat("m0", 0, 1);
+    dead = !rig.coord.Snapshot().Alive("m1");
+    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(dead);
+  rig.Report("m0", 0, 1);
+  CHECK(rig.Plan("s0")["rank"] == 1);
+  rig.coord.Stop();
+  CHECK(m::StateFromString(*rig.store.text())->generation() == 1);
 }
 
 }  // namespace
