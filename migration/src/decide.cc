@@ -195,13 +195,9 @@ void TryFormGeneration0(JobState& s, double now, Actions& a) {
 
 void CheckComplete(JobState& s, double now, Actions& a) {
   Generation& g = *s.current();
-  if (g.status != "joining") return;
+  if (g.status != "joining" || !GenerationComplete(s)) return;
   int64_t max_step = 0;
-  for (const auto& id : g.members) {
-    const Member* m = s.Find(id);
-    if (!m || !Joined(*m, g.number)) return;
-    max_step = std::max(max_step, m->hb_step);
-  }
+  for (const auto& id : g.members) max_step = std::max(max_step, s.Find(id)->hb_step);
   g.status = "complete";
   g.complete_at = now;
   g.rate_anchor_time = now;
@@ -303,44 +299,33 @@ void Collect(JobState& s, double now, Actions& a) {
 void DecideNext(JobState& s, double now, Actions& a) {
   const Generation g = *s.current();  // a copy: history grows below
   const int w = static_cast<int>(g.members.size());
-  std::vector<int> dead, leaving;
-  std::vector<std::optional<int64_t>> committed(w), committed_staying(w);
-  int64_t max_known = g.resume_step;
+  FailureInput in;
+  in.generation = g.number;
+  in.resume_step = g.resume_step;
+  in.max_known = g.resume_step;
+  in.committed.resize(w);
   for (int r = 0; r < w; ++r) {
     const Member& m = *s.Find(g.members[r]);
-    max_known = std::max(max_known, m.hb_step);
-    if (m.status != MemberStatus::kAlive) { dead.push_back(r); continue; }
-    committed[r] = m.report_generation == g.number ? m.report_step : m.hb_step;
+    in.max_known = std::max(in.max_known, m.hb_step);
+    if (m.status == MemberStatus::kAlive) in.committed[r] = m.report_generation == g.number ? m.report_step : m.hb_step;
   }
   for (const auto& mid : s.transition.migration_ids) {
     Migration* mig = FindMigration(s, mid);
-    if (mig && committed[mig->rank]) leaving.push_back(mig->rank);
-  }
-  for (int r = 0; r < w; ++r) {
-    if (committed[r] && std::find(leaving.begin(), leaving.end(), r) == leaving.end()) committed_staying[r] = committed[r];
-  }
-  auto choice = ChooseSource(committed_staying);
-  if (!choice) choice = ChooseSource(committed);
-  if (!choice) {
-    EnterTerminal(s, "no replica holds step " + Num(max_known) + ": every rank of generation " + Num(g.number) +
-                         " is gone",
-                  now, a);
-    return;
-  }
-  if (choice->resume_step < g.resume_step) {
-    EnterTerminal(s, "no replica holds step " + Num(g.resume_step) + ": the survivors of generation " +
-                         Num(g.number) + " are at step " + Num(choice->resume_step) + " at most",
-                  now, a);
-    return;
+    if (mig && in.committed[mig->rank]) in.leaving.push_back(mig->rank);
   }
   auto pool = SparePool(s);
-  if (pool.size() < dead.size()) {
-    std::string ranks;
-    for (int r : dead) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    std::string reason = "waiting for a spare: rank" + std::string(dead.size() > 1 ? "s " : " ") + ranks +
-                         " of generation " + Num(g.number) + " need " + std::to_string(dead.size()) + ", " +
-                         std::to_string(pool.size()) + " registered, " + std::to_string(s.spares_starting) +
-                         " starting";
+  in.spares = pool.size();
+  in.spares_starting = s.spares_starting;
+  const FailureDecision d = OnFailure(in);
+  const std::vector<int>& dead = d.dead;
+  const std::vector<int>& leaving = in.leaving;
+  const SourceChoice* choice = &d.source;
+  if (d.kind == FailureDecision::Kind::kTerminal) {
+    EnterTerminal(s, d.reason, now, a);
+    return;
+  }
+  if (d.kind == FailureDecision::Kind::kWaitForSpare) {
+    const std::string& reason = d.reason;
     if (s.phase != Phase::kWaitingSpare || s.waiting_reason != reason) {
       a.push_back(Notice{"waiting_for_spare", {{"generation", Num(g.number)}, {"reason", reason}}});
     }
@@ -505,6 +490,54 @@ Outcome Decide(JobState state, const Event& event, double now) {
   Progress(state, now, out.actions);
   out.state = std::move(state);
   return out;
+}
+
+FailureDecision OnFailure(const FailureInput& in) {
+  FailureDecision d;
+  const int w = static_cast<int>(in.committed.size());
+  std::vector<std::optional<int64_t>> staying(w);
+  for (int r = 0; r < w; ++r) {
+    if (!in.committed[r]) {
+      d.dead.push_back(r);
+    } else if (std::find(in.leaving.begin(), in.leaving.end(), r) == in.leaving.end()) {
+      staying[r] = in.committed[r];
+    }
+  }
+  auto choice = ChooseSource(staying);
+  if (!choice) choice = ChooseSource(in.committed);
+  if (!choice) {
+    d.kind = FailureDecision::Kind::kTerminal;
+    d.reason = "no replica holds step " + Num(in.max_known) + ": every rank of generation " + Num(in.generation) +
+               " is gone";
+    return d;
+  }
+  if (choice->resume_step < in.resume_step) {
+    d.kind = FailureDecision::Kind::kTerminal;
+    d.reason = "no replica holds step " + Num(in.resume_step) + ": the survivors of generation " +
+               Num(in.generation) + " are at step " + Num(choice->resume_step) + " at most";
+    return d;
+  }
+  d.source = *choice;
+  if (in.spares < d.dead.size()) {
+    std::string ranks;
+    for (int r : d.dead) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    d.kind = FailureDecision::Kind::kWaitForSpare;
+    d.reason = "waiting for a spare: rank" + std::string(d.dead.size() > 1 ? "s " : " ") + ranks + " of generation " +
+               Num(in.generation) + " need " + std::to_string(d.dead.size()) + ", " + std::to_string(in.spares) +
+               " registered, " + std::to_string(in.spares_starting) + " starting";
+    return d;
+  }
+  return d;
+}
+
+bool GenerationComplete(const JobState& s) {
+  const Generation* g = s.current();
+  if (!g) return false;
+  for (const auto& id : g->members) {
+    const Member* m = s.Find(id);
+    if (!m || !Joined(*m, g->number)) return false;
+  }
+  return true;
 }
 
 Result<JobState> NewJob(const JobConfig& c) {

@@ -603,5 +603,50 @@ TEST_CASE("a survivor that dies while waiting for a spare needs one too", "[migr
   CHECK(sim.state.current()->store_port == sim.state.Find("m1")->store_port);
 }
 
+TEST_CASE("OnFailure: form, wait for a spare, or give up", "[migration]") {
+  using K = FailureDecision::Kind;
+  using V = std::vector<std::optional<int64_t>>;
+  const auto no = std::nullopt;
+  struct Row {
+    const char* what;
+    V committed;
+    std::vector<int> leaving;
+    size_t spares;
+    int64_t resume;
+    K kind;
+    int src;
+    int64_t step;
+    std::string reason;
+  };
+  for (const auto& r : std::vector<Row>{
+           {"one dead, a spare", {10, no, 11}, {}, 1, 5, K::kForm, 2, 11, ""},
+           {"two dead, one spare", {no, 10, no}, {}, 1, 5, K::kWaitForSpare, 1, 10,
+            "waiting for a spare: ranks 0,2 of generation 3 need 2, 1 registered, 0 starting"},
+           {"nobody dead (a transient error)", {4, 4}, {}, 0, 4, K::kForm, 0, 4, ""},
+           {"the leaving rank is not the source", {7, 7, 7}, {0}, 1, 7, K::kForm, 1, 7, ""},
+           {"the leaving rank is the only one left", {no, 7}, {1}, 1, 7, K::kForm, 1, 7, ""},
+           {"every rank gone", {no, no}, {}, 2, 5, K::kTerminal, -1, 0,
+            "no replica holds step 9: every rank of generation 3 is gone"},
+           {"the source died before the state reached anyone", {no, 0}, {}, 1, 5, K::kTerminal, -1, 0,
+            "no replica holds step 5: the survivors of generation 3 are at step 0 at most"},
+       }) {
+    INFO(r.what);
+    FailureInput in;
+    in.generation = 3;
+    in.resume_step = r.resume;
+    in.max_known = 9;
+    in.committed = r.committed;
+    in.leaving = r.leaving;
+    in.spares = r.spares;
+    auto d = OnFailure(in);
+    CHECK(d.kind == r.kind);
+    CHECK(d.reason == r.reason);
+    if (r.kind != K::kTerminal) {
+      CHECK(d.source.src_rank == r.src);
+      CHECK(d.source.resume_step == r.step);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::migration

@@ -48,6 +48,31 @@ struct SourceChoice {
 // survivor. nullopt when there is no survivor.
 std::optional<SourceChoice> ChooseSource(const std::vector<std::optional<int64_t>>& committed);
 
+// What follows the end of generation g (a failure, a second failure during a
+// re-form, or a pause): form g+1, wait for spares, or give up.
+struct FailureInput {
+  int64_t generation = 0;   // g
+  int64_t resume_step = 0;  // g's resume step: the step counter never goes below it
+  int64_t max_known = 0;    // the highest step any member of g heartbeated (for messages)
+  // committed[r]: rank r's committed step when it survives g, nullopt when dead.
+  std::vector<std::optional<int64_t>> committed;
+  std::vector<int> leaving;  // ranks being moved (planned/pre-emptive); not the source if avoidable
+  size_t spares = 0;         // registered spares ready now
+  int spares_starting = 0;
+};
+struct FailureDecision {
+  enum class Kind { kForm, kWaitForSpare, kTerminal };
+  Kind kind = Kind::kForm;
+  SourceChoice source;       // kForm
+  std::vector<int> dead;     // ranks that need a spare
+  std::string reason;        // kWaitForSpare, kTerminal
+};
+FailureDecision OnFailure(const FailureInput& in);
+
+// True when every member of the current generation heartbeated "training"
+// (or "done") in it: the re-form is complete.
+bool GenerationComplete(const JobState& s);
+
 // The step at which every rank pauses for a migration: far enough ahead that
 // every rank reads the directive before it gets there. max_step: the highest
 // heartbeat step; steps_per_s: the observed rate (0 if unknown).
