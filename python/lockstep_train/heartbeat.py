@@ -29,6 +29,7 @@ class Heartbeat:
         self.failures = 0             # heartbeats that did not reach the coordinator
         self.sent = 0
         self._outage = False
+        self._done_refused = False
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lockstep-heartbeat", daemon=True)
@@ -65,8 +66,11 @@ class Heartbeat:
     def beat(self):
         """Send one heartbeat now (also used by tests)."""
         with self._lock:
+            state = self._state
+            if state == "done" and self._done_refused:
+                state = "training"   # a coordinator without "done" (see docs/migration.md)
             body = {"member": self.member, "generation": self._generation,
-                    "step": self._step, "state": self._state}
+                    "step": self._step, "state": state}
         try:
             status, reply = self.client.heartbeat(body)
         except Unavailable as e:
@@ -81,6 +85,8 @@ class Heartbeat:
             log.warning("lockstep: coordinator reachable again after %d failed heartbeats",
                         self.failures)
         self.sent += 1
+        if status == 400 and body["state"] == "done":
+            self._done_refused = True
         if status != 200:
             return
         try:

@@ -80,6 +80,7 @@ class Job:
         self._reducer = None
         self._formed = False
         self._failure = None          # message of the current step's failure
+        self._applied = False         # optimizer.step() returned during the current step
         self._fail_count = 0
         self._fail_step = -1
         self._pending_report = None
@@ -97,6 +98,15 @@ class Job:
             self._reducer.close()
         self._state = TrackedState(model, optimizer, extra)
         self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb)
+        if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
+            inner = optimizer.step
+
+            def step(*args, **kwargs):
+                out = inner(*args, **kwargs)
+                self._applied = True   # the step is committed once optimizer.step() returned
+                return out
+            step._lockstep_wrapped = True
+            optimizer.step = step
 
     def steps(self, total):
         """Yield the step numbers to run, from the committed step to total-1. Forms and
@@ -120,12 +130,16 @@ class Job:
                 continue
             step = self.step
             self._failure = None
+            self._applied = False
             yield step
+            if self._applied or self._failure is None:
+                self.step = step + 1      # optimizer.step() returned: committed, even if
+                self.heartbeat.update(step=self.step)   # something failed after it
+            else:
+                for p in self._state.params:
+                    p.grad = None         # the replay starts from clean gradients
             if self._failure is not None:
                 self._leave("error", self._failure)   # outside every except block
-            elif self.step == step:
-                self.step = step + 1
-                self.heartbeat.update(step=self.step)
 
     def step_guard(self):
         """Context manager around one step's body: a collective failure inside it marks
@@ -334,8 +348,16 @@ class Job:
         self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(buf))
 
     def _finish(self):
+        """All ranks leave together (a barrier), so that the coordinator does not take the
+        first exit for a failure while the others still run; then heartbeat "done"."""
+        try:
+            dist.barrier()
+        except RuntimeError as e:
+            log.warning("lockstep: the final barrier failed (%s); every rank committed step %d",
+                        str(e).splitlines()[0], self.step)
+        self._formed = False
+        self._free_group()      # a gloo group left to the interpreter's exit can delay it
         self.heartbeat.update(step=self.step, state="done", send_now=True)
-        self.heartbeat.beat()
         self._emit("finished")
 
 

@@ -61,8 +61,9 @@ def parse_plan(obj) -> Plan:
     """A plan from the decoded JSON of GET /v1/plan."""
     if not isinstance(obj, dict):
         raise ProtocolError("plan: expected a JSON object (got %s)" % type(obj).__name__)
-    gen = _int(obj, "generation", "plan")
     action = obj.get("action")
+    # A member not yet part of any generation may be told generation -1 while it waits.
+    gen = _int(obj, "generation", "plan", minimum=0 if action == "train" else -1)
     if action not in ACTIONS:
         raise ProtocolError("plan: action must be one of %s (got %r)" % ("|".join(ACTIONS), action))
     reason = obj.get("reason") or ""
