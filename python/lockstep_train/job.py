@@ -185,14 +185,8 @@ class Job:
 
     def _free_group(self):
         if dist.is_initialized():
-            pg = dist.distributed_c10d._get_default_group()
-            abort = getattr(pg, "abort", None)
-            if self.backend == "nccl" and abort is not None:
-                try:
-                    abort()   # NCCL: without an abort the communicator can block forever
-                except Exception as e:
-                    log.warning("lockstep: aborting the NCCL group failed: %r", e)
-            del pg, abort
+            if self.backend == "nccl":
+                _abort_nccl()   # NCCL: without an abort the communicator can block forever
             try:
                 dist.destroy_process_group()
             except Exception as e:
@@ -361,6 +355,22 @@ class Job:
         self._emit("finished")
 
 
+def _abort_nccl():
+    """Abort the default group's NCCL communicators (torch 2.x APIs, whichever exists)."""
+    c10d = dist.distributed_c10d
+    try:
+        if hasattr(c10d, "_abort_process_group"):          # torch >= 2.4
+            c10d._abort_process_group()
+            return
+        pg = c10d._get_default_group()
+        backend = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
+        abort = getattr(backend, "abort", None) or getattr(backend, "_shutdown", None)
+        if abort is not None:
+            abort()
+    except Exception as e:
+        log.warning("lockstep: aborting the NCCL group failed: %r", e)
+
+
 def _local_address(coordinator):
     """The local address a peer would use to reach us (the route to the coordinator)."""
     u = urllib.parse.urlsplit(coordinator)
@@ -381,12 +391,20 @@ def seed(step, rank):
 
 
 def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
-         hang_timeout=10.0, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
+         hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
          host=None, heartbeat_interval=0.25):
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned)."""
     global _seed_base
     settings = settings_from(os.environ, coordinator, role, rank, world_size)
+    if hang_timeout is None:
+        try:
+            hang_timeout = float(os.environ.get("LOCKSTEP_HANG_TIMEOUT") or 10.0)
+        except ValueError:
+            raise ValueError("lockstep_train.join: LOCKSTEP_HANG_TIMEOUT must be seconds (got %r)"
+                             % os.environ.get("LOCKSTEP_HANG_TIMEOUT"))
+    if hang_timeout <= 0:
+        raise ValueError("lockstep_train.join: hang_timeout must be > 0 (got %r)" % hang_timeout)
     if seed is not None:
         _seed_base = int(seed)
     host = host or os.environ.get("LOCKSTEP_HOST") or _local_address(settings.coordinator)
