@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import time
+import types
 import urllib.parse
 
 import torch
@@ -100,13 +101,15 @@ class Job:
         self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb)
         if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
             inner = optimizer.step
+            job = self
 
-            def step(*args, **kwargs):
+            def step(opt, *args, **kwargs):
                 out = inner(*args, **kwargs)
-                self._applied = True   # the step is committed once optimizer.step() returned
+                job._applied = True   # the step is committed once optimizer.step() returned
                 return out
             step._lockstep_wrapped = True
-            optimizer.step = step
+            # A bound method, as LR schedulers expect when they wrap optimizer.step in turn.
+            optimizer.step = types.MethodType(step, optimizer)
 
     def steps(self, total):
         """Yield the step numbers to run, from the committed step to total-1. Forms and

@@ -117,16 +117,24 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
     def test_planned_migration_moves_a_rank_at_a_step_boundary(self):
+        self.migrate("planned")
+
+    def test_preemptive_migration_moves_a_rank_at_a_step_boundary(self):
+        self.migrate("preemptive")
+
+    def migrate(self, kind):
         ranks = self.start_ranks(victim=None, step_sleep=0.05)
         spare = self.c.start("spare")
         self.registered(spare)
         self.c.wait_for(lambda: self.c.of(ranks[1], "committed"), "rank 1 to commit a step")
-        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 1, "kind": "planned", "reason": "drain"})
+        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 1, "kind": kind, "reason": "test"})
         self.assertEqual(status, 202, reply)
         self.assert_completed([ranks[0], ranks[2]], spare, 1)
         self.c.wait_exit([ranks[1]])
         self.assertEqual(self.c.procs[ranks[1]].returncode, 0, self.c.dump())
-        self.assertTrue(self.c.of(ranks[1], "exit"), "the drained rank must leave through the exit plan")
+        self.assertTrue(self.c.of(ranks[1], "exit"), "the moved rank must leave through the exit plan")
+        pauses = {e["pause_at_step"] for i in ranks for e in self.c.of(i, "pause")}
+        self.assertEqual(len(pauses), 1, "every rank pauses at the same step")
         left = [e["step"] for e in self.c.of(ranks[1], "committed")]
         self.assertEqual(self.c.of(spare, "committed")[0]["step"], left[-1] + 1)
         status, migs = self.c.http("GET", "/v1/migrations")
