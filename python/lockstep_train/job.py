@@ -124,9 +124,10 @@ class Job:
                 self._finish()
                 return
             d = self.heartbeat.directive()
-            if d is not None and d.kind == "exit":
-                self._leave("pause", None)
-                continue
+            if d is not None and d.kind == "exit":   # replaced or fenced: leave at once
+                self._emit("exit", reason="exit directive")
+                self.close()
+                raise Exit("the coordinator replaced this member")
             if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
                 self._emit("pause", pause_at_step=d.pause_at_step)
                 self._leave("pause", None)
@@ -266,7 +267,8 @@ class Job:
                 return plan
             if time.monotonic() - last_log > WAIT_LOG_S:
                 why = plan.reason or "waiting for the next generation"
-                log.warning("lockstep: %s", why)
+                # A spare in the pool waits by design; a rank that trained waits for help.
+                log.log(logging.WARNING if self.generation >= 0 else logging.INFO, "lockstep: %s", why)
                 self._emit("waiting", reason=why)
                 last_log = time.monotonic()
             time.sleep(POLL_S)

@@ -109,6 +109,20 @@ class JobTest(unittest.TestCase):
         self.assertEqual([(r["reason"], r["committed_step"]) for r in reports], [("error", 2)])
         self.assertEqual(opt.param_groups[0]["lr"], 0.1 * 0.5 ** 4)
 
+    def test_exit_directive_leaves_with_status_zero(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        model = nn.Linear(2, 2)
+        job.track(model, None)
+        ran = []
+        with self.assertRaises(ls.Exit) as cm:
+            for step in job.steps(1000):
+                ran.append(step)
+                if step == 2:
+                    self.fake.directive = {"directive": "exit"}
+                    job.heartbeat.beat()
+        self.assertEqual(cm.exception.code, 0)
+        self.assertEqual(ran, [0, 1, 2])
+
     def test_user_errors_are_not_swallowed(self):
         self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
         model = nn.Linear(2, 2)
