@@ -17,7 +17,9 @@ std::string Secs(double s) {
 
 std::string Num(int64_t v) { return std::to_string(v); }
 
-bool Joined(const Member& m, int64_t g) { return m.hb_generation == g && m.hb_state == "training"; }
+bool Joined(const Member& m, int64_t g) {
+  return m.hb_generation == g && (m.hb_state == "training" || m.hb_state == "done");
+}
 
 // Alive members that are not part of the current generation, in registration
 // order. Before generation 0: registered spares.
@@ -31,9 +33,31 @@ std::vector<const Member*> SparePool(const JobState& s) {
   return pool;
 }
 
+// True once a member of the current generation said it ran every step: the
+// library sends "done" after a final barrier, so every member has then passed it.
+bool GenerationDone(const JobState& s) {
+  const Generation* g = s.current();
+  if (!g || (s.phase != Phase::kRunning && s.phase != Phase::kFinished)) return false;
+  for (const auto& id : g->members) {
+    const Member* m = s.Find(id);
+    if (m && m->hb_generation == g->number && m->hb_state == "done") return true;
+  }
+  return false;
+}
+
 void MarkDead(JobState& s, Member& m, const std::string& cause, const std::string& reason, double now, bool fence,
               Actions& a) {
   if (m.status != MemberStatus::kAlive) return;
+  if (s.RankOf(m.id) >= 0 && GenerationDone(s)) {
+    // The job is over for this member: its exit is not a failure, it is never fenced.
+    m.status = MemberStatus::kExited;
+    m.gone_cause = "finished";
+    m.gone_reason = "finished training (" + reason + ")";
+    m.gone_at = now;
+    a.push_back(Notice{"member_finished", {{"member", m.id}, {"rank", std::to_string(s.RankOf(m.id))},
+                                           {"generation", Num(s.generation())}}});
+    return;
+  }
   m.status = MemberStatus::kDead;
   m.gone_cause = cause;
   m.gone_reason = reason;
@@ -81,15 +105,37 @@ void StartCollecting(JobState& s, const std::string& cause, const std::string& c
                      {{"generation", Num(g.number)}, {"cause", cause}, {"category", category}}});
 }
 
-// The first dead member of the current generation, if any.
+// The first dead member of the current generation, if any (finished ones are not).
 const Member* DeadInGeneration(const JobState& s) {
   const Generation* g = s.current();
   if (!g) return nullptr;
   for (const auto& id : g->members) {
     const Member* m = s.Find(id);
-    if (m && m->status != MemberStatus::kAlive) return m;
+    if (m && m->status != MemberStatus::kAlive && m->gone_cause != "finished") return m;
   }
   return nullptr;
+}
+
+// kRunning: every member of the generation is done (or exited after it was).
+void CheckFinished(JobState& s, double now, Actions& a) {
+  if (!GenerationDone(s)) return;
+  const Generation& g = *s.current();
+  int64_t step = 0;
+  for (const auto& id : g.members) {
+    const Member* m = s.Find(id);
+    bool finished = m->status == MemberStatus::kExited && m->gone_cause == "finished";
+    if (!finished && !(m->status == MemberStatus::kAlive && m->hb_state == "done")) return;
+    step = std::max(step, m->hb_step);
+  }
+  s.phase = Phase::kFinished;
+  if (Generation* cur = s.current(); cur->ended_at == 0) cur->ended_at = now;
+  for (auto& mig : s.migrations) {
+    if (mig.state == "done" || mig.state == "failed") continue;
+    mig.state = "failed";
+    mig.error = "the job finished first";
+    mig.done_at = now;
+  }
+  a.push_back(Notice{"job_finished", {{"generation", Num(g.number)}, {"step", Num(step)}}});
 }
 
 void ExpireMembers(JobState& s, double now, Actions& a) {
@@ -391,7 +437,8 @@ void Step(JobState& s, double now, Actions& a) {
         Collect(s, now, a);
       } else {
         CheckComplete(s, now, a);
-        TryStartPause(s, now, a);
+        CheckFinished(s, now, a);
+        if (s.phase == Phase::kRunning && !GenerationDone(s)) TryStartPause(s, now, a);
       }
       break;
     case Phase::kCollecting:
@@ -401,12 +448,14 @@ void Step(JobState& s, double now, Actions& a) {
       DecideNext(s, now, a);
       break;
     case Phase::kTerminal:
+    case Phase::kFinished:
       break;
   }
 }
 
 void EnsureSpares(JobState& s, Actions& a) {
-  if (!s.config.can_launch_spares || s.phase == Phase::kTerminal) return;
+  if (!s.config.can_launch_spares || s.phase == Phase::kTerminal || s.phase == Phase::kFinished) return;
+  if (GenerationDone(s)) return;
   int urgent = 0;
   if (s.phase == Phase::kWaitingSpare) {
     for (const auto& id : s.current()->members) urgent += s.Alive(id) ? 0 : 1;
@@ -426,7 +475,7 @@ void EnsureSpares(JobState& s, Actions& a) {
 }
 
 void Progress(JobState& s, double now, Actions& a) {
-  for (int i = 0; i < 16 && s.phase != Phase::kTerminal; ++i) {
+  for (int i = 0; i < 16 && s.phase != Phase::kTerminal && s.phase != Phase::kFinished; ++i) {
     Phase before = s.phase;
     int64_t gen = s.generation();
     std::string status = s.current() ? s.current()->status : "";
@@ -506,10 +555,9 @@ Status Apply(JobState& s, const Event& event, double now, Actions& a, std::strin
           Member* m = s.Find(e.member);
           if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
           if (m->status != MemberStatus::kAlive) return Status::Ok();  // the reply says exit
-          if (e.generation > s.generation()) {
-            return Conflict("generation " + Num(e.generation) + " does not exist (current: " + Num(s.generation()) + ")");
-          }
           m->last_seen = now;
+          // A generation that does not exist (yet): a sign of life, nothing more.
+          if (e.generation > s.generation()) return Status::Ok();
           m->hb_generation = e.generation;
           m->hb_step = e.step;
           m->hb_state = e.state;
@@ -558,6 +606,7 @@ Status Apply(JobState& s, const Event& event, double now, Actions& a, std::strin
                             std::to_string(w - 1));
           }
           if (s.phase == Phase::kTerminal) return Conflict("the job has failed: " + s.terminal_reason);
+          if (s.phase == Phase::kFinished) return Conflict("the job has finished");
           if (s.phase == Phase::kAssembling) return Conflict("generation 0 is not formed yet; retry once it is");
           for (const auto& mig : s.migrations) {
             if (mig.rank == e.rank && (mig.state == "pending" || mig.state == "pausing" || mig.state == "reforming")) {
