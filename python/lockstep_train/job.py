@@ -40,6 +40,11 @@ class Exit(SystemExit):
         self.reason = reason
 
 
+class JobFailed(RuntimeError):
+    """Raised out of job.steps() when the coordinator declared the job failed (terminal,
+    e.g. "no replica holds step s"): the process should exit non-zero."""
+
+
 class JoinError(RuntimeError):
     """The coordinator refused this member (e.g. its rank is held by a live member)."""
 
@@ -262,6 +267,8 @@ class Job:
             if plan.action == "exit":
                 self._emit("exit", reason=plan.reason)
                 self.close()
+                if plan.reason.startswith("the job failed"):
+                    raise JobFailed("lockstep: " + plan.reason)
                 raise Exit(plan.reason)
             if plan.action == "train" and plan.generation > self.generation:
                 return plan

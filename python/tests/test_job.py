@@ -123,6 +123,15 @@ class JobTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, 0)
         self.assertEqual(ran, [0, 1, 2])
 
+    def test_a_failed_job_raises_job_failed(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        job.track(nn.Linear(2, 2), None)
+        self.fake.plan = lambda member: (200, {"generation": 2, "action": "exit",
+                                               "reason": "the job failed: no replica holds step 7"})
+        with self.assertRaisesRegex(ls.JobFailed, "no replica holds step 7"):
+            for _ in job.steps(3):
+                pass
+
     def test_user_errors_are_not_swallowed(self):
         self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
         model = nn.Linear(2, 2)
@@ -142,6 +151,9 @@ class JobTest(unittest.TestCase):
     def test_pause_directive_is_picked_up_for_the_current_generation(self):
         self.fake.directive = {"directive": "pause", "pause_at_step": 9}
         hb = Heartbeat(CoordinatorClient(self.fake.url), "m")
+        hb.beat()
+        self.assertIsNone(hb.directive())   # not for this member's generation (-1: none yet)
+        hb.update(generation=0)
         hb.beat()
         self.assertEqual((hb.directive().kind, hb.directive().pause_at_step), ("pause", 9))
         hb.update(generation=1)            # a new generation forgets the old directive

@@ -116,9 +116,6 @@ def run_lockstep(a):
     timer.tick(a.steps)
     emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
          median_step_s=timer.median())
-    # Interpreter exit with torch loaded takes ~1 s here; a coordinator without the "done"
-    # heartbeat state (docs/migration.md "Finished") would take that for a hang and fence.
-    os._exit(0)
 
 
 def main():
