@@ -248,8 +248,10 @@ class Job:
             try:
                 status, reply = self.client.plan(self.member)
             except Unavailable as e:
+                status, reply = None, str(e)
+            if status is None or status >= 500:   # down, restarting, overloaded: retry
                 if time.monotonic() - last_log > WAIT_LOG_S:
-                    log.warning("lockstep: waiting for the coordinator: %s", e)
+                    log.warning("lockstep: waiting for the coordinator: %s", reply)
                     last_log = time.monotonic()
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
