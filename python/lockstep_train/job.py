@@ -308,10 +308,39 @@ class Job:
     def _init_group(self, plan):
         t0 = time.time()
         timeout = datetime.timedelta(seconds=self.hang_timeout)
-        store = dist.TCPStore(plan.store.host, plan.store.port, None, False, timeout)
-        dist.init_process_group(self.backend, store=dist.PrefixStore(plan.store.prefix, store),
-                                rank=plan.rank, world_size=plan.world_size, timeout=timeout)
+        store = dist.PrefixStore(plan.store.prefix,
+                                 dist.TCPStore(plan.store.host, plan.store.port, None, False, timeout))
+        self._await_members(plan, store)
+        dist.init_process_group(self.backend, store=store, rank=plan.rank,
+                                world_size=plan.world_size, timeout=timeout)
         self._emit("group_formed", seconds=time.time() - t0)
+
+    def _await_members(self, plan, store):
+        """Wait (polling, never blocking) until every rank of the plan is at the store, and
+        give up as soon as the coordinator moved to a newer generation. Without this,
+        members stuck in the blocking rendezvous of a generation that already failed
+        enter each later one at different times and every rendezvous times out."""
+        key = "lockstep/present"      # a counter: add(key, 0) reads it without blocking
+        store.add(key, 1)
+        deadline = time.monotonic() + self.hang_timeout
+        next_poll = 0.0
+        while store.add(key, 0) < plan.world_size:
+            now = time.monotonic()
+            if now > deadline:
+                raise RuntimeError("generation %d: not every rank reached the store within %.1f s"
+                                   % (plan.generation, self.hang_timeout))
+            if now >= next_poll:
+                next_poll = now + 0.1
+                try:
+                    status, reply = self.client.plan(self.member)
+                    newer = status == 200 and isinstance(reply, dict) and \
+                        isinstance(reply.get("generation"), int) and reply["generation"] > plan.generation
+                except Unavailable:
+                    newer = False
+                if newer:
+                    raise RuntimeError("generation %d was superseded by generation %d while forming"
+                                       % (plan.generation, reply["generation"]))
+            time.sleep(0.01)
 
     def _comm_device(self):
         p = self._state.params[0] if self._state.params else None

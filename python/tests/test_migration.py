@@ -157,6 +157,19 @@ class MigrationTest(unittest.TestCase):
         self.c.signal(ranks[1], signal.SIGKILL)
         self.assert_completed([ranks[0], ranks[2]], spare, 1)
 
+    def test_a_spare_that_dies_while_joining_is_replaced_by_the_next_spare(self):
+        quick = {"LOCKSTEP_HANG_TIMEOUT": "4"}   # the survivors' rendezvous with the dead spare fails sooner
+        ranks = self.start_ranks(victim=1, env=quick)
+        first = self.c.start("spare", env=dict(quick, LOCKSTEP_TEST_HOLD_PLAN="1"))
+        self.registered(first)
+        second = self.c.start("spare", env=quick)
+        self.registered(second)
+        self.c.wait_for(lambda: self.c.of(ranks[1], "holding"), "rank 1 to reach step %d" % HOLD_AT)
+        self.c.signal(ranks[1], signal.SIGKILL)
+        self.c.wait_for(lambda: self.c.of(first, "holding"), "the first spare to get the plan")
+        self.c.signal(first, signal.SIGKILL)
+        self.assert_completed([ranks[0], ranks[2]], second, 1)
+
     def test_no_spare_waits_then_a_late_spare_takes_over(self):
         ranks = self.start_ranks(victim=2)
         self.c.wait_for(lambda: self.c.of(ranks[2], "holding"), "rank 2 to reach step %d" % HOLD_AT)

@@ -52,9 +52,9 @@ class Cluster:
         self.coord.wait()
         self.coord = None
 
-    def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1):
+    def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1, env=None):
         env = dict(os.environ, LOCKSTEP_COORDINATOR=self.url, LOCKSTEP_ROLE=role,
-                   LOCKSTEP_WORLD_SIZE=str(self.world_size), PYTHONUNBUFFERED="1")
+                   LOCKSTEP_WORLD_SIZE=str(self.world_size), PYTHONUNBUFFERED="1", **(env or {}))
         env.pop("LOCKSTEP_RANK", None)
         if rank is not None:
             env["LOCKSTEP_RANK"] = str(rank)

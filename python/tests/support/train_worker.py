@@ -4,7 +4,8 @@ Adam, JSON lines on stdout ({"ev": ...}). Modes:
   ddp       plain torch DistributedDataParallel, no library (the reference)
 Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
 --hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
-all-reduce, and wait to be killed or stopped)."""
+all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
+as a plan arrives (before forming the group)."""
 import argparse
 import datetime
 import hashlib
@@ -93,7 +94,15 @@ def run_ddp(a):
 
 def run_lockstep(a):
     import lockstep_train as ls
-    job = ls.join(on_event=lambda name, **f: emit(name, **{k: v for k, v in f.items() if k != "t"}))
+    hold_plan = os.environ.get("LOCKSTEP_TEST_HOLD_PLAN") == "1"
+
+    def on_event(name, **f):
+        emit(name, **{k: v for k, v in f.items() if k != "t"})
+        if hold_plan and name == "plan_received":   # a spare that dies while joining
+            emit("holding", rank=f.get("rank"), step=f.get("step"))
+            while True:
+                time.sleep(1)
+    job = ls.join(on_event=on_event)
     model, opt = build()
     job.track(model, opt)
     hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
