@@ -1,0 +1,150 @@
+"""A tiny data-parallel training process for test_migration: data fixed by (step, rank),
+Adam, JSON lines on stdout ({"ev": ...}). Modes:
+  lockstep  the library (LOCKSTEP_* environment: coordinator, role, rank)
+  ddp       plain torch DistributedDataParallel, no library (the reference)
+Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
+--hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
+all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
+as a plan arrives (before forming the group)."""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+IN, HID, OUT, BATCH = 16, 64, 8, 8   # --hidden H: the benchmark's H-2H-H-H model instead
+
+
+def emit(ev, **fields):
+    fields.update(ev=ev, pid=os.getpid(), t=time.time())
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def build():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def set_hidden(h):
+    """The spike's model: Linear(h,2h)-ReLU-Linear(2h,h)-ReLU-Linear(h,h) (5.25M params at 1024)."""
+    global IN, HID, OUT, BATCH, build
+
+    def build_big():
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Linear(h, 2 * h), nn.ReLU(), nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, h))
+        return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+    IN, OUT, BATCH, build = h, h, 16, build_big
+
+
+class StepTimer:
+    """Median time from one step's start to the next one's (everything the loop and the
+    library do per step), skipping the first `warmup` steps."""
+
+    def __init__(self, warmup=3):
+        self.warmup, self.times, self.last = warmup, [], None
+
+    def tick(self, step):
+        now = time.perf_counter()
+        if self.last is not None and step > self.warmup:
+            self.times.append(now - self.last)
+        self.last = now
+
+    def median(self):
+        ts = sorted(self.times)
+        return ts[len(ts) // 2] if ts else None
+
+
+def batch(step, rank):
+    import lockstep_train as ls
+    ls.seeding.seed(step, rank)
+    return torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
+
+
+def digest(model):
+    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+
+
+def run_ddp(a):
+    rank, world = int(os.environ["LOCKSTEP_RANK"]), int(os.environ["LOCKSTEP_WORLD_SIZE"])
+    store = dist.TCPStore("127.0.0.1", a.port, world, rank == 0, datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    model, opt = build()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    timer = StepTimer()
+    for step in range(a.steps):
+        timer.tick(step)
+        x, y = batch(step, rank)
+        nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    timer.tick(a.steps)
+    emit("end", rank=rank, step=a.steps, hash=digest(model), median_step_s=timer.median())
+    dist.destroy_process_group()
+
+
+def run_lockstep(a):
+    import lockstep_train as ls
+    hold_plan = os.environ.get("LOCKSTEP_TEST_HOLD_PLAN") == "1"
+
+    def on_event(name, **f):
+        emit(name, **{k: v for k, v in f.items() if k != "t"})
+        if hold_plan and name == "plan_received":   # a spare that dies while joining
+            emit("holding", rank=f.get("rank"), step=f.get("step"))
+            while True:
+                time.sleep(1)
+    job = ls.join(on_event=on_event)
+    model, opt = build()
+    job.track(model, opt)
+    hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
+    timer = StepTimer()
+    for step in job.steps(a.steps):
+        timer.tick(step)
+        with job.step_guard():
+            x, y = batch(step, job.rank)
+            nn.functional.mse_loss(model(x), y).backward()
+            if hold and step == a.hold_at:
+                emit("holding", rank=job.rank, step=step)
+                while True:
+                    time.sleep(1)
+            job.all_reduce_gradients()
+            opt.step()
+            opt.zero_grad()
+        if not job.failed and not a.hidden:
+            emit("committed", rank=job.rank, step=step + 1, generation=job.generation)
+            time.sleep(a.step_sleep)
+    timer.tick(a.steps)
+    emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
+         median_step_s=timer.median())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("lockstep", "ddp"), default="lockstep")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--hold-at", type=int, default=-1)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--hidden", type=int, default=0)
+    a = ap.parse_args()
+    if a.hidden:
+        set_hidden(a.hidden)
+    torch.set_num_threads(1)
+    emit("started", role=os.environ.get("LOCKSTEP_ROLE", "rank"))
+    if a.mode == "ddp":
+        run_ddp(a)
+    else:
+        run_lockstep(a)
+
+
+if __name__ == "__main__":
+    main()
