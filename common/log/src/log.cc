@@ -30,7 +30,9 @@ void SetComponent(std::string component) {
   g_component = std::move(component);
 }
 
-void Write(Level level, std::string_view msg, std::initializer_list<Field> fields) {
+namespace {
+template <typename Fields>
+void WriteLine(Level level, std::string_view msg, const Fields& fields) {
   if (static_cast<int>(level) < g_level.load()) return;
   using namespace std::chrono;
   double ts = duration<double>(system_clock::now().time_since_epoch()).count();
@@ -44,5 +46,9 @@ void Write(Level level, std::string_view msg, std::initializer_list<Field> field
   std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fprintf(stderr, "%s\n", out.c_str());
 }
+}  // namespace
+
+void Write(Level level, std::string_view msg, std::initializer_list<Field> fields) { WriteLine(level, msg, fields); }
+void Write(Level level, std::string_view msg, const std::vector<Field>& fields) { WriteLine(level, msg, fields); }
 
 }  // namespace lockstep::log

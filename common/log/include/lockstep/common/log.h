@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace lockstep::log {
 
@@ -17,6 +18,8 @@ void SetLevel(Level level);
 // Sets the name every line carries as "component" (e.g. "operator").
 void SetComponent(std::string component);
 void Write(Level level, std::string_view msg, std::initializer_list<Field> fields = {});
+// The same with fields known only at run time.
+void Write(Level level, std::string_view msg, const std::vector<Field>& fields);
 
 inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kDebug, m, f); }
 inline void Info(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kInfo, m, f); }

@@ -1,0 +1,74 @@
+// Local adapters of the coordinator's ports (ports.h):
+//   LocalSignalFencer  SIGKILL to a member's pid on this host
+//   NoFencer           fencing only marks the member dead
+//   ShellSpareLauncher runs --spare-command through /bin/sh -c, with
+//                      LOCKSTEP_COORDINATOR in its environment; reaps it
+//   ProcProcessProbe   /proc/<pid>/stat: gone or state Z = dead
+//   FileStateStore     a JSON file, written to a temporary file and renamed
+// Thread-compatible: the coordinator calls them under its lock.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lockstep/coordinator/ports.h"
+
+namespace lockstep::coordinator {
+
+// True for hosts that name this machine: loopback addresses, "localhost",
+// this host's name, and `extra`.
+class LocalHosts {
+ public:
+  explicit LocalHosts(std::vector<std::string> extra = {});
+  bool Contains(const std::string& host) const { return hosts_.count(host) > 0; }
+
+ private:
+  std::set<std::string> hosts_;
+};
+
+class LocalSignalFencer final : public Fencer {
+ public:
+  explicit LocalSignalFencer(const LocalHosts& local) : local_(local) {}
+  Status Fence(const std::string& member, const std::string& host, int pid) override;
+
+ private:
+  const LocalHosts& local_;
+};
+
+class NoFencer final : public Fencer {
+ public:
+  Status Fence(const std::string&, const std::string&, int) override { return Status::Ok(); }
+};
+
+class ShellSpareLauncher final : public SpareLauncher {
+ public:
+  // `coordinator_url`: http://host:port, set as LOCKSTEP_COORDINATOR.
+  ShellSpareLauncher(std::string command, std::string coordinator_url);
+  ~ShellSpareLauncher() override;  // does not kill what it started
+  // REQUIRES: before the first Launch() (the URL is known once the API listens).
+  void SetCoordinatorUrl(std::string url) { url_ = std::move(url); }
+  Result<int> Launch() override;
+  std::vector<Exited> Reap() override;
+
+ private:
+  std::string command_, url_;
+  std::set<int> children_;
+};
+
+class ProcProcessProbe final : public ProcessProbe {
+ public:
+  std::optional<std::string> Gone(int pid) override;
+};
+
+class FileStateStore final : public StateStore {
+ public:
+  explicit FileStateStore(std::string path) : path_(std::move(path)) {}
+  Status Save(const std::string& text) override;
+  Result<std::optional<std::string>> Load() override;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace lockstep::coordinator

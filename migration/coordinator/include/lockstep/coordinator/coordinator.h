@@ -1,0 +1,96 @@
+// Coordinator: the runtime around the pure Decide() (lockstep/migration): the
+// HTTP API of docs/migration.md, a tick that turns time passing, reaped spare
+// processes and gone local pids into events, and the actions' side effects
+// (fence, start a spare, log, metrics, state file).
+//
+// Every entry point takes one mutex, runs Decide(), performs the actions and
+// releases it; nothing in it waits on the network, so HTTP handlers stay
+// quick. Thread-safe. The ports it is given must outlive it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "lockstep/common/clock.h"
+#include "lockstep/common/http_server.h"
+#include "lockstep/common/metrics.h"
+#include "lockstep/coordinator/adapters.h"
+#include "lockstep/coordinator/ports.h"
+#include "lockstep/migration/decide.h"
+
+namespace lockstep::coordinator {
+
+struct CoordinatorOptions {
+  std::chrono::milliseconds tick_interval{20};
+  bool pid_check = true;  // check the pids of members on this host
+};
+
+struct CoordinatorPorts {
+  const Clock* clock = nullptr;
+  Fencer* fencer = nullptr;
+  SpareLauncher* launcher = nullptr;  // null: spares are never started
+  ProcessProbe* probe = nullptr;      // null: no pid checks
+  StateStore* store = nullptr;        // null: nothing persisted
+  const LocalHosts* local = nullptr;
+  metrics::Registry* registry = nullptr;
+};
+
+class Coordinator {
+ public:
+  // `restored`: the state was loaded from the store (Begin() applies a Restarted event).
+  Coordinator(migration::JobState initial, bool restored, CoordinatorPorts ports, CoordinatorOptions options = {});
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Registers the /v1/... and /metrics, /healthz, /readyz handlers. REQUIRES: before server.Start().
+  void AddHandlers(HttpServer& server);
+  // One tick: reap spares, check local pids, then Decide(Tick).
+  void Tick();
+  // Applies Restarted (when restored) or saves the initial state. Idempotent;
+  // Start() calls it. Call it once the spare launcher knows the API's address.
+  void Begin();
+  // Begin(), then the tick thread (every options.tick_interval). Stop() joins
+  // it and saves the state.
+  void Start();
+  void Stop();
+
+  migration::JobState Snapshot() const;
+  // Applies an event as a handler would (for tests and the binary).
+  migration::Outcome Apply(const migration::Event& event);
+
+ private:
+  HttpResponse Serve(const HttpRequest& req);
+  migration::Outcome ApplyLocked(const migration::Event& event, bool persist_always);
+  void Perform(const migration::Actions& actions, std::vector<migration::Event>& follow_up);
+  void Persist();
+  void UpdateGauges();
+  double Now() const;
+
+  CoordinatorPorts ports_;
+  CoordinatorOptions options_;
+  const bool restored_;
+  bool begun_ = false;  // GUARDED_BY(mu_)
+  mutable std::mutex mu_;
+  migration::JobState state_;  // GUARDED_BY(mu_)
+  std::string last_saved_;     // GUARDED_BY(mu_)
+  bool save_failed_ = false;   // GUARDED_BY(mu_): logged once per streak
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;  // GUARDED_BY(stop_mu_)
+  std::thread ticker_;
+  metrics::Family* generation_ = nullptr;
+  metrics::Family* members_ = nullptr;
+  metrics::Family* failures_ = nullptr;
+  metrics::Family* migrations_ = nullptr;
+  metrics::Family* generations_ = nullptr;
+  metrics::Family* recovery_ = nullptr;
+  metrics::Family* spares_requested_ = nullptr;
+  metrics::Family* terminal_ = nullptr;
+  metrics::Family* requests_ = nullptr;
+};
+
+}  // namespace lockstep::coordinator

@@ -1,0 +1,127 @@
+#include "lockstep/coordinator/adapters.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace lockstep::coordinator {
+
+LocalHosts::LocalHosts(std::vector<std::string> extra) : hosts_(extra.begin(), extra.end()) {
+  for (const char* h : {"127.0.0.1", "localhost", "::1", "0.0.0.0"}) hosts_.insert(h);
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0 && name[0]) hosts_.insert(name);
+}
+
+Status LocalSignalFencer::Fence(const std::string& member, const std::string& host, int pid) {
+  if (!local_.Contains(host)) {
+    return Unavailable("cannot fence member " + member + ": host " + host + " is not this machine (only marked dead)");
+  }
+  if (pid <= 1) return InvalidArgument("cannot fence member " + member + ": bad pid " + std::to_string(pid));
+  if (::kill(pid, SIGKILL) != 0 && errno != ESRCH) {
+    return Internal("kill(" + std::to_string(pid) + ", SIGKILL) for member " + member + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+ShellSpareLauncher::ShellSpareLauncher(std::string command, std::string coordinator_url)
+    : command_(std::move(command)), url_(std::move(coordinator_url)) {}
+
+ShellSpareLauncher::~ShellSpareLauncher() = default;
+
+Result<int> ShellSpareLauncher::Launch() {
+  if (command_.empty()) return InvalidArgument("no --spare-command: cannot start a spare");
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LOCKSTEP_COORDINATOR=", 21) != 0) env_strings.push_back(*e);
+  }
+  env_strings.push_back("LOCKSTEP_COORDINATOR=" + url_);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  // "exec": the spare's pid is the one we reap when the command is a simple one.
+  std::string script = "exec " + command_;
+  char sh[] = "/bin/sh", dash_c[] = "-c";
+  char* argv[] = {sh, dash_c, script.data(), nullptr};
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data());
+  if (rc != 0) return Internal(std::string("starting the spare command: posix_spawn: ") + std::strerror(rc));
+  children_.insert(pid);
+  return static_cast<int>(pid);
+}
+
+std::vector<SpareLauncher::Exited> ShellSpareLauncher::Reap() {
+  std::vector<Exited> out;
+  for (auto it = children_.begin(); it != children_.end();) {
+    int st = 0;
+    pid_t r = ::waitpid(*it, &st, WNOHANG);
+    if (r == 0) { ++it; continue; }
+    std::string how = r < 0                ? "gone (not our child any more)"
+                      : WIFEXITED(st)      ? "exited with status " + std::to_string(WEXITSTATUS(st))
+                      : WIFSIGNALED(st)    ? "killed by signal " + std::to_string(WTERMSIG(st))
+                                           : "ended";
+    out.push_back({*it, how});
+    it = children_.erase(it);
+  }
+  return out;
+}
+
+std::optional<std::string> ProcProcessProbe::Gone(int pid) {
+  if (pid <= 0) return std::string("has no valid pid");
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!f || !std::getline(f, line)) return std::string("is gone");
+  // pid (comm) S ...: the state follows the last ')'.
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return std::nullopt;
+  char state = line[close + 2];
+  if (state == 'Z' || state == 'X' || state == 'x') return std::string("exited (zombie)");
+  return std::nullopt;
+}
+
+Status FileStateStore::Save(const std::string& text) {
+  std::string tmp = path_ + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable("writing state file " + tmp + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Unavailable("writing state file " + tmp + ": " + std::strerror(e));
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return Unavailable("renaming " + tmp + " to " + path_ + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> FileStateStore::Load() {
+  std::ifstream f(path_);
+  if (!f) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    struct stat st{};
+    if (::stat(path_.c_str(), &st) != 0) return std::optional<std::string>();
+    return Unavailable("cannot read state file " + path_ + ": " + std::strerror(errno));
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return std::optional<std::string>(ss.str());
+}
+
+}  // namespace lockstep::coordinator

@@ -1,0 +1,318 @@
+#include "lockstep/coordinator/coordinator.h"
+
+#include <type_traits>
+
+#include "lockstep/common/log.h"
+#include "lockstep/migration/api.h"
+#include "lockstep/migration/state_json.h"
+
+namespace lockstep::coordinator {
+namespace m = lockstep::migration;
+using nlohmann::json;
+
+namespace {
+
+HttpResponse Json(int status, const json& body) {
+  return HttpResponse{status, "application/json", body.dump() + "\n"};
+}
+
+HttpResponse Err(const Error& e) {
+  return HttpResponse{m::HttpStatus(e), "application/json", m::ErrorBody(e)};
+}
+
+HttpResponse MethodNotAllowed(const HttpRequest& req, const char* allowed) {
+  return Err(InvalidArgument(req.method + " " + req.path + " is not supported (use " + allowed + ")"));
+}
+
+bool Durable(const m::Event& e) {
+  return !std::holds_alternative<m::Heartbeat>(e) && !std::holds_alternative<m::PlanPolled>(e) &&
+         !std::holds_alternative<m::Tick>(e);
+}
+
+}  // namespace
+
+Coordinator::Coordinator(m::JobState initial, bool restored, CoordinatorPorts ports, CoordinatorOptions options)
+    : ports_(ports), options_(options), restored_(restored), state_(std::move(initial)) {
+  if (!ports_.clock) ports_.clock = &SystemClock::Instance();
+  if (ports_.registry) {
+    auto& r = *ports_.registry;
+    generation_ = &r.Gauge("lockstep_migration_generation", "Current generation of the job (-1 before the first).");
+    members_ = &r.Gauge("lockstep_migration_members", "Members by state (rank, spare, dead, exited).", {"state"});
+    failures_ = &r.Counter("lockstep_migration_failures_total", "Failures detected, by cause.", {"cause"});
+    migrations_ = &r.Counter("lockstep_migration_migrations_total", "Completed migrations, by kind.", {"kind"});
+    generations_ = &r.Counter("lockstep_migration_generations_total", "Generations decided, by kind.", {"kind"});
+    recovery_ = &r.Gauge("lockstep_migration_last_recovery_seconds",
+                         "Failure detected (or migration requested) to the next generation complete, last one.");
+    spares_requested_ = &r.Counter("lockstep_migration_spares_requested_total", "Spare processes started.");
+    terminal_ = &r.Gauge("lockstep_migration_terminal", "1 when the job cannot continue.");
+    requests_ = &r.Counter("lockstep_migration_http_requests_total", "API calls by path and status.",
+                           {"path", "status"});
+  }
+}
+
+Coordinator::~Coordinator() { Stop(); }
+
+double Coordinator::Now() const {
+  return std::chrono::duration<double>(ports_.clock->Wall().time_since_epoch()).count();
+}
+
+m::JobState Coordinator::Snapshot() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+m::Outcome Coordinator::Apply(const m::Event& event) {
+  std::lock_guard lock(mu_);
+  return ApplyLocked(event, false);
+}
+
+m::Outcome Coordinator::ApplyLocked(const m::Event& event, bool persist_always) {
+  std::vector<m::Event> queue{event};
+  m::Outcome first;
+  bool changed = persist_always;
+  for (size_t i = 0; i < queue.size() && i < 64; ++i) {
+    m::Outcome out = m::Decide(state_, queue[i], Now());
+    if (!out.status.ok()) {
+      if (i == 0) first = out;
+      continue;
+    }
+    state_ = out.state;
+    changed = changed || Durable(queue[i]) || !out.actions.empty();
+    std::vector<m::Event> follow;
+    Perform(out.actions, follow);
+    queue.insert(queue.end(), follow.begin(), follow.end());
+    if (i == 0) first = std::move(out);
+  }
+  if (changed) Persist();
+  UpdateGauges();
+  return first;
+}
+
+void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& follow) {
+  const std::string& job = state_.config.job;
+  for (const auto& action : actions) {
+    std::visit(
+        [&](const auto& a) {
+          using A = std::decay_t<decltype(a)>;
+          if constexpr (std::is_same_v<A, m::Fence>) {
+            Status s = ports_.fencer ? ports_.fencer->Fence(a.member, a.host, a.pid) : Status::Ok();
+            log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence",
+                       {{"job", job}, {"member", a.member}, {"pid", std::to_string(a.pid)}, {"host", a.host},
+                        {"why", a.reason}, {"result", s.ok() ? "done" : s.error().message}});
+          } else if constexpr (std::is_same_v<A, m::RequestSpare>) {
+            if (!ports_.launcher) {
+              log::Warn("spare needed but no --spare-command", {{"job", job}, {"why", a.reason}});
+              follow.push_back(m::SpareProcessExited{0, "not started: no --spare-command"});
+              return;
+            }
+            auto pid = ports_.launcher->Launch();
+            if (spares_requested_) spares_requested_->Inc();
+            if (!pid.ok()) {
+              log::Error("starting a spare failed", {{"job", job}, {"error", pid.error().message}});
+              follow.push_back(m::SpareProcessExited{0, "not started: " + pid.error().message});
+            } else {
+              log::Info("spare started", {{"job", job}, {"pid", std::to_string(*pid)}, {"why", a.reason}});
+            }
+          } else if constexpr (std::is_same_v<A, m::Notice>) {
+            std::vector<log::Field> fields{{"job", job}};
+            for (const auto& [k, v] : a.fields) fields.emplace_back(k, v);
+            log::Write(a.what == "terminal" ? log::Level::kError : log::Level::kInfo, a.what, fields);
+            if (!ports_.registry) return;
+            if (a.what == "failure_detected") failures_->Inc({a.Field("category")});
+            if (a.what == "generation_decided") generations_->Inc({a.Field("kind")});
+            if (a.what == "migration_done") migrations_->Inc({a.Field("kind")});
+            if (a.what == "generation_complete" && !a.Field("recovery_s").empty()) {
+              recovery_->Set(std::stod(a.Field("recovery_s")));
+            }
+          } else if constexpr (std::is_same_v<A, m::Terminal>) {
+            if (terminal_) terminal_->Set(1);
+          }
+        },
+        action);
+  }
+}
+
+void Coordinator::Persist() {
+  if (!ports_.store) return;
+  std::string text = m::StateToJson(state_).dump(1) + "\n";
+  if (text == last_saved_) return;
+  Status s = ports_.store->Save(text);
+  if (!s.ok()) {
+    if (!save_failed_) log::Error("saving the state failed (training goes on)", {{"error", s.error().message}});
+    save_failed_ = true;
+    return;
+  }
+  save_failed_ = false;
+  last_saved_ = std::move(text);
+}
+
+void Coordinator::UpdateGauges() {
+  if (!ports_.registry) return;
+  generation_->Set(static_cast<double>(state_.generation()));
+  double rank = 0, spare = 0, dead = 0, exited = 0;
+  for (const auto& [id, mem] : state_.members) {
+    if (mem.status == m::MemberStatus::kDead) ++dead;
+    else if (mem.status == m::MemberStatus::kExited) ++exited;
+    else if (state_.RankOf(id) >= 0) ++rank;
+    else ++spare;
+  }
+  members_->Set({"rank"}, rank);
+  members_->Set({"spare"}, spare);
+  members_->Set({"dead"}, dead);
+  members_->Set({"exited"}, exited);
+  terminal_->Set(state_.phase == m::Phase::kTerminal ? 1 : 0);
+}
+
+void Coordinator::Tick() {
+  std::lock_guard lock(mu_);
+  std::vector<m::Event> events;
+  if (ports_.launcher) {
+    for (const auto& e : ports_.launcher->Reap()) {
+      for (const auto& [id, mem] : state_.members) {
+        if (mem.pid == e.pid && mem.status == m::MemberStatus::kAlive && ports_.local &&
+            ports_.local->Contains(mem.host)) {
+          events.push_back(m::ProcessGone{id, e.how});
+        }
+      }
+      events.push_back(m::SpareProcessExited{e.pid, e.how});
+    }
+  }
+  if (options_.pid_check && ports_.probe && ports_.local) {
+    for (const auto& [id, mem] : state_.members) {
+      if (mem.status != m::MemberStatus::kAlive || !ports_.local->Contains(mem.host)) continue;
+      if (auto how = ports_.probe->Gone(mem.pid)) events.push_back(m::ProcessGone{id, *how});
+    }
+  }
+  for (const auto& e : events) ApplyLocked(e, false);
+  ApplyLocked(m::Tick{}, false);
+}
+
+void Coordinator::Begin() {
+  std::lock_guard lock(mu_);
+  if (begun_) return;
+  begun_ = true;
+  if (restored_) {
+    log::Info("state restored", {{"job", state_.config.job},
+                                 {"generation", std::to_string(state_.generation())},
+                                 {"phase", m::PhaseName(state_.phase)},
+                                 {"members", std::to_string(state_.members.size())}});
+    ApplyLocked(m::Restarted{}, true);
+  } else {
+    Persist();
+  }
+  UpdateGauges();
+}
+
+void Coordinator::Start() {
+  Begin();
+  {
+    std::lock_guard l(stop_mu_);
+    stop_ = false;
+  }
+  ticker_ = std::thread([this] {
+    std::unique_lock l(stop_mu_);
+    while (!stop_) {
+      l.unlock();
+      Tick();
+      l.lock();
+      stop_cv_.wait_for(l, options_.tick_interval, [this] { return stop_; });
+    }
+  });
+}
+
+void Coordinator::Stop() {
+  {
+    std::lock_guard l(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  std::lock_guard lock(mu_);
+  Persist();
+}
+
+void Coordinator::AddHandlers(HttpServer& server) {
+  for (const char* path : {"/v1/register", "/v1/plan", "/v1/heartbeat", "/v1/report", "/v1/migrations", "/v1/state",
+                           "/healthz", "/readyz", "/metrics"}) {
+    server.Handle(path, [this](const HttpRequest& req) {
+      HttpResponse r = Serve(req);
+      if (requests_) requests_->Inc({req.path, std::to_string(r.status)});
+      return r;
+    });
+  }
+}
+
+HttpResponse Coordinator::Serve(const HttpRequest& req) {
+  const std::string& p = req.path;
+  if (p == "/healthz" || p == "/readyz") return HttpResponse{200, "text/plain", "ok\n"};
+  if (p == "/metrics") {
+    {
+      std::lock_guard lock(mu_);
+      UpdateGauges();
+    }
+    return HttpResponse{200, "text/plain; version=0.0.4", ports_.registry ? ports_.registry->Render() : ""};
+  }
+  if (p == "/v1/state") {
+    if (req.method != "GET") return MethodNotAllowed(req, "GET");
+    std::lock_guard lock(mu_);
+    json j = m::StateToJson(state_);
+    j["now"] = Now();
+    return Json(200, j);
+  }
+  if (p == "/v1/plan") {
+    if (req.method != "GET") return MethodNotAllowed(req, "GET");
+    auto member = m::MemberFromQuery(req.query);
+    if (!member.ok()) return Err(member.error());
+    std::lock_guard lock(mu_);
+    auto out = ApplyLocked(m::PlanPolled{*member}, false);
+    if (!out.status.ok()) return Err(out.status.error());
+    return Json(200, m::PlanReply(state_, *member));
+  }
+  if (p == "/v1/migrations" && req.method == "GET") {
+    std::lock_guard lock(mu_);
+    return Json(200, m::MigrationsReply(state_));
+  }
+  if (req.method != "POST") return MethodNotAllowed(req, "POST");
+  if (p == "/v1/register") {
+    auto ev = m::ParseRegister(req.body);
+    if (!ev.ok()) return Err(ev.error());
+    std::lock_guard lock(mu_);
+    auto out = ApplyLocked(*ev, false);
+    if (!out.status.ok()) return Err(out.status.error());
+    log::Info("registered", {{"job", state_.config.job}, {"member", ev->member}, {"role", m::RoleName(ev->role)},
+                             {"rank", std::to_string(ev->rank)}, {"pid", std::to_string(ev->pid)},
+                             {"host", ev->host}, {"store_port", std::to_string(ev->store_port)}});
+    return Json(200, m::RegisterReply(state_));
+  }
+  if (p == "/v1/heartbeat") {
+    auto ev = m::ParseHeartbeat(req.body);
+    if (!ev.ok()) return Err(ev.error());
+    std::lock_guard lock(mu_);
+    auto out = ApplyLocked(*ev, false);
+    if (!out.status.ok()) return Err(out.status.error());
+    return Json(200, m::HeartbeatReply(state_, ev->member));
+  }
+  if (p == "/v1/report") {
+    auto ev = m::ParseReport(req.body);
+    if (!ev.ok()) return Err(ev.error());
+    std::lock_guard lock(mu_);
+    auto out = ApplyLocked(*ev, false);
+    if (!out.status.ok()) return Err(out.status.error());
+    log::Info("report", {{"job", state_.config.job}, {"member", ev->member},
+                         {"generation", std::to_string(ev->generation)},
+                         {"committed_step", std::to_string(ev->committed_step)}, {"reason", ev->reason},
+                         {"error", ev->error}});
+    return Json(200, json::object());
+  }
+  if (p == "/v1/migrations") {
+    auto ev = m::ParseMigration(req.body);
+    if (!ev.ok()) return Err(ev.error());
+    std::lock_guard lock(mu_);
+    auto out = ApplyLocked(*ev, false);
+    if (!out.status.ok()) return Err(out.status.error());
+    return Json(202, m::MigrationReply(state_, out.created_id));
+  }
+  return Err(NotFound("no such path: " + p));
+}
+
+}  // namespace lockstep::coordinator

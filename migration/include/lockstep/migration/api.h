@@ -1,0 +1,38 @@
+// The coordinator's HTTP API as pure functions (docs/migration.md, "HTTP
+// API"): request bodies parsed into events (malformed -> InvalidArgument with
+// a message that names the field), and reply bodies computed from a JobState.
+// No I/O; thread-compatible.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/common/result.h"
+#include "lockstep/migration/event.h"
+#include "lockstep/migration/job_state.h"
+
+namespace lockstep::migration {
+
+Result<Registered> ParseRegister(const std::string& body);
+Result<Heartbeat> ParseHeartbeat(const std::string& body);
+Result<Report> ParseReport(const std::string& body);
+Result<MigrationRequested> ParseMigration(const std::string& body);
+// The `member` parameter of a query string ("member=m0&x=y"), URL-decoded.
+Result<std::string> MemberFromQuery(const std::string& query);
+
+// GET /v1/plan for a known member.
+nlohmann::json PlanReply(const JobState& s, const std::string& member);
+// POST /v1/heartbeat for a known member.
+nlohmann::json HeartbeatReply(const JobState& s, const std::string& member);
+// POST /v1/register.
+nlohmann::json RegisterReply(const JobState& s);
+// GET /v1/migrations (one element: the migration with that id).
+nlohmann::json MigrationsReply(const JobState& s);
+nlohmann::json MigrationReply(const JobState& s, const std::string& id);
+
+// HTTP status for an error: 400 invalid, 404 not found, 409 conflict, else 500.
+int HttpStatus(const Error& e);
+// {"error": message}
+std::string ErrorBody(const Error& e);
+
+}  // namespace lockstep::migration

@@ -1,0 +1,70 @@
+// Event: what Decide() reacts to. Calls of the HTTP API become events (after
+// parsing, api.h), and the runtime adds Tick (time passed), ProcessGone (a
+// local member's pid exited) and SpareProcessExited (a launched spare command
+// ended). Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "lockstep/migration/job_state.h"
+
+namespace lockstep::migration {
+
+struct Registered {
+  std::string member;
+  Role role = Role::kSpare;
+  int rank = -1;  // -1: any free rank (role rank) / none (spare)
+  std::string host;
+  int store_port = 0;
+  int pid = 0;
+};
+
+struct Heartbeat {
+  std::string member;
+  int64_t generation = -1;
+  int64_t step = 0;
+  std::string state;  // training | waiting
+};
+
+struct Report {
+  std::string member;
+  int64_t generation = -1;
+  int64_t committed_step = 0;
+  std::string reason;  // error | pause
+  std::string error;
+};
+
+// GET /v1/plan: counts as a sign of life.
+struct PlanPolled {
+  std::string member;
+};
+
+struct Tick {};
+
+struct ProcessGone {
+  std::string member;
+  std::string how;  // "exited with status 1", "killed by signal 9", "gone", "zombie"
+};
+
+struct MigrationRequested {
+  int rank = -1;
+  std::string kind;  // planned | preemptive
+  std::string reason;
+};
+
+// A process started for RequestSpare ended (pid as launched).
+struct SpareProcessExited {
+  int pid = 0;
+  std::string how;
+};
+
+// The coordinator restarted from its state file: every member counts as alive
+// as of now, and running deadlines start again.
+struct Restarted {};
+
+using Event = std::variant<Registered, Heartbeat, Report, PlanPolled, Tick, ProcessGone, MigrationRequested,
+                           SpareProcessExited, Restarted>;
+
+}  // namespace lockstep::migration

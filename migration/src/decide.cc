@@ -1,0 +1,656 @@
+// Decide(): apply one event, then converge (see decide.h and docs/migration.md).
+#include "lockstep/migration/decide.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <type_traits>
+
+namespace lockstep::migration {
+namespace {
+
+std::string Secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+std::string Num(int64_t v) { return std::to_string(v); }
+
+bool Joined(const Member& m, int64_t g) { return m.hb_generation == g && m.hb_state == "training"; }
+
+// Alive members that are not part of the current generation, in registration
+// order. Before generation 0: registered spares.
+std::vector<const Member*> SparePool(const JobState& s) {
+  std::vector<const Member*> pool;
+  for (const auto& [id, m] : s.members) {
+    if (m.status != MemberStatus::kAlive) continue;
+    if (s.phase == Phase::kAssembling ? m.role == Role::kSpare : s.RankOf(id) < 0) pool.push_back(&m);
+  }
+  std::sort(pool.begin(), pool.end(), [](const Member* a, const Member* b) { return a->seq < b->seq; });
+  return pool;
+}
+
+void MarkDead(JobState& s, Member& m, const std::string& cause, const std::string& reason, double now, bool fence,
+              Actions& a) {
+  if (m.status != MemberStatus::kAlive) return;
+  m.status = MemberStatus::kDead;
+  m.gone_cause = cause;
+  m.gone_reason = reason;
+  m.gone_at = now;
+  int rank = s.RankOf(m.id);
+  a.push_back(Notice{"member_dead",
+                     {{"member", m.id}, {"rank", std::to_string(rank)}, {"cause", cause}, {"reason", reason},
+                      {"generation", Num(s.generation())}}});
+  if (fence && m.pid > 0) {
+    m.fenced = true;
+    a.push_back(Fence{m.id, m.host, m.pid, reason});
+  }
+}
+
+void EnterTerminal(JobState& s, const std::string& reason, double now, Actions& a) {
+  s.phase = Phase::kTerminal;
+  s.terminal_reason = reason;
+  for (auto& mig : s.migrations) {
+    if (mig.state == "done" || mig.state == "failed") continue;
+    mig.state = "failed";
+    mig.error = reason;
+    mig.done_at = now;
+  }
+  a.push_back(Notice{"terminal", {{"reason", reason}}});
+  a.push_back(Terminal{reason});
+}
+
+Migration* FindMigration(JobState& s, const std::string& id) {
+  for (auto& m : s.migrations) if (m.id == id) return &m;
+  return nullptr;
+}
+
+void StartCollecting(JobState& s, const std::string& cause, const std::string& category, double now, Actions& a) {
+  Generation& g = *s.current();
+  s.transition.kind = "failure";
+  s.transition.cause = cause;
+  s.transition.category = category;
+  s.transition.detected_at = now;
+  s.transition.grace_from = now;
+  s.transition.pause_at_step = -1;  // a pause in progress becomes a failure; its migrations stay attached
+  g.status = "failed";
+  g.ended_at = now;
+  s.phase = Phase::kCollecting;
+  a.push_back(Notice{"failure_detected",
+                     {{"generation", Num(g.number)}, {"cause", cause}, {"category", category}}});
+}
+
+// The first dead member of the current generation, if any.
+const Member* DeadInGeneration(const JobState& s) {
+  const Generation* g = s.current();
+  if (!g) return nullptr;
+  for (const auto& id : g->members) {
+    const Member* m = s.Find(id);
+    if (m && m->status != MemberStatus::kAlive) return m;
+  }
+  return nullptr;
+}
+
+void ExpireMembers(JobState& s, double now, Actions& a) {
+  for (auto& [id, m] : s.members) {
+    if (m.status != MemberStatus::kAlive) continue;
+    if (now - m.last_seen > s.config.heartbeat_timeout_s) {
+      MarkDead(s, m, "heartbeat_timeout",
+               "no heartbeat for " + Secs(now - m.last_seen) + " s (timeout " + Secs(s.config.heartbeat_timeout_s) +
+                   " s)",
+               now, true, a);
+    }
+  }
+  Generation* g = s.current();
+  if (s.phase == Phase::kRunning && g && g->status == "joining" && now - g->join_from > s.config.join_timeout_s) {
+    for (const auto& id : g->members) {
+      Member* m = s.Find(id);
+      if (m && m->status == MemberStatus::kAlive && !Joined(*m, g->number)) {
+        MarkDead(s, *m, "join_timeout",
+                 "did not join generation " + Num(g->number) + " within " + Secs(s.config.join_timeout_s) + " s", now,
+                 true, a);
+      }
+    }
+  }
+}
+
+void TryFormGeneration0(JobState& s, double now, Actions& a) {
+  const int w = s.config.world_size;
+  std::vector<const Member*> holders(w, nullptr);
+  for (const auto& [id, m] : s.members) {
+    if (m.status != MemberStatus::kAlive || m.role != Role::kRank || m.requested_rank < 0) continue;
+    const Member*& h = holders[m.requested_rank];
+    if (!h || m.seq < h->seq) h = &m;
+  }
+  for (const Member* h : holders) if (!h) return;
+  Generation g;
+  g.number = 0;
+  for (const Member* h : holders) g.members.push_back(h->id);
+  g.store_host = holders[0]->host;
+  g.store_port = holders[0]->store_port;
+  g.store_prefix = "lockstep/g0/";
+  g.kind = "formation";
+  g.cause = "formation: " + std::to_string(w) + " ranks registered";
+  g.decided_at = g.join_from = now;
+  g.status = "joining";
+  s.history.push_back(g);
+  s.phase = Phase::kRunning;
+  a.push_back(Notice{"generation_decided",
+                     {{"generation", "0"}, {"kind", "formation"}, {"cause", g.cause}, {"src_rank", "0"},
+                      {"resume_step", "0"}, {"store", g.store_host + ":" + std::to_string(g.store_port)}}});
+}
+
+void CheckComplete(JobState& s, double now, Actions& a) {
+  Generation& g = *s.current();
+  if (g.status != "joining") return;
+  int64_t max_step = 0;
+  for (const auto& id : g.members) {
+    const Member* m = s.Find(id);
+    if (!m || !Joined(*m, g.number)) return;
+    max_step = std::max(max_step, m->hb_step);
+  }
+  g.status = "complete";
+  g.complete_at = now;
+  g.rate_anchor_time = now;
+  g.rate_anchor_step = max_step;
+  Notice n{"generation_complete", {{"generation", Num(g.number)}, {"kind", g.kind}}};
+  if (g.kind != "formation") n.fields.push_back({"recovery_s", Secs(now - g.detected_at)});
+  a.push_back(n);
+  for (auto& mig : s.migrations) {
+    if (mig.state == "reforming" && mig.generation == g.number) {
+      mig.state = "done";
+      mig.done_at = now;
+      a.push_back(Notice{"migration_done",
+                         {{"id", mig.id}, {"rank", std::to_string(mig.rank)}, {"kind", mig.kind},
+                          {"old_member", mig.old_member}, {"new_member", mig.new_member},
+                          {"total_s", Secs(now - mig.requested_at)}}});
+    }
+  }
+}
+
+void TryStartPause(JobState& s, double now, Actions& a) {
+  Generation& g = *s.current();
+  if (g.status != "complete") return;
+  size_t pool = SparePool(s).size();
+  if (g.members.size() < 2) pool = 0;  // the only rank cannot hand its state to anyone
+  std::vector<Migration*> chosen;
+  for (auto& mig : s.migrations) {
+    if (mig.state != "pending" || chosen.size() >= pool) continue;
+    chosen.push_back(&mig);
+  }
+  if (chosen.empty()) return;
+  int64_t max_step = 0;
+  for (const auto& id : g.members) max_step = std::max(max_step, s.Find(id)->hb_step);
+  double rate = 0;
+  if (now - g.rate_anchor_time > 0.05 && max_step > g.rate_anchor_step) {
+    rate = static_cast<double>(max_step - g.rate_anchor_step) / (now - g.rate_anchor_time);
+  }
+  bool preemptive = false;
+  double requested = now;
+  std::string cause;
+  Transition t;
+  for (Migration* mig : chosen) {
+    preemptive = preemptive || mig->kind == "preemptive";
+    requested = std::min(requested, mig->requested_at);
+    if (!cause.empty()) cause += "; ";
+    cause += mig->kind + " migration of rank " + std::to_string(mig->rank) + ": " + mig->reason;
+    t.migration_ids.push_back(mig->id);
+  }
+  t.kind = preemptive ? "preemptive" : "planned";
+  t.category = t.kind;
+  t.cause = cause;
+  t.detected_at = requested;
+  t.grace_from = 0;
+  t.pause_at_step = PauseStep(max_step, rate, s.config.heartbeat_timeout_s, preemptive);
+  for (Migration* mig : chosen) {
+    mig->state = "pausing";
+    mig->pause_at_step = t.pause_at_step;
+    mig->generation = g.number;
+    a.push_back(Notice{"migration_pausing",
+                       {{"id", mig->id}, {"rank", std::to_string(mig->rank)}, {"kind", mig->kind},
+                        {"pause_at_step", Num(t.pause_at_step)}, {"max_step", Num(max_step)},
+                        {"steps_per_s", Secs(rate)}}});
+  }
+  s.transition = t;
+  s.phase = Phase::kPausing;
+}
+
+void DecideNext(JobState& s, double now, Actions& a);
+
+// kPausing / kCollecting: fence members that do not report in time; decide
+// the next generation once every member reported or is dead.
+void Collect(JobState& s, double now, Actions& a) {
+  Generation& g = *s.current();
+  bool all = true;
+  for (const auto& id : g.members) {
+    Member& m = *s.Find(id);
+    if (m.status != MemberStatus::kAlive || m.report_generation == g.number) continue;
+    double deadline;
+    if (s.phase == Phase::kPausing) {
+      if (s.transition.grace_from == 0) { all = false; continue; }
+      deadline = s.transition.grace_from + s.config.report_grace_s;
+    } else {
+      deadline = s.transition.grace_from + s.config.report_grace_s;
+      // Still forming this generation: its rendezvous may take up to the join timeout to fail.
+      if (!Joined(m, g.number)) deadline = std::max(deadline, g.join_from + s.config.join_timeout_s);
+    }
+    if (now > deadline) {
+      MarkDead(s, m, "hung",
+               "heartbeating but no report for generation " + Num(g.number) + " within " +
+                   Secs(now - (s.phase == Phase::kPausing ? s.transition.grace_from : s.transition.grace_from)) + " s",
+               now, true, a);
+      continue;
+    }
+    all = false;
+  }
+  if (s.phase == Phase::kPausing && DeadInGeneration(s)) return;  // becomes a failure on the next pass
+  if (all) DecideNext(s, now, a);
+}
+
+void DecideNext(JobState& s, double now, Actions& a) {
+  const Generation g = *s.current();  // a copy: history grows below
+  const int w = static_cast<int>(g.members.size());
+  std::vector<int> dead, leaving;
+  std::vector<std::optional<int64_t>> committed(w), committed_staying(w);
+  int64_t max_known = g.resume_step;
+  for (int r = 0; r < w; ++r) {
+    const Member& m = *s.Find(g.members[r]);
+    max_known = std::max(max_known, m.hb_step);
+    if (m.status != MemberStatus::kAlive) { dead.push_back(r); continue; }
+    committed[r] = m.report_generation == g.number ? m.report_step : m.hb_step;
+  }
+  for (const auto& mid : s.transition.migration_ids) {
+    Migration* mig = FindMigration(s, mid);
+    if (mig && committed[mig->rank]) leaving.push_back(mig->rank);
+  }
+  for (int r = 0; r < w; ++r) {
+    if (committed[r] && std::find(leaving.begin(), leaving.end(), r) == leaving.end()) committed_staying[r] = committed[r];
+  }
+  auto choice = ChooseSource(committed_staying);
+  if (!choice) choice = ChooseSource(committed);
+  if (!choice) {
+    EnterTerminal(s, "no replica holds step " + Num(max_known) + ": every rank of generation " + Num(g.number) +
+                         " is gone",
+                  now, a);
+    return;
+  }
+  if (choice->resume_step < g.resume_step) {
+    EnterTerminal(s, "no replica holds step " + Num(g.resume_step) + ": the survivors of generation " +
+                         Num(g.number) + " are at step " + Num(choice->resume_step) + " at most",
+                  now, a);
+    return;
+  }
+  auto pool = SparePool(s);
+  if (pool.size() < dead.size()) {
+    std::string ranks;
+    for (int r : dead) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    std::string reason = "waiting for a spare: rank" + std::string(dead.size() > 1 ? "s " : " ") + ranks +
+                         " of generation " + Num(g.number) + " need " + std::to_string(dead.size()) + ", " +
+                         std::to_string(pool.size()) + " registered, " + std::to_string(s.spares_starting) +
+                         " starting";
+    if (s.phase != Phase::kWaitingSpare || s.waiting_reason != reason) {
+      a.push_back(Notice{"waiting_for_spare", {{"generation", Num(g.number)}, {"reason", reason}}});
+    }
+    s.phase = Phase::kWaitingSpare;
+    s.waiting_reason = reason;
+    return;
+  }
+  Generation ng;
+  ng.number = g.number + 1;
+  ng.members = g.members;
+  std::string replaced;
+  int used = 0;
+  auto take = [&](int r) {
+    int i = ChooseSpare(pool, r);
+    std::string id = pool[i]->id;
+    pool.erase(pool.begin() + i);
+    replaced += (replaced.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + ": " + ng.members[r] +
+                " -> " + id;
+    ng.members[r] = id;
+    ++used;
+    return id;
+  };
+  for (int r : dead) {
+    std::string id = take(r);
+    for (const auto& mid : s.transition.migration_ids) {
+      Migration* mig = FindMigration(s, mid);
+      if (mig && mig->rank == r) {  // the rank to move died first: its migration is this re-form
+        mig->state = "reforming";
+        mig->old_member = g.members[r];
+        mig->new_member = id;
+        mig->generation = ng.number;
+      }
+    }
+  }
+  bool other_survivor = static_cast<int>(leaving.size()) < w - static_cast<int>(dead.size());
+  for (const auto& mid : s.transition.migration_ids) {
+    Migration* mig = FindMigration(s, mid);
+    if (!mig || std::find(leaving.begin(), leaving.end(), mig->rank) == leaving.end()) continue;
+    if (pool.empty() || !other_survivor) {
+      mig->state = "pending";  // held until a spare registers again
+      mig->pause_at_step = -1;
+      continue;
+    }
+    Member& old = *s.Find(g.members[mig->rank]);
+    std::string id = take(mig->rank);
+    old.status = MemberStatus::kExited;
+    old.gone_cause = "replaced";
+    old.gone_reason = "replaced by " + id + " at rank " + std::to_string(mig->rank) + " (" + mig->kind +
+                      " migration: " + mig->reason + ")";
+    old.gone_at = now;
+    mig->state = "reforming";
+    mig->old_member = old.id;
+    mig->new_member = id;
+    mig->generation = ng.number;
+  }
+  // Store and source: the lowest-ranked member carried over from g.
+  for (int r = 0; r < w; ++r) {
+    if (ng.members[r] != g.members[r]) continue;
+    const Member& m = *s.Find(ng.members[r]);
+    ng.store_host = m.host;
+    ng.store_port = m.store_port;
+    break;
+  }
+  ng.store_prefix = "lockstep/g" + Num(ng.number) + "/";
+  ng.src_rank = choice->src_rank;
+  ng.resume_step = choice->resume_step;
+  ng.kind = s.transition.kind;
+  ng.cause = s.transition.cause;
+  ng.detected_at = s.transition.detected_at;
+  ng.decided_at = ng.join_from = now;
+  ng.status = "joining";
+  Generation& old = *s.current();
+  if (old.status != "failed") old.status = "paused";
+  if (old.ended_at == 0) old.ended_at = now;
+  s.history.push_back(ng);
+  s.phase = Phase::kRunning;
+  s.waiting_reason.clear();
+  if (used > 0) s.refill_active = true;
+  a.push_back(Notice{"generation_decided",
+                     {{"generation", Num(ng.number)}, {"kind", ng.kind}, {"cause", ng.cause},
+                      {"replaced", replaced}, {"src_rank", std::to_string(ng.src_rank)},
+                      {"resume_step", Num(ng.resume_step)},
+                      {"store", ng.store_host + ":" + std::to_string(ng.store_port)},
+                      {"detect_to_decide_s", Secs(now - ng.detected_at)}}});
+}
+
+void Step(JobState& s, double now, Actions& a) {
+  ExpireMembers(s, now, a);
+  switch (s.phase) {
+    case Phase::kAssembling:
+      TryFormGeneration0(s, now, a);
+      break;
+    case Phase::kRunning:
+    case Phase::kPausing:
+      if (const Member* d = DeadInGeneration(s)) {
+        int r = s.RankOf(d->id);
+        StartCollecting(s, "rank " + std::to_string(r) + " died (member " + d->id + "): " + d->gone_reason,
+                        d->gone_cause, now, a);
+      } else if (s.phase == Phase::kPausing) {
+        Collect(s, now, a);
+      } else {
+        CheckComplete(s, now, a);
+        TryStartPause(s, now, a);
+      }
+      break;
+    case Phase::kCollecting:
+      Collect(s, now, a);
+      break;
+    case Phase::kWaitingSpare:
+      DecideNext(s, now, a);
+      break;
+    case Phase::kTerminal:
+      break;
+  }
+}
+
+void EnsureSpares(JobState& s, Actions& a) {
+  if (!s.config.can_launch_spares || s.phase == Phase::kTerminal) return;
+  int urgent = 0;
+  if (s.phase == Phase::kWaitingSpare) {
+    for (const auto& id : s.current()->members) urgent += s.Alive(id) ? 0 : 1;
+  }
+  for (const auto& mig : s.migrations) urgent += mig.state == "pending" ? 1 : 0;
+  int need = std::max(s.refill_active ? s.config.spares : 0, urgent);
+  int have = static_cast<int>(SparePool(s).size()) + s.spares_starting;
+  while (have < need && s.failed_launches < s.config.max_failed_launches) {
+    std::string reason = urgent > 0 ? "a rank needs a spare (" + std::to_string(have) + " ready or starting, " +
+                                          std::to_string(urgent) + " needed)"
+                                    : "refilling the pool to " + std::to_string(s.config.spares);
+    a.push_back(RequestSpare{reason});
+    ++s.spares_starting;
+    ++s.spares_requested_total;
+    ++have;
+  }
+}
+
+void Progress(JobState& s, double now, Actions& a) {
+  for (int i = 0; i < 16 && s.phase != Phase::kTerminal; ++i) {
+    Phase before = s.phase;
+    int64_t gen = s.generation();
+    std::string status = s.current() ? s.current()->status : "";
+    Step(s, now, a);
+    if (s.phase == before && s.generation() == gen && (s.current() ? s.current()->status : "") == status) break;
+  }
+  EnsureSpares(s, a);
+}
+
+std::string Who(const Member& m) {
+  return "member " + m.id + " was " + (m.status == MemberStatus::kDead ? "declared dead" : "replaced") + ": " +
+         m.gone_reason;
+}
+
+// Applies one event. A refused event returns its error and leaves `s` as it was
+// (the caller discards the copy).
+Status Apply(JobState& s, const Event& event, double now, Actions& a, std::string& created) {
+  return std::visit(
+      [&](const auto& e) -> Status {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, Registered>) {
+          if (Member* m = s.Find(e.member)) {
+            if (m->status != MemberStatus::kAlive) {
+              return Conflict(Who(*m) + "; a fenced or replaced process must not rejoin: start it with a new member id");
+            }
+            m->host = e.host;
+            m->store_port = e.store_port;
+            m->pid = e.pid;
+            m->last_seen = now;
+            return Status::Ok();
+          }
+          const int w = s.config.world_size;
+          if (e.rank >= w) {
+            return InvalidArgument("rank " + std::to_string(e.rank) + " is out of range: job " + s.config.job +
+                                   " has ranks 0.." + std::to_string(w - 1));
+          }
+          Member m;
+          m.id = e.member;
+          m.role = e.role;
+          m.host = e.host;
+          m.store_port = e.store_port;
+          m.pid = e.pid;
+          m.requested_rank = e.rank;
+          if (e.role == Role::kRank && s.phase == Phase::kAssembling) {
+            std::vector<std::string> held(w);
+            for (const auto& [id, o] : s.members) {
+              if (o.status == MemberStatus::kAlive && o.role == Role::kRank && o.requested_rank >= 0) {
+                held[o.requested_rank] = id;
+              }
+            }
+            if (e.rank >= 0 && !held[e.rank].empty()) {
+              return Conflict("rank " + std::to_string(e.rank) + " is held by live member " + held[e.rank]);
+            }
+            if (e.rank < 0) {
+              auto it = std::find(held.begin(), held.end(), std::string());
+              if (it == held.end()) {
+                return Conflict("all " + std::to_string(w) + " ranks are held by live members; register as a spare");
+              }
+              m.requested_rank = static_cast<int>(it - held.begin());
+            }
+          } else if (e.role == Role::kRank && e.rank >= 0 && s.current()) {
+            const std::string& holder = s.current()->members[e.rank];
+            if (s.Alive(holder)) {
+              return Conflict("rank " + std::to_string(e.rank) + " is held by live member " + holder +
+                              " in generation " + Num(s.generation()));
+            }
+          }
+          if (e.role == Role::kSpare) {
+            s.spares_starting = std::max(0, s.spares_starting - 1);
+            s.failed_launches = 0;
+          }
+          m.seq = s.next_seq++;
+          m.registered_at = m.last_seen = now;
+          s.members[m.id] = m;
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, Heartbeat>) {
+          Member* m = s.Find(e.member);
+          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
+          if (m->status != MemberStatus::kAlive) return Status::Ok();  // the reply says exit
+          if (e.generation > s.generation()) {
+            return Conflict("generation " + Num(e.generation) + " does not exist (current: " + Num(s.generation()) + ")");
+          }
+          m->last_seen = now;
+          m->hb_generation = e.generation;
+          m->hb_step = e.step;
+          m->hb_state = e.state;
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, Report>) {
+          Member* m = s.Find(e.member);
+          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
+          if (m->status != MemberStatus::kAlive) return Conflict(Who(*m));
+          if (e.generation != s.generation()) {
+            return Conflict("stale generation " + Num(e.generation) + ": the current generation is " +
+                            Num(s.generation()));
+          }
+          int r = s.RankOf(e.member);
+          if (r < 0) return Conflict("member " + e.member + " is not part of generation " + Num(s.generation()));
+          m->last_seen = now;
+          m->report_generation = e.generation;
+          m->report_step = e.committed_step;
+          m->report_reason = e.reason;
+          m->report_error = e.error;
+          std::string who = "rank " + std::to_string(r) + " (member " + e.member + ")";
+          if (s.phase == Phase::kRunning || (s.phase == Phase::kPausing && e.reason == "error")) {
+            StartCollecting(s,
+                            e.reason == "error" ? who + " reported an error: " + (e.error.empty() ? "?" : e.error)
+                                                : who + " reported a pause that was not asked for",
+                            "report", now, a);
+          } else if (s.phase == Phase::kPausing && s.transition.grace_from == 0) {
+            s.transition.grace_from = now;
+          }
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, PlanPolled>) {
+          Member* m = s.Find(e.member);
+          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
+          if (m->status == MemberStatus::kAlive) m->last_seen = now;
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, Tick>) {
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, ProcessGone>) {
+          Member* m = s.Find(e.member);
+          if (!m) return NotFound("unknown member " + e.member);
+          MarkDead(s, *m, "pid_gone", "process " + std::to_string(m->pid) + " " + e.how, now, false, a);
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, MigrationRequested>) {
+          const int w = s.config.world_size;
+          if (e.rank < 0 || e.rank >= w) {
+            return Conflict("rank " + std::to_string(e.rank) + " is unknown: job " + s.config.job + " has ranks 0.." +
+                            std::to_string(w - 1));
+          }
+          if (s.phase == Phase::kTerminal) return Conflict("the job has failed: " + s.terminal_reason);
+          if (s.phase == Phase::kAssembling) return Conflict("generation 0 is not formed yet; retry once it is");
+          for (const auto& mig : s.migrations) {
+            if (mig.rank == e.rank && (mig.state == "pending" || mig.state == "pausing" || mig.state == "reforming")) {
+              return Conflict("a migration of rank " + std::to_string(e.rank) + " is already " + mig.state + " (" +
+                              mig.id + ")");
+            }
+          }
+          Migration mig;
+          mig.id = "mig-" + Num(s.next_migration++);
+          mig.rank = e.rank;
+          mig.kind = e.kind;
+          mig.reason = e.reason;
+          mig.state = "pending";
+          mig.requested_at = now;
+          s.migrations.push_back(mig);
+          created = mig.id;
+          a.push_back(Notice{"migration_requested",
+                             {{"id", mig.id}, {"rank", std::to_string(e.rank)}, {"kind", e.kind}, {"reason", e.reason}}});
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, SpareProcessExited>) {
+          for (const auto& [id, m] : s.members) if (m.pid == e.pid) return Status::Ok();
+          s.spares_starting = std::max(0, s.spares_starting - 1);
+          ++s.failed_launches;
+          a.push_back(Notice{"spare_launch_failed", {{"pid", std::to_string(e.pid)}, {"how", e.how},
+                                                    {"failed_in_a_row", std::to_string(s.failed_launches)}}});
+          if (s.failed_launches == s.config.max_failed_launches) {
+            a.push_back(Notice{"spare_launches_stopped",
+                               {{"reason", "the spare command exited " + std::to_string(s.failed_launches) +
+                                               " times in a row without registering; no more are started until a "
+                                               "spare registers (check --spare-command)"}}});
+          }
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<E, Restarted>) {
+          for (auto& [id, m] : s.members) if (m.status == MemberStatus::kAlive) m.last_seen = now;
+          if (Generation* g = s.current()) g->join_from = now;
+          if (s.transition.grace_from != 0) s.transition.grace_from = now;
+          return Status::Ok();
+        }
+      },
+      event);
+}
+
+}  // namespace
+
+Outcome Decide(JobState state, const Event& event, double now) {
+  Outcome out;
+  Status st = Apply(state, event, now, out.actions, out.created_id);
+  if (!st.ok()) {
+    out.status = st;
+    out.actions.clear();
+    out.state = std::move(state);  // Apply refuses before it changes anything
+    return out;
+  }
+  Progress(state, now, out.actions);
+  out.state = std::move(state);
+  return out;
+}
+
+Result<JobState> NewJob(const JobConfig& c) {
+  if (c.job.empty()) return InvalidArgument("the job name is empty (--job)");
+  if (c.world_size < 1 || c.world_size > 65536) {
+    return InvalidArgument("world size must be between 1 and 65536 (got " + std::to_string(c.world_size) + ")");
+  }
+  if (!(c.heartbeat_timeout_s > 0)) return InvalidArgument("heartbeat timeout must be > 0 s");
+  if (!(c.report_grace_s >= 0)) return InvalidArgument("report grace must be >= 0 s");
+  if (!(c.join_timeout_s > 0)) return InvalidArgument("join timeout must be > 0 s");
+  if (c.spares < 0) return InvalidArgument("spares must be >= 0 (got " + std::to_string(c.spares) + ")");
+  JobState s;
+  s.config = c;
+  return s;
+}
+
+int ChooseSpare(const std::vector<const Member*>& spares, int rank) {
+  for (size_t i = 0; i < spares.size(); ++i) {
+    if (spares[i]->requested_rank == rank) return static_cast<int>(i);
+  }
+  return spares.empty() ? -1 : 0;
+}
+
+std::optional<SourceChoice> ChooseSource(const std::vector<std::optional<int64_t>>& committed) {
+  std::optional<SourceChoice> best;
+  for (size_t r = 0; r < committed.size(); ++r) {
+    if (!committed[r]) continue;
+    if (!best || *committed[r] > best->resume_step) best = SourceChoice{static_cast<int>(r), *committed[r]};
+  }
+  return best;
+}
+
+int64_t PauseStep(int64_t max_step, double steps_per_s, double heartbeat_timeout_s, bool preemptive) {
+  double in_timeout = std::max(0.0, steps_per_s) * heartbeat_timeout_s;
+  int64_t margin = preemptive ? 1 + static_cast<int64_t>(std::ceil(in_timeout / 2))
+                              : 2 + static_cast<int64_t>(std::ceil(in_timeout));
+  return max_step + margin;
+}
+
+}  // namespace lockstep::migration

@@ -1,0 +1,116 @@
+#include "lockstep/migration/state_json.h"
+
+namespace lockstep::migration {
+
+NLOHMANN_JSON_SERIALIZE_ENUM(Role, {{Role::kRank, "rank"}, {Role::kSpare, "spare"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(MemberStatus, {{MemberStatus::kAlive, "alive"},
+                                            {MemberStatus::kDead, "dead"},
+                                            {MemberStatus::kExited, "exited"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(Phase, {{Phase::kAssembling, "assembling"},
+                                     {Phase::kRunning, "running"},
+                                     {Phase::kPausing, "pausing"},
+                                     {Phase::kCollecting, "collecting"},
+                                     {Phase::kWaitingSpare, "waiting_for_spare"},
+                                     {Phase::kTerminal, "terminal"}})
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobConfig, job, world_size, heartbeat_timeout_s, report_grace_s,
+                                                join_timeout_s, spares, can_launch_spares, max_failed_launches)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank, host, store_port, pid, seq,
+                                                registered_at, last_seen, hb_generation, hb_step, hb_state,
+                                                report_generation, report_step, report_reason, report_error, status,
+                                                gone_cause, gone_reason, gone_at, fenced)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,
+                                                src_rank, resume_step, kind, cause, detected_at, decided_at,
+                                                complete_at, join_from, status, ended_at, rate_anchor_time,
+                                                rate_anchor_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Migration, id, rank, kind, reason, state, pause_at_step, requested_at,
+                                                done_at, error, old_member, new_member, generation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Transition, kind, cause, category, detected_at, grace_from,
+                                                pause_at_step, migration_ids)
+
+nlohmann::json MigrationToJson(const Migration& m) { return m; }
+
+nlohmann::json StateToJson(const JobState& s) {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["config"] = s.config;
+  j["phase"] = s.phase;
+  j["generation"] = s.generation();
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& [id, m] : s.members) {
+    nlohmann::json mj = m;
+    mj["rank"] = s.RankOf(id);
+    members.push_back(mj);
+  }
+  j["members"] = members;
+  j["next_seq"] = s.next_seq;
+  j["history"] = s.history;
+  j["transition"] = s.transition;
+  j["migrations"] = s.migrations;
+  j["next_migration"] = s.next_migration;
+  j["spares_starting"] = s.spares_starting;
+  j["spares_requested_total"] = s.spares_requested_total;
+  j["failed_launches"] = s.failed_launches;
+  j["refill_active"] = s.refill_active;
+  j["terminal_reason"] = s.terminal_reason;
+  j["waiting_reason"] = s.waiting_reason;
+  return j;
+}
+
+Result<JobState> StateFromJson(const nlohmann::json& j) {
+  try {
+    if (!j.is_object()) return InvalidArgument("state: not a JSON object");
+    if (j.value("version", 0) != 1) return InvalidArgument("state: unknown version (want 1)");
+    JobState s;
+    s.config = j.at("config").get<JobConfig>();
+    s.phase = j.at("phase").get<Phase>();
+    for (const auto& mj : j.at("members")) {
+      Member m = mj.get<Member>();
+      if (m.id.empty()) return InvalidArgument("state: a member without an id");
+      s.members[m.id] = m;
+    }
+    s.next_seq = j.value("next_seq", int64_t{0});
+    s.history = j.at("history").get<std::vector<Generation>>();
+    s.transition = j.value("transition", Transition{});
+    s.migrations = j.value("migrations", std::vector<Migration>{});
+    s.next_migration = j.value("next_migration", int64_t{1});
+    s.spares_starting = j.value("spares_starting", 0);
+    s.spares_requested_total = j.value("spares_requested_total", 0);
+    s.failed_launches = j.value("failed_launches", 0);
+    s.refill_active = j.value("refill_active", false);
+    s.terminal_reason = j.value("terminal_reason", std::string());
+    s.waiting_reason = j.value("waiting_reason", std::string());
+    const int w = s.config.world_size;
+    if (w < 1) return InvalidArgument("state: world_size must be >= 1");
+    for (const auto& g : s.history) {
+      if (static_cast<int>(g.members.size()) != w) {
+        return InvalidArgument("state: generation " + std::to_string(g.number) + " has " +
+                               std::to_string(g.members.size()) + " members, world size is " + std::to_string(w));
+      }
+      for (const auto& id : g.members) {
+        if (!s.members.count(id)) return InvalidArgument("state: generation " + std::to_string(g.number) +
+                                                         " names unknown member " + id);
+      }
+    }
+    for (const auto& [id, m] : s.members) {
+      if (m.requested_rank >= w) return InvalidArgument("state: member " + id + " asks for a rank out of range");
+    }
+    for (const auto& mig : s.migrations) {
+      if (mig.rank < 0 || mig.rank >= w) return InvalidArgument("state: migration " + mig.id + " has a bad rank");
+    }
+    if (s.phase != Phase::kAssembling && s.history.empty()) {
+      return InvalidArgument("state: phase " + std::string(PhaseName(s.phase)) + " without a generation");
+    }
+    return s;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("state: ") + e.what());
+  }
+}
+
+Result<JobState> StateFromString(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("state: not valid JSON");
+  return StateFromJson(j);
+}
+
+}  // namespace lockstep::migration
