@@ -38,7 +38,8 @@ Arms, one after another:
                       own fault-free reference, if it differs from plain DDP
 
 Run from anywhere after building migration and lockstep-coordinator (its
-binary is looked up next to this build's migration/coordinator/).
+binary: $LOCKSTEP_COORDINATOR_BIN, else this build's migration/lockstep-coordinator;
+the library: $LOCKSTEP_TRAIN_PYTHONPATH, else the repository's python/).
 
 options:
   --arms a,b,...        (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold)
@@ -185,12 +186,13 @@ int Main(int argc, char** argv) {
   Tools t;
   const std::string src = LOCKSTEP_SOURCE_DIR;
   t.workload = src + "/e2e/workloads/migration_train.py";
-  t.pylib = src + "/python";
-  const std::string coord = SelfDir() + "/../../migration/coordinator/lockstep-coordinator";
+  t.pylib = std::getenv("LOCKSTEP_TRAIN_PYTHONPATH") ? std::getenv("LOCKSTEP_TRAIN_PYTHONPATH") : src + "/python";
   if (const char* env = std::getenv("LOCKSTEP_COORDINATOR_BIN")) {
     t.coordinator = env;
-  } else if (::access(coord.c_str(), X_OK) == 0) {
-    t.coordinator = coord;
+  } else {
+    for (const char* rel : {"/../../migration/lockstep-coordinator", "/../../migration/coordinator/lockstep-coordinator"}) {
+      if (t.coordinator.empty() && ::access((SelfDir() + rel).c_str(), X_OK) == 0) t.coordinator = SelfDir() + rel;
+    }
   }
   const RunResult py = RunCapture({t.python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"});
   if (py.rc != 0) Die("/usr/bin/python3 has no torch with gloo (Debian package python3-torch): " + py.err);

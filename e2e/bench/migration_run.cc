@@ -254,6 +254,11 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     const std::string port = ReadFile(port_file);
     if (port.empty()) Die("lockstep-coordinator wrote no port file in 10 s; see " + dir + "/coordinator.log");
     coord_url = "http://127.0.0.1:" + std::to_string(std::atoi(port.c_str()));
+    if (arm == "lockstep_hot") {  // the spare that is already running (the coordinator refills the pool later)
+      std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url};
+      argv.insert(argv.end(), spare.begin(), spare.end());
+      started.children.push_back(Child::Spawn(argv, dir + "/spare0.log"));
+    }
     for (int rank = 0; rank < o.world_size; ++rank) {
       std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url, "LOCKSTEP_ROLE=rank",
                                        "LOCKSTEP_RANK=" + std::to_string(rank), "PYTHONPATH=" + tools.pylib,
@@ -274,6 +279,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   json requests = json::array();
   std::map<int, int> pid_rank;
   const double deadline = WallNow() + o.arm_timeout_s;
+  double next_state_poll = 0;
   for (;;) {
     Sleep(0.02);
     live.Poll();
@@ -303,6 +309,13 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       if (!started.children[0].Alive()) {
         r.note = "lockstep-coordinator exited (status " + std::to_string(started.children[0].ExitCode()) + ")";
         done = true;
+      } else if (WallNow() >= next_state_poll) {  // a terminal job never finishes: stop waiting for it
+        next_state_poll = WallNow() + 0.5;
+        const json st = json::parse(HttpCall("GET", coord_url + "/v1/state").body, nullptr, false);
+        if (st.is_object() && st.value("phase", "") == "terminal") {
+          r.note = "the coordinator gave up: " + st.value("terminal_reason", std::string("(no reason)"));
+          done = true;
+        }
       }
     }
     if (done) break;

@@ -15,7 +15,7 @@ command -v jq >/dev/null || fail "needs jq"
 [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null ||
   fail "needs Debian's PyTorch (python3-torch) in /usr/bin/python3"
 BENCH=$(find_bin MIGRATION_BENCH e2e/bench/migration)
-LOCKSTEP_COORDINATOR_BIN=$(find_bin LOCKSTEP_COORDINATOR_BIN migration/coordinator/lockstep-coordinator)
+LOCKSTEP_COORDINATOR_BIN=$(find_bin LOCKSTEP_COORDINATOR_BIN migration/lockstep-coordinator)
 export LOCKSTEP_COORDINATOR_BIN
 OUT=$STATE/migration
 rm -rf "$OUT" && mkdir -p "$OUT"

@@ -192,7 +192,6 @@ def run_ddp(a, faults):
 
 
 def run_lockstep(a, faults):
-    import torch
     from torch import nn
     import lockstep_train as ls
 
@@ -200,17 +199,13 @@ def run_lockstep(a, faults):
     log({"event": "start", "pid": os.getpid(), "mode": "lockstep", "role": role,
          "rank": int(os.environ["LOCKSTEP_RANK"]) if role == "rank" else None})
 
-    def on_event(ev):
-        ev = dict(ev)
-        ev.setdefault("pid", os.getpid())
-        ev["lib_event"] = ev.pop("event", ev.pop("kind", None))
-        ev["event"] = "lib"
-        log(ev)
+    def on_event(name, **fields):  # the library's events, as they happen
+        fields.update(event="lib", lib_event=name, pid=os.getpid())
+        log(fields)
 
     job = ls.join(on_event=on_event)
     model, opt = build(a)
     job.track(model, opt)
-    step = 0
     for step in job.steps(a.steps):
         faults.maybe_fire(job.rank, step)
         with job.step_guard():
@@ -218,10 +213,10 @@ def run_lockstep(a, faults):
             x, y = batch(a, step, job.rank)
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()
-            job.all_reduce_gradients()
+            job.all_reduce_gradients()  # instead of DDP's reducer
             opt.step()
             opt.zero_grad()
-        if job.committed_step > step:  # the guard did not ask for a replay
+        if not job.failed:  # committed; a failed step is yielded again after the re-form
             log({"event": "step", "rank": job.rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
     finish(a, job.rank, a.steps, model)
     return 0
