@@ -1,0 +1,76 @@
+"""HTTP client of the coordinator (docs/migration.md "HTTP API").
+
+CoordinatorClient is safe to use from several threads (each call opens its own
+connection). Calls never block longer than `timeout` per attempt; a coordinator that
+cannot be reached raises Unavailable, any HTTP status is returned to the caller.
+"""
+import http.client
+import json
+import random
+import time
+import urllib.parse
+
+
+class Unavailable(ConnectionError):
+    """The coordinator could not be reached (down, restarting, network)."""
+
+
+class CoordinatorClient:
+    def __init__(self, base_url, timeout=0.5):
+        u = urllib.parse.urlsplit(base_url)
+        if u.scheme != "http" or not u.hostname:
+            raise ValueError("coordinator address must look like http://HOST:PORT (got %r)" % base_url)
+        self.host = u.hostname
+        self.port = u.port or 80
+        self.timeout = timeout
+
+    def call(self, method, path, body=None, timeout=None):
+        """One request: (status, decoded JSON or None). Raises Unavailable."""
+        data = None if body is None else json.dumps(body).encode()
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        try:
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            status = resp.status
+        except (OSError, http.client.HTTPException) as e:
+            raise Unavailable("coordinator %s:%d: %s %s failed: %s"
+                              % (self.host, self.port, method, path, e)) from None
+        finally:
+            conn.close()
+        try:
+            decoded = json.loads(raw.decode()) if raw else None
+        except ValueError:
+            decoded = {"raw": raw[:200].decode(errors="replace")}
+        return status, decoded
+
+    def call_retrying(self, method, path, body=None, deadline_s=None, stop=None):
+        """call(), retried with exponential backoff (20 ms .. 1 s, jittered) while the
+        coordinator is unreachable; gives up after deadline_s (None: never) or when
+        stop() returns true, raising Unavailable."""
+        delay = 0.02
+        start = time.monotonic()
+        while True:
+            try:
+                return self.call(method, path, body)
+            except Unavailable:
+                if deadline_s is not None and time.monotonic() - start + delay > deadline_s:
+                    raise
+                if stop is not None and stop():
+                    raise
+            time.sleep(delay * (0.5 + random.random() / 2))
+            delay = min(delay * 2, 1.0)
+
+    # The calls of docs/migration.md.
+    def register(self, body):
+        return self.call_retrying("POST", "/v1/register", body)
+
+    def plan(self, member):
+        return self.call("GET", "/v1/plan?member=" + urllib.parse.quote(member))
+
+    def heartbeat(self, body):
+        return self.call("POST", "/v1/heartbeat", body)
+
+    def report(self, body):
+        return self.call("POST", "/v1/report", body)

@@ -1,0 +1,400 @@
+"""Job: one training process's membership in a Lockstep job (docs/migration.md).
+
+join() registers with the coordinator; Job.steps() forms the process group of each
+generation, syncs state from the source replica, yields step numbers, and on a failed
+or paused step frees the group, reports, waits for the next plan and replays the step.
+Used from the training thread only; the heartbeat runs in its own daemon thread.
+"""
+import datetime
+import gc
+import logging
+import os
+import socket
+import time
+import urllib.parse
+
+import torch
+import torch.distributed as dist
+
+from . import seeding
+from .client import CoordinatorClient, Unavailable
+from .heartbeat import Heartbeat
+from .protocol import ProtocolError, new_member_id, parse_plan, settings_from
+from .reduce import GradientReducer
+from .state import TrackedState, decode_meta, encode_meta, flatten, unflatten_into
+
+log = logging.getLogger("lockstep_train")
+
+POLL_S = 0.02             # plan polling while waiting
+WAIT_LOG_S = 10.0         # "waiting for a spare" at most this often
+MAX_STEP_FAILURES = 3     # the same step failing this often in a row is not a peer's fault
+
+
+class Exit(SystemExit):
+    """Raised out of job.steps() when the coordinator tells this member to leave (it was
+    replaced, migrated away or fenced). Exit status 0; catch it to clean up first."""
+
+    def __init__(self, reason):
+        super().__init__(0)
+        self.reason = reason
+
+
+class JoinError(RuntimeError):
+    """The coordinator refused this member (e.g. its rank is held by a live member)."""
+
+
+class _Guard:
+    """job.step_guard(): a failing collective inside the block marks the step failed
+    (the exception is dropped with its traceback, so the old group can be freed)."""
+
+    def __init__(self, job):
+        self.job = job
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None or not issubclass(et, (RuntimeError, OSError)):
+            return False
+        return self.job._record_failure(ev)
+
+
+class Job:
+    def __init__(self, settings, client, member, host, store_server, backend, hang_timeout,
+                 on_event, reduction, bucket_cap_mb, heartbeat_interval):
+        self.settings = settings
+        self.client = client
+        self.member = member
+        self.host = host
+        self.backend = backend
+        self.hang_timeout = hang_timeout
+        self.on_event = on_event
+        self.reduction = reduction
+        self.bucket_cap_mb = bucket_cap_mb
+        self.rank = settings.rank
+        self.world_size = settings.world_size
+        self.generation = -1          # the generation this member last formed (or tried)
+        self.step = 0                 # committed steps
+        self._store_server = store_server   # this member's own TCPStore (kept open)
+        self._state = None
+        self._reducer = None
+        self._formed = False
+        self._failure = None          # message of the current step's failure
+        self._applied = False         # optimizer.step() returned during the current step
+        self._fail_count = 0
+        self._fail_step = -1
+        self._pending_report = None
+        self.heartbeat = Heartbeat(client, member, heartbeat_interval)
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def store_port(self):
+        return self._store_server.port
+
+    def track(self, model, optimizer=None, extra=None):
+        """Register what a spare receives: the model's parameters and buffers, the
+        optimizer's state and hyperparameters, and `extra` (see state.TrackedState)."""
+        if self._reducer is not None:
+            self._reducer.close()
+        self._state = TrackedState(model, optimizer, extra)
+        self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb)
+        if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
+            inner = optimizer.step
+
+            def step(*args, **kwargs):
+                out = inner(*args, **kwargs)
+                self._applied = True   # the step is committed once optimizer.step() returned
+                return out
+            step._lockstep_wrapped = True
+            optimizer.step = step
+
+    def steps(self, total):
+        """Yield the step numbers to run, from the committed step to total-1. Forms and
+        re-forms the process group; a failed or paused step is yielded again after the
+        re-form. Raises Exit when this member must leave."""
+        if self._state is None:
+            raise RuntimeError("job.steps(): call job.track(model, optimizer) first")
+        while True:
+            if not self._formed:
+                self._form()
+            if self.step >= total:
+                self._finish()
+                return
+            d = self.heartbeat.directive()
+            if d is not None and d.kind == "exit":
+                self._leave("pause", None)
+                continue
+            if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
+                self._emit("pause", pause_at_step=d.pause_at_step)
+                self._leave("pause", None)
+                continue
+            step = self.step
+            self._failure = None
+            self._applied = False
+            yield step
+            if self._applied or self._failure is None:
+                self.step = step + 1      # optimizer.step() returned: committed, even if
+                self.heartbeat.update(step=self.step)   # something failed after it
+            else:
+                for p in self._state.params:
+                    p.grad = None         # the replay starts from clean gradients
+            if self._failure is not None:
+                self._leave("error", self._failure)   # outside every except block
+
+    def step_guard(self):
+        """Context manager around one step's body: a collective failure inside it marks
+        the step failed; steps() then re-forms and yields the same step again."""
+        return _Guard(self)
+
+    def all_reduce_gradients(self):
+        """Average gradients over the ranks in DDP's bucket layout (see reduce.py)."""
+        self._reducer.reduce(self.step)
+
+    @property
+    def failed(self):
+        """True when the current step failed (the rest of its body should be skipped)."""
+        return self._failure is not None
+
+    def close(self):
+        self.heartbeat.stop()
+        if self._reducer is not None:
+            self._reducer.close()
+        self._free_group()
+
+    # -- internals ------------------------------------------------------------------------
+    def _emit(self, name, **fields):
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(name, t=time.time(), member=self.member, rank=self.rank,
+                          generation=self.generation, step=self.step, **fields)
+        except Exception as e:   # a harness hook must never break training
+            log.warning("lockstep: on_event(%r) raised %r", name, e)
+
+    def _record_failure(self, exc):
+        msg = ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:300]
+        if self._fail_step == self.step:
+            self._fail_count += 1
+        else:
+            self._fail_step, self._fail_count = self.step, 1
+        if self._fail_count >= MAX_STEP_FAILURES:
+            return False   # re-raise: the same step failed in every generation tried
+        self._failure = msg
+        self._emit("failure_detected", error=msg)
+        return True
+
+    def _free_group(self):
+        if dist.is_initialized():
+            pg = dist.distributed_c10d._get_default_group()
+            abort = getattr(pg, "abort", None)
+            if self.backend == "nccl" and abort is not None:
+                try:
+                    abort()   # NCCL: without an abort the communicator can block forever
+                except Exception as e:
+                    log.warning("lockstep: aborting the NCCL group failed: %r", e)
+            del pg, abort
+            try:
+                dist.destroy_process_group()
+            except Exception as e:
+                log.warning("lockstep: destroy_process_group failed: %r", e)
+        gc.collect()
+
+    def _leave(self, reason, error):
+        t0 = time.time()
+        self._formed = False
+        self._free_group()
+        self._emit("group_freed", seconds=time.time() - t0, reason=reason)
+        body = {"member": self.member, "generation": self.generation,
+                "committed_step": self.step, "reason": reason}
+        if error:
+            body["error"] = error
+        self.heartbeat.update(step=self.step, state="waiting", send_now=True)
+        self._pending_report = body
+        self._send_report()
+
+    def _send_report(self):
+        body = self._pending_report
+        try:
+            status, reply = self.client.report(body)
+        except Unavailable:
+            return False
+        self._pending_report = None
+        if status == 200:
+            self._emit("reported", reason=body["reason"], committed_step=body["committed_step"])
+        else:
+            log.info("lockstep: report for generation %d answered %d: %s",
+                     body["generation"], status, reply)
+        return True
+
+    def _register(self):
+        body = {"member": self.member, "role": self.settings.role, "host": self.host,
+                "store_port": self.store_port, "pid": os.getpid()}
+        if self.settings.rank is not None:
+            body["rank"] = self.settings.rank
+        status, reply = self.client.register(body)
+        if status != 200:
+            raise JoinError("lockstep: the coordinator refused registration (%d): %s" % (status, reply))
+        self._emit("registered", role=self.settings.role)
+
+    def _wait_for_plan(self):
+        last_log = 0.0
+        delay = POLL_S
+        while True:
+            if self._pending_report is not None:
+                self._send_report()
+            try:
+                status, reply = self.client.plan(self.member)
+            except Unavailable as e:
+                if time.monotonic() - last_log > WAIT_LOG_S:
+                    log.warning("lockstep: waiting for the coordinator: %s", e)
+                    last_log = time.monotonic()
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            delay = POLL_S
+            if status == 404:   # the coordinator forgot us (restarted without its state)
+                self._register()
+                continue
+            if status != 200:
+                raise JoinError("lockstep: GET /v1/plan answered %d: %s" % (status, reply))
+            try:
+                plan = parse_plan(reply)
+            except ProtocolError as e:
+                raise JoinError("lockstep: %s" % e)
+            if plan.action == "exit":
+                self._emit("exit", reason=plan.reason)
+                self.close()
+                raise Exit(plan.reason)
+            if plan.action == "train" and plan.generation > self.generation:
+                return plan
+            if time.monotonic() - last_log > WAIT_LOG_S:
+                why = plan.reason or "waiting for the next generation"
+                log.warning("lockstep: %s", why)
+                self._emit("waiting", reason=why)
+                last_log = time.monotonic()
+            time.sleep(POLL_S)
+
+    def _form(self):
+        self.heartbeat.update(state="waiting")
+        while True:
+            plan = self._wait_for_plan()
+            self.generation, self.rank, self.world_size = plan.generation, plan.rank, plan.world_size
+            self.heartbeat.update(generation=plan.generation, state="waiting", send_now=True)
+            self._emit("plan_received", src_rank=plan.src_rank, resume_step=plan.resume_step,
+                       reason=plan.reason)
+            error = None
+            try:
+                self._init_group(plan)
+                self._sync_state(plan)
+            except (RuntimeError, OSError, ValueError) as e:
+                error = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
+            if error is None:
+                break
+            # A member died or never joined during the re-form: report, wait for g+1.
+            self._emit("failure_detected", error=error, during="reform")
+            self._leave("error", error)
+        self._formed = True
+        self.heartbeat.update(step=self.step, state="training", send_now=True)
+        self._emit("state_synced", src_rank=plan.src_rank)
+
+    def _init_group(self, plan):
+        t0 = time.time()
+        timeout = datetime.timedelta(seconds=self.hang_timeout)
+        store = dist.TCPStore(plan.store.host, plan.store.port, None, False, timeout)
+        dist.init_process_group(self.backend, store=dist.PrefixStore(plan.store.prefix, store),
+                                rank=plan.rank, world_size=plan.world_size, timeout=timeout)
+        self._emit("group_formed", seconds=time.time() - t0)
+
+    def _comm_device(self):
+        p = self._state.params[0] if self._state.params else None
+        if self.backend == "nccl" and p is not None:
+            return p.device
+        return torch.device("cpu") if p is None or p.device.type == "cpu" else p.device
+
+    def _sync_state(self, plan):
+        """One broadcast of the meta record, one per dtype of the flat tensors."""
+        t0 = time.time()
+        src, me = plan.src_rank, plan.rank
+        dev = self._comm_device()
+        if me == src:
+            extra = {"layout": self._reducer.rebuilt} if self._reducer.rebuilt else {}
+            blob = encode_meta(self._state.meta(self.step, extra))
+            n = torch.tensor([len(blob)], dtype=torch.int64, device=dev)
+        else:
+            n = torch.zeros(1, dtype=torch.int64, device=dev)
+        dist.broadcast(n, src)
+        if me == src:
+            buf = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(dev)
+        else:
+            buf = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
+        dist.broadcast(buf, src)
+        meta = decode_meta(buf.cpu().numpy().tobytes())
+        if me != src:
+            self._state.apply_meta_before(meta)
+        tensors = self._state.sync_tensors()
+        flats = flatten(tensors, dev)
+        nbytes = 0
+        for _, flat in flats:
+            dist.broadcast(flat, src)
+            nbytes += flat.numel() * flat.element_size()
+        if me != src:
+            unflatten_into(tensors, flats)
+            self._state.apply_meta_after(meta)
+            if meta.get("layout"):
+                self._reducer.rebuilt = meta["layout"]
+        if meta["step"] != plan.resume_step:
+            log.warning("lockstep: source sent step %d, the plan said %d", meta["step"], plan.resume_step)
+        self.step = meta["step"]
+        self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(buf))
+
+    def _finish(self):
+        """All ranks leave together (a barrier), so that the coordinator does not take the
+        first exit for a failure while the others still run; then heartbeat "done"."""
+        try:
+            dist.barrier()
+        except RuntimeError as e:
+            log.warning("lockstep: the final barrier failed (%s); every rank committed step %d",
+                        str(e).splitlines()[0], self.step)
+        self._formed = False
+        self._free_group()      # a gloo group left to the interpreter's exit can delay it
+        self.heartbeat.update(step=self.step, state="done", send_now=True)
+        self._emit("finished")
+
+
+def _local_address(coordinator):
+    """The local address a peer would use to reach us (the route to the coordinator)."""
+    u = urllib.parse.urlsplit(coordinator)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((u.hostname, u.port or 80))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+_seed_base = int(os.environ.get("LOCKSTEP_SEED", "0") or 0)
+
+
+def seed(step, rank):
+    """Reseed torch/random/numpy from (seed, step, rank); seed = join(seed=) or LOCKSTEP_SEED."""
+    return seeding.seed(step, rank, _seed_base)
+
+
+def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
+         hang_timeout=10.0, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
+         host=None, heartbeat_interval=0.25):
+    """Register this process with the coordinator and start heartbeating. Returns a Job;
+    the process group is formed by job.steps() (a spare waits there until assigned)."""
+    global _seed_base
+    settings = settings_from(os.environ, coordinator, role, rank, world_size)
+    if seed is not None:
+        _seed_base = int(seed)
+    host = host or os.environ.get("LOCKSTEP_HOST") or _local_address(settings.coordinator)
+    client = CoordinatorClient(settings.coordinator)
+    store_server = dist.TCPStore(host, 0, None, True, datetime.timedelta(seconds=hang_timeout),
+                                 wait_for_workers=False)
+    job = Job(settings, client, new_member_id(), host, store_server, backend, hang_timeout,
+              on_event, reduction, bucket_cap_mb, heartbeat_interval)
+    job._register()
+    job.heartbeat.start()
+    return job

@@ -1,0 +1,130 @@
+"""Test support for test_migration: a real lockstep-coordinator process plus training
+worker processes (support/train_worker.py), their JSON events, and cleanup of every
+process it started. Used from one test thread (events are collected by reader threads
+under a lock)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "train_worker.py")
+SAFETY_S = 60      # only so that a broken run fails instead of hanging; never asserted
+
+
+class Cluster:
+    def __init__(self, binary, world_size, coordinator_args=()):
+        self.dir = tempfile.mkdtemp(prefix="lockstep-pylib-")
+        self.world_size = world_size
+        self.lock = threading.Lock()
+        self.events = []            # (proc index, event dict)
+        self.procs = []             # Popen
+        self.readers = []           # one reader thread per worker
+        port_file = os.path.join(self.dir, "port")
+        self.coord = subprocess.Popen(
+            [binary, "--job", "pylib-test", "--world-size", str(world_size), "--listen", "127.0.0.1:0",
+             "--port-file", port_file, "--state-file", os.path.join(self.dir, "state.json"),
+             "--log-level", "info", *coordinator_args],
+            stdout=open(os.path.join(self.dir, "coordinator.log"), "w"), stderr=subprocess.STDOUT)
+        self.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(),
+                      "the coordinator's port file")
+        self.url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+    def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1):
+        env = dict(os.environ, LOCKSTEP_COORDINATOR=self.url, LOCKSTEP_ROLE=role,
+                   LOCKSTEP_WORLD_SIZE=str(self.world_size), PYTHONUNBUFFERED="1")
+        env.pop("LOCKSTEP_RANK", None)
+        if rank is not None:
+            env["LOCKSTEP_RANK"] = str(rank)
+        if hold:
+            env["LOCKSTEP_TEST_HOLD"] = "1"
+        log = open(os.path.join(self.dir, "worker%d.err" % len(self.procs)), "w")
+        p = subprocess.Popen([sys.executable, WORKER, "--steps", str(steps), "--step-sleep", str(step_sleep),
+                              "--hold-at", str(hold_at)], env=env, stdout=subprocess.PIPE, stderr=log,
+                             text=True)
+        idx = len(self.procs)
+        self.procs.append(p)
+        t = threading.Thread(target=self._read, args=(idx, p), daemon=True)
+        t.start()
+        self.readers.append(t)
+        return idx
+
+    def _read(self, idx, p):
+        for line in p.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.events.append((idx, ev))
+
+    def of(self, idx=None, ev=None):
+        with self.lock:
+            return [e for i, e in self.events if (idx is None or i == idx) and (ev is None or e["ev"] == ev)]
+
+    def wait_for(self, pred, what):
+        deadline = time.monotonic() + SAFETY_S
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            if self.coord.poll() is not None:
+                raise AssertionError("the coordinator exited (%s) while waiting for %s; log:\n%s"
+                                     % (self.coord.returncode, what, self.log()))
+            time.sleep(0.02)
+        open("/tmp/pylib_dump.txt", "w").write(self.dump())
+        raise AssertionError("gave up waiting for %s; events:\n%s" % (what, self.dump()))
+
+    def wait_exit(self, indexes):
+        for i in indexes:
+            self.wait_for(lambda: self.procs[i].poll() is not None, "worker %d to exit" % i)
+            self.readers[i].join(SAFETY_S)   # every line it printed has been read
+
+    def http(self, method, path, body=None):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+
+    def signal(self, idx, sig):
+        os.kill(self.procs[idx].pid, sig)
+
+    def log(self):
+        try:
+            return open(os.path.join(self.dir, "coordinator.log")).read()[-4000:]
+        except OSError:
+            return ""
+
+    def dump(self):
+        with self.lock:
+            lines = ["%d %s" % (i, json.dumps(e)) for i, e in self.events]
+        errs = []
+        for i in range(len(self.procs)):
+            try:
+                errs.append("worker %d stderr:\n%s" % (i, open(os.path.join(self.dir, "worker%d.err" % i))
+                                                      .read()[-2000:]))
+            except OSError:
+                pass
+        return "\n".join(lines[-80:] + errs) + "\ncoordinator:\n" + self.log()
+
+    def stop(self):
+        """Kill every process this cluster started (SIGCONT first: a stopped one cannot die)."""
+        for p in self.procs + [self.coord]:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+            p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

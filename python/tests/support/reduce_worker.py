@@ -1,0 +1,50 @@
+"""One rank of a tiny data-parallel run for test_reduce: `torchddp` (torch's
+DistributedDataParallel) or the library's GradientReducer (`ddp`, `flat`). Prints the
+sha256 of the final parameters. Usage: reduce_worker.py MODE RANK WORLD PORT STEPS"""
+import datetime
+import hashlib
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+from lockstep_train.reduce import GradientReducer  # noqa: E402
+
+CAP_MB = 0.004         # small buckets so that a tiny model spans several of them
+
+
+def main():
+    mode, rank, world, port, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+        int(sys.argv[5])
+    torch.set_num_threads(1)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(24, 48), nn.ReLU(), nn.Linear(48, 40), nn.ReLU(), nn.Linear(40, 8))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    if mode == "torchddp":
+        net, red = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=CAP_MB), None
+    else:
+        net, red = model, GradientReducer(model.parameters(), mode, bucket_cap_mb=CAP_MB)
+    for step in range(steps):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        x, y = torch.randn(8, 24, generator=g), torch.randn(8, 8, generator=g)
+        nn.functional.mse_loss(net(x), y).backward()
+        if red is not None:
+            red.reduce(step)
+        opt.step()
+        opt.zero_grad()
+    h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    nb = len(red.layout_for(1)) if red is not None else 0
+    print("%s %s %d" % (mode, h, nb), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""A tiny data-parallel training process for test_migration: data fixed by (step, rank),
+Adam, JSON lines on stdout ({"ev": ...}). Modes:
+  lockstep  the library (LOCKSTEP_* environment: coordinator, role, rank)
+  ddp       plain torch DistributedDataParallel, no library (the reference)
+Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
+--hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
+all-reduce, and wait to be killed or stopped)."""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+IN, HID, OUT, BATCH = 16, 64, 8, 8
+
+
+def emit(ev, **fields):
+    fields.update(ev=ev, pid=os.getpid(), t=time.time())
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def build():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def batch(step, rank):
+    import lockstep_train as ls
+    ls.seeding.seed(step, rank)
+    return torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
+
+
+def digest(model):
+    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+
+
+def run_ddp(a):
+    rank, world = int(os.environ["LOCKSTEP_RANK"]), int(os.environ["LOCKSTEP_WORLD_SIZE"])
+    store = dist.TCPStore("127.0.0.1", a.port, world, rank == 0, datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    model, opt = build()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    for step in range(a.steps):
+        x, y = batch(step, rank)
+        nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    emit("end", rank=rank, step=a.steps, hash=digest(model))
+    dist.destroy_process_group()
+
+
+def run_lockstep(a):
+    import lockstep_train as ls
+    job = ls.join(on_event=lambda name, **f: emit(name, **{k: v for k, v in f.items() if k != "t"}))
+    model, opt = build()
+    job.track(model, opt)
+    hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
+    for step in job.steps(a.steps):
+        with job.step_guard():
+            x, y = batch(step, job.rank)
+            nn.functional.mse_loss(model(x), y).backward()
+            if hold and step == a.hold_at:
+                emit("holding", rank=job.rank, step=step)
+                while True:
+                    time.sleep(1)
+            job.all_reduce_gradients()
+            opt.step()
+            opt.zero_grad()
+        if not job.failed:
+            emit("committed", rank=job.rank, step=step + 1, generation=job.generation)
+            time.sleep(a.step_sleep)
+    emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model))
+    # Interpreter exit with torch loaded takes ~1 s here; a coordinator without the "done"
+    # heartbeat state (docs/migration.md "Finished") would take that for a hang and fence.
+    os._exit(0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("lockstep", "ddp"), default="lockstep")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--hold-at", type=int, default=-1)
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    emit("started", role=os.environ.get("LOCKSTEP_ROLE", "rank"))
+    if a.mode == "ddp":
+        run_ddp(a)
+    else:
+        run_lockstep(a)
+
+
+if __name__ == "__main__":
+    main()

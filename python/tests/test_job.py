@@ -1,0 +1,116 @@
+"""One real process group (world size 1, gloo) against the in-process fake coordinator:
+the library forms the group, trains, and keeps training while the coordinator is down."""
+import logging
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import lockstep_train as ls  # noqa: E402
+from lockstep_train.client import CoordinatorClient  # noqa: E402
+from lockstep_train.heartbeat import Heartbeat  # noqa: E402
+from support.fake_coordinator import FakeCoordinator  # noqa: E402
+
+
+def free_closed_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class JobTest(unittest.TestCase):
+    def setUp(self):
+        self.fake = FakeCoordinator(world_size=1)
+        self.job = None
+        logging.getLogger("lockstep_train").setLevel(logging.ERROR)
+
+    def tearDown(self):
+        if self.job is not None:
+            self.job.close()
+        if self.fake is not None:
+            self.fake.stop()
+
+    def test_trains_and_keeps_training_while_the_coordinator_is_down(self):
+        events = []
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1,
+                                 on_event=lambda name, **f: events.append((name, f)))
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        job.track(model, opt)
+        seen = []
+        for step in job.steps(6):
+            with job.step_guard():
+                ls.seed(step, job.rank)
+                model(torch.randn(3, 4)).sum().backward()
+                job.all_reduce_gradients()
+                opt.step()
+                opt.zero_grad()
+            seen.append(step)
+            if step == 2:
+                self.fake.stop()          # the coordinator goes away mid-run
+                self.fake_stopped = True
+                job.heartbeat.beat()      # at least one heartbeat hits the closed port
+        self.fake = None
+        self.assertEqual(seen, [0, 1, 2, 3, 4, 5])
+        self.assertEqual(job.step, 6)
+        self.assertEqual((job.rank, job.generation), (0, 0))
+        self.assertGreaterEqual(job.heartbeat.failures, 1)
+        names = [n for n, _ in events]
+        for want in ("registered", "plan_received", "group_formed", "state_received", "state_synced",
+                     "finished"):
+            self.assertIn(want, names)
+        self.assertTrue(all("t" in f and "member" in f for _, f in events))
+
+    def test_a_failed_step_is_retried_then_raised(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        model = nn.Linear(2, 2)
+        job.track(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        tries = []
+        with self.assertRaisesRegex(RuntimeError, "always broken"):
+            for step in job.steps(3):
+                with job.step_guard():
+                    tries.append(step)
+                    if step == 1:
+                        raise RuntimeError("always broken")
+        self.assertEqual(tries, [0, 1, 1, 1])     # replayed after each re-form, then given up
+        reports = [r for r in self.fake.requests if r[1] == "/v1/report"]
+        self.assertEqual([r[2]["reason"] for r in reports], ["error", "error"])
+        self.assertEqual(reports[0][2]["committed_step"], 1)
+
+    def test_user_errors_are_not_swallowed(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        model = nn.Linear(2, 2)
+        job.track(model, None)
+        with self.assertRaises(TypeError):
+            for step in job.steps(2):
+                with job.step_guard():
+                    raise TypeError("a bug in the training script")
+
+    def test_heartbeat_to_a_dead_coordinator_counts_and_never_raises(self):
+        hb = Heartbeat(CoordinatorClient("http://127.0.0.1:%d" % free_closed_port(), timeout=0.2), "m")
+        for _ in range(3):
+            hb.beat()
+        self.assertEqual((hb.failures, hb.sent), (3, 0))
+        self.assertIsNone(hb.directive())
+
+    def test_pause_directive_is_picked_up_for_the_current_generation(self):
+        self.fake.directive = {"directive": "pause", "pause_at_step": 9}
+        hb = Heartbeat(CoordinatorClient(self.fake.url), "m")
+        hb.beat()
+        self.assertEqual((hb.directive().kind, hb.directive().pause_at_step), ("pause", 9))
+        hb.update(generation=1)            # a new generation forgets the old directive
+        self.assertIsNone(hb.directive())
+
+
+if __name__ == "__main__":
+    unittest.main()

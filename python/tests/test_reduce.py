@@ -1,0 +1,67 @@
+"""GradientReducer("ddp") computes exactly what torch's DistributedDataParallel computes
+(bit for bit, several buckets, after DDP rebuilt its buckets); "flat" does not have to."""
+import os
+import socket
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "support", "reduce_worker.py")
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from lockstep_train.reduce import GradientReducer  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(mode, world=3, steps=4):
+    """Final-parameter hashes of every rank and the number of rebuilt buckets."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, WORKER, mode, str(r), str(world), str(port), str(steps)],
+                              stdout=subprocess.PIPE, text=True) for r in range(world)]
+    try:
+        outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p in procs:
+        if p.returncode != 0:
+            raise AssertionError("%s worker exited with %d" % (mode, p.returncode))
+    return [o[1] for o in outs], int(outs[0][2])
+
+
+class ReduceTest(unittest.TestCase):
+    def test_ddp_mode_is_bit_identical_to_distributed_data_parallel(self):
+        ref, _ = run("torchddp")
+        mine, nbuckets = run("ddp")
+        self.assertEqual(len(set(ref)), 1)
+        self.assertGreaterEqual(nbuckets, 2, "the test model must span several buckets")
+        self.assertEqual(mine, ref)
+
+    def test_layouts(self):
+        model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+        red = GradientReducer(model.parameters(), "ddp")
+        self.assertEqual(red.first_buckets(), [[0, 1, 2, 3]])
+        self.assertEqual(red.rebuilt_buckets([3, 2, 1, 0]), [[3, 2, 1, 0]])
+        model(torch.randn(2, 4)).sum().backward()
+        self.assertEqual(sorted(red._ready), [0, 1, 2, 3])
+        self.assertEqual(red._ready[:2], [3, 2])     # the last layer's gradients are ready first
+        red.close()
+        with self.assertRaisesRegex(ValueError, "reduction must be one of ddp\\|flat"):
+            GradientReducer(model.parameters(), "ring")
+
+
+if __name__ == "__main__":
+    unittest.main()

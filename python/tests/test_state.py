@@ -1,0 +1,127 @@
+"""State transfer pieces: flatten/unflatten, optimizer state materialised on a fresh
+optimizer, meta records (RNG, extra, hyperparameters)."""
+import os
+import random
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from lockstep_train import state as st  # noqa: E402
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    return model, opt
+
+
+def train(model, opt, steps):
+    g = torch.Generator().manual_seed(3)
+    for _ in range(steps):
+        x = torch.randn(5, 6, generator=g)
+        model(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+class Scheduler:
+    def __init__(self):
+        self.epoch = 0
+
+    def state_dict(self):
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, d):
+        self.epoch = d["epoch"]
+
+
+class StateTest(unittest.TestCase):
+    def test_flatten_round_trip_keeps_dtypes_and_shapes(self):
+        ts = [torch.randn(3, 4), torch.arange(5, dtype=torch.int64), torch.randn(2), torch.tensor(7.0)]
+        flats = st.flatten(ts)
+        self.assertEqual([d for d, _ in flats], [torch.float32, torch.int64])
+        self.assertEqual(flats[0][1].numel(), 12 + 2 + 1)
+        out = [torch.zeros_like(t) for t in ts]
+        st.unflatten_into(out, flats)
+        for a, b in zip(ts, out):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_unflatten_rejects_a_size_mismatch(self):
+        flats = st.flatten([torch.randn(4)])
+        with self.assertRaisesRegex(ValueError, "buffer has 4 elements, the tensors 3"):
+            st.unflatten_into([torch.zeros(3)], flats)
+
+    def test_fresh_optimizer_receives_adam_state(self):
+        src_model, src_opt = build(1)
+        train(src_model, src_opt, 3)
+        src_opt.param_groups[0]["lr"] = 0.005            # a scheduler changed it
+        extra_src = {"data_position": 123}
+        src = st.TrackedState(src_model, src_opt, extra_src)
+        random.seed(11)
+        torch.manual_seed(12)
+        meta = st.decode_meta(st.encode_meta(src.meta(3)))
+        want_rand = (random.random(), torch.rand(2))
+        flats = st.flatten(src.sync_tensors())
+
+        dst_model, dst_opt = build(2)                    # different init, no Adam state yet
+        self.assertEqual(len(dst_opt.state), 0)
+        extra_dst = {"data_position": 0, "stale": 1}
+        dst = st.TrackedState(dst_model, dst_opt, extra_dst)
+        dst.apply_meta_before(meta)
+        tensors = dst.sync_tensors()
+        self.assertEqual([t.shape for t in tensors], [t.shape for t in src.sync_tensors()])
+        st.unflatten_into(tensors, flats)
+        random.seed(0)
+        torch.manual_seed(0)
+        dst.apply_meta_after(meta)
+        self.assertEqual((random.random(), ), (want_rand[0], ))
+        self.assertTrue(torch.equal(torch.rand(2), want_rand[1]))
+        self.assertEqual(extra_dst, {"data_position": 123})
+        self.assertEqual(dst_opt.param_groups[0]["lr"], 0.005)
+        for a, b in zip(src_model.state_dict().values(), dst_model.state_dict().values()):
+            self.assertTrue(torch.equal(a, b))
+        # The next step is the same on both: Adam state (exp_avg, exp_avg_sq, step) arrived.
+        train(src_model, src_opt, 2)
+        train(dst_model, dst_opt, 2)
+        for a, b in zip(src_model.parameters(), dst_model.parameters()):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_source_without_state_clears_a_receivers_state(self):
+        src_model, src_opt = build(1)
+        dst_model, dst_opt = build(1)
+        train(dst_model, dst_opt, 1)
+        dst = st.TrackedState(dst_model, dst_opt)
+        dst.apply_meta_before(st.TrackedState(src_model, src_opt).meta(0))
+        self.assertEqual(len(dst_opt.state), 0)
+        self.assertEqual(len(dst.sync_tensors()), len(list(dst_model.parameters())) + 3)
+
+    def test_extra_object_with_state_dict(self):
+        model, opt = build(1)
+        a, b = Scheduler(), Scheduler()
+        a.epoch = 4
+        meta = st.TrackedState(model, opt, a).meta(0)
+        st.TrackedState(model, opt, b).apply_meta_after(meta)
+        self.assertEqual(b.epoch, 4)
+
+    def test_mismatched_models_are_refused(self):
+        model, opt = build(1)
+        other = torch.optim.Adam(nn.Linear(2, 2).parameters())
+        with self.assertRaisesRegex(ValueError, "not parameters of the model"):
+            st.TrackedState(model, other)
+        small = nn.Linear(6, 3)
+        small_opt = torch.optim.Adam(small.parameters())
+        train(model, opt, 1)
+        meta = st.TrackedState(model, opt).meta(1)
+        with self.assertRaisesRegex(ValueError, "every member must build the same model"):
+            st.TrackedState(small, small_opt).apply_meta_before(meta)
+        with self.assertRaisesRegex(TypeError, "track\\(extra=...\\)"):
+            st.TrackedState(model, opt, extra=5)
+
+
+if __name__ == "__main__":
+    unittest.main()

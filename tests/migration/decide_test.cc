@@ -1,0 +1,453 @@
+// Decide(): the coordinator's decisions as tables on simulated time
+// (docs/migration.md, "Decisions").
+#include <catch2/catch.hpp>
+
+#include "migration_sim.h"
+
+namespace lockstep::migration {
+namespace {
+
+JobConfig Config(int world, int spares = 0, bool launch = false) {
+  JobConfig c;
+  c.job = "test";
+  c.world_size = world;
+  c.heartbeat_timeout_s = 1.5;
+  c.report_grace_s = 2.0;
+  c.join_timeout_s = 20.0;
+  c.spares = spares;
+  c.can_launch_spares = launch;
+  return c;
+}
+
+// A formed, complete generation 0 of `world` ranks m0.. with `spares` spares s0...
+MigrationSim Formed(int world, int spares, JobConfig c) {
+  MigrationSim sim(c);
+  sim.RegisterRanks(world);
+  for (int i = 0; i < spares; ++i) sim.Register("s" + std::to_string(i), Role::kSpare);
+  sim.BeatAll(0);
+  REQUIRE(sim.state.current()->status == "complete");
+  return sim;
+}
+MigrationSim Formed(int world, int spares) { return Formed(world, spares, Config(world)); }
+
+TEST_CASE("generation 0 forms when every rank registered; store is rank 0's", "[migration]") {
+  MigrationSim sim(Config(3));
+  sim.Register("m2", Role::kRank, 2);
+  sim.Register("m0", Role::kRank, 0);
+  REQUIRE(sim.state.generation() == -1);
+  auto plan = sim.Plan("m0");
+  CHECK(plan["action"] == "wait");
+  CHECK(plan["reason"] == "waiting for ranks to register: 2 of 3");
+  sim.Register("m1", Role::kRank);  // no rank: the lowest free one
+  REQUIRE(sim.state.generation() == 0);
+  plan = sim.Plan("m1");
+  CHECK(plan["action"] == "train");
+  CHECK(plan["rank"] == 1);
+  CHECK(plan["members"] == nlohmann::json{"m0", "m1", "m2"});
+  CHECK(plan["src_rank"] == 0);
+  CHECK(plan["resume_step"] == 0);
+  CHECK(plan["store"]["port"] == sim.state.Find("m0")->store_port);
+  CHECK(plan["store"]["prefix"] == "lockstep/g0/");
+  CHECK(sim.state.current()->status == "joining");
+  sim.BeatAll(0);
+  CHECK(sim.state.current()->status == "complete");
+  CHECK(sim.Notices("generation_complete").size() == 1);
+}
+
+TEST_CASE("register: a rank held by a live member is a conflict; a bad rank is invalid", "[migration]") {
+  MigrationSim sim(Config(2));
+  REQUIRE(sim.Register("m0", Role::kRank, 0).status.ok());
+  auto again = sim.Register("other", Role::kRank, 0);
+  REQUIRE(again.status.code() == ErrorCode::kConflict);
+  CHECK(again.status.error().message == "rank 0 is held by live member m0");
+  auto bad = sim.Register("x", Role::kRank, 7);
+  REQUIRE(bad.status.code() == ErrorCode::kInvalidArgument);
+  CHECK(bad.status.error().message == "rank 7 is out of range: job test has ranks 0..1");
+  CHECK(sim.state.members.size() == 1);
+  // Re-registering the same member is idempotent.
+  CHECK(sim.Register("m0", Role::kRank, 0).status.ok());
+}
+
+TEST_CASE("crash: the spare takes the dead rank's index, source is the survivor furthest ahead", "[migration]") {
+  auto sim = Formed(4, 2);
+  sim.BeatAll(10);
+  // Rank 2's process exits; the coordinator sees its pid gone.
+  sim.Do(ProcessGone{"m2", "exited (killed by signal 9)"});
+  CHECK(sim.state.phase == Phase::kCollecting);
+  CHECK(sim.Last<Fence>().empty());  // a gone process needs no fencing
+  // Survivors saw the collective fail; rank 1 committed one step more.
+  sim.ReportErr("m0", 0, 10);
+  sim.ReportErr("m1", 0, 11);
+  REQUIRE(sim.state.generation() == 0);  // m3 has not reported yet
+  sim.ReportErr("m3", 0, 10);
+  REQUIRE(sim.state.generation() == 1);
+  const Generation& g = *sim.state.current();
+  CHECK(g.members == std::vector<std::string>{"m0", "m1", "s0", "m3"});
+  CHECK(g.src_rank == 1);
+  CHECK(g.resume_step == 11);
+  CHECK(g.store_port == sim.state.Find("m0")->store_port);
+  CHECK(g.store_prefix == "lockstep/g1/");
+  CHECK(g.kind == "failure");
+  CHECK(g.cause == "rank 2 died (member m2): process 1002 exited (killed by signal 9)");
+  CHECK(sim.Plan("m2")["action"] == "exit");
+  CHECK(sim.Plan("s0")["action"] == "train");
+  CHECK(sim.Plan("s0")["rank"] == 2);
+  CHECK(sim.Plan("s1")["action"] == "wait");
+  // Complete once every member heartbeats training in generation 1.
+  sim.now += 0.5;
+  sim.BeatAll(11);
+  CHECK(sim.state.current()->status == "complete");
+  auto done = sim.Notices("generation_complete");
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].Field("recovery_s") == "0.500");
+  CHECK(sim.state.history[0].status == "failed");
+}
+
+TEST_CASE("ChooseSource: highest committed step, lowest rank on a tie", "[migration]") {
+  using V = std::vector<std::optional<int64_t>>;
+  struct Row { V committed; int src; int64_t step; };
+  for (const auto& row : std::vector<Row>{
+           {{10, 11, std::nullopt, 10}, 1, 11},
+           {{7, 7, 7}, 0, 7},
+           {{std::nullopt, 5, 5}, 1, 5},
+           {{std::nullopt, std::nullopt, 0}, 2, 0},
+       }) {
+    auto c = ChooseSource(row.committed);
+    REQUIRE(c);
+    CHECK(c->src_rank == row.src);
+    CHECK(c->resume_step == row.step);
+  }
+  CHECK(!ChooseSource({std::nullopt, std::nullopt}));
+}
+
+TEST_CASE("ChooseSpare: one that asked for the rank, else the first registered", "[migration]") {
+  Member a, b, c;
+  a.requested_rank = -1;
+  b.requested_rank = 3;
+  c.requested_rank = 1;
+  std::vector<const Member*> pool{&a, &b, &c};
+  CHECK(ChooseSpare(pool, 3) == 1);
+  CHECK(ChooseSpare(pool, 1) == 2);
+  CHECK(ChooseSpare(pool, 0) == 0);
+  CHECK(ChooseSpare({}, 0) == -1);
+}
+
+TEST_CASE("hang: no heartbeat for the timeout -> dead and fenced, then re-formed", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(5);
+  // m1 stops (SIGSTOP): the others keep heartbeating.
+  for (int i = 0; i < 7; ++i) {
+    sim.now += 0.25;
+    sim.Beat("m0", 0, 5);
+    sim.Beat("m2", 0, 5);
+    sim.Beat("s0", -1, 0, "waiting");
+    sim.Do(Tick{});
+  }
+  REQUIRE(sim.state.Find("m1")->status == MemberStatus::kDead);
+  CHECK(sim.state.Find("m1")->gone_cause == "heartbeat_timeout");
+  auto fences = sim.All<Fence>();
+  REQUIRE(fences.size() == 1);
+  CHECK(fences[0].member == "m1");
+  CHECK(fences[0].pid == sim.state.Find("m1")->pid);
+  CHECK(sim.state.phase == Phase::kCollecting);
+  CHECK(sim.Notices("failure_detected")[0].Field("category") == "heartbeat_timeout");
+  // The fence closed m1's sockets: the others' collective fails and they report.
+  sim.ReportErr("m0", 0, 5);
+  sim.ReportErr("m2", 0, 5);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+}
+
+TEST_CASE("a member heartbeating but not reporting after the report grace is hung and fenced", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(5);
+  sim.ReportErr("m0", 0, 5);  // m0's collective failed
+  for (int i = 0; i < 9; ++i) {  // 2.25 s: m1, m2 and s0 keep heartbeating, m2 reports, m1 never does
+    sim.now += 0.25;
+    sim.KeepAlive(5);
+    if (i == 1) sim.ReportErr("m2", 0, 5);
+    sim.Do(Tick{});
+  }
+  const Member& m1 = *sim.state.Find("m1");
+  REQUIRE(m1.status == MemberStatus::kDead);
+  CHECK(m1.gone_cause == "hung");
+  REQUIRE(sim.All<Fence>().size() == 1);
+  CHECK(sim.All<Fence>()[0].member == "m1");
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+  CHECK(sim.state.current()->cause == "rank 0 (member m0) reported an error: connection reset by peer");
+}
+
+TEST_CASE("two failures at once: both dead ranks get spares in one generation", "[migration]") {
+  auto sim = Formed(4, 2);
+  sim.BeatAll(20);
+  sim.Do(ProcessGone{"m0", "gone"});
+  sim.Do(ProcessGone{"m3", "gone"});
+  sim.ReportErr("m1", 0, 20);
+  sim.ReportErr("m2", 0, 21);
+  REQUIRE(sim.state.generation() == 1);
+  const Generation& g = *sim.state.current();
+  CHECK(g.members == std::vector<std::string>{"s0", "m1", "m2", "s1"});
+  CHECK(g.src_rank == 2);
+  CHECK(g.resume_step == 21);
+  // The store is the lowest-ranked survivor's (rank 0 died).
+  CHECK(g.store_port == sim.state.Find("m1")->store_port);
+}
+
+TEST_CASE("a spare that dies while joining: the next spare takes the rank in g+2", "[migration]") {
+  auto sim = Formed(3, 2);
+  sim.BeatAll(8);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 8);
+  sim.ReportErr("m2", 0, 8);
+  REQUIRE(sim.state.generation() == 1);
+  REQUIRE(sim.state.current()->members[1] == "s0");
+  // m0 and m2 joined generation 1 and sent the state; s0 dies before it heartbeats training.
+  sim.Beat("m0", 1, 8);
+  sim.Beat("m2", 1, 8);
+  sim.Do(ProcessGone{"s0", "exited with status 1"});
+  CHECK(sim.state.phase == Phase::kCollecting);
+  CHECK(sim.state.history[1].status == "failed");
+  // Their broadcast to s0 fails: they report an error for generation 1.
+  sim.ReportErr("m0", 1, 8);
+  sim.ReportErr("m2", 1, 8);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s1", "m2"});
+  CHECK(sim.state.current()->resume_step == 8);
+}
+
+TEST_CASE("a member that does not join within the join timeout is dead and fenced", "[migration]") {
+  auto sim = Formed(2, 2);
+  sim.BeatAll(3);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 3);
+  REQUIRE(sim.state.current()->members[1] == "s0");
+  // s0 keeps heartbeating "waiting" but never gets to "training" in generation 1.
+  for (int i = 0; i < 21 * 4; ++i) {
+    sim.now += 0.25;
+    sim.Beat("m0", 1, 3);
+    sim.Beat("s0", 1, 0, "waiting");
+    sim.Beat("s1", -1, 0, "waiting");
+    sim.Do(Tick{});
+  }
+  CHECK(sim.state.Find("s0")->gone_cause == "join_timeout");
+  CHECK(sim.All<Fence>().back().member == "s0");
+  sim.ReportErr("m0", 1, 3);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s1"});
+}
+
+TEST_CASE("failure during a re-form: survivors still joining get until the join deadline", "[migration]") {
+  auto sim = Formed(3, 2);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.generation() == 1);
+  // s0 dies while m0 and m1 are still in the rendezvous of generation 1.
+  sim.Do(ProcessGone{"s0", "gone"});
+  for (int i = 0; i < 12; ++i) {  // 3 s > report grace: m0/m1 not joined yet, so not hung
+    sim.now += 0.25;
+    sim.Beat("m0", 1, 4, "waiting");
+    sim.Beat("m1", 1, 4, "waiting");
+    sim.Beat("s1", -1, 0, "waiting");
+    sim.Do(Tick{});
+  }
+  CHECK(sim.state.Find("m0")->status == MemberStatus::kAlive);
+  CHECK(sim.state.Find("m1")->status == MemberStatus::kAlive);
+  sim.ReportErr("m0", 1, 4);
+  sim.ReportErr("m1", 1, 4);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s1"});
+}
+
+TEST_CASE("no spare: wait with a reason, resume as soon as one registers", "[migration]") {
+  auto sim = Formed(2, 0);
+  sim.BeatAll(6);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 6);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  auto plan = sim.Plan("m0");
+  CHECK(plan["action"] == "wait");
+  CHECK(plan["reason"] == "waiting for a spare: rank 1 of generation 0 need 1, 0 registered, 0 starting");
+  CHECK(sim.Notices("waiting_for_spare").size() == 1);
+  CHECK(sim.All<RequestSpare>().empty());  // no spare command
+  sim.now += 1;
+  sim.Beat("m0", 0, 6, "waiting");
+  sim.Register("late", Role::kSpare);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "late"});
+  CHECK(sim.Plan("late")["action"] == "train");
+}
+
+TEST_CASE("cold spares (K=0): exactly the missing spares are requested", "[migration]") {
+  auto sim = Formed(3, 0, Config(3, 0, true));
+  sim.BeatAll(2);
+  CHECK(sim.All<RequestSpare>().empty());
+  sim.Do(ProcessGone{"m0", "gone"});
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m1", 0, 2);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  CHECK(sim.All<RequestSpare>().size() == 2);
+  CHECK(sim.state.spares_starting == 2);
+  sim.Advance(0.1);
+  CHECK(sim.All<RequestSpare>().size() == 2);  // not again while they start
+  sim.Register("c0", Role::kSpare);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  sim.Register("c1", Role::kSpare);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.spares_starting == 0);
+  CHECK(sim.All<RequestSpare>().size() == 2);  // K=0: no refill
+}
+
+TEST_CASE("hot pool (K=2): refilled to K after a generation used a spare", "[migration]") {
+  auto sim = Formed(2, 2, Config(2, 2, true));
+  sim.BeatAll(2);
+  CHECK(sim.All<RequestSpare>().empty());  // the pool is full
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 2);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.All<RequestSpare>().size() == 1);  // one spare left + one starting = K
+  sim.Register("r0", Role::kSpare);
+  sim.Advance(0.1);
+  CHECK(sim.All<RequestSpare>().size() == 1);
+}
+
+TEST_CASE("spare launches that never register stop after three in a row", "[migration]") {
+  auto sim = Formed(2, 0, Config(2, 0, true));
+  sim.BeatAll(1);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 1);
+  for (int i = 0; i < 5; ++i) {
+    sim.Beat("m0", 0, 1, "waiting");
+    sim.Do(SpareProcessExited{5000 + i, "exited with status 127"});
+  }
+  CHECK(sim.All<RequestSpare>().size() == 3);
+  CHECK(sim.Notices("spare_launches_stopped").size() == 1);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  sim.Register("hand", Role::kSpare);  // a spare registered by hand resumes the job
+  CHECK(sim.state.generation() == 1);
+}
+
+TEST_CASE("PauseStep: ahead of the highest step by 2 + the steps of one heartbeat timeout", "[migration]") {
+  struct Row { int64_t max; double rate; double hb; bool pre; int64_t want; };
+  for (const auto& r : std::vector<Row>{
+           {10, 0, 1.5, false, 12},
+           {10, 2, 1.5, false, 15},   // 2 + ceil(3)
+           {10, 2, 1.5, true, 13},    // 1 + ceil(1.5)
+           {0, 0.5, 1.5, true, 2},
+           {100, 10, 1.5, false, 117},
+       }) {
+    CHECK(PauseStep(r.max, r.rate, r.hb, r.pre) == r.want);
+  }
+}
+
+TEST_CASE("planned migration: pending without a spare, then pause, re-form, old member exits", "[migration]") {
+  auto sim = Formed(3, 0);
+  REQUIRE(sim.TrainFor(10, 0, 2) == 20);  // 2 steps/s since completion
+  auto req = sim.Do(MigrationRequested{1, "planned", "drain node-a"});
+  REQUIRE(req.status.ok());
+  CHECK(req.created_id == "mig-1");
+  CHECK(sim.state.migrations[0].state == "pending");
+  CHECK(HeartbeatReply(sim.state, "m1")["directive"] == "none");
+  // A second request for the same rank is refused.
+  CHECK(sim.Do(MigrationRequested{1, "planned", "again"}).status.code() == ErrorCode::kConflict);
+  CHECK(sim.Do(MigrationRequested{5, "planned", "x"}).status.code() == ErrorCode::kConflict);
+  // A spare registers: every rank gets the pause directive.
+  sim.Register("s0", Role::kSpare);
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  const int64_t s = 20 + 2 + 3;  // 2 steps/s * 1.5 s
+  auto hb = HeartbeatReply(sim.state, "m0");
+  CHECK(hb["directive"] == "pause");
+  CHECK(hb["pause_at_step"] == s);
+  CHECK(HeartbeatReply(sim.state, "s0")["directive"] == "none");
+  CHECK(sim.state.migrations[0].state == "pausing");
+  // Every rank stops after committing step s and reports the pause.
+  for (const char* m : {"m0", "m1", "m2"}) sim.ReportErr(m, 0, s + 1, "pause");
+  REQUIRE(sim.state.generation() == 1);
+  const Generation& g = *sim.state.current();
+  CHECK(g.members == std::vector<std::string>{"m0", "s0", "m2"});
+  CHECK(g.src_rank == 0);  // any rank but the one leaving
+  CHECK(g.resume_step == s + 1);
+  CHECK(g.kind == "planned");
+  CHECK(sim.state.history[0].status == "paused");
+  CHECK(sim.Plan("m1")["action"] == "exit");
+  CHECK(HeartbeatReply(sim.state, "m1")["directive"] == "exit");
+  CHECK(sim.state.Find("m1")->status == MemberStatus::kExited);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.state.migrations[0].state == "reforming");
+  sim.BeatAll(s + 1);
+  CHECK(sim.state.migrations[0].state == "done");
+  CHECK(sim.state.migrations[0].new_member == "s0");
+  REQUIRE(sim.Notices("migration_done").size() == 1);
+  CHECK(sim.Notices("migration_done")[0].Field("kind") == "planned");
+}
+
+TEST_CASE("pre-emptive migration pauses with a smaller margin", "[migration]") {
+  auto sim = Formed(2, 1);
+  REQUIRE(sim.TrainFor(10, 0, 2) == 20);
+  sim.Do(MigrationRequested{0, "preemptive", "ECC errors rising"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  CHECK(sim.state.transition.pause_at_step == 20 + 1 + 2);  // 1 + ceil(3 / 2)
+}
+
+TEST_CASE("a failure while pausing becomes a failure; the migration waits for the next spare", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(10);
+  sim.Do(MigrationRequested{0, "planned", "maintenance"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  sim.Do(ProcessGone{"m2", "gone"});
+  CHECK(sim.state.phase == Phase::kCollecting);
+  sim.ReportErr("m0", 0, 11);
+  sim.ReportErr("m1", 0, 11);
+  REQUIRE(sim.state.generation() == 1);
+  // The only spare went to the dead rank; rank 0 stays put and its migration is pending again.
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0"});
+  CHECK(sim.state.migrations[0].state == "pending");
+  CHECK(sim.state.Find("m0")->status == MemberStatus::kAlive);
+}
+
+TEST_CASE("stale generation and unknown members are refused", "[migration]") {
+  auto sim = Formed(2, 1);
+  sim.BeatAll(1);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 1);
+  REQUIRE(sim.state.generation() == 1);
+  auto stale = sim.ReportErr("m0", 0, 1);
+  REQUIRE(stale.status.code() == ErrorCode::kConflict);
+  CHECK(stale.status.error().message == "stale generation 0: the current generation is 1");
+  CHECK(HttpStatus(stale.status.error()) == 409);
+  auto dead = sim.ReportErr("m1", 1, 1);
+  REQUIRE(dead.status.code() == ErrorCode::kConflict);
+  CHECK(sim.Do(Heartbeat{"nobody", 0, 0, "training"}).status.code() == ErrorCode::kNotFound);
+  // A replaced or fenced process may not come back under its old id.
+  CHECK(sim.Register("m1", Role::kRank, 1).status.code() == ErrorCode::kConflict);
+  // ... and its heartbeats are told to exit.
+  CHECK(HeartbeatReply(sim.state, "m1")["directive"] == "exit");
+}
+
+TEST_CASE("every rank gone: terminal error, plans say exit", "[migration]") {
+  auto sim = Formed(2, 1);
+  sim.BeatAll(9);
+  sim.Do(ProcessGone{"m0", "gone"});
+  sim.Do(ProcessGone{"m1", "gone"});
+  REQUIRE(sim.state.phase == Phase::kTerminal);
+  CHECK(sim.state.terminal_reason == "no replica holds step 9: every rank of generation 0 is gone");
+  REQUIRE(sim.Last<Terminal>().size() == 1);
+  CHECK(sim.Plan("s0")["action"] == "exit");
+}
+
+TEST_CASE("the source dies before the state reached anyone: no replica holds the resume step", "[migration]") {
+  auto sim = Formed(2, 2);
+  sim.BeatAll(9);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 9);
+  REQUIRE(sim.state.generation() == 1);  // m0 (step 9) is the source, s0 joins
+  sim.Do(ProcessGone{"m0", "gone"});
+  sim.ReportErr("s0", 1, 0);  // s0 never received the state
+  REQUIRE(sim.state.phase == Phase::kTerminal);
+  CHECK(sim.state.terminal_reason == "no replica holds step 9: the survivors of generation 1 are at step 0 at most");
+}
+
+}  // namespace
+}  // namespace lockstep::migration
