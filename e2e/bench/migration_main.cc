@@ -54,8 +54,9 @@ options:
   --max-restarts N      torchrun --max_restarts (default 6)
   --heartbeat-timeout S the coordinator's --heartbeat-timeout (default 1.5)
   --arm-timeout S       give up on an arm after S seconds (default 1800)
-  --quick               40 steps, --hidden 256, checkpoint every 10, --hang-s 10,
-                        --arm-timeout 300 (a functional check, not the benchmark)
+  --quick               120 steps, --hidden 256, checkpoint every 10, --hang-s 10,
+                        --arm-timeout 300, steps padded to >= 0.2 s (so a spare can start
+                        before the run ends): a functional check, not the benchmark
   --workdir DIR         logs (default /tmp/migration-bench-PID)
   -h, --help
 )";
@@ -146,7 +147,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (quick) {  // explicit flags win over --quick's values
-    if (!given.count("--steps")) o.steps = 40;
+    if (!given.count("--steps")) o.steps = 120;
+    o.min_step_s = 0.2;
     if (!given.count("--hidden")) o.hidden = 256;
     if (!given.count("--checkpoint-every")) o.checkpoint_every = 10;
     if (!given.count("--hang-s")) o.hang_s = 10;

@@ -94,7 +94,8 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
                     {"t", Opt(f.fault.t, 3)},
                     {"target_step", f.target_step},
                     {"detect_s", Opt(f.detect_s)},
-                    {"recover_s", Opt(f.recover_s)}});
+                    {"recover_s", Opt(f.recover_s)},
+                    {"note", f.fault.note}});
     }
     j["faults"] = fs;
     if (!a.note.empty()) j["note"] = a.note;
@@ -130,7 +131,8 @@ std::string Table(const ordered_json& summary) {
     for (const auto& f : a["faults"]) {
       out += "  " + name + ": " + f["kind"].get<std::string>() + " rank " + std::to_string(f["rank"].get<int>()) +
              " (target step " + std::to_string(f["target_step"].get<int>()) + "): detect " + Num(f["detect_s"]) +
-             " s, recover " + Num(f["recover_s"]) + " s\n";
+             " s, recover " + Num(f["recover_s"]) + " s" +
+             (f["note"].get<std::string>().empty() ? "" : " (" + f["note"].get<std::string>() + ")") + "\n";
     }
   }
   return out;

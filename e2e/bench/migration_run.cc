@@ -172,6 +172,17 @@ std::optional<double> DetectedByCoordinator(const json& state, double t) {
   return best;
 }
 
+// Registered spares that hold no rank, and spares the coordinator is starting.
+std::pair<int, int> SparesOf(const json& state) {
+  int free = 0;
+  if (state.is_object() && state.contains("members") && state["members"].is_array()) {
+    for (const auto& m : state["members"]) {
+      if (m.is_object() && m.value("status", "") == "alive" && m.value("rank", 0) < 0) ++free;
+    }
+  }
+  return {free, state.is_object() ? state.value("spares_starting", 0) : 0};
+}
+
 }  // namespace
 
 void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
@@ -217,6 +228,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   std::vector<std::string> wl = {tools.workload, "--steps", std::to_string(o.steps), "--hidden",
                                  std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log", log_path,
                                  "--marker-dir", dir + "/markers", "--hash-file", hash_path};
+  if (o.min_step_s > 0) wl.insert(wl.end(), {"--min-step-s", std::to_string(o.min_step_s)});
   if (faulty && !FaultSpec(o).empty()) wl.insert(wl.end(), {"--faults", FaultSpec(o)});
 
   Started started;
@@ -258,6 +270,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url};
       argv.insert(argv.end(), spare.begin(), spare.end());
       started.children.push_back(Child::Spawn(argv, dir + "/spare0.log"));
+      const double until = WallNow() + 120;
+      while (SparesOf(json::parse(HttpCall("GET", coord_url + "/v1/state").body, nullptr, false)).first < 1) {
+        if (!started.children.back().Alive()) Die("the hot spare exited at start; see " + dir + "/spare0.log");
+        if (WallNow() > until) Die("the hot spare did not register in 120 s; see " + dir + "/spare0.log");
+        Sleep(0.1);
+      }
     }
     for (int rank = 0; rank < o.world_size; ++rank) {
       std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url, "LOCKSTEP_ROLE=rank",
@@ -288,6 +306,13 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     for (size_t i = 0; faulty && i < o.faults.size(); ++i) {
       const auto& f = o.faults[i];
       if (fired[i] || (f.kind != "planned" && f.kind != "preemptive") || live.rank0_step < f.step) continue;
+      if (IsLockstep(arm)) {
+        // Asked once a spare is registered, or when none is on its way (cold: the
+        // request itself makes the coordinator start one). A request without a
+        // spare is only held pending; the stall is measured at the step boundary.
+        const auto [free, starting] = SparesOf(json::parse(HttpCall("GET", coord_url + "/v1/state").body, nullptr, false));
+        if (free < 1 && starting > 0) continue;
+      }
       fired[i] = true;
       const double t = WallNow();
       if (IsLockstep(arm)) {
@@ -299,7 +324,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       } else if (live.rank_pid.count(f.rank)) {
         ::kill(live.rank_pid[f.rank], SIGTERM);  // a drain without Lockstep: the rank's process is stopped
       }
-      faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt});
+      faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt, ""});
     }
     bool done = false;
     if (!IsLockstep(arm)) {
@@ -340,7 +365,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   const WorkloadLog log = ParseWorkloadLog(ReadFile(log_path));
   for (const auto& e : log.events) {
     if (e.event != "fault") continue;
-    Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt};
+    Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt, ""};
     f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
     if (IsLockstep(arm)) {
       const auto c = DetectedByCoordinator(state, f.t);
@@ -352,7 +377,10 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   // boundary the job paused at (pause_at_step, committed by every rank) to the
   // next step committed by every rank.
   for (auto& f : faults) {
-    if ((f.kind != "planned" && f.kind != "preemptive") || !migrations.is_array()) continue;
+    if ((f.kind != "planned" && f.kind != "preemptive") || !IsLockstep(arm)) continue;
+    f.target_step = o.steps;  // none unless the migration paused the job (a pending one never did)
+    f.note = "the migration did not happen before training ended";
+    if (!migrations.is_array()) continue;
     for (const auto& m : migrations) {
       if (!m.is_object() || m.value("rank", -1) != f.rank || m.value("kind", "") != f.kind) continue;
       if (!m.contains("pause_at_step") || !m["pause_at_step"].is_number_integer()) continue;
@@ -364,6 +392,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       if (last > 0) {
         f.t = last;
         f.target_step = s + 1;
+        f.note = "migration " + m.value("id", std::string("?")) + " " + m.value("state", std::string("?")) + ", paused after step " + std::to_string(s);
       }
     }
   }

@@ -44,6 +44,7 @@ struct Options {
   int max_restarts = 6;
   double heartbeat_timeout_s = 1.5;
   double arm_timeout_s = 1800;
+  double min_step_s = 0;   // the workload pads shorter steps with a sleep (quick mode)
   std::vector<ScheduledFault> faults;
   std::string workdir;
 };
@@ -56,7 +57,6 @@ struct ArmResult {
   double total_s = 0;
   std::optional<std::string> sha256;
   ArmScore score;
-  std::vector<double> start_s;     // first process start -> first step committed by all ranks
   nlohmann::ordered_json details;  // per-fault extras (migration ids, pause steps, coordinator history)
 };
 

@@ -48,6 +48,7 @@ struct Fault {
   // highest step committed by any rank at `t`, plus one).
   std::optional<int> target_step;
   std::optional<double> detected_t;  // when the job noticed it (unplanned faults)
+  std::string note;                  // e.g. what became of a requested migration
 };
 
 struct FaultScore {

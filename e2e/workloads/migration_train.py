@@ -167,6 +167,7 @@ def run_ddp(a, faults):
     step = start
     try:
         while step < a.steps:
+            t0 = time.time()
             faults.maybe_fire(rank, step)
             x, y = batch(a, step, rank)
             opt.zero_grad()
@@ -174,6 +175,7 @@ def run_ddp(a, faults):
             loss.backward()  # DDP all-reduces the gradients here
             opt.step()
             log({"event": "step", "rank": rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
+            pad(a, t0)
             step += 1
             if a.checkpoint_dir and rank == 0 and step % a.checkpoint_every == 0 and step < a.steps:
                 path = os.path.join(a.checkpoint_dir, "ckpt-%d.pt" % step)
@@ -207,6 +209,7 @@ def run_lockstep(a, faults):
     model, opt = build(a)
     job.track(model, opt)
     for step in job.steps(a.steps):
+        t0 = time.time()
         faults.maybe_fire(job.rank, step)
         with job.step_guard():
             ls.seed(step, job.rank)
@@ -218,8 +221,15 @@ def run_lockstep(a, faults):
             opt.zero_grad()
         if not job.failed:  # committed; a failed step is yielded again after the re-form
             log({"event": "step", "rank": job.rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
+            pad(a, t0)
     finish(a, job.rank, a.steps, model)
     return 0
+
+
+def pad(a, t0):
+    left = a.min_step_s - (time.time() - t0)
+    if left > 0:
+        time.sleep(left)
 
 
 def finish(a, rank, steps, model):
@@ -246,6 +256,8 @@ def main():
     p.add_argument("--hash-file", help="rank 0 writes the final parameters' sha256 here")
     p.add_argument("--hang-s", type=float, default=30.0, help="ddp: process group timeout (gloo default: 1800)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--min-step-s", type=float, default=0.0,
+                   help="sleep after a step that took less (the benchmark's quick mode: time for spares to start)")
     a = p.parse_args()
     if a.log:
         LOG["fd"] = os.open(a.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -31,7 +31,7 @@ TEST_CASE("migration score: a spare replays the interrupted step", "[bench]") {
   WorkloadLog log;
   Run(log, 0, 10, 0, {10, 11, 12, 13});   // steps 0-9 at t 0..9
   Run(log, 10, 20, 11.5, {10, 11, 99, 13});  // rank 2 is now the spare (pid 99)
-  Fault kill{"kill", 2, 9.5, 10, 9.6};
+  Fault kill{"kill", 2, 9.5, 10, 9.6, ""};
   const ArmScore s = ScoreArm(log, {kill}, 4);
   REQUIRE(s.faults.size() == 1);
   CHECK(*s.faults[0].detect_s == Approx(0.1));
@@ -47,7 +47,7 @@ TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts eve
   WorkloadLog log;
   Run(log, 0, 15, 0, {10, 11, 12, 13});
   Run(log, 10, 20, 20, {20, 21, 22, 23});  // all restarted from the checkpoint at step 10
-  Fault kill{"kill", 2, 14.5, std::nullopt, std::nullopt};
+  Fault kill{"kill", 2, 14.5, std::nullopt, std::nullopt, ""};
   const ArmScore s = ScoreArm(log, {kill}, 4);
   CHECK(s.faults[0].target_step == 15);  // highest committed at the fault + 1
   CHECK(*s.faults[0].recover_s == Approx(25.03 - 14.5));
@@ -60,7 +60,7 @@ TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts eve
 TEST_CASE("migration score: a rank that never recovers has no recover time", "[bench]") {
   WorkloadLog log;
   Run(log, 0, 5, 0, {10, 11, 12, 13});
-  const ArmScore s = ScoreArm(log, {{"stop", 1, 4.5, 5, std::nullopt}}, 4);
+  const ArmScore s = ScoreArm(log, {{"stop", 1, 4.5, 5, std::nullopt, ""}}, 4);
   CHECK_FALSE(s.faults[0].recover_s);
   CHECK_FALSE(s.recover_s.p50);
   CHECK(s.final_step == 4);
