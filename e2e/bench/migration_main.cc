@@ -208,6 +208,9 @@ int Main(int argc, char** argv) {
     results.push_back(RunArm(t, o, arm));
     KillDescendants();
     const auto& r = results.back();
+    // The arms so far, in case a long run is cut short.
+    const long long hp = o.hidden;
+    WriteFile(o.workdir + "/partial.json", Summary(o, results, 5 * hp * hp + 4 * hp, "").dump() + "\n");
     Log("arm " + arm + (r.ran ? (r.completed ? ": completed" : ": NOT completed") : ": not run") +
         (r.note.empty() ? "" : " (" + r.note + ")"));
   }
