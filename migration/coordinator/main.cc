@@ -170,6 +170,7 @@ int Run(const Flags& f) {
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-reply is an error value, not a death
   coord.Start();
   log::Info("serving", {{"job", f.job}, {"url", url}, {"world_size", std::to_string(f.world_size)},
                         {"restored", restored ? "yes" : "no"}, {"state_file", f.state_file},

@@ -90,8 +90,9 @@ Result<Heartbeat> ParseHeartbeat(const std::string& body) {
   LS_TRY(Int(*j, call, "generation", -1, kMaxI, h.generation));
   LS_TRY(Int(*j, call, "step", 0, kMaxI, h.step));
   LS_TRY(String(*j, call, "state", h.state));
-  if (h.state != "training" && h.state != "waiting") {
-    return InvalidArgument("heartbeat: \"state\" must be \"training\" or \"waiting\" (got \"" + h.state + "\")");
+  if (h.state != "training" && h.state != "waiting" && h.state != "done") {
+    return InvalidArgument("heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"" + h.state +
+                           "\")");
   }
   return h;
 }
@@ -173,6 +174,11 @@ json PlanReply(const JobState& s, const std::string& member) {
     j["reason"] = "the job failed: " + s.terminal_reason;
     return j;
   }
+  if (s.phase == Phase::kFinished) {
+    j["action"] = "exit";
+    j["reason"] = "the job finished";
+    return j;
+  }
   int rank = s.RankOf(member);
   if (s.phase == Phase::kAssembling || !g) {
     int have = 0;
@@ -215,9 +221,11 @@ json HeartbeatReply(const JobState& s, const std::string& member) {
   const Member* m = s.Find(member);
   json j{{"generation", s.generation()}, {"directive", "none"}};
   if (!m) return j;
-  if (m->status != MemberStatus::kAlive || s.phase == Phase::kTerminal) {
+  if (m->status != MemberStatus::kAlive || s.phase == Phase::kTerminal || s.phase == Phase::kFinished) {
     j["directive"] = "exit";
-    j["reason"] = m->status != MemberStatus::kAlive ? m->gone_reason : "the job failed: " + s.terminal_reason;
+    j["reason"] = m->status != MemberStatus::kAlive ? m->gone_reason
+                  : s.phase == Phase::kFinished   ? std::string("the job finished")
+                                                  : "the job failed: " + s.terminal_reason;
     return j;
   }
   if (s.phase == Phase::kPausing && s.RankOf(member) >= 0) {

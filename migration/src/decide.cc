@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <type_traits>
+
+#include "internal.h"
 
 namespace lockstep::migration {
-namespace {
+namespace internal {
 
 std::string Secs(double s) {
   char buf[32];
@@ -17,7 +18,9 @@ std::string Secs(double s) {
 
 std::string Num(int64_t v) { return std::to_string(v); }
 
-bool Joined(const Member& m, int64_t g) { return m.hb_generation == g && m.hb_state == "training"; }
+bool Joined(const Member& m, int64_t g) {
+  return m.hb_generation == g && (m.hb_state == "training" || m.hb_state == "done");
+}
 
 // Alive members that are not part of the current generation, in registration
 // order. Before generation 0: registered spares.
@@ -31,9 +34,31 @@ std::vector<const Member*> SparePool(const JobState& s) {
   return pool;
 }
 
+// True once a member of the current generation said it ran every step: the
+// library sends "done" after a final barrier, so every member has then passed it.
+bool GenerationDone(const JobState& s) {
+  const Generation* g = s.current();
+  if (!g || (s.phase != Phase::kRunning && s.phase != Phase::kFinished)) return false;
+  for (const auto& id : g->members) {
+    const Member* m = s.Find(id);
+    if (m && m->hb_generation == g->number && m->hb_state == "done") return true;
+  }
+  return false;
+}
+
 void MarkDead(JobState& s, Member& m, const std::string& cause, const std::string& reason, double now, bool fence,
               Actions& a) {
   if (m.status != MemberStatus::kAlive) return;
+  if (s.RankOf(m.id) >= 0 && GenerationDone(s)) {
+    // The job is over for this member: its exit is not a failure, it is never fenced.
+    m.status = MemberStatus::kExited;
+    m.gone_cause = "finished";
+    m.gone_reason = "finished training (" + reason + ")";
+    m.gone_at = now;
+    a.push_back(Notice{"member_finished", {{"member", m.id}, {"rank", std::to_string(s.RankOf(m.id))},
+                                           {"generation", Num(s.generation())}}});
+    return;
+  }
   m.status = MemberStatus::kDead;
   m.gone_cause = cause;
   m.gone_reason = reason;
@@ -81,15 +106,42 @@ void StartCollecting(JobState& s, const std::string& cause, const std::string& c
                      {{"generation", Num(g.number)}, {"cause", cause}, {"category", category}}});
 }
 
-// The first dead member of the current generation, if any.
+}  // namespace internal
+
+namespace {
+using namespace internal;
+
+// The first dead member of the current generation, if any (finished ones are not).
 const Member* DeadInGeneration(const JobState& s) {
   const Generation* g = s.current();
   if (!g) return nullptr;
   for (const auto& id : g->members) {
     const Member* m = s.Find(id);
-    if (m && m->status != MemberStatus::kAlive) return m;
+    if (m && m->status != MemberStatus::kAlive && m->gone_cause != "finished") return m;
   }
   return nullptr;
+}
+
+// kRunning: every member of the generation is done (or exited after it was).
+void CheckFinished(JobState& s, double now, Actions& a) {
+  if (!GenerationDone(s)) return;
+  const Generation& g = *s.current();
+  int64_t step = 0;
+  for (const auto& id : g.members) {
+    const Member* m = s.Find(id);
+    bool finished = m->status == MemberStatus::kExited && m->gone_cause == "finished";
+    if (!finished && !(m->status == MemberStatus::kAlive && m->hb_state == "done")) return;
+    step = std::max(step, m->hb_step);
+  }
+  s.phase = Phase::kFinished;
+  if (Generation* cur = s.current(); cur->ended_at == 0) cur->ended_at = now;
+  for (auto& mig : s.migrations) {
+    if (mig.state == "done" || mig.state == "failed") continue;
+    mig.state = "failed";
+    mig.error = "the job finished first";
+    mig.done_at = now;
+  }
+  a.push_back(Notice{"job_finished", {{"generation", Num(g.number)}, {"step", Num(step)}}});
 }
 
 void ExpireMembers(JobState& s, double now, Actions& a) {
@@ -238,7 +290,7 @@ void Collect(JobState& s, double now, Actions& a) {
     if (now > deadline) {
       MarkDead(s, m, "hung",
                "heartbeating but no report for generation " + Num(g.number) + " within " +
-                   Secs(now - (s.phase == Phase::kPausing ? s.transition.grace_from : s.transition.grace_from)) + " s",
+                   Secs(now - s.transition.grace_from) + " s",
                now, true, a);
       continue;
     }
@@ -391,7 +443,8 @@ void Step(JobState& s, double now, Actions& a) {
         Collect(s, now, a);
       } else {
         CheckComplete(s, now, a);
-        TryStartPause(s, now, a);
+        CheckFinished(s, now, a);
+        if (s.phase == Phase::kRunning && !GenerationDone(s)) TryStartPause(s, now, a);
       }
       break;
     case Phase::kCollecting:
@@ -401,12 +454,14 @@ void Step(JobState& s, double now, Actions& a) {
       DecideNext(s, now, a);
       break;
     case Phase::kTerminal:
+    case Phase::kFinished:
       break;
   }
 }
 
 void EnsureSpares(JobState& s, Actions& a) {
-  if (!s.config.can_launch_spares || s.phase == Phase::kTerminal) return;
+  if (!s.config.can_launch_spares || s.phase == Phase::kTerminal || s.phase == Phase::kFinished) return;
+  if (GenerationDone(s)) return;
   int urgent = 0;
   if (s.phase == Phase::kWaitingSpare) {
     for (const auto& id : s.current()->members) urgent += s.Alive(id) ? 0 : 1;
@@ -426,7 +481,7 @@ void EnsureSpares(JobState& s, Actions& a) {
 }
 
 void Progress(JobState& s, double now, Actions& a) {
-  for (int i = 0; i < 16 && s.phase != Phase::kTerminal; ++i) {
+  for (int i = 0; i < 16 && s.phase != Phase::kTerminal && s.phase != Phase::kFinished; ++i) {
     Phase before = s.phase;
     int64_t gen = s.generation();
     std::string status = s.current() ? s.current()->status : "";
@@ -436,175 +491,11 @@ void Progress(JobState& s, double now, Actions& a) {
   EnsureSpares(s, a);
 }
 
-std::string Who(const Member& m) {
-  return "member " + m.id + " was " + (m.status == MemberStatus::kDead ? "declared dead" : "replaced") + ": " +
-         m.gone_reason;
-}
-
-// Applies one event. A refused event returns its error and leaves `s` as it was
-// (the caller discards the copy).
-Status Apply(JobState& s, const Event& event, double now, Actions& a, std::string& created) {
-  return std::visit(
-      [&](const auto& e) -> Status {
-        using E = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<E, Registered>) {
-          if (Member* m = s.Find(e.member)) {
-            if (m->status != MemberStatus::kAlive) {
-              return Conflict(Who(*m) + "; a fenced or replaced process must not rejoin: start it with a new member id");
-            }
-            m->host = e.host;
-            m->store_port = e.store_port;
-            m->pid = e.pid;
-            m->last_seen = now;
-            return Status::Ok();
-          }
-          const int w = s.config.world_size;
-          if (e.rank >= w) {
-            return InvalidArgument("rank " + std::to_string(e.rank) + " is out of range: job " + s.config.job +
-                                   " has ranks 0.." + std::to_string(w - 1));
-          }
-          Member m;
-          m.id = e.member;
-          m.role = e.role;
-          m.host = e.host;
-          m.store_port = e.store_port;
-          m.pid = e.pid;
-          m.requested_rank = e.rank;
-          if (e.role == Role::kRank && s.phase == Phase::kAssembling) {
-            std::vector<std::string> held(w);
-            for (const auto& [id, o] : s.members) {
-              if (o.status == MemberStatus::kAlive && o.role == Role::kRank && o.requested_rank >= 0) {
-                held[o.requested_rank] = id;
-              }
-            }
-            if (e.rank >= 0 && !held[e.rank].empty()) {
-              return Conflict("rank " + std::to_string(e.rank) + " is held by live member " + held[e.rank]);
-            }
-            if (e.rank < 0) {
-              auto it = std::find(held.begin(), held.end(), std::string());
-              if (it == held.end()) {
-                return Conflict("all " + std::to_string(w) + " ranks are held by live members; register as a spare");
-              }
-              m.requested_rank = static_cast<int>(it - held.begin());
-            }
-          } else if (e.role == Role::kRank && e.rank >= 0 && s.current()) {
-            const std::string& holder = s.current()->members[e.rank];
-            if (s.Alive(holder)) {
-              return Conflict("rank " + std::to_string(e.rank) + " is held by live member " + holder +
-                              " in generation " + Num(s.generation()));
-            }
-          }
-          if (e.role == Role::kSpare) {
-            s.spares_starting = std::max(0, s.spares_starting - 1);
-            s.failed_launches = 0;
-          }
-          m.seq = s.next_seq++;
-          m.registered_at = m.last_seen = now;
-          s.members[m.id] = m;
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, Heartbeat>) {
-          Member* m = s.Find(e.member);
-          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
-          if (m->status != MemberStatus::kAlive) return Status::Ok();  // the reply says exit
-          if (e.generation > s.generation()) {
-            return Conflict("generation " + Num(e.generation) + " does not exist (current: " + Num(s.generation()) + ")");
-          }
-          m->last_seen = now;
-          m->hb_generation = e.generation;
-          m->hb_step = e.step;
-          m->hb_state = e.state;
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, Report>) {
-          Member* m = s.Find(e.member);
-          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
-          if (m->status != MemberStatus::kAlive) return Conflict(Who(*m));
-          if (e.generation != s.generation()) {
-            return Conflict("stale generation " + Num(e.generation) + ": the current generation is " +
-                            Num(s.generation()));
-          }
-          int r = s.RankOf(e.member);
-          if (r < 0) return Conflict("member " + e.member + " is not part of generation " + Num(s.generation()));
-          m->last_seen = now;
-          m->report_generation = e.generation;
-          m->report_step = e.committed_step;
-          m->report_reason = e.reason;
-          m->report_error = e.error;
-          std::string who = "rank " + std::to_string(r) + " (member " + e.member + ")";
-          if (s.phase == Phase::kRunning || (s.phase == Phase::kPausing && e.reason == "error")) {
-            StartCollecting(s,
-                            e.reason == "error" ? who + " reported an error: " + (e.error.empty() ? "?" : e.error)
-                                                : who + " reported a pause that was not asked for",
-                            "report", now, a);
-          } else if (s.phase == Phase::kPausing && s.transition.grace_from == 0) {
-            s.transition.grace_from = now;
-          }
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, PlanPolled>) {
-          Member* m = s.Find(e.member);
-          if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
-          if (m->status == MemberStatus::kAlive) m->last_seen = now;
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, Tick>) {
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, ProcessGone>) {
-          Member* m = s.Find(e.member);
-          if (!m) return NotFound("unknown member " + e.member);
-          MarkDead(s, *m, "pid_gone", "process " + std::to_string(m->pid) + " " + e.how, now, false, a);
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, MigrationRequested>) {
-          const int w = s.config.world_size;
-          if (e.rank < 0 || e.rank >= w) {
-            return Conflict("rank " + std::to_string(e.rank) + " is unknown: job " + s.config.job + " has ranks 0.." +
-                            std::to_string(w - 1));
-          }
-          if (s.phase == Phase::kTerminal) return Conflict("the job has failed: " + s.terminal_reason);
-          if (s.phase == Phase::kAssembling) return Conflict("generation 0 is not formed yet; retry once it is");
-          for (const auto& mig : s.migrations) {
-            if (mig.rank == e.rank && (mig.state == "pending" || mig.state == "pausing" || mig.state == "reforming")) {
-              return Conflict("a migration of rank " + std::to_string(e.rank) + " is already " + mig.state + " (" +
-                              mig.id + ")");
-            }
-          }
-          Migration mig;
-          mig.id = "mig-" + Num(s.next_migration++);
-          mig.rank = e.rank;
-          mig.kind = e.kind;
-          mig.reason = e.reason;
-          mig.state = "pending";
-          mig.requested_at = now;
-          s.migrations.push_back(mig);
-          created = mig.id;
-          a.push_back(Notice{"migration_requested",
-                             {{"id", mig.id}, {"rank", std::to_string(e.rank)}, {"kind", e.kind}, {"reason", e.reason}}});
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, SpareProcessExited>) {
-          for (const auto& [id, m] : s.members) if (m.pid == e.pid) return Status::Ok();
-          s.spares_starting = std::max(0, s.spares_starting - 1);
-          ++s.failed_launches;
-          a.push_back(Notice{"spare_launch_failed", {{"pid", std::to_string(e.pid)}, {"how", e.how},
-                                                    {"failed_in_a_row", std::to_string(s.failed_launches)}}});
-          if (s.failed_launches == s.config.max_failed_launches) {
-            a.push_back(Notice{"spare_launches_stopped",
-                               {{"reason", "the spare command exited " + std::to_string(s.failed_launches) +
-                                               " times in a row without registering; no more are started until a "
-                                               "spare registers (check --spare-command)"}}});
-          }
-          return Status::Ok();
-        } else if constexpr (std::is_same_v<E, Restarted>) {
-          for (auto& [id, m] : s.members) if (m.status == MemberStatus::kAlive) m.last_seen = now;
-          if (Generation* g = s.current()) g->join_from = now;
-          if (s.transition.grace_from != 0) s.transition.grace_from = now;
-          return Status::Ok();
-        }
-      },
-      event);
-}
-
 }  // namespace
 
 Outcome Decide(JobState state, const Event& event, double now) {
   Outcome out;
-  Status st = Apply(state, event, now, out.actions, out.created_id);
+  Status st = ApplyEvent(state, event, now, out.actions, out.created_id);
   if (!st.ok()) {
     out.status = st;
     out.actions.clear();

@@ -34,6 +34,7 @@ const char* PhaseName(Phase p) {
     case Phase::kCollecting: return "collecting";
     case Phase::kWaitingSpare: return "waiting_for_spare";
     case Phase::kTerminal: return "terminal";
+    case Phase::kFinished: return "finished";
   }
   return "unknown";
 }

@@ -1,17 +1,42 @@
 #include "lockstep/migration/state_json.h"
 
+#include <stdexcept>
+#include <utility>
+
 namespace lockstep::migration {
 
-NLOHMANN_JSON_SERIALIZE_ENUM(Role, {{Role::kRank, "rank"}, {Role::kSpare, "spare"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(MemberStatus, {{MemberStatus::kAlive, "alive"},
-                                            {MemberStatus::kDead, "dead"},
-                                            {MemberStatus::kExited, "exited"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(Phase, {{Phase::kAssembling, "assembling"},
-                                     {Phase::kRunning, "running"},
-                                     {Phase::kPausing, "pausing"},
-                                     {Phase::kCollecting, "collecting"},
-                                     {Phase::kWaitingSpare, "waiting_for_spare"},
-                                     {Phase::kTerminal, "terminal"}})
+// Enums as strings; an unknown value is an error (nlohmann's enum macro would
+// silently map it to the first value).
+template <typename E, size_t N>
+void EnumTo(nlohmann::json& j, E e, const std::pair<E, const char*> (&names)[N]) {
+  for (const auto& [v, n] : names) if (v == e) { j = n; return; }
+  j = nullptr;
+}
+template <typename E, size_t N>
+void EnumFrom(const nlohmann::json& j, E& e, const std::pair<E, const char*> (&names)[N], const char* what) {
+  if (j.is_string()) {
+    for (const auto& [v, n] : names) if (j.get<std::string>() == n) { e = v; return; }
+  }
+  throw std::invalid_argument(std::string("bad ") + what + " " + j.dump());
+}
+
+const std::pair<Role, const char*> kRoles[] = {{Role::kRank, "rank"}, {Role::kSpare, "spare"}};
+const std::pair<MemberStatus, const char*> kStatuses[] = {
+    {MemberStatus::kAlive, "alive"}, {MemberStatus::kDead, "dead"}, {MemberStatus::kExited, "exited"}};
+const std::pair<Phase, const char*> kPhases[] = {{Phase::kAssembling, "assembling"},
+                                                 {Phase::kRunning, "running"},
+                                                 {Phase::kPausing, "pausing"},
+                                                 {Phase::kCollecting, "collecting"},
+                                                 {Phase::kWaitingSpare, "waiting_for_spare"},
+                                                 {Phase::kTerminal, "terminal"},
+                                                 {Phase::kFinished, "finished"}};
+
+void to_json(nlohmann::json& j, Role e) { EnumTo(j, e, kRoles); }
+void from_json(const nlohmann::json& j, Role& e) { EnumFrom(j, e, kRoles, "role"); }
+void to_json(nlohmann::json& j, MemberStatus e) { EnumTo(j, e, kStatuses); }
+void from_json(const nlohmann::json& j, MemberStatus& e) { EnumFrom(j, e, kStatuses, "member status"); }
+void to_json(nlohmann::json& j, Phase e) { EnumTo(j, e, kPhases); }
+void from_json(const nlohmann::json& j, Phase& e) { EnumFrom(j, e, kPhases, "phase"); }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobConfig, job, world_size, heartbeat_timeout_s, report_grace_s,
                                                 join_timeout_s, spares, can_launch_spares, max_failed_launches)

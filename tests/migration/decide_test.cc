@@ -449,5 +449,159 @@ TEST_CASE("the source dies before the state reached anyone: no replica holds the
   CHECK(sim.state.terminal_reason == "no replica holds step 9: the survivors of generation 1 are at step 0 at most");
 }
 
+
+TEST_CASE("a collective error with nobody dead re-forms the same members", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(30);
+  sim.ReportErr("m1", 0, 30);
+  sim.ReportErr("m0", 0, 31);
+  sim.ReportErr("m2", 0, 30);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "m2"});
+  CHECK(sim.state.current()->src_rank == 0);
+  CHECK(sim.state.current()->resume_step == 31);
+  CHECK(sim.Plan("s0")["action"] == "wait");
+  CHECK(!sim.state.refill_active);  // no spare was used
+}
+
+TEST_CASE("the rank being migrated dies while pausing: its spare takes it, the migration is done", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(10);
+  sim.Do(MigrationRequested{1, "preemptive", "GPU XID 79"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  sim.Do(ProcessGone{"m1", "gone"});  // it failed before the pause step
+  sim.ReportErr("m0", 0, 11);
+  sim.ReportErr("m2", 0, 11);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+  CHECK(sim.state.current()->kind == "failure");
+  CHECK(sim.state.migrations[0].state == "reforming");
+  sim.BeatAll(11);
+  CHECK(sim.state.migrations[0].state == "done");
+  CHECK(sim.state.migrations[0].new_member == "s0");
+}
+
+TEST_CASE("a rank that never reaches the pause step is hung after the others paused", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(10);
+  sim.Do(MigrationRequested{2, "planned", "drain"});
+  const int64_t s = sim.state.transition.pause_at_step;
+  sim.ReportErr("m0", 0, s + 1, "pause");
+  sim.ReportErr("m2", 0, s + 1, "pause");
+  // m1 keeps heartbeating but never reports.
+  for (int i = 0; i < 9; ++i) {
+    sim.now += 0.25;
+    sim.KeepAlive(s);
+    sim.Do(Tick{});
+  }
+  CHECK(sim.state.Find("m1")->gone_cause == "hung");
+  REQUIRE(sim.All<Fence>().size() == 1);
+  // m1 died: the failure rule applies; m0 and m2 had reported, so the next generation is decided
+  // with the one spare at rank 1 and rank 2's migration pending again.
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+  CHECK(sim.state.migrations[0].state == "pending");
+}
+
+TEST_CASE("two migrations with two spares pause together at one step", "[migration]") {
+  auto sim = Formed(4, 1);
+  sim.BeatAll(5);
+  sim.Do(MigrationRequested{0, "planned", "a"});
+  REQUIRE(sim.state.phase == Phase::kPausing);  // one spare: rank 0 only
+  sim.Do(MigrationRequested{3, "planned", "b"});
+  CHECK(sim.state.migrations[1].state == "pending");
+  const int64_t s = sim.state.transition.pause_at_step;
+  for (const char* m : {"m0", "m1", "m2", "m3"}) sim.ReportErr(m, 0, s + 1, "pause");
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"s0", "m1", "m2", "m3"});
+  CHECK(sim.state.current()->src_rank == 1);  // not the rank that leaves
+  CHECK(sim.state.current()->store_port == sim.state.Find("m1")->store_port);
+  sim.BeatAll(s + 1);
+  CHECK(sim.state.migrations[0].state == "done");
+  // Rank 3's migration pauses once a spare registers.
+  sim.Register("s1", Role::kSpare);
+  CHECK(sim.state.phase == Phase::kPausing);
+  CHECK(sim.state.migrations[1].state == "pausing");
+}
+
+TEST_CASE("a process registering for a rank that died is preferred as that rank's spare", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(2);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.Register("m1-restarted", Role::kRank, 1);  // e.g. restarted by its launcher: not 409, the rank is free
+  sim.ReportErr("m0", 0, 2);
+  sim.ReportErr("m2", 0, 2);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1-restarted", "m2"});
+}
+
+TEST_CASE("a heartbeat naming a generation that does not exist is only a sign of life", "[migration]") {
+  MigrationSim sim(Config(2));
+  sim.Register("m0", Role::kRank, 0);
+  auto o = sim.Beat("m0", 0, 0, "waiting");  // before generation 0 formed
+  CHECK(o.status.ok());
+  CHECK(sim.state.Find("m0")->hb_generation == -1);
+  CHECK(HeartbeatReply(sim.state, "m0")["generation"] == -1);
+}
+
+TEST_CASE("done: members that ran every step exit without a failure; the job is finished", "[migration]") {
+  auto sim = Formed(3, 1, Config(3, 1, true));
+  sim.BeatAll(99);
+  sim.Beat("m0", 0, 100, "done");
+  sim.Do(ProcessGone{"m0", "exited with status 0"});
+  // m2 exits before its own "done" arrived: it had passed the final barrier too.
+  sim.Do(ProcessGone{"m2", "exited with status 0"});
+  CHECK(sim.state.phase == Phase::kRunning);
+  sim.Beat("m1", 0, 100, "done");
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.All<RequestSpare>().empty());
+  CHECK(sim.Notices("failure_detected").empty());
+  CHECK(sim.Notices("job_finished").size() == 1);
+  CHECK(sim.state.Find("m0")->gone_cause == "finished");
+  CHECK(sim.Plan("s0")["action"] == "exit");
+  CHECK(sim.Plan("s0")["reason"] == "the job finished");
+  CHECK(HeartbeatReply(sim.state, "s0")["directive"] == "exit");
+  // Nothing happens after that: no timeouts, no re-forms.
+  sim.Advance(60);
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.Do(MigrationRequested{0, "planned", "x"}).status.code() == ErrorCode::kConflict);
+}
+
+TEST_CASE("a restart while collecting reports gives members a fresh grace", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  // The coordinator is down for 30 s, then restarts from its file: m1 is not hung yet.
+  sim.now += 30;
+  sim.Do(Restarted{});
+  CHECK(sim.state.Alive("m1"));
+  sim.TrainFor(1.5, 4, 0);
+  CHECK(sim.state.Alive("m1"));
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0"});
+}
+
+TEST_CASE("a survivor that dies while waiting for a spare needs one too", "[migration]") {
+  auto sim = Formed(3, 0);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.phase == Phase::kWaitingSpare);
+  sim.Do(ProcessGone{"m0", "gone"});
+  CHECK(sim.state.waiting_reason == "waiting for a spare: ranks 0,2 of generation 0 need 2, 0 registered, 0 starting");
+  sim.Register("a", Role::kSpare);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+  sim.Register("b", Role::kSpare);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"a", "m1", "b"});
+  CHECK(sim.state.current()->src_rank == 1);
+  CHECK(sim.state.current()->store_port == sim.state.Find("m1")->store_port);
+}
+
 }  // namespace
 }  // namespace lockstep::migration

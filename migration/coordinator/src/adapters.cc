@@ -1,6 +1,9 @@
 #include "lockstep/coordinator/adapters.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +24,21 @@ LocalHosts::LocalHosts(std::vector<std::string> extra) : hosts_(extra.begin(), e
   for (const char* h : {"127.0.0.1", "localhost", "::1", "0.0.0.0"}) hosts_.insert(h);
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) == 0 && name[0]) hosts_.insert(name);
+  // Every address of this host's interfaces (in this network namespace).
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_addr) continue;
+      char buf[INET6_ADDRSTRLEN] = {};
+      if (a->ifa_addr->sa_family == AF_INET) {
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+      } else if (a->ifa_addr->sa_family == AF_INET6) {
+        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, buf, sizeof buf);
+      }
+      if (buf[0]) hosts_.insert(buf);
+    }
+    ::freeifaddrs(list);
+  }
 }
 
 Status LocalSignalFencer::Fence(const std::string& member, const std::string& host, int pid) {
@@ -49,12 +67,23 @@ Result<int> ShellSpareLauncher::Launch() {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  // "exec": the spare's pid is the one we reap when the command is a simple one.
-  std::string script = "exec " + command_;
+  // A simple command is exec'd, so the pid we reap is the spare's own (the one
+  // it registers with). A compound one runs under the shell's pid.
+  bool simple = command_.find_first_of(";&|\n`(){}<>") == std::string::npos;
+  std::string script = simple ? "exec " + command_ : command_;
   char sh[] = "/bin/sh", dash_c[] = "-c";
   char* argv[] = {sh, dash_c, script.data(), nullptr};
+  // The coordinator ignores SIGPIPE; the spare gets the default back.
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  ::posix_spawnattr_setsigdefault(&attr, &defaults);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data());
+  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, envp.data());
+  ::posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal(std::string("starting the spare command: posix_spawn: ") + std::strerror(rc));
   children_.insert(pid);
   return static_cast<int>(pid);

@@ -168,6 +168,7 @@ void Coordinator::Tick() {
   std::vector<m::Event> events;
   if (ports_.launcher) {
     for (const auto& e : ports_.launcher->Reap()) {
+      log::Info("spare process exited", {{"job", state_.config.job}, {"pid", std::to_string(e.pid)}, {"how", e.how}});
       for (const auto& [id, mem] : state_.members) {
         if (mem.pid == e.pid && mem.status == m::MemberStatus::kAlive && ports_.local &&
             ports_.local->Contains(mem.host)) {

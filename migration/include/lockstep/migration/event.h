@@ -25,7 +25,7 @@ struct Heartbeat {
   std::string member;
   int64_t generation = -1;
   int64_t step = 0;
-  std::string state;  // training | waiting
+  std::string state;  // training | waiting | done (ran every step; about to exit)
 };
 
 struct Report {

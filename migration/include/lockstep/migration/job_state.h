@@ -41,14 +41,14 @@ struct Member {
   // Last heartbeat.
   int64_t hb_generation = -1;
   int64_t hb_step = 0;
-  std::string hb_state;  // "training" | "waiting" | "" (none yet)
+  std::string hb_state;  // "training" | "waiting" | "done" | "" (none yet)
   // Last report (it counts for the generation it names only).
   int64_t report_generation = -1;
   int64_t report_step = 0;
   std::string report_reason;  // "error" | "pause"
   std::string report_error;
   MemberStatus status = MemberStatus::kAlive;
-  std::string gone_cause;   // dead: pid_gone | heartbeat_timeout | hung | join_timeout; exited: replaced
+  std::string gone_cause;   // dead: pid_gone | heartbeat_timeout | hung | join_timeout; exited: replaced | finished
   std::string gone_reason;  // a sentence for humans
   double gone_at = 0;
   bool fenced = false;
@@ -97,6 +97,7 @@ enum class Phase {
   kCollecting,    // the current generation failed: collecting reports
   kWaitingSpare,  // reports are in but a dead rank has no spare
   kTerminal,      // the job cannot continue (terminal_reason)
+  kFinished,      // every member of the current generation ran every step ("done")
 };
 
 // The end of the current generation being collected (kPausing, kCollecting,

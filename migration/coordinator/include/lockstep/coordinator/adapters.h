@@ -17,7 +17,8 @@
 namespace lockstep::coordinator {
 
 // True for hosts that name this machine: loopback addresses, "localhost",
-// this host's name, and `extra`.
+// this host's name, the addresses of its interfaces (this network namespace's),
+// and `extra` (--local-host: e.g. addresses inside test network namespaces).
 class LocalHosts {
  public:
   explicit LocalHosts(std::vector<std::string> extra = {});

@@ -1,0 +1,135 @@
+// The API's pure parsing and replies, and the state file's JSON (round trip,
+// damaged files, a restart from it).
+#include <catch2/catch.hpp>
+
+#include "lockstep/migration/state_json.h"
+#include "migration_sim.h"
+
+namespace lockstep::migration {
+namespace {
+
+JobConfig Config(int world) {
+  JobConfig c;
+  c.job = "api";
+  c.world_size = world;
+  return c;
+}
+
+TEST_CASE("register bodies: what is wrong is said", "[migration]") {
+  struct Row { std::string body; std::string error; };
+  for (const auto& r : std::vector<Row>{
+           {"", "register: the body is not valid JSON"},
+           {"[1]", "register: the body must be a JSON object"},
+           {R"({"role":"rank","host":"h","store_port":1,"pid":2})", "register: \"member\" is missing"},
+           {R"({"member":"","role":"rank","host":"h","store_port":1,"pid":2})", "register: \"member\" is empty"},
+           {R"({"member":"m","role":"boss","host":"h","store_port":1,"pid":2})",
+            "register: \"role\" must be \"rank\" or \"spare\" (got \"boss\")"},
+           {R"({"member":"m","role":"rank","rank":"1","host":"h","store_port":1,"pid":2})",
+            "register: \"rank\" must be an integer"},
+           {R"({"member":"m","role":"rank","host":"h","store_port":70000,"pid":2})",
+            "register: \"store_port\" must be between 1 and 65535 (got 70000)"},
+           {R"({"member":"m","role":"rank","host":"h","store_port":1})", "register: \"pid\" is missing"},
+       }) {
+    auto p = ParseRegister(r.body);
+    REQUIRE(!p.ok());
+    CHECK(p.code() == ErrorCode::kInvalidArgument);
+    CHECK(p.error().message == r.error);
+    CHECK(HttpStatus(p.error()) == 400);
+  }
+  auto ok = ParseRegister(R"({"member":"m","role":"rank","rank":3,"host":"h","store_port":1,"pid":2})");
+  REQUIRE(ok.ok());
+  CHECK(ok->rank == 3);
+  CHECK(ok->role == Role::kRank);
+}
+
+TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
+  CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"idle"})").error().message ==
+        "heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"idle\")");
+  CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":-1,"state":"training"})").error().message ==
+        "heartbeat: \"step\" must be between 0 and 9007199254740992 (got -1)");
+  CHECK(ParseReport(R"({"member":"m","generation":0,"committed_step":1,"reason":"bored"})").error().message ==
+        "report: \"reason\" must be \"error\" or \"pause\" (got \"bored\")");
+  auto rep = ParseReport(R"({"member":"m","generation":2,"committed_step":7,"reason":"error","error":"reset"})");
+  REQUIRE(rep.ok());
+  CHECK(rep->committed_step == 7);
+  CHECK(rep->error == "reset");
+  CHECK(ParseMigration(R"({"rank":1,"kind":"now"})").error().message ==
+        "migrations: \"kind\" must be \"planned\" or \"preemptive\" (got \"now\")");
+  CHECK(ParseMigration(R"({"rank":1,"kind":"planned"})")->reason == "requested through the API");
+}
+
+TEST_CASE("plan query: member parameter, URL-decoded", "[migration]") {
+  CHECK(*MemberFromQuery("member=host-1-abc") == "host-1-abc");
+  CHECK(*MemberFromQuery("x=1&member=a%2Db") == "a-b");
+  CHECK(MemberFromQuery("x=1").error().message ==
+        "plan: the query parameter \"member\" is missing (GET /v1/plan?member=ID)");
+  CHECK(!MemberFromQuery("member=").ok());
+}
+
+MigrationSim Busy() {
+  MigrationSim sim(Config(3));
+  sim.RegisterRanks(3);
+  sim.Register("s0", Role::kSpare);
+  sim.Register("s1", Role::kSpare);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  sim.ReportErr("m2", 0, 5);
+  sim.Do(MigrationRequested{2, "planned", "drain"});
+  return sim;
+}
+
+TEST_CASE("state JSON round trip keeps everything Decide needs", "[migration]") {
+  auto sim = Busy();
+  REQUIRE(sim.state.generation() == 1);
+  nlohmann::json j = StateToJson(sim.state);
+  auto back = StateFromString(j.dump());
+  REQUIRE(back.ok());
+  CHECK(StateToJson(*back) == j);
+  CHECK(j["phase"] == "running");
+  CHECK(j["generation"] == 1);
+  CHECK(j["history"][1]["cause"] == "rank 1 died (member m1): process 1001 gone");
+  CHECK(j["history"][1]["detected_at"].get<double>() > 0);
+  CHECK(j["history"][1]["decided_at"].get<double>() > 0);
+  CHECK(j["migrations"][0]["state"] == "pending");
+}
+
+TEST_CASE("damaged state files are errors, not crashes", "[migration]") {
+  auto sim = Busy();
+  nlohmann::json j = StateToJson(sim.state);
+  CHECK(StateFromString("{").error().message == "state: not valid JSON");
+  CHECK(!StateFromString("{}").ok());
+  auto bad = j;
+  bad["history"][0]["members"] = {"m0", "ghost", "m2"};
+  CHECK(StateFromString(bad.dump()).error().message == "state: generation 0 names unknown member ghost");
+  bad = j;
+  bad["history"][0]["members"] = {"m0"};
+  CHECK(StateFromString(bad.dump()).error().message == "state: generation 0 has 1 members, world size is 3");
+  bad = j;
+  bad["members"][0]["status"] = 17;
+  CHECK(!StateFromString(bad.dump()).ok());
+  bad = j;
+  bad["migrations"][0]["rank"] = 9;
+  CHECK(!StateFromString(bad.dump()).ok());
+}
+
+TEST_CASE("restart from the state file: members count as alive as of the restart", "[migration]") {
+  auto sim = Busy();
+  auto loaded = StateFromString(StateToJson(sim.state).dump());
+  REQUIRE(loaded.ok());
+  MigrationSim after(Config(3));
+  after.state = *loaded;
+  after.now = sim.now + 60;  // the coordinator was down for a minute
+  after.Do(Restarted{});
+  CHECK(after.All<Fence>().empty());
+  for (const char* m : {"m0", "s0", "m2"}) CHECK(after.state.Alive(m));
+  // The job carries on: generation 1 completes, then the pending migration pauses.
+  after.Beat("s1", -1, 0, "waiting");
+  after.BeatAll(5);
+  CHECK(after.state.current()->status == "complete");
+  CHECK(after.state.phase == Phase::kPausing);
+  CHECK(HeartbeatReply(after.state, "m2")["directive"] == "pause");
+}
+
+}  // namespace
+}  // namespace lockstep::migration

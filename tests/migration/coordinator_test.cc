@@ -1,0 +1,251 @@
+// The coordinator runtime over HTTP with fake ports and simulated time: pid
+// liveness, fencing, spare launching, the state store, restarts, bad requests.
+#include <curl/curl.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "fake_clock.h"
+#include "fake_coordinator_ports.h"
+#include "lockstep/coordinator/coordinator.h"
+#include "lockstep/migration/state_json.h"
+
+namespace lockstep::coordinator {
+namespace {
+
+using nlohmann::json;
+namespace m = lockstep::migration;
+
+size_t Collect(char* p, size_t s, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, s * n);
+  return s * n;
+}
+
+struct Reply {
+  long status = 0;
+  std::string body;
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+Reply Call(int port, const std::string& path, const std::string& post = {}, const char* method = nullptr) {
+  CURL* c = curl_easy_init();
+  Reply r;
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  if (!post.empty() || method) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.c_str());
+  if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_easy_cleanup(c);
+  return r;
+}
+
+m::JobConfig Config(int world, int spares = 0, bool launch = false) {
+  m::JobConfig c;
+  c.job = "rt";
+  c.world_size = world;
+  c.spares = spares;
+  c.can_launch_spares = launch;
+  return c;
+}
+
+// A coordinator with fakes, serving on a free port. Tick() is called by the test.
+struct Rig {
+  // `down_s`: simulated time before Begin() (a coordinator that was down).
+  explicit Rig(m::JobState initial, bool restored = false, double down_s = 0)
+      : coord(std::move(initial), restored,
+              CoordinatorPorts{&clock, &fencer, &launcher, &probe, &store, &local, &registry}) {
+    coord.AddHandlers(server);
+    REQUIRE(server.Start("127.0.0.1", 0).ok());
+    Advance(down_s);
+    coord.Begin();
+  }
+  ~Rig() { server.Stop(); }
+
+  Reply Post(const std::string& path, const json& body) { return Call(server.port(), path, body.dump()); }
+  Reply Get(const std::string& path) { return Call(server.port(), path); }
+  Reply Register(const std::string& id, const char* role, int rank, int pid) {
+    json b{{"member", id}, {"role", role}, {"host", "127.0.0.1"}, {"store_port", 30000 + pid % 1000}, {"pid", pid}};
+    if (rank >= 0) b["rank"] = rank;
+    return Post("/v1/register", b);
+  }
+  Reply Beat(const std::string& id, int64_t g, int64_t step, const char* state = "training") {
+    return Post("/v1/heartbeat", {{"member", id}, {"generation", g}, {"step", step}, {"state", state}});
+  }
+  Reply Report(const std::string& id, int64_t g, int64_t step) {
+    return Post("/v1/report", {{"member", id}, {"generation", g}, {"committed_step", step}, {"reason", "error"},
+                               {"error", "connection reset"}});
+  }
+  json Plan(const std::string& id) { return Get("/v1/plan?member=" + id).Json(); }
+  void Tick() { coord.Tick(); }
+  void Advance(double s) {
+    clock.Advance(std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(s)));
+  }
+
+  FakeClock clock;
+  FakeFencer fencer;
+  FakeLauncher launcher;
+  FakeProbe probe;
+  MemoryStateStore store;
+  LocalHosts local;
+  metrics::Registry registry;
+  HttpServer server;
+  Coordinator coord;
+};
+
+TEST_CASE("runtime: a gone pid is a crash; the hot spare takes the rank", "[migration]") {
+  Rig rig(*m::NewJob(Config(2)));
+  REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  REQUIRE(rig.Register("m1", "rank", 1, 102).status == 200);
+  REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+  CHECK(rig.Plan("m0")["action"] == "train");
+  rig.Beat("m0", 0, 7);
+  rig.Beat("m1", 0, 7);
+  rig.probe.Kill(102);
+  rig.Tick();
+  auto st = rig.coord.Snapshot();
+  CHECK(st.Find("m1")->gone_cause == "pid_gone");
+  CHECK(rig.fencer.fenced().empty());
+  REQUIRE(rig.Report("m0", 0, 7).status == 200);
+  json plan = rig.Plan("s0");
+  CHECK(plan["action"] == "train");
+  CHECK(plan["generation"] == 1);
+  CHECK(plan["rank"] == 1);
+  CHECK(plan["resume_step"] == 7);
+  CHECK(rig.Plan("m1")["action"] == "exit");
+  // The state file has generation 1; /v1/state shows its history.
+  auto saved = m::StateFromString(*rig.store.text());
+  REQUIRE(saved.ok());
+  CHECK(saved->generation() == 1);
+  json state = rig.Get("/v1/state").Json();
+  CHECK(state["history"][1]["cause"] == "rank 1 died (member m1): process 102 is gone");
+  std::string metrics = rig.Get("/metrics").body;
+  CHECK(metrics.find("lockstep_migration_failures_total{cause=\"pid_gone\"} 1") != std::string::npos);
+  CHECK(metrics.find("lockstep_migration_generation 1") != std::string::npos);
+}
+
+TEST_CASE("runtime: a silent member is fenced through the fencer", "[migration]") {
+  Rig rig(*m::NewJob(Config(2)));
+  rig.Register("m0", "rank", 0, 101);
+  rig.Register("m1", "rank", 1, 102);
+  for (int i = 0; i < 8; ++i) {
+    rig.Advance(0.25);
+    rig.Beat("m0", 0, 3);
+    rig.Tick();
+  }
+  REQUIRE(rig.fencer.fenced() == std::vector<std::string>{"m1"});
+  CHECK(rig.coord.Snapshot().phase == m::Phase::kCollecting);
+}
+
+TEST_CASE("runtime: cold spares are launched; a launch that never registers is retried", "[migration]") {
+  Rig rig(*m::NewJob(Config(2, 0, true)));
+  rig.Register("m0", "rank", 0, 101);
+  rig.Register("m1", "rank", 1, 102);
+  rig.probe.Kill(102);
+  rig.Tick();
+  rig.Report("m0", 0, 1);
+  REQUIRE(rig.launcher.launched().size() == 1);
+  rig.launcher.Exit(rig.launcher.launched()[0], "exited with status 127");
+  rig.Tick();
+  REQUIRE(rig.launcher.launched().size() == 2);
+  CHECK(rig.Plan("m0")["reason"] == "waiting for a spare: rank 1 of generation 0 need 1, 0 registered, 1 starting");
+  // The second one registers (with its launched pid) and takes rank 1.
+  int pid = rig.launcher.launched()[1];
+  REQUIRE(rig.Register("c1", "spare", -1, pid).status == 200);
+  CHECK(rig.Plan("c1")["rank"] == 1);
+  // When it exits later, the reaped pid is a member's: that member is dead.
+  rig.launcher.Exit(pid, "killed by signal 9");
+  rig.Tick();
+  CHECK(rig.coord.Snapshot().Find("c1")->gone_cause == "pid_gone");
+  CHECK(rig.launcher.launched().size() == 2);
+}
+
+TEST_CASE("runtime: restart from the saved state carries on without declaring anyone dead", "[migration]") {
+  std::string saved;
+  double before = 0;
+  {
+    Rig rig(*m::NewJob(Config(2)));
+    rig.Register("m0", "rank", 0, 101);
+    rig.Register("m1", "rank", 1, 102);
+    rig.Register("s0", "spare", -1, 103);
+    rig.Beat("m0", 0, 4);
+    rig.Beat("m1", 0, 4);
+    saved = *rig.store.text();
+    before = rig.Get("/v1/state").Json()["now"];
+  }
+  auto loaded = m::StateFromString(saved);
+  REQUIRE(loaded.ok());
+  Rig rig(*loaded, /*restored=*/true, /*down_s=*/30);
+  rig.Advance(1.0);
+  rig.Tick();
+  auto st = rig.coord.Snapshot();
+  CHECK(st.generation() == 0);
+  for (const char* id : {"m0", "m1", "s0"}) CHECK(st.Alive(id));
+  CHECK(rig.fencer.fenced().empty());
+  CHECK(rig.Get("/v1/state").Json()["now"].get<double>() > before);
+  CHECK(rig.Beat("m0", 0, 5).Json()["directive"] == "none");
+}
+
+TEST_CASE("runtime: bad requests get 400/404/409 with a message and the server keeps serving", "[migration]") {
+  Rig rig(*m::NewJob(Config(1)));
+  struct Row { std::string path; std::string body; const char* method; long status; std::string error; };
+  for (const auto& r : std::vector<Row>{
+           {"/v1/register", "{not json", nullptr, 400, "register: the body is not valid JSON"},
+           {"/v1/heartbeat", "{\"member\":1}", nullptr, 400, "heartbeat: \"member\" must be a string"},
+           {"/v1/report", std::string(1000, '['), nullptr, 400, "report: the body is not valid JSON"},
+           {"/v1/heartbeat", R"({"member":"x","generation":0,"step":0,"state":"training"})", nullptr, 404,
+            "unknown member x: register first (POST /v1/register)"},
+           {"/v1/migrations", R"({"rank":0,"kind":"planned"})", nullptr, 409,
+            "generation 0 is not formed yet; retry once it is"},
+           {"/v1/register", "", "PUT", 400, "PUT /v1/register is not supported (use POST)"},
+           {"/v1/plan?member=x", "", "POST", 400, "POST /v1/plan is not supported (use GET)"},
+       }) {
+    Reply rep = Call(rig.server.port(), r.path, r.body, r.method);
+    CHECK(rep.status == r.status);
+    CHECK(rep.Json()["error"] == r.error);
+  }
+  CHECK(rig.Get("/v1/plan").status == 400);
+  CHECK(rig.Get("/v1/plan?member=nobody").status == 404);
+  CHECK(rig.Get("/healthz").status == 200);
+  CHECK(rig.Register("m0", "rank", 0, 101).status == 200);
+  CHECK(rig.Plan("m0")["action"] == "train");
+}
+
+TEST_CASE("runtime: a failing state store is logged and training goes on", "[migration]") {
+  Rig rig(*m::NewJob(Config(1)));
+  rig.store.Fail(true);
+  CHECK(rig.Register("m0", "rank", 0, 101).status == 200);
+  CHECK(rig.Plan("m0")["action"] == "train");
+  rig.store.Fail(false);
+  rig.Register("s0", "spare", -1, 102);
+  auto saved = m::StateFromString(*rig.store.text());
+  REQUIRE(saved.ok());
+  CHECK(saved->members.size() == 2);
+}
+
+TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "[migration]") {
+  Rig rig(*m::NewJob(Config(2)));
+  rig.coord.Start();
+  rig.Register("m0", "rank", 0, 101);
+  rig.Register("m1", "rank", 1, 102);
+  rig.Register("s0", "spare", -1, 103);
+  rig.probe.Kill(102);
+  // Poll (generous limit: the machine is shared); heartbeats keep coming meanwhile.
+  bool dead = false;
+  for (int i = 0; i < 3000 && !dead; ++i) {
+    rig.Beat("m0", 0, 1);
+    dead = !rig.coord.Snapshot().Alive("m1");
+    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(dead);
+  rig.Report("m0", 0, 1);
+  CHECK(rig.Plan("s0")["rank"] == 1);
+  rig.coord.Stop();
+  CHECK(m::StateFromString(*rig.store.text())->generation() == 1);
+}
+
+}  // namespace
+}  // namespace lockstep::coordinator

@@ -1,0 +1,89 @@
+// Fakes of the migration coordinator's ports (lockstep/coordinator/ports.h):
+// a fencer and a spare launcher that record calls, a process probe whose
+// gone pids the test sets, a state store in memory. Thread-safe (the
+// coordinator's tick thread may call them).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "lockstep/coordinator/ports.h"
+
+namespace lockstep::coordinator {
+
+class FakeFencer final : public Fencer {
+ public:
+  Status Fence(const std::string& member, const std::string&, int) override {
+    std::lock_guard l(mu_);
+    fenced_.push_back(member);
+    return Status::Ok();
+  }
+  std::vector<std::string> fenced() const { std::lock_guard l(mu_); return fenced_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> fenced_;
+};
+
+class FakeLauncher final : public SpareLauncher {
+ public:
+  Result<int> Launch() override {
+    std::lock_guard l(mu_);
+    int pid = next_pid_++;
+    launched_.push_back(pid);
+    return pid;
+  }
+  std::vector<Exited> Reap() override {
+    std::lock_guard l(mu_);
+    return std::exchange(exited_, {});
+  }
+  void Exit(int pid, std::string how) { std::lock_guard l(mu_); exited_.push_back({pid, std::move(how)}); }
+  std::vector<int> launched() const { std::lock_guard l(mu_); return launched_; }
+
+ private:
+  mutable std::mutex mu_;
+  int next_pid_ = 7000;
+  std::vector<int> launched_;
+  std::vector<Exited> exited_;
+};
+
+class FakeProbe final : public ProcessProbe {
+ public:
+  std::optional<std::string> Gone(int pid) override {
+    std::lock_guard l(mu_);
+    if (gone_.count(pid)) return std::string("is gone");
+    return std::nullopt;
+  }
+  void Kill(int pid) { std::lock_guard l(mu_); gone_.insert(pid); }
+
+ private:
+  std::mutex mu_;
+  std::set<int> gone_;
+};
+
+class MemoryStateStore final : public StateStore {
+ public:
+  Status Save(const std::string& text) override {
+    std::lock_guard l(mu_);
+    if (fail_) return Unavailable("disk full");
+    text_ = text;
+    ++saves_;
+    return Status::Ok();
+  }
+  Result<std::optional<std::string>> Load() override {
+    std::lock_guard l(mu_);
+    return text_;
+  }
+  std::optional<std::string> text() const { std::lock_guard l(mu_); return text_; }
+  int saves() const { std::lock_guard l(mu_); return saves_; }
+  void Fail(bool f) { std::lock_guard l(mu_); fail_ = f; }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<std::string> text_;
+  int saves_ = 0;
+  bool fail_ = false;
+};
+
+}  // namespace lockstep::coordinator
