@@ -22,7 +22,7 @@ class Heartbeat:
         self.member = member
         self.interval = interval
         self._lock = threading.Lock()
-        self._generation = 0          # guarded by _lock
+        self._generation = -1         # guarded by _lock; -1: not in a generation yet
         self._step = 0                # guarded by _lock
         self._state = "waiting"       # guarded by _lock
         self._directive = None        # guarded by _lock: last Directive of the current generation

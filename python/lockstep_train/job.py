@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import time
+import types
 import urllib.parse
 
 import torch
@@ -37,6 +38,11 @@ class Exit(SystemExit):
     def __init__(self, reason):
         super().__init__(0)
         self.reason = reason
+
+
+class JobFailed(RuntimeError):
+    """Raised out of job.steps() when the coordinator declared the job failed (terminal,
+    e.g. "no replica holds step s"): the process should exit non-zero."""
 
 
 class JoinError(RuntimeError):
@@ -100,13 +106,15 @@ class Job:
         self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb)
         if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
             inner = optimizer.step
+            job = self
 
-            def step(*args, **kwargs):
+            def step(opt, *args, **kwargs):
                 out = inner(*args, **kwargs)
-                self._applied = True   # the step is committed once optimizer.step() returned
+                job._applied = True   # the step is committed once optimizer.step() returned
                 return out
             step._lockstep_wrapped = True
-            optimizer.step = step
+            # A bound method, as LR schedulers expect when they wrap optimizer.step in turn.
+            optimizer.step = types.MethodType(step, optimizer)
 
     def steps(self, total):
         """Yield the step numbers to run, from the committed step to total-1. Forms and
@@ -121,9 +129,10 @@ class Job:
                 self._finish()
                 return
             d = self.heartbeat.directive()
-            if d is not None and d.kind == "exit":
-                self._leave("pause", None)
-                continue
+            if d is not None and d.kind == "exit":   # replaced or fenced: leave at once
+                self._emit("exit", reason="exit directive")
+                self.close()
+                raise Exit("the coordinator replaced this member")
             if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
                 self._emit("pause", pause_at_step=d.pause_at_step)
                 self._leave("pause", None)
@@ -185,14 +194,8 @@ class Job:
 
     def _free_group(self):
         if dist.is_initialized():
-            pg = dist.distributed_c10d._get_default_group()
-            abort = getattr(pg, "abort", None)
-            if self.backend == "nccl" and abort is not None:
-                try:
-                    abort()   # NCCL: without an abort the communicator can block forever
-                except Exception as e:
-                    log.warning("lockstep: aborting the NCCL group failed: %r", e)
-            del pg, abort
+            if self.backend == "nccl":
+                _abort_nccl()   # NCCL: without an abort the communicator can block forever
             try:
                 dist.destroy_process_group()
             except Exception as e:
@@ -245,8 +248,10 @@ class Job:
             try:
                 status, reply = self.client.plan(self.member)
             except Unavailable as e:
+                status, reply = None, str(e)
+            if status is None or status >= 500:   # down, restarting, overloaded: retry
                 if time.monotonic() - last_log > WAIT_LOG_S:
-                    log.warning("lockstep: waiting for the coordinator: %s", e)
+                    log.warning("lockstep: waiting for the coordinator: %s", reply)
                     last_log = time.monotonic()
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -264,12 +269,15 @@ class Job:
             if plan.action == "exit":
                 self._emit("exit", reason=plan.reason)
                 self.close()
+                if plan.reason.startswith("the job failed"):
+                    raise JobFailed("lockstep: " + plan.reason)
                 raise Exit(plan.reason)
             if plan.action == "train" and plan.generation > self.generation:
                 return plan
             if time.monotonic() - last_log > WAIT_LOG_S:
                 why = plan.reason or "waiting for the next generation"
-                log.warning("lockstep: %s", why)
+                # A spare in the pool waits by design; a rank that trained waits for help.
+                log.log(logging.WARNING if self.generation >= 0 else logging.INFO, "lockstep: %s", why)
                 self._emit("waiting", reason=why)
                 last_log = time.monotonic()
             time.sleep(POLL_S)
@@ -361,6 +369,22 @@ class Job:
         self._emit("finished")
 
 
+def _abort_nccl():
+    """Abort the default group's NCCL communicators (torch 2.x APIs, whichever exists)."""
+    c10d = dist.distributed_c10d
+    try:
+        if hasattr(c10d, "_abort_process_group"):          # torch >= 2.4
+            c10d._abort_process_group()
+            return
+        pg = c10d._get_default_group()
+        backend = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
+        abort = getattr(backend, "abort", None) or getattr(backend, "_shutdown", None)
+        if abort is not None:
+            abort()
+    except Exception as e:
+        log.warning("lockstep: aborting the NCCL group failed: %r", e)
+
+
 def _local_address(coordinator):
     """The local address a peer would use to reach us (the route to the coordinator)."""
     u = urllib.parse.urlsplit(coordinator)
@@ -381,12 +405,20 @@ def seed(step, rank):
 
 
 def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
-         hang_timeout=10.0, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
+         hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
          host=None, heartbeat_interval=0.25):
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned)."""
     global _seed_base
     settings = settings_from(os.environ, coordinator, role, rank, world_size)
+    if hang_timeout is None:
+        try:
+            hang_timeout = float(os.environ.get("LOCKSTEP_HANG_TIMEOUT") or 10.0)
+        except ValueError:
+            raise ValueError("lockstep_train.join: LOCKSTEP_HANG_TIMEOUT must be seconds (got %r)"
+                             % os.environ.get("LOCKSTEP_HANG_TIMEOUT"))
+    if hang_timeout <= 0:
+        raise ValueError("lockstep_train.join: hang_timeout must be > 0 (got %r)" % hang_timeout)
     if seed is not None:
         _seed_base = int(seed)
     host = host or os.environ.get("LOCKSTEP_HOST") or _local_address(settings.coordinator)

@@ -102,7 +102,7 @@ def parse_directive(obj) -> Directive:
     """A directive from the decoded JSON reply of POST /v1/heartbeat."""
     if not isinstance(obj, dict):
         raise ProtocolError("heartbeat reply: expected a JSON object (got %s)" % type(obj).__name__)
-    gen = _int(obj, "generation", "heartbeat reply")
+    gen = _int(obj, "generation", "heartbeat reply", minimum=-1)   # -1: before generation 0
     kind = obj.get("directive", "none") or "none"
     if kind not in DIRECTIVES:
         raise ProtocolError("heartbeat reply: directive must be one of %s (got %r)"

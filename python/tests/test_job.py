@@ -87,6 +87,51 @@ class JobTest(unittest.TestCase):
         self.assertEqual([r[2]["reason"] for r in reports], ["error", "error"])
         self.assertEqual(reports[0][2]["committed_step"], 1)
 
+    def test_a_failure_after_optimizer_step_commits_the_step(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        model = nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        job.track(model, opt)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)   # wraps opt.step again
+        ran = []
+        for step in job.steps(4):
+            with job.step_guard():
+                ran.append(step)
+                model(torch.ones(1, 2)).sum().backward()
+                job.all_reduce_gradients()
+                opt.step()
+                opt.zero_grad()
+                sched.step()
+                if step == 1 and ran.count(1) == 1:
+                    raise RuntimeError("a logging all_reduce failed after the optimizer step")
+        self.assertEqual(ran, [0, 1, 2, 3])       # step 1 was applied, so it is not replayed
+        reports = [r[2] for r in self.fake.requests if r[1] == "/v1/report"]
+        self.assertEqual([(r["reason"], r["committed_step"]) for r in reports], [("error", 2)])
+        self.assertEqual(opt.param_groups[0]["lr"], 0.1 * 0.5 ** 4)
+
+    def test_exit_directive_leaves_with_status_zero(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        model = nn.Linear(2, 2)
+        job.track(model, None)
+        ran = []
+        with self.assertRaises(ls.Exit) as cm:
+            for step in job.steps(1000):
+                ran.append(step)
+                if step == 2:
+                    self.fake.directive = {"directive": "exit"}
+                    job.heartbeat.beat()
+        self.assertEqual(cm.exception.code, 0)
+        self.assertEqual(ran, [0, 1, 2])
+
+    def test_a_failed_job_raises_job_failed(self):
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        job.track(nn.Linear(2, 2), None)
+        self.fake.plan = lambda member: (200, {"generation": 2, "action": "exit",
+                                               "reason": "the job failed: no replica holds step 7"})
+        with self.assertRaisesRegex(ls.JobFailed, "no replica holds step 7"):
+            for _ in job.steps(3):
+                pass
+
     def test_user_errors_are_not_swallowed(self):
         self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
         model = nn.Linear(2, 2)
@@ -106,6 +151,9 @@ class JobTest(unittest.TestCase):
     def test_pause_directive_is_picked_up_for_the_current_generation(self):
         self.fake.directive = {"directive": "pause", "pause_at_step": 9}
         hb = Heartbeat(CoordinatorClient(self.fake.url), "m")
+        hb.beat()
+        self.assertIsNone(hb.directive())   # not for this member's generation (-1: none yet)
+        hb.update(generation=0)
         hb.beat()
         self.assertEqual((hb.directive().kind, hb.directive().pause_at_step), ("pause", 9))
         hb.update(generation=1)            # a new generation forgets the old directive

@@ -17,7 +17,7 @@ from support.cluster import WORKER, Cluster  # noqa: E402
 WORLD = 3
 STEPS = 40
 HOLD_AT = 5          # the faulty rank stops inside this step (before its gradient all-reduce)
-COORD_ARGS = ["--heartbeat-timeout", "1s", "--report-grace", "2s", "--join-timeout", "20s",
+COORD_ARGS = ["--heartbeat-timeout", "3s", "--report-grace", "3s", "--join-timeout", "20s",
               "--fence", "local", "--spares", "0"]
 
 
@@ -65,8 +65,12 @@ class MigrationTest(unittest.TestCase):
         self.c.stop()
 
     # -- helpers ----------------------------------------------------------------------------
-    def start_ranks(self, victim, **kw):
-        return [self.c.start("rank", r, hold=(r == victim), hold_at=HOLD_AT, **kw) for r in range(WORLD)]
+    def start_ranks(self, victim, hold_at=HOLD_AT, **kw):
+        return [self.c.start("rank", r, hold=(r == victim), hold_at=hold_at, **kw) for r in range(WORLD)]
+
+    def committed(self, idx):
+        steps = [e["step"] for e in self.c.of(idx, "committed")]
+        return steps[-1] if steps else 0
 
     def registered(self, idx):
         self.c.wait_for(lambda: self.c.of(idx, "registered"), "worker %d to register" % idx)
@@ -117,20 +121,41 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
     def test_planned_migration_moves_a_rank_at_a_step_boundary(self):
+        self.migrate("planned")
+
+    def test_preemptive_migration_moves_a_rank_at_a_step_boundary(self):
+        self.migrate("preemptive")
+
+    def migrate(self, kind):
         ranks = self.start_ranks(victim=None, step_sleep=0.05)
         spare = self.c.start("spare")
         self.registered(spare)
         self.c.wait_for(lambda: self.c.of(ranks[1], "committed"), "rank 1 to commit a step")
-        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 1, "kind": "planned", "reason": "drain"})
+        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 1, "kind": kind, "reason": "test"})
         self.assertEqual(status, 202, reply)
         self.assert_completed([ranks[0], ranks[2]], spare, 1)
         self.c.wait_exit([ranks[1]])
         self.assertEqual(self.c.procs[ranks[1]].returncode, 0, self.c.dump())
-        self.assertTrue(self.c.of(ranks[1], "exit"), "the drained rank must leave through the exit plan")
+        self.assertTrue(self.c.of(ranks[1], "exit"), "the moved rank must leave through the exit plan")
+        pauses = {e["pause_at_step"] for i in ranks for e in self.c.of(i, "pause")}
+        self.assertEqual(len(pauses), 1, "every rank pauses at the same step")
         left = [e["step"] for e in self.c.of(ranks[1], "committed")]
         self.assertEqual(self.c.of(spare, "committed")[0]["step"], left[-1] + 1)
         status, migs = self.c.http("GET", "/v1/migrations")
         self.assertEqual([m["state"] for m in migs], ["done"], migs)
+
+    def test_training_goes_on_while_the_coordinator_is_down_and_a_restarted_one_recovers_a_crash(self):
+        ranks = self.start_ranks(victim=1, hold_at=25, step_sleep=0.05)
+        spare = self.c.start("spare")
+        self.registered(spare)
+        self.c.wait_for(lambda: self.committed(ranks[0]) >= 3, "rank 0 to commit 3 steps")
+        self.c.kill_coordinator()
+        at_kill = self.committed(ranks[0])
+        self.c.wait_for(lambda: self.committed(ranks[0]) >= at_kill + 5, "steps while the coordinator is down")
+        self.c.wait_for(lambda: self.c.of(ranks[1], "holding"), "rank 1 to reach step 25")
+        self.c.start_coordinator(self.c.port)   # same address, state from the state file
+        self.c.signal(ranks[1], signal.SIGKILL)
+        self.assert_completed([ranks[0], ranks[2]], spare, 1)
 
     def test_no_spare_waits_then_a_late_spare_takes_over(self):
         ranks = self.start_ranks(victim=2)

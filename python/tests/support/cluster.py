@@ -26,15 +26,31 @@ class Cluster:
         self.events = []            # (proc index, event dict)
         self.procs = []             # Popen
         self.readers = []           # one reader thread per worker
+        self.binary, self.coordinator_args = binary, list(coordinator_args)
+        self.coord = None
+        self.start_coordinator("0")
+        with open(os.path.join(self.dir, "port")) as f:
+            self.port = f.read().strip()
+        self.url = "http://127.0.0.1:%s" % self.port
+
+    def start_coordinator(self, port):
+        """(Re)start the coordinator on `port` ("0": any) with this cluster's state file."""
         port_file = os.path.join(self.dir, "port")
-        self.coord = subprocess.Popen(
-            [binary, "--job", "pylib-test", "--world-size", str(world_size), "--listen", "127.0.0.1:0",
-             "--port-file", port_file, "--state-file", os.path.join(self.dir, "state.json"),
-             "--log-level", "info", *coordinator_args],
-            stdout=open(os.path.join(self.dir, "coordinator.log"), "w"), stderr=subprocess.STDOUT)
-        self.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(),
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        with open(os.path.join(self.dir, "coordinator.log"), "a") as log:
+            self.coord = subprocess.Popen(
+                [self.binary, "--job", "pylib-test", "--world-size", str(self.world_size),
+                 "--listen", "127.0.0.1:" + port, "--port-file", port_file,
+                 "--state-file", os.path.join(self.dir, "state.json"), "--log-level", "info",
+                 *self.coordinator_args], stdout=log, stderr=subprocess.STDOUT)
+        self.wait_for(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0,
                       "the coordinator's port file")
-        self.url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+    def kill_coordinator(self):
+        self.coord.kill()
+        self.coord.wait()
+        self.coord = None
 
     def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1):
         env = dict(os.environ, LOCKSTEP_COORDINATOR=self.url, LOCKSTEP_ROLE=role,
@@ -44,10 +60,10 @@ class Cluster:
             env["LOCKSTEP_RANK"] = str(rank)
         if hold:
             env["LOCKSTEP_TEST_HOLD"] = "1"
-        log = open(os.path.join(self.dir, "worker%d.err" % len(self.procs)), "w")
-        p = subprocess.Popen([sys.executable, WORKER, "--steps", str(steps), "--step-sleep", str(step_sleep),
-                              "--hold-at", str(hold_at)], env=env, stdout=subprocess.PIPE, stderr=log,
-                             text=True)
+        with open(os.path.join(self.dir, "worker%d.err" % len(self.procs)), "w") as log:
+            p = subprocess.Popen([sys.executable, WORKER, "--steps", str(steps), "--step-sleep",
+                                  str(step_sleep), "--hold-at", str(hold_at)], env=env,
+                                 stdout=subprocess.PIPE, stderr=log, text=True)
         idx = len(self.procs)
         self.procs.append(p)
         t = threading.Thread(target=self._read, args=(idx, p), daemon=True)
@@ -74,11 +90,10 @@ class Cluster:
             v = pred()
             if v:
                 return v
-            if self.coord.poll() is not None:
+            if self.coord is not None and self.coord.poll() is not None:
                 raise AssertionError("the coordinator exited (%s) while waiting for %s; log:\n%s"
                                      % (self.coord.returncode, what, self.log()))
             time.sleep(0.02)
-        open("/tmp/pylib_dump.txt", "w").write(self.dump())
         raise AssertionError("gave up waiting for %s; events:\n%s" % (what, self.dump()))
 
     def wait_exit(self, indexes):
@@ -101,7 +116,8 @@ class Cluster:
 
     def log(self):
         try:
-            return open(os.path.join(self.dir, "coordinator.log")).read()[-4000:]
+            with open(os.path.join(self.dir, "coordinator.log")) as f:
+                return f.read()[-4000:]
         except OSError:
             return ""
 
@@ -111,8 +127,8 @@ class Cluster:
         errs = []
         for i in range(len(self.procs)):
             try:
-                errs.append("worker %d stderr:\n%s" % (i, open(os.path.join(self.dir, "worker%d.err" % i))
-                                                      .read()[-2000:]))
+                with open(os.path.join(self.dir, "worker%d.err" % i)) as f:
+                    errs.append("worker %d stderr:\n%s" % (i, f.read()[-2000:]))
             except OSError:
                 pass
         return "\n".join(lines[-80:] + errs) + "\ncoordinator:\n" + self.log()
@@ -120,7 +136,7 @@ class Cluster:
     def stop(self):
         """Kill every process this cluster started (SIGCONT first: a stopped one cannot die)."""
         for p in self.procs + [self.coord]:
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 try:
                     os.kill(p.pid, signal.SIGCONT)
                     p.kill()

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
-IN, HID, OUT, BATCH = 16, 64, 8, 8
+IN, HID, OUT, BATCH = 16, 64, 8, 8   # --hidden H: the benchmark's H-2H-H-H model instead
 
 
 def emit(ev, **fields):
@@ -32,6 +32,35 @@ def build():
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT))
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def set_hidden(h):
+    """The spike's model: Linear(h,2h)-ReLU-Linear(2h,h)-ReLU-Linear(h,h) (5.25M params at 1024)."""
+    global IN, HID, OUT, BATCH, build
+
+    def build_big():
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Linear(h, 2 * h), nn.ReLU(), nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, h))
+        return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+    IN, OUT, BATCH, build = h, h, 16, build_big
+
+
+class StepTimer:
+    """Median time from one step's start to the next one's (everything the loop and the
+    library do per step), skipping the first `warmup` steps."""
+
+    def __init__(self, warmup=3):
+        self.warmup, self.times, self.last = warmup, [], None
+
+    def tick(self, step):
+        now = time.perf_counter()
+        if self.last is not None and step > self.warmup:
+            self.times.append(now - self.last)
+        self.last = now
+
+    def median(self):
+        ts = sorted(self.times)
+        return ts[len(ts) // 2] if ts else None
 
 
 def batch(step, rank):
@@ -50,12 +79,15 @@ def run_ddp(a):
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     model, opt = build()
     ddp = nn.parallel.DistributedDataParallel(model)
+    timer = StepTimer()
     for step in range(a.steps):
+        timer.tick(step)
         x, y = batch(step, rank)
         nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
         opt.zero_grad()
-    emit("end", rank=rank, step=a.steps, hash=digest(model))
+    timer.tick(a.steps)
+    emit("end", rank=rank, step=a.steps, hash=digest(model), median_step_s=timer.median())
     dist.destroy_process_group()
 
 
@@ -65,7 +97,9 @@ def run_lockstep(a):
     model, opt = build()
     job.track(model, opt)
     hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
+    timer = StepTimer()
     for step in job.steps(a.steps):
+        timer.tick(step)
         with job.step_guard():
             x, y = batch(step, job.rank)
             nn.functional.mse_loss(model(x), y).backward()
@@ -76,13 +110,12 @@ def run_lockstep(a):
             job.all_reduce_gradients()
             opt.step()
             opt.zero_grad()
-        if not job.failed:
+        if not job.failed and not a.hidden:
             emit("committed", rank=job.rank, step=step + 1, generation=job.generation)
             time.sleep(a.step_sleep)
-    emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model))
-    # Interpreter exit with torch loaded takes ~1 s here; a coordinator without the "done"
-    # heartbeat state (docs/migration.md "Finished") would take that for a hang and fence.
-    os._exit(0)
+    timer.tick(a.steps)
+    emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
+         median_step_s=timer.median())
 
 
 def main():
@@ -92,7 +125,10 @@ def main():
     ap.add_argument("--step-sleep", type=float, default=0.0)
     ap.add_argument("--hold-at", type=int, default=-1)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--hidden", type=int, default=0)
     a = ap.parse_args()
+    if a.hidden:
+        set_hidden(a.hidden)
     torch.set_num_threads(1)
     emit("started", role=os.environ.get("LOCKSTEP_ROLE", "rank"))
     if a.mode == "ddp":
