@@ -1,0 +1,141 @@
+#include "migration_report.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace lockstep::bench::migration {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json Opt(const std::optional<double>& v, int digits = 3) {
+  if (!v) return nullptr;
+  const double k = std::pow(10.0, digits);
+  return std::round(*v * k) / k;
+}
+
+std::string Num(const ordered_json& v, const char* fmt = "%.2f") {
+  if (v.is_null()) return "-";
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "NO";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, v.get<double>());
+  return b;
+}
+
+std::string Row(const std::vector<std::string>& cells, const std::vector<int>& widths) {
+  std::string s;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string c = cells[i];
+    if (c.size() < size_t(widths[i])) c += std::string(size_t(widths[i]) - c.size(), ' ');
+    s += c + "  ";
+  }
+  return s + "\n";
+}
+
+const ArmResult* Find(const std::vector<ArmResult>& arms, const std::string& name) {
+  for (const auto& a : arms) {
+    if (a.arm == name && a.ran) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long long params, const std::string& uptime) {
+  const ArmResult* ddp = Find(arms, "ddp");
+  const ArmResult* ls_ref = Find(arms, "lockstep_ref");
+  ordered_json out;
+  out["benchmark"] = "migration";
+  out["world_size"] = o.world_size;
+  out["params"] = params;
+  out["steps"] = o.steps;
+  out["hidden"] = o.hidden;
+  out["batch"] = o.batch;
+  out["checkpoint_every"] = o.checkpoint_every;
+  out["hang_s"] = o.hang_s;
+  out["heartbeat_timeout_s"] = o.heartbeat_timeout_s;
+  ordered_json sched = ordered_json::array();
+  for (const auto& f : o.faults) sched.push_back({{"kind", f.kind}, {"rank", f.rank}, {"step", f.step}});
+  out["schedule"] = sched;
+  out["uptime"] = uptime;
+  ordered_json js = ordered_json::object();
+  for (const auto& a : arms) {
+    ordered_json j;
+    j["ran"] = a.ran;
+    if (!a.ran) {
+      j["note"] = a.note;
+      js[a.arm] = j;
+      continue;
+    }
+    const ArmScore& s = a.score;
+    j["completed"] = a.completed;
+    j["detect_s"] = ToJson(s.detect_s);
+    j["recover_s"] = ToJson(s.recover_s);
+    j["lost_steps"] = s.lost_steps;
+    j["healthy_restarts"] = s.healthy_restarts;
+    j["step_ms"] = s.step_s ? Opt(*s.step_s * 1000, 1) : ordered_json(nullptr);
+    j["overhead_percent"] = Opt(OverheadPercent(s.step_s, ddp ? ddp->score.step_s : std::nullopt), 2);
+    j["total_s"] = Opt(a.total_s, 1);
+    // The reference: plain DDP, or for the lockstep arms the library's own
+    // fault-free run when it ran (see docs/benchmarks.md "migration").
+    const bool lockstep = a.arm.rfind("lockstep_", 0) == 0;
+    const ArmResult* ref = lockstep && ls_ref && a.arm != "lockstep_ref" ? ls_ref : ddp;
+    j["reference"] = ref ? ordered_json(ref->arm) : ordered_json(nullptr);
+    j["bit_identical"] = ref && ref->sha256 && a.sha256 ? ordered_json(*ref->sha256 == *a.sha256) : ordered_json(nullptr);
+    j["equals_ddp"] = ddp && ddp->sha256 && a.sha256 ? ordered_json(*ddp->sha256 == *a.sha256) : ordered_json(nullptr);
+    j["sha256"] = a.sha256 ? ordered_json(*a.sha256) : ordered_json(nullptr);
+    j["final_step"] = s.final_step;
+    j["step_went_back"] = s.step_went_back;
+    ordered_json fs = ordered_json::array();
+    for (const auto& f : s.faults) {
+      fs.push_back({{"kind", f.fault.kind},
+                    {"rank", f.fault.rank},
+                    {"t", Opt(f.fault.t, 3)},
+                    {"target_step", f.target_step},
+                    {"detect_s", Opt(f.detect_s)},
+                    {"recover_s", Opt(f.recover_s)},
+                    {"note", f.fault.note}});
+    }
+    j["faults"] = fs;
+    if (!a.note.empty()) j["note"] = a.note;
+    js[a.arm] = j;
+  }
+  out["arms"] = js;
+  return out;
+}
+
+std::string Table(const ordered_json& summary) {
+  const std::vector<int> w = {18, 9, 12, 12, 5, 8, 8, 9, 8, 14};
+  std::string out = Row({"arm", "completed", "detect s", "recover s", "lost", "healthy", "step ms", "overhead", "total s",
+                         "bit-identical"},
+                        w);
+  out += Row({"", "", "p50/max", "p50/max", "steps", "restarts", "", "%", "", "(reference)"}, w);
+  for (const auto& [name, a] : summary["arms"].items()) {
+    if (!a["ran"].get<bool>()) {
+      out += Row({name, "not run: " + a.value("note", "")}, {18, 0});
+      continue;
+    }
+    out += Row({name, Num(a["completed"]), Num(a["detect_s"]["p50"]) + "/" + Num(a["detect_s"]["max"]),
+                Num(a["recover_s"]["p50"]) + "/" + Num(a["recover_s"]["max"]), Num(a["lost_steps"]),
+                Num(a["healthy_restarts"]), Num(a["step_ms"], "%.1f"), Num(a["overhead_percent"], "%.1f"),
+                Num(a["total_s"], "%.1f"),
+                Num(a["bit_identical"]) + (a["reference"].is_null() ? "" : " (" + a["reference"].get<std::string>() + ")")},
+               w);
+  }
+  out += "\nfaults (detect: fault -> the job noticed; recover: fault -> every rank committed a step >= target;\n"
+         "planned/preemptive under Lockstep: from the paused step boundary):\n";
+  for (const auto& [name, a] : summary["arms"].items()) {
+    if (!a["ran"].get<bool>()) continue;
+    if (a.contains("note")) out += "  " + name + ": " + a["note"].get<std::string>() + "\n";
+    for (const auto& f : a["faults"]) {
+      out += "  " + name + ": " + f["kind"].get<std::string>() + " rank " + std::to_string(f["rank"].get<int>()) +
+             " (target step " + std::to_string(f["target_step"].get<int>()) + "): detect " + Num(f["detect_s"]) +
+             " s, recover " + Num(f["recover_s"]) + " s" +
+             (f["note"].get<std::string>().empty() ? "" : " (" + f["note"].get<std::string>() + ")") + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::bench::migration

@@ -1,0 +1,164 @@
+#include "migration_score.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace lockstep::bench::migration {
+namespace {
+
+int IntOr(const nlohmann::json& j, const char* k, int dflt) {
+  return j.contains(k) && j[k].is_number_integer() ? j[k].get<int>() : dflt;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Highest step index committed by any rank at or before t (-1: none).
+int HighestCommittedAt(const std::vector<Commit>& commits, double t) {
+  int best = -1;
+  for (const auto& c : commits) {
+    if (c.t <= t) best = std::max(best, c.step);
+  }
+  return best;
+}
+
+// When every rank 0..world-1 has committed a step >= target after t.
+std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, double t, int target, int world) {
+  std::vector<std::optional<double>> first(static_cast<size_t>(world));
+  for (const auto& c : commits) {
+    if (c.rank < 0 || c.rank >= world || c.t <= t || c.step < target) continue;
+    auto& f = first[size_t(c.rank)];
+    if (!f || c.t < *f) f = c.t;
+  }
+  double worst = t;
+  for (const auto& f : first) {
+    if (!f) return std::nullopt;
+    worst = std::max(worst, *f);
+  }
+  return worst;
+}
+
+}  // namespace
+
+WorkloadLog ParseWorkloadLog(const std::string& text) {
+  WorkloadLog out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string() ||
+        !j.contains("t") || !j["t"].is_number()) {
+      ++out.bad_lines;
+      continue;
+    }
+    const std::string ev = j["event"];
+    const double t = j["t"].get<double>();
+    if (ev == "step") {
+      out.commits.push_back({IntOr(j, "rank", -1), IntOr(j, "step", -1), IntOr(j, "pid", 0), t});
+    } else {
+      out.events.push_back({ev, IntOr(j, "rank", -1), IntOr(j, "step", -1), IntOr(j, "pid", 0), t, j});
+    }
+  }
+  std::stable_sort(out.commits.begin(), out.commits.end(), [](const Commit& a, const Commit& b) { return a.t < b.t; });
+  std::stable_sort(out.events.begin(), out.events.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
+  return out;
+}
+
+Stat Summarize(std::vector<double> v) {
+  if (v.empty()) return {};
+  const double mx = *std::max_element(v.begin(), v.end());
+  return {Median(std::move(v)), mx};
+}
+
+ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size) {
+  ArmScore s;
+  s.world_size = world_size;
+  std::vector<double> detects, recovers;
+  std::vector<std::pair<double, double>> windows;  // fault -> recovered (or +inf)
+  for (auto& f : faults) {
+    FaultScore fs;
+    fs.fault = f;
+    fs.target_step = f.target_step ? *f.target_step : HighestCommittedAt(log.commits, f.t) + 1;
+    if (f.detected_t) {
+      fs.detect_s = *f.detected_t - f.t;
+      detects.push_back(*fs.detect_s);
+    }
+    const auto done = AllCommittedAfter(log.commits, f.t, fs.target_step, world_size);
+    if (done) {
+      fs.recover_s = *done - f.t;
+      recovers.push_back(*fs.recover_s);
+    }
+    windows.push_back({f.t, done ? *done : 1e300});
+    s.faults.push_back(fs);
+  }
+  s.detect_s = Summarize(detects);
+  s.recover_s = Summarize(recovers);
+
+  // Per rank, in time order: recomputed committed steps and pid changes.
+  std::map<int, std::vector<const Commit*>> by_rank;
+  for (const auto& c : log.commits) {
+    if (c.rank >= 0 && c.rank < world_size) by_rank[c.rank].push_back(&c);
+  }
+  std::vector<bool> used(faults.size(), false);
+  for (auto& [rank, cs] : by_rank) {
+    int high = -1, lost = 0, pid = cs.front()->pid;
+    for (const Commit* c : cs) {
+      if (c->step <= high) {
+        ++lost;
+        s.step_went_back = true;
+      }
+      high = std::max(high, c->step);
+      if (c->pid != pid) {
+        bool explained = false;
+        for (size_t i = 0; i < faults.size() && !explained; ++i) {
+          if (!used[i] && faults[i].rank == rank && faults[i].t <= c->t) explained = used[i] = true;
+        }
+        if (!explained) ++s.healthy_restarts;
+        pid = c->pid;
+      }
+    }
+    s.lost_steps = std::max(s.lost_steps, lost);
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (!by_rank.count(r)) {
+      s.final_step = -1;
+      break;
+    }
+    int high = -1;
+    for (const Commit* c : by_rank[r]) high = std::max(high, c->step);
+    s.final_step = r == 0 ? high : std::min(s.final_step, high);
+  }
+
+  // Steady state: rank 0's consecutive steps by one process, outside fault windows.
+  std::vector<double> dts;
+  const auto& r0 = by_rank[0];
+  for (size_t i = 1; i < r0.size(); ++i) {
+    const Commit& a = *r0[i - 1];
+    const Commit& b = *r0[i];
+    if (b.step != a.step + 1 || b.pid != a.pid) continue;
+    bool in_fault = false;
+    for (const auto& [from, to] : windows) in_fault = in_fault || (b.t > from && a.t < to);
+    if (!in_fault) dts.push_back(b.t - a.t);
+  }
+  if (!dts.empty()) s.step_s = Median(dts);
+  return s;
+}
+
+std::optional<double> OverheadPercent(const std::optional<double>& arm, const std::optional<double>& reference) {
+  if (!arm || !reference || *reference <= 0) return std::nullopt;
+  return (*arm / *reference - 1) * 100;
+}
+
+nlohmann::ordered_json ToJson(const Stat& s) {
+  nlohmann::ordered_json j;
+  j["p50"] = s.p50 ? nlohmann::ordered_json(*s.p50) : nlohmann::ordered_json(nullptr);
+  j["max"] = s.max ? nlohmann::ordered_json(*s.max) : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
+}  // namespace lockstep::bench::migration

@@ -1,0 +1,85 @@
+// The migration benchmark's scoring (pure): from what the training processes
+// logged (e2e/workloads/migration_train.py: committed steps with rank, step,
+// pid and wall time) and the faults of the schedule (when, which rank, and when
+// each was detected), one arm's numbers: detection latency, fault -> next
+// full-size committed step, committed steps computed again, restarts of healthy
+// ranks, steady-state step time. All times are wall-clock seconds (time.time()
+// of processes on one host). Values only; thread-compatible.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::bench::migration {
+
+// One committed step: rank `rank` (process `pid`) applied step `step` at `t`.
+struct Commit {
+  int rank = 0, step = 0, pid = 0;
+  double t = 0;
+};
+
+// A line of the workload's log that is not a commit (start, fault, error, end,
+// lib, checkpoint, resume); `json` is the whole line.
+struct Event {
+  std::string event;
+  int rank = -1, step = -1, pid = 0;
+  double t = 0;
+  nlohmann::json json;
+};
+
+struct WorkloadLog {
+  std::vector<Commit> commits;  // in file order
+  std::vector<Event> events;
+  int bad_lines = 0;  // not JSON (interleaved writes, warnings)
+};
+
+// The workload's JSON lines; other lines are counted in bad_lines.
+WorkloadLog ParseWorkloadLog(const std::string& text);
+
+// kill (SIGKILL), stop (SIGSTOP: a hang), planned, preemptive.
+struct Fault {
+  std::string kind;
+  int rank = 0;
+  double t = 0;  // when it struck (the workload's fault event; the driver's signal or request)
+  // The first step index every rank must commit again after it (none: the
+  // highest step committed by any rank at `t`, plus one).
+  std::optional<int> target_step;
+  std::optional<double> detected_t;  // when the job noticed it (unplanned faults)
+  std::string note;                  // e.g. what became of a requested migration
+};
+
+struct FaultScore {
+  Fault fault;
+  int target_step = 0;
+  std::optional<double> detect_s;   // detected_t - t
+  std::optional<double> recover_s;  // t -> every rank committed a step >= target_step
+};
+
+struct Stat {
+  std::optional<double> p50, max;
+};
+Stat Summarize(std::vector<double> v);
+
+struct ArmScore {
+  int world_size = 4;
+  std::vector<FaultScore> faults;
+  Stat detect_s, recover_s;
+  int lost_steps = 0;        // committed steps computed again (max over ranks)
+  int healthy_restarts = 0;  // pid changes of a rank not explained by a fault on that rank
+  std::optional<double> step_s;  // median rank-0 step time outside fault windows
+  int final_step = -1;           // highest step committed by every rank
+  bool step_went_back = false;   // some rank committed a step it had committed before
+};
+
+// REQUIRES: faults in time order.
+ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size);
+
+// (arm / reference - 1) * 100; none if either is missing.
+std::optional<double> OverheadPercent(const std::optional<double>& arm, const std::optional<double>& reference);
+
+nlohmann::ordered_json ToJson(const Stat& s);
+
+}  // namespace lockstep::bench::migration

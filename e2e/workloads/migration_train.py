@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""Training workload of the `migration` benchmark (issue 9): an MLP trained with Adam.
+
+Run with Debian's /usr/bin/python3 (torch 1.13, gloo, CPU), one thread per process.
+
+  --mode ddp       plain torch DDP, written as users write it (env:// rendezvous:
+                   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as torchrun sets them).
+                   With --checkpoint-dir: rank 0 saves a checkpoint every
+                   --checkpoint-every steps (torch.save, write + rename) and every
+                   rank resumes from the latest one at start: the
+                   checkpoint-restart arm under `torchrun --max-restarts N`.
+                   A collective error logs an `error` event and exits 1.
+  --mode lockstep  the same loop on the lockstep_train library (python/lockstep_train,
+                   docs/migration.md): LOCKSTEP_COORDINATOR, LOCKSTEP_ROLE=rank|spare,
+                   LOCKSTEP_RANK from the environment.
+
+Determinism: the initial weights come from --seed (equal on every rank); the batch of
+step s on rank r is drawn from a generator seeded by (seed, s, r) only.
+
+Faults (--faults "kill:2@30,stop:1@60"): the process holding rank 2 SIGKILLs itself when it
+is about to run step 30 for the first time; `stop` SIGSTOPs itself (a hang). Each fault
+fires once: an O_EXCL marker file in --marker-dir is created before it fires, so the
+restarted processes of checkpoint-restart (which run step 30 again), the replay of an
+interrupted step and the spare that took the rank over never repeat it.
+
+Log (--log FILE, appended, one JSON line per event, `t` = time.time()):
+  {"event":"start","pid":..,"mode":..,"role":..,"rank":..,"params":..}
+  {"event":"step","rank":r,"step":s,"pid":..,"loss":..,"t":..}   step s committed (optimizer applied it)
+  {"event":"fault","kind":"kill"|"stop","rank":r,"step":s,"pid":..,"t":..}
+  {"event":"error","rank":r,"step":s,"error":..,"t":..}          ddp: a collective failed
+  {"event":"checkpoint","step":s,"t":..} / {"event":"resume","step":s,"t":..}
+  {"event":"lib", ...}                                            lockstep_train's on_event events
+  {"event":"end","rank":r,"steps":n,"sha256":..(rank 0),"t":..}
+Rank 0 writes the sha256 of the final parameters (their exact bytes, in
+model.parameters() order) to --hash-file.
+"""
+import argparse
+import datetime
+import glob
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+LOG = {"fd": None}
+
+
+def log(obj):
+    obj.setdefault("t", time.time())
+    line = json.dumps(obj, separators=(",", ":")) + "\n"
+    if LOG["fd"] is None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    else:
+        os.write(LOG["fd"], line.encode())  # O_APPEND: one write per line
+
+
+def parse_faults(spec):
+    """'kill:2@30,stop:1@60' -> {(rank, step): kind}."""
+    out = {}
+    for item in filter(None, (s.strip() for s in (spec or "").split(","))):
+        try:
+            kind, rest = item.split(":")
+            rank, step = rest.split("@")
+            if kind not in ("kill", "stop"):
+                raise ValueError(kind)
+            out[(int(rank), int(step))] = kind
+        except ValueError:
+            raise SystemExit("--faults: bad item %r (want kill:RANK@STEP or stop:RANK@STEP)" % item)
+    return out
+
+
+class Faults:
+    def __init__(self, spec, marker_dir):
+        self.table = parse_faults(spec)
+        self.marker_dir = marker_dir
+        if self.table and not marker_dir:
+            raise SystemExit("--faults needs --marker-dir")
+
+    def maybe_fire(self, rank, step):
+        kind = self.table.get((rank, step))
+        if kind is None:
+            return
+        path = os.path.join(self.marker_dir, "fault-%s-r%d-s%d" % (kind, rank, step))
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return
+        log({"event": "fault", "kind": kind, "rank": rank, "step": step, "pid": os.getpid()})
+        os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
+
+
+def build(a):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(a.seed)  # the same initial weights on every rank
+    h = a.hidden
+    layers, width = [], h
+    for i in range(a.layers):
+        out = h if i == a.layers - 1 else 2 * h if i == 0 else h
+        layers += [nn.Linear(width, out), nn.ReLU()]
+        width = out
+    model = nn.Sequential(*layers[:-1])
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    return model, opt
+
+
+def batch(a, step, rank):
+    import torch
+
+    g = torch.Generator().manual_seed(a.seed * 1_000_003 + step * 1009 + rank)
+    return torch.randn(a.batch, a.hidden, generator=g), torch.randn(a.batch, a.hidden, generator=g)
+
+
+def params_sha256(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def write_hash(path, digest):
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(digest + "\n")
+    os.replace(tmp, path)
+
+
+def latest_checkpoint(d):
+    best = None
+    for p in glob.glob(os.path.join(d, "ckpt-*.pt")):
+        try:
+            s = int(os.path.basename(p)[5:-3])
+        except ValueError:
+            continue
+        if best is None or s > best[0]:
+            best = (s, p)
+    return best
+
+
+def run_ddp(a, faults):
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    log({"event": "start", "pid": os.getpid(), "mode": "ddp", "role": "rank", "rank": rank,
+         "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))})
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=a.hang_s))
+    model, opt = build(a)
+    start = 0
+    if a.checkpoint_dir:
+        ck = latest_checkpoint(a.checkpoint_dir)
+        if ck is not None:
+            state = torch.load(ck[1])
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            start = state["step"]
+            log({"event": "resume", "rank": rank, "step": start, "pid": os.getpid()})
+    ddp = nn.parallel.DistributedDataParallel(model)
+    step = start
+    try:
+        while step < a.steps:
+            t0 = time.time()
+            faults.maybe_fire(rank, step)
+            x, y = batch(a, step, rank)
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(ddp(x), y)
+            loss.backward()  # DDP all-reduces the gradients here
+            opt.step()
+            log({"event": "step", "rank": rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
+            pad(a, t0)
+            step += 1
+            if a.checkpoint_dir and rank == 0 and step % a.checkpoint_every == 0 and step < a.steps:
+                path = os.path.join(a.checkpoint_dir, "ckpt-%d.pt" % step)
+                torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, path + ".tmp")
+                os.replace(path + ".tmp", path)
+                for old in glob.glob(os.path.join(a.checkpoint_dir, "ckpt-*.pt")):
+                    if old != path:
+                        os.unlink(old)
+                log({"event": "checkpoint", "rank": rank, "step": step})
+    except Exception as e:  # noqa: BLE001 - a collective failed: a peer died or hung past the timeout
+        log({"event": "error", "rank": rank, "step": step, "pid": os.getpid(), "error": str(e).splitlines()[0][:300]})
+        return 1
+    finish(a, rank, step, model)
+    dist.destroy_process_group()
+    return 0
+
+
+def run_lockstep(a, faults):
+    from torch import nn
+    import lockstep_train as ls
+
+    role = os.environ.get("LOCKSTEP_ROLE", "rank")
+    log({"event": "start", "pid": os.getpid(), "mode": "lockstep", "role": role,
+         "rank": int(os.environ["LOCKSTEP_RANK"]) if role == "rank" else None})
+
+    def on_event(name, **fields):  # the library's events, as they happen
+        fields.update(event="lib", lib_event=name, pid=os.getpid())
+        log(fields)
+
+    job = ls.join(on_event=on_event)
+    model, opt = build(a)
+    job.track(model, opt)
+    for step in job.steps(a.steps):
+        t0 = time.time()
+        faults.maybe_fire(job.rank, step)
+        with job.step_guard():
+            ls.seed(step, job.rank)
+            x, y = batch(a, step, job.rank)
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            job.all_reduce_gradients()  # instead of DDP's reducer
+            opt.step()
+            opt.zero_grad()
+        if not job.failed:  # committed; a failed step is yielded again after the re-form
+            log({"event": "step", "rank": job.rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
+            pad(a, t0)
+    finish(a, job.rank, a.steps, model)
+    return 0
+
+
+def pad(a, t0):
+    left = a.min_step_s - (time.time() - t0)
+    if left > 0:
+        time.sleep(left)
+
+
+def finish(a, rank, steps, model):
+    digest = params_sha256(model) if rank == 0 else None
+    if rank == 0:
+        write_hash(a.hash_file, digest)
+    log({"event": "end", "rank": rank, "steps": steps, "pid": os.getpid(), "sha256": digest})
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--mode", choices=["ddp", "lockstep"], required=True)
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--hidden", type=int, default=1024, help="MLP width (1024, 3 layers: 5.25M parameters)")
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--log", help="append JSON lines here (default: stdout)")
+    p.add_argument("--faults", default="", help="kill:RANK@STEP,stop:RANK@STEP,...")
+    p.add_argument("--marker-dir", help="where fault markers live (each fault fires once)")
+    p.add_argument("--checkpoint-dir", help="ddp: checkpoint here and resume from the latest")
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--hash-file", help="rank 0 writes the final parameters' sha256 here")
+    p.add_argument("--hang-s", type=float, default=30.0, help="ddp: process group timeout (gloo default: 1800)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--min-step-s", type=float, default=0.0,
+                   help="sleep after a step that took less (the benchmark's quick mode: time for spares to start)")
+    a = p.parse_args()
+    if a.log:
+        LOG["fd"] = os.open(a.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    import torch
+
+    torch.set_num_threads(a.threads)
+    faults = Faults(a.faults, a.marker_dir)
+    return run_ddp(a, faults) if a.mode == "ddp" else run_lockstep(a, faults)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

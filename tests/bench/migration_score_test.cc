@@ -1,0 +1,79 @@
+#include <catch2/catch.hpp>
+
+#include "migration_score.h"
+
+namespace lockstep::bench::migration {
+namespace {
+
+// 4 ranks commit steps [from, to) every second starting at t0, rank r as pid
+// pids[r]: step s at t0 + (s - from) + 0.01 * r.
+void Run(WorkloadLog& log, int from, int to, double t0, std::vector<int> pids) {
+  for (int s = from; s < to; ++s) {
+    for (int r = 0; r < 4; ++r) log.commits.push_back({r, s, pids[size_t(r)], t0 + (s - from) + 0.01 * r});
+  }
+}
+
+TEST_CASE("migration score: parses the workload's lines and skips the rest", "[bench]") {
+  const WorkloadLog log = ParseWorkloadLog(
+      "{\"event\":\"step\",\"rank\":1,\"step\":3,\"pid\":11,\"loss\":0.5,\"t\":10.5}\n"
+      "Warning: something from torch\n"
+      "{\"event\":\"fault\",\"kind\":\"kill\",\"rank\":2,\"step\":4,\"pid\":12,\"t\":11}\n"
+      "{\"event\":\"step\",\"rank\":0,\"step\":3,\"pid\":10,\"t\":10.4}\n");
+  REQUIRE(log.commits.size() == 2);
+  CHECK(log.commits[0].rank == 0);  // sorted by time
+  CHECK(log.commits[1].pid == 11);
+  REQUIRE(log.events.size() == 1);
+  CHECK(log.events[0].json["kind"] == "kill");
+  CHECK(log.bad_lines == 1);
+}
+
+TEST_CASE("migration score: a spare replays the interrupted step", "[bench]") {
+  WorkloadLog log;
+  Run(log, 0, 10, 0, {10, 11, 12, 13});   // steps 0-9 at t 0..9
+  Run(log, 10, 20, 11.5, {10, 11, 99, 13});  // rank 2 is now the spare (pid 99)
+  Fault kill{"kill", 2, 9.5, 10, 9.6, ""};
+  const ArmScore s = ScoreArm(log, {kill}, 4);
+  REQUIRE(s.faults.size() == 1);
+  CHECK(*s.faults[0].detect_s == Approx(0.1));
+  CHECK(*s.faults[0].recover_s == Approx(11.53 - 9.5));  // the last rank's first commit of step 10
+  CHECK(s.lost_steps == 0);
+  CHECK(s.healthy_restarts == 0);
+  CHECK_FALSE(s.step_went_back);
+  CHECK(s.final_step == 19);
+  CHECK(*s.step_s == Approx(1.0));  // the slow gap around the fault is left out
+}
+
+TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts every rank", "[bench]") {
+  WorkloadLog log;
+  Run(log, 0, 15, 0, {10, 11, 12, 13});
+  Run(log, 10, 20, 20, {20, 21, 22, 23});  // all restarted from the checkpoint at step 10
+  Fault kill{"kill", 2, 14.5, std::nullopt, std::nullopt, ""};
+  const ArmScore s = ScoreArm(log, {kill}, 4);
+  CHECK(s.faults[0].target_step == 15);  // highest committed at the fault + 1
+  CHECK(*s.faults[0].recover_s == Approx(25.03 - 14.5));
+  CHECK_FALSE(s.faults[0].detect_s);
+  CHECK(s.lost_steps == 5);        // steps 10-14 committed twice
+  CHECK(s.healthy_restarts == 3);  // ranks 0, 1 and 3
+  CHECK(s.step_went_back);
+}
+
+TEST_CASE("migration score: a rank that never recovers has no recover time", "[bench]") {
+  WorkloadLog log;
+  Run(log, 0, 5, 0, {10, 11, 12, 13});
+  const ArmScore s = ScoreArm(log, {{"stop", 1, 4.5, 5, std::nullopt, ""}}, 4);
+  CHECK_FALSE(s.faults[0].recover_s);
+  CHECK_FALSE(s.recover_s.p50);
+  CHECK(s.final_step == 4);
+}
+
+TEST_CASE("migration score: summaries and overhead", "[bench]") {
+  const Stat st = Summarize({3, 1, 2, 10});
+  CHECK(*st.p50 == 2.5);
+  CHECK(*st.max == 10);
+  CHECK_FALSE(Summarize({}).p50);
+  CHECK(*OverheadPercent(1.01, 1.0) == Approx(1.0));
+  CHECK_FALSE(OverheadPercent(std::nullopt, 1.0));
+}
+
+}  // namespace
+}  // namespace lockstep::bench::migration
