@@ -209,8 +209,14 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
 }
 
 void FabricService::SendDue(MonoTime now) {
+  const std::vector<PathKey> due = monitor_.DueProbes(now);
+  if (due.empty()) return;
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
-  for (const PathKey& path : monitor_.DueProbes(now)) {
+  out_bytes_.clear();
+  out_.clear();
+  out_rail_.clear();
+  std::vector<std::pair<PathKey, uint64_t>> sent;
+  for (const PathKey& path : due) {
     const FabricPeer* peer = PeerByName(path.peer);
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
     const RailInfo& rail = options_.setup.rails[path.rail];
@@ -222,15 +228,23 @@ void FabricService::SendDue(MonoTime now) {
     p.dest = peer->id;
     p.seq = ++seq_;
     p.tx_fabric_ns = fabric_now.value_or(0);
-    auto bytes = codec_.Encode(p);
+    out_bytes_.push_back(codec_.Encode(p));
+    out_.push_back({.dest = peer->host_address,
+                    .port = options_.peer_port,
+                    .ifindex = rail.ifindex,
+                    .source = options_.setup.host_address});
+    out_rail_.push_back(path.rail);
+    sent.emplace_back(path, p.seq);
+  }
+  // One batch (sendmmsg) per tick; spans are set once out_bytes_ stops growing.
+  for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
+  socket_.SendBatch(out_);
+  for (size_t i = 0; i < out_.size(); ++i) {
     // A send the kernel refuses (the rail has no route) is a lost probe:
     // the monitor times it out like any other.
-    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, rail.ifindex, options_.setup.host_address)
-             .ok()) {
-      send_errors_.Inc({rail.name});
-    }
-    monitor_.OnProbeSent(path, p.seq, now);
+    if (!out_[i].sent) send_errors_.Inc({options_.setup.rails[out_rail_[i]].name});
   }
+  for (const auto& [path, seq] : sent) monitor_.OnProbeSent(path, seq, now);
 }
 
 void FabricService::Handle(const FabricDatagram& d) {
@@ -251,15 +265,15 @@ void FabricService::Handle(const FabricDatagram& d) {
   }
   if (p.type == FabricProbe::Type::kProbe) {
     const std::optional<int64_t> rx = fabric_now_ ? fabric_now_() : std::nullopt;
-    auto bytes = codec_.Encode(ReplyTo(p, self_, rx.value_or(0)));
     // Out of the interface the probe came in on, to the peer's configured
-    // host address: the reply retraces the probe's links.
-    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, d.ifindex, options_.setup.host_address)
-             .ok()) {
-      send_errors_.Inc({"reply"});
-    } else {
-      answered_.Inc({peer->name});
-    }
+    // host address: the reply retraces the probe's links. Replies to one
+    // Poll's probes leave together (FlushReplies).
+    out_bytes_.push_back(codec_.Encode(ReplyTo(p, self_, rx.value_or(0))));
+    out_.push_back({.dest = peer->host_address,
+                    .port = options_.peer_port,
+                    .ifindex = d.ifindex,
+                    .source = options_.setup.host_address});
+    reply_peer_.push_back(peer->name);
     return;
   }
   if (p.rail >= options_.setup.rails.size()) {
@@ -271,6 +285,22 @@ void FabricService::Handle(const FabricDatagram& d) {
   reply.received = d.received;
   if (auto owd = OneWayDelayNs(p)) reply.one_way_delay = Nanos(*owd);
   Apply(monitor_.OnReply(PathKey{p.rail, peer->name, p.path_index}, reply));
+}
+
+void FabricService::FlushReplies() {
+  if (out_.empty()) return;
+  for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
+  socket_.SendBatch(out_);
+  for (size_t i = 0; i < out_.size(); ++i) {
+    if (!out_[i].sent) {
+      send_errors_.Inc({"reply"});
+    } else {
+      ++answered_pending_[reply_peer_[i]];  // counted into the metric at Publish
+    }
+  }
+  out_.clear();
+  out_bytes_.clear();
+  reply_peer_.clear();
 }
 
 void FabricService::Apply(const fabric::Decisions& d) {
@@ -357,7 +387,11 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   }
   inbox_.clear();
   (void)socket_.Poll(wait, inbox_);
+  out_.clear();
+  out_bytes_.clear();
+  reply_peer_.clear();
   for (const FabricDatagram& d : inbox_) Handle(d);
+  FlushReplies();
   now = clock_.Monotonic();
   Apply(monitor_.Tick(now));
   if (now >= next_publish_) Publish(now);
@@ -365,6 +399,10 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
 
 void FabricService::Publish(MonoTime now) {
   next_publish_ = now + kPublishEvery;
+  for (auto& [peer, n] : answered_pending_) {
+    if (n > 0) answered_.Inc({peer}, static_cast<double>(n));
+    n = 0;
+  }
   const auto& rails = options_.setup.rails;
   auto rail_name = [&](int r) { return r < static_cast<int>(rails.size()) ? rails[r].name : std::to_string(r); };
   nlohmann::json paths = nlohmann::json::array();

@@ -34,6 +34,7 @@
 // StatusJson(), Health() and TakeFlapAlerts() from any thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -131,7 +132,8 @@ class FabricService {
 
  private:
   void SendDue(MonoTime now);
-  void Handle(const FabricDatagram& d);
+  void Handle(const FabricDatagram& d);  // a probe's reply is queued for FlushReplies
+  void FlushReplies();
   void Apply(const fabric::Decisions& d);
   void Reconcile(MonoTime now);
   void Publish(MonoTime now);  // gauges and the status snapshot
@@ -151,6 +153,13 @@ class FabricService {
   fabric::PathMonitor monitor_;
   uint64_t seq_ = 0;
   std::vector<FabricDatagram> inbox_;
+  // The batch being sent (probes of one tick, or replies to one Poll), kept
+  // to reuse their storage.
+  std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
+  std::vector<FabricSend> out_;
+  std::vector<int> out_rail_;                // probes: the rail of each
+  std::vector<std::string> reply_peer_;      // replies: the peer of each
+  std::map<std::string, uint64_t> answered_pending_;  // replies sent since the last Publish, per peer
   MonoTime retry_at_ = MonoTime::max();  // after a failed route change
   MonoTime next_reconcile_{};
   MonoTime next_publish_{};

@@ -3,6 +3,8 @@
 // interface, ipi_spec_dst: the source address), so the kernel routes it
 // through that interface's nexthop even when a pin or the ECMP hash would
 // pick another; receives read IP_PKTINFO for the arrival interface.
+// Batches go out with one sendmmsg, and Poll drains the socket with
+// recvmmsg into buffers it owns: one system call per batch, not per probe.
 // Thread-compatible.
 #pragma once
 
@@ -23,6 +25,7 @@ class UdpFabricSocket final : public FabricSocket {
   UdpFabricSocket& operator=(const UdpFabricSocket&) = delete;
 
   Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override;
+  size_t SendBatch(std::span<FabricSend> sends) override;
   Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) override;
   int port() const override { return port_; }
 
