@@ -10,6 +10,13 @@
 # machine stretches wall time, not the work per packet), and one JSON line.
 #
 #   sudo e2e/bench/fabric-probe-cost.sh [--seconds 20] [--hosts 4] [--interval-ms 10]
+#        [--load 250mbit [--plain-tbf] [--queue-ms 5]]
+#
+# --load: during the window, UDP at that rate from h0 (rail0) to h1 (rail0),
+# over the 200 Mbit/s link: a congested queue that h0's probes share. The
+# paths declared down in the window are false alarms. --plain-tbf: shape with
+# a single-FIFO tbf as before the CS6 priority band (netlab's shapers now
+# have one), to compare. --queue-ms: the host links' queue (tbf latency).
 #
 # In netlab a packet's whole trip through the emulated fabric (veths, leaf and
 # spine namespaces, shapers) runs in the sending thread's softirq and is
@@ -22,12 +29,18 @@ set -euo pipefail
 SECONDS_RUN=20
 HOSTS=4
 INTERVAL_MS=
+LOAD=
+QUEUE_MS=5
+PLAIN=0
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
     --seconds) SECONDS_RUN=$2; shift 2 ;;
     --hosts) HOSTS=$2; shift 2 ;;
     --interval-ms) INTERVAL_MS=$2; shift 2 ;;
+    --load) LOAD=$2; shift 2 ;;
+    --plain-tbf) PLAIN=1; shift ;;
+    --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
     -h|--help) sed -n 2,20p "$0"; exit 0 ;;
@@ -54,7 +67,15 @@ trap cleanup EXIT
 TOPO=$(tail -n 1 "$OUT/netlab.log")
 for h in $(seq 0 $((HOSTS - 1))); do
   for r in 0 1; do
-    "$NETLAB" shape --name "$LAB" "h${h}r$r" --rate 200mbit --latency 5ms --dir both >/dev/null
+    "$NETLAB" shape --name "$LAB" "h${h}r$r" --rate 200mbit --latency "${QUEUE_MS}ms" --dir both >/dev/null
+    if ((PLAIN)); then  # one FIFO, as netlab shaped before the priority band
+      ip netns exec "$LAB-h$h" tc qdisc replace dev "rail$r" root pfifo_fast
+      ip netns exec "$LAB-h$h" tc qdisc replace dev "rail$r" root handle 1: tbf rate 200mbit burst 25000 latency "${QUEUE_MS}ms"
+      leaf=$(jq -r ".links[] | select(.name == \"h${h}r$r\") | .b.ns" "$TOPO")
+      lif=$(jq -r ".links[] | select(.name == \"h${h}r$r\") | .b.if" "$TOPO")
+      ip netns exec "$leaf" tc qdisc replace dev "$lif" root pfifo_fast
+      ip netns exec "$leaf" tc qdisc replace dev "$lif" root handle 1: tbf rate 200mbit burst 25000 latency "${QUEUE_MS}ms"
+    fi
   done
 done
 head -c 32 /dev/urandom | base64 >"$OUT/key"
@@ -101,6 +122,14 @@ for h in $(seq 0 $((HOSTS - 1))); do
   packets "$h" >"$OUT/p0-h$h"
 done
 T0=$(date +%s.%N)
+if [[ -n $LOAD ]]; then
+  H1=$(jq -r '.hosts[1].rails[0].ip' "$TOPO")
+  ip netns exec "$LAB-h1" "$(dirname "$NETLAB")/netlab-loadgen" sink --bind "$H1:9999" --duration $((SECONDS_RUN + 2)) >/dev/null 2>&1 &
+  PIDS+=($!)
+  ip netns exec "$LAB-h0" "$(dirname "$NETLAB")/netlab-loadgen" send --to "$H1:9999" \
+    --bind "$(jq -r '.hosts[0].rails[0].ip' "$TOPO")" --rate "$LOAD" --duration "$SECONDS_RUN" >/dev/null 2>&1 &
+  PIDS+=($!)
+fi
 if ((PERF == 2)); then
   timeout -s INT "$SECONDS_RUN" strace -c -f -p "${APID[0]}" -o "$OUT/strace.txt" >/dev/null 2>&1 || true
 elif ((PERF)); then
@@ -113,10 +142,13 @@ for h in $(seq 0 $((HOSTS - 1))); do
   threads "${APID[$h]}" >"$OUT/t1-h$h"
   packets "$h" >"$OUT/p1-h$h"
 done
-LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+# Paths declared down during the window (no link failed: false alarms).
+DOWNS=$(cat "$OUT"/h*.log | jq -r --argjson t0 "$T0" --argjson t1 "$T1" \
+  'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' 2>/dev/null | wc -l)
 
 printf '%-4s %-18s %10s %10s %10s %12s\n' host thread "user %" "sys %" "total %" "us/packet"
-json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"loadavg\":\"$LOAD\",\"agents\":["
+json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
 sep=""
 for h in $(seq 0 $((HOSTS - 1))); do
   pk=$(( $(cat "$OUT/p1-h$h") - $(cat "$OUT/p0-h$h") ))
@@ -133,7 +165,8 @@ for h in $(seq 0 $((HOSTS - 1))); do
   json+="$sep$line"
   sep=","
 done
-echo "load average: $LOAD; logs: $OUT"
+echo "paths declared down in the window: $DOWNS (load: ${LOAD:-none}, plain tbf: $PLAIN)"
+echo "load average: $LOADAVG; logs: $OUT"
 ((PERF == 2)) && cat "$OUT/strace.txt"
 ((PERF == 1)) && echo "perf data: $OUT/perf.data (perf report -i $OUT/perf.data)"
 echo "$json]}"

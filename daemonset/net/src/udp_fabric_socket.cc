@@ -63,6 +63,12 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
   };
   int on = 1;
   if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0) return fail("IP_PKTINFO");
+  // DSCP CS6 (network control), as BFD and routing protocols are marked: a
+  // fabric that queues this class apart (and netlab's shapers) does not make
+  // probes wait behind the bulk traffic they protect, so a full queue is not
+  // mistaken for a dead link.
+  int tos = kFabricProbeTos;
+  if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return fail("IP_TOS");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));

@@ -5,6 +5,7 @@
 // pick another; receives read IP_PKTINFO for the arrival interface.
 // Batches go out with one sendmmsg, and Poll drains the socket with
 // recvmmsg into buffers it owns: one system call per batch, not per probe.
+// Probes and replies are marked DSCP CS6 (IP_TOS 0xc0, network control).
 // Thread-compatible.
 #pragma once
 
@@ -14,6 +15,8 @@
 #include "lockstep/agent/fabric_socket.h"
 
 namespace lockstep::agent {
+
+inline constexpr int kFabricProbeTos = 0xc0;  // DSCP 48 (CS6) << 2
 
 class UdpFabricSocket final : public FabricSocket {
  public:
