@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <utility>
 #include <variant>
 
@@ -122,6 +123,7 @@ Status FabricService::Adopt(MonoTime now) {
   for (const OwnedRoute& r : *listed) {
     if (auto pin = PinFromRoute(options_.setup, r)) {
       monitor_.AdoptPin(pin->first, pin->second);
+      installed_rail_[pin->first] = pin->second.rail;
       // Kept as found (PlanRoutes replaces it only if it differs from what
       // we would install, say an older rto_min).
       if (auto want = PinRoute(options_.setup, pin->second)) keep.push_back(*want);
@@ -338,6 +340,7 @@ void FabricService::Apply(const fabric::Decisions& d) {
                {"flaps_last_hour", std::to_string(a.flaps_in_window)},
                {"threshold", std::to_string(options_.fabric.flap_alert_per_hour)}});
   }
+  std::set<int> left;  // rails traffic was moved off
   for (const fabric::RouteAction& a : d.actions) {
     Status s;
     std::string what;
@@ -346,7 +349,12 @@ void FabricService::Apply(const fabric::Decisions& d) {
       if (!route) continue;
       what = "pin";
       s = actuator_.Replace(*route);
-      if (s.ok()) log::Info("pinned a peer's traffic to a healthy rail", {{"peer", pin->peer}, {"route", route->ToString()}});
+      if (s.ok()) {
+        log::Info("pinned a peer's traffic to a healthy rail", {{"peer", pin->peer}, {"route", route->ToString()}});
+        auto [it, fresh] = installed_rail_.try_emplace(pin->peer, pin->path.rail);
+        if (!fresh && it->second != pin->path.rail) left.insert(it->second);
+        it->second = pin->path.rail;
+      }
     } else {
       const auto& unpin = std::get<fabric::UnpinPeer>(a);
       const FabricPeer* peer = PeerByName(unpin.peer);
@@ -354,7 +362,13 @@ void FabricService::Apply(const fabric::Decisions& d) {
       what = "unpin";
       s = actuator_.Delete({peer->host_address, 32});
       if (!s.ok() && s.code() == ErrorCode::kNotFound) s = Status::Ok();  // already gone: done
-      if (s.ok()) log::Info("unpinned a peer: its traffic is back on static ECMP", {{"peer", unpin.peer}});
+      if (s.ok()) {
+        log::Info("unpinned a peer: its traffic is back on static ECMP", {{"peer", unpin.peer}});
+        if (auto it = installed_rail_.find(unpin.peer); it != installed_rail_.end()) {
+          left.insert(it->second);
+          installed_rail_.erase(it);
+        }
+      }
     }
     route_changes_.Inc({what, s.ok() ? "ok" : "error"});
     if (!s.ok()) {
@@ -362,6 +376,19 @@ void FabricService::Apply(const fabric::Decisions& d) {
                                                                          {"error", s.error().message}});
       retry_at_ = std::min(retry_at_, clock_.Monotonic() + std::chrono::seconds(1));
     }
+  }
+  for (int rail : left) ReleaseNeighbours(rail);
+}
+
+void FabricService::ReleaseNeighbours(int rail) {
+  if (rail < 0 || rail >= static_cast<int>(options_.setup.rails.size())) return;
+  const std::string& name = options_.setup.rails[rail].name;
+  auto released = actuator_.ReleaseUnresolvedNeighbours(name);
+  if (!released.ok()) {
+    log::Warn("cannot release unresolved neighbours of a failed rail", {{"rail", name}, {"error", released.error().message}});
+  } else if (*released > 0) {
+    log::Info("released unresolved neighbours (and the packets queued on them) of a rail traffic left",
+              {{"rail", name}, {"entries", std::to_string(*released)}});
   }
 }
 
@@ -476,6 +503,9 @@ void FabricService::Publish(MonoTime now) {
     }
     flaps_window_.Set({name}, r.flaps_in_window);
     rail_down_.Set({name}, r.down ? 1 : 0);
+    // A rail whose every path failed: packets that went to it before the
+    // move may wait on its unresolved neighbours; free them (see Apply).
+    if (r.down) ReleaseNeighbours(r.rail);
     rail_views.push_back({{"rail", r.rail},
                           {"interface", name},
                           {"gateway", r.rail < static_cast<int>(rails.size())

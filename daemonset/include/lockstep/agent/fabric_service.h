@@ -14,7 +14,10 @@
 //              its decisions: PinPeer -> Replace(<peer>/32 via the rail's
 //              gateway, src host address, rto_min 10 ms), UnpinPeer ->
 //              Delete. A failed route change is retried by a level-based
-//              reconcile against the monitor's pins.
+//              reconcile against the monitor's pins. When traffic leaves a
+//              rail (and every 200 ms while a rail is down), the rail's
+//              unresolved neighbours are released: packets queued on them
+//              would hold up TCP's retransmission (route_actuator.h).
 //   Stop:      nothing to do: working routes stay (the next Start adopts them).
 //   SetPeers(): (Kubernetes mode) a new peer set from peer discovery, handed
 //              to the service thread and applied by its next RunOnce():
@@ -135,6 +138,7 @@ class FabricService {
   void Handle(const FabricDatagram& d);  // a probe's reply is queued for FlushReplies
   void FlushReplies();
   void Apply(const fabric::Decisions& d);
+  void ReleaseNeighbours(int rail);  // RouteActuator::ReleaseUnresolvedNeighbours, logged
   void Reconcile(MonoTime now);
   void Publish(MonoTime now);  // gauges and the status snapshot
   Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error
@@ -166,6 +170,7 @@ class FabricService {
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
   std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
   bool adopted_ = false;           // the start-up route adoption ran
+  std::map<std::string, int> installed_rail_;  // peer -> the rail of the pin in the kernel
   std::optional<WallTime> last_flap_wall_;
 
   mutable std::mutex mu_;
