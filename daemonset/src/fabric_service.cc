@@ -146,9 +146,33 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
       names.empty() ? std::vector<PathKey>{}
                     : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
       now));
+  // A peer that left takes its series with it (at 10k nodes, peers come
+  // and go; their gauges would otherwise report the last state forever).
+  std::set<std::string> gone;
   for (auto it = published_totals_.begin(); it != published_totals_.end();) {
-    it = std::find(names.begin(), names.end(), it->first.peer) == names.end() ? published_totals_.erase(it)
-                                                                              : std::next(it);
+    if (std::find(names.begin(), names.end(), it->first.peer) != names.end()) {
+      ++it;
+      continue;
+    }
+    const PathKey& k = it->first;
+    const std::string rail = k.rail < static_cast<int>(options_.setup.rails.size())
+                                 ? options_.setup.rails[k.rail].name
+                                 : std::to_string(k.rail);
+    for (PathState st : kStates) state_.Remove({k.peer, rail, fabric::ToString(st)});
+    loss_.Remove({k.peer, rail});
+    for (const char* q : {"0.5", "0.99"}) {
+      owd_.Remove({k.peer, rail, q});
+      rtt_.Remove({k.peer, rail, q});
+    }
+    sent_.Remove({k.peer, rail});
+    replies_.Remove({k.peer, rail});
+    misses_.Remove({k.peer, rail});
+    gone.insert(k.peer);
+    it = published_totals_.erase(it);
+  }
+  for (const std::string& peer : gone) {
+    peer_rail_.Remove({peer});
+    installed_rail_.erase(peer);
   }
 }
 
