@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <utility>
 #include <variant>
 
@@ -122,6 +123,7 @@ Status FabricService::Adopt(MonoTime now) {
   for (const OwnedRoute& r : *listed) {
     if (auto pin = PinFromRoute(options_.setup, r)) {
       monitor_.AdoptPin(pin->first, pin->second);
+      installed_rail_[pin->first] = pin->second.rail;
       // Kept as found (PlanRoutes replaces it only if it differs from what
       // we would install, say an older rto_min).
       if (auto want = PinRoute(options_.setup, pin->second)) keep.push_back(*want);
@@ -144,9 +146,33 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
       names.empty() ? std::vector<PathKey>{}
                     : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
       now));
+  // A peer that left takes its series with it (at 10k nodes, peers come
+  // and go; their gauges would otherwise report the last state forever).
+  std::set<std::string> gone;
   for (auto it = published_totals_.begin(); it != published_totals_.end();) {
-    it = std::find(names.begin(), names.end(), it->first.peer) == names.end() ? published_totals_.erase(it)
-                                                                              : std::next(it);
+    if (std::find(names.begin(), names.end(), it->first.peer) != names.end()) {
+      ++it;
+      continue;
+    }
+    const PathKey& k = it->first;
+    const std::string rail = k.rail < static_cast<int>(options_.setup.rails.size())
+                                 ? options_.setup.rails[k.rail].name
+                                 : std::to_string(k.rail);
+    for (PathState st : kStates) state_.Remove({k.peer, rail, fabric::ToString(st)});
+    loss_.Remove({k.peer, rail});
+    for (const char* q : {"0.5", "0.99"}) {
+      owd_.Remove({k.peer, rail, q});
+      rtt_.Remove({k.peer, rail, q});
+    }
+    sent_.Remove({k.peer, rail});
+    replies_.Remove({k.peer, rail});
+    misses_.Remove({k.peer, rail});
+    gone.insert(k.peer);
+    it = published_totals_.erase(it);
+  }
+  for (const std::string& peer : gone) {
+    peer_rail_.Remove({peer});
+    installed_rail_.erase(peer);
   }
 }
 
@@ -209,8 +235,14 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
 }
 
 void FabricService::SendDue(MonoTime now) {
+  const std::vector<PathKey> due = monitor_.DueProbes(now);
+  if (due.empty()) return;
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
-  for (const PathKey& path : monitor_.DueProbes(now)) {
+  out_bytes_.clear();
+  out_.clear();
+  out_rail_.clear();
+  std::vector<std::pair<PathKey, uint64_t>> sent;
+  for (const PathKey& path : due) {
     const FabricPeer* peer = PeerByName(path.peer);
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
     const RailInfo& rail = options_.setup.rails[path.rail];
@@ -222,15 +254,23 @@ void FabricService::SendDue(MonoTime now) {
     p.dest = peer->id;
     p.seq = ++seq_;
     p.tx_fabric_ns = fabric_now.value_or(0);
-    auto bytes = codec_.Encode(p);
+    out_bytes_.push_back(codec_.Encode(p));
+    out_.push_back({.dest = peer->host_address,
+                    .port = options_.peer_port,
+                    .ifindex = rail.ifindex,
+                    .source = options_.setup.host_address});
+    out_rail_.push_back(path.rail);
+    sent.emplace_back(path, p.seq);
+  }
+  // One batch (sendmmsg) per tick; spans are set once out_bytes_ stops growing.
+  for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
+  socket_.SendBatch(out_);
+  for (size_t i = 0; i < out_.size(); ++i) {
     // A send the kernel refuses (the rail has no route) is a lost probe:
     // the monitor times it out like any other.
-    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, rail.ifindex, options_.setup.host_address)
-             .ok()) {
-      send_errors_.Inc({rail.name});
-    }
-    monitor_.OnProbeSent(path, p.seq, now);
+    if (!out_[i].sent) send_errors_.Inc({options_.setup.rails[out_rail_[i]].name});
   }
+  for (const auto& [path, seq] : sent) monitor_.OnProbeSent(path, seq, now);
 }
 
 void FabricService::Handle(const FabricDatagram& d) {
@@ -251,15 +291,15 @@ void FabricService::Handle(const FabricDatagram& d) {
   }
   if (p.type == FabricProbe::Type::kProbe) {
     const std::optional<int64_t> rx = fabric_now_ ? fabric_now_() : std::nullopt;
-    auto bytes = codec_.Encode(ReplyTo(p, self_, rx.value_or(0)));
     // Out of the interface the probe came in on, to the peer's configured
-    // host address: the reply retraces the probe's links.
-    if (!socket_.SendVia(bytes, peer->host_address, options_.peer_port, d.ifindex, options_.setup.host_address)
-             .ok()) {
-      send_errors_.Inc({"reply"});
-    } else {
-      answered_.Inc({peer->name});
-    }
+    // host address: the reply retraces the probe's links. Replies to one
+    // Poll's probes leave together (FlushReplies).
+    out_bytes_.push_back(codec_.Encode(ReplyTo(p, self_, rx.value_or(0))));
+    out_.push_back({.dest = peer->host_address,
+                    .port = options_.peer_port,
+                    .ifindex = d.ifindex,
+                    .source = options_.setup.host_address});
+    reply_peer_.push_back(peer->name);
     return;
   }
   if (p.rail >= options_.setup.rails.size()) {
@@ -271,6 +311,22 @@ void FabricService::Handle(const FabricDatagram& d) {
   reply.received = d.received;
   if (auto owd = OneWayDelayNs(p)) reply.one_way_delay = Nanos(*owd);
   Apply(monitor_.OnReply(PathKey{p.rail, peer->name, p.path_index}, reply));
+}
+
+void FabricService::FlushReplies() {
+  if (out_.empty()) return;
+  for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
+  socket_.SendBatch(out_);
+  for (size_t i = 0; i < out_.size(); ++i) {
+    if (!out_[i].sent) {
+      send_errors_.Inc({"reply"});
+    } else {
+      ++answered_pending_[reply_peer_[i]];  // counted into the metric at Publish
+    }
+  }
+  out_.clear();
+  out_bytes_.clear();
+  reply_peer_.clear();
 }
 
 void FabricService::Apply(const fabric::Decisions& d) {
@@ -308,6 +364,7 @@ void FabricService::Apply(const fabric::Decisions& d) {
                {"flaps_last_hour", std::to_string(a.flaps_in_window)},
                {"threshold", std::to_string(options_.fabric.flap_alert_per_hour)}});
   }
+  std::set<int> left;  // rails traffic was moved off
   for (const fabric::RouteAction& a : d.actions) {
     Status s;
     std::string what;
@@ -316,7 +373,12 @@ void FabricService::Apply(const fabric::Decisions& d) {
       if (!route) continue;
       what = "pin";
       s = actuator_.Replace(*route);
-      if (s.ok()) log::Info("pinned a peer's traffic to a healthy rail", {{"peer", pin->peer}, {"route", route->ToString()}});
+      if (s.ok()) {
+        log::Info("pinned a peer's traffic to a healthy rail", {{"peer", pin->peer}, {"route", route->ToString()}});
+        auto [it, fresh] = installed_rail_.try_emplace(pin->peer, pin->path.rail);
+        if (!fresh && it->second != pin->path.rail) left.insert(it->second);
+        it->second = pin->path.rail;
+      }
     } else {
       const auto& unpin = std::get<fabric::UnpinPeer>(a);
       const FabricPeer* peer = PeerByName(unpin.peer);
@@ -324,7 +386,13 @@ void FabricService::Apply(const fabric::Decisions& d) {
       what = "unpin";
       s = actuator_.Delete({peer->host_address, 32});
       if (!s.ok() && s.code() == ErrorCode::kNotFound) s = Status::Ok();  // already gone: done
-      if (s.ok()) log::Info("unpinned a peer: its traffic is back on static ECMP", {{"peer", unpin.peer}});
+      if (s.ok()) {
+        log::Info("unpinned a peer: its traffic is back on static ECMP", {{"peer", unpin.peer}});
+        if (auto it = installed_rail_.find(unpin.peer); it != installed_rail_.end()) {
+          left.insert(it->second);
+          installed_rail_.erase(it);
+        }
+      }
     }
     route_changes_.Inc({what, s.ok() ? "ok" : "error"});
     if (!s.ok()) {
@@ -332,6 +400,19 @@ void FabricService::Apply(const fabric::Decisions& d) {
                                                                          {"error", s.error().message}});
       retry_at_ = std::min(retry_at_, clock_.Monotonic() + std::chrono::seconds(1));
     }
+  }
+  for (int rail : left) ReleaseNeighbours(rail);
+}
+
+void FabricService::ReleaseNeighbours(int rail) {
+  if (rail < 0 || rail >= static_cast<int>(options_.setup.rails.size())) return;
+  const std::string& name = options_.setup.rails[rail].name;
+  auto released = actuator_.ReleaseUnresolvedNeighbours(name);
+  if (!released.ok()) {
+    log::Warn("cannot release unresolved neighbours of a failed rail", {{"rail", name}, {"error", released.error().message}});
+  } else if (*released > 0) {
+    log::Info("released unresolved neighbours (and the packets queued on them) of a rail traffic left",
+              {{"rail", name}, {"entries", std::to_string(*released)}});
   }
 }
 
@@ -357,7 +438,11 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   }
   inbox_.clear();
   (void)socket_.Poll(wait, inbox_);
+  out_.clear();
+  out_bytes_.clear();
+  reply_peer_.clear();
   for (const FabricDatagram& d : inbox_) Handle(d);
+  FlushReplies();
   now = clock_.Monotonic();
   Apply(monitor_.Tick(now));
   if (now >= next_publish_) Publish(now);
@@ -365,6 +450,10 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
 
 void FabricService::Publish(MonoTime now) {
   next_publish_ = now + kPublishEvery;
+  for (auto& [peer, n] : answered_pending_) {
+    if (n > 0) answered_.Inc({peer}, static_cast<double>(n));
+    n = 0;
+  }
   const auto& rails = options_.setup.rails;
   auto rail_name = [&](int r) { return r < static_cast<int>(rails.size()) ? rails[r].name : std::to_string(r); };
   nlohmann::json paths = nlohmann::json::array();
@@ -438,6 +527,9 @@ void FabricService::Publish(MonoTime now) {
     }
     flaps_window_.Set({name}, r.flaps_in_window);
     rail_down_.Set({name}, r.down ? 1 : 0);
+    // A rail whose every path failed: packets that went to it before the
+    // move may wait on its unresolved neighbours; free them (see Apply).
+    if (r.down) ReleaseNeighbours(r.rail);
     rail_views.push_back({{"rail", r.rail},
                           {"interface", name},
                           {"gateway", r.rail < static_cast<int>(rails.size())

@@ -51,6 +51,31 @@ double CpuSeconds(pid_t pid, double* sys = nullptr) {
   return (utime + stime) / double(::sysconf(_SC_CLK_TCK));
 }
 
+// utime + stime of the agent's fabric prober thread (named "ls-fabric"), in
+// seconds; -1 if not found.
+double FabricThreadCpuSeconds(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task/";
+  std::istringstream tids(RunCapture({"ls", task}).out);
+  std::string tid;
+  while (tids >> tid) {
+    std::string comm = ReadFile(task + tid + "/comm");
+    comm.erase(comm.find_last_not_of(" \n") + 1);
+    if (comm != "ls-fabric") continue;
+    const std::string stat = ReadFile(task + tid + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) return -1;
+    std::istringstream in(stat.substr(close + 2));
+    std::string f;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> f; ++i) {
+      if (i == 14) utime = std::atof(f.c_str());
+      if (i == 15) stime = std::atof(f.c_str());
+    }
+    return (utime + stime) / double(::sysconf(_SC_CLK_TCK));
+  }
+  return -1;
+}
+
 double RssMb(pid_t pid) {
   std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
@@ -151,7 +176,7 @@ Arm MakeAgentArm(const std::string& agent) {
         }
       }
     }
-    double cpu = 0, cpu_sys = 0, cpu_max = 0, rss = 0, kbps = 0;
+    double cpu = 0, cpu_sys = 0, cpu_max = 0, rss = 0, kbps = 0, fabric_cpu = 0, fabric_s = 0, packets = 0;
     for (size_t i = 0; i < run->agents.size(); ++i) {
       const double life = Now() - run->started[i];
       double sys = 0;
@@ -164,6 +189,14 @@ Arm MakeAgentArm(const std::string& agent) {
       const double probes = MetricSum(m.out, "lockstep_fabric_probes_sent_total") +
                             MetricSum(m.out, "lockstep_fabric_probes_answered_total");
       kbps += probes * kWireBytesPerProbe * 8 / life / 1000 / double(run->agents.size());
+      // The prober thread alone, and its CPU per probe packet (sent + answered):
+      // the figure that does not depend on how loaded the machine is.
+      const double f = FabricThreadCpuSeconds(run->agents[i].pid());
+      if (f >= 0) {
+        fabric_cpu += 100.0 * f / life / double(run->agents.size());
+        fabric_s += f;
+        packets += probes;
+      }
     }
     auto ms = [&](const std::optional<double>& t) -> ordered_json {
       if (!t) return nullptr;
@@ -179,6 +212,9 @@ Arm MakeAgentArm(const std::string& agent) {
                         {"agent_cpu_percent_max", std::round(cpu_max * 100) / 100},
                         {"agent_cpu_percent_system", std::round(cpu_sys * 100) / 100},
                         {"agent_rss_mb", std::round(rss * 10) / 10},
+                        {"fabric_thread_cpu_percent", std::round(fabric_cpu * 100) / 100},
+                        {"fabric_cpu_ms_per_1000_packets",
+                         packets > 0 ? ordered_json(std::round(fabric_s / packets * 1e6 * 100) / 100) : ordered_json(nullptr)},
                         {"probe_kbps_per_node", std::round(kbps * 10) / 10}};
   };
   return arm;

@@ -61,7 +61,8 @@ std::string Table(const std::vector<ScenarioResult>& results) {
                " ms, paths declared down before the fault " + v("paths_down_before_fault") +
                ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + " (first " + v("first_flap_alert_ms") + " ms)" + ", agent CPU " +
                v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%, system " +
-               v("agent_cpu_percent_system") + "%), RSS " + v("agent_rss_mb") +
+               v("agent_cpu_percent_system") + "%; prober thread " + v("fabric_thread_cpu_percent") + "%, " +
+               v("fabric_cpu_ms_per_1000_packets") + " ms CPU per 1000 probe packets), RSS " + v("agent_rss_mb") +
                " MB, probes " + v("probe_kbps_per_node") + " kbit/s per node\n";
       }
     }

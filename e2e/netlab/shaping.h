@@ -29,7 +29,9 @@ int64_t DefaultBurst(double rate_bps);
 Shaper MakeShaper(const Endpoint& e, const std::string& qdisc, double rate_bps, int64_t burst_bytes,
                   const std::string& latency);
 
-// tc commands that install the shaper as the root qdisc (tbf, or htb with one class).
+// tc commands that install the shaper as the root qdisc (tbf, or htb with one
+// class), with a strict-priority band for DSCP CS6 (network control: the
+// agents' fabric probes) under it; see shaping.cc.
 std::vector<std::vector<std::string>> ShapeArgvs(const Shaper& s);
 
 // tc command that removes whatever root qdisc the end has.

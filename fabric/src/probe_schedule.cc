@@ -17,8 +17,11 @@ Nanos ProbeSchedule::NextGap() {
 
 void ProbeSchedule::Add(const PathKey& path, Time now) {
   if (due_.contains(path)) return;
-  std::uniform_int_distribution<int64_t> phase(0, interval_.count() - 1);
-  const Time due = now + Nanos(phase(rng_));
+  if (!next_tick_) {
+    std::uniform_int_distribution<int64_t> phase(0, interval_.count() - 1);
+    next_tick_ = now + Nanos(phase(rng_));
+  }
+  const Time due = *next_tick_;  // with the others (at once if their tick is overdue)
   due_.emplace(path, due);
   queue_.emplace(due, path);
 }
@@ -28,6 +31,7 @@ void ProbeSchedule::Remove(const PathKey& path) {
   if (it == due_.end()) return;
   queue_.erase({it->second, path});
   due_.erase(it);
+  if (due_.empty()) next_tick_.reset();
 }
 
 std::vector<PathKey> ProbeSchedule::TakeDue(Time now) {
@@ -36,9 +40,13 @@ std::vector<PathKey> ProbeSchedule::TakeDue(Time now) {
     taken.push_back(std::move(queue_.extract(queue_.begin()).value()));
   }
   std::vector<PathKey> out;
+  if (taken.empty()) return out;
+  // One tick for all: a gap after the latest due time taken (paths that were
+  // due at different times, say after a late Add, line up from here on).
+  Time next = taken.back().first + NextGap();
+  if (next <= now) next = now + NextGap();  // a whole gap late: no burst
+  next_tick_ = next;
   for (auto& [due, path] : taken) {
-    Time next = due + NextGap();
-    if (next <= now) next = now + NextGap();  // a whole gap late: no burst
     due_[path] = next;
     queue_.emplace(next, path);
     out.push_back(std::move(path));

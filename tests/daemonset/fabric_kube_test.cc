@@ -175,9 +175,19 @@ TEST_CASE("a removed peer's paths and pin go; the health view names the failed p
   CHECK_FALSE(va.last_flap.has_value());  // only b's path failed: not a flap of a's rail
   CHECK(va.flaps_last_hour == 0);
 
-  // c leaves the policy: a stops probing it and removes its pin.
+  // c leaves the policy: a stops probing it and removes its pin, and c's
+  // series leave the metrics (no gauge keeps reporting a peer that left).
+  CHECK(t.a.registry.Render().find("peer=\"c\"") != std::string::npos);
   t.a.service->SetPeers({Peer("b", kHostB)}, {});
   t.Run(300ms);
+  const std::string page = t.a.registry.Render();
+  for (const char* family : {"lockstep_fabric_path_state{", "lockstep_fabric_path_loss_ratio{",
+                             "lockstep_fabric_path_rtt_seconds{", "lockstep_fabric_peer_rail{",
+                             "lockstep_fabric_probes_sent_total{"}) {
+    INFO(family);
+    CHECK(page.find(std::string(family) + "peer=\"c\"") == std::string::npos);
+    CHECK(page.find(std::string(family) + "peer=\"b\"") != std::string::npos);
+  }
   CHECK(t.a.routes.routes.size() == 1);
   CHECK(t.a.routes.routes.count({kHostC, 32}) == 0);
   for (const auto& p : t.a.service->monitor().Paths(t.clock.Monotonic())) CHECK(p.path.peer == "b");

@@ -3,6 +3,7 @@
 // re-admission, start-up adoption and what the prober drops.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "../support/fake_clock.h"
@@ -138,8 +139,14 @@ TEST_CASE("a dead home rail moves both directions to the other rail; re-admissio
   w.Run(300ms);
   const int home = HomeRail();
   const int other = 1 - home;
+  CHECK(w.a.routes.released.empty());  // no traffic has left a rail yet
   w.net.Cut(kHostB, home);  // B's link on the home rail dies silently
   w.Run(200ms);
+  // Traffic left the home rail: its unresolved neighbours (and the packets
+  // queued on them) are released, never the other rail's.
+  REQUIRE_FALSE(w.a.routes.released.empty());
+  CHECK(w.a.routes.released.front() == "rail" + std::to_string(home));
+  CHECK(std::count(w.a.routes.released.begin(), w.a.routes.released.end(), "rail" + std::to_string(other)) == 0);
   CHECK(StateOf(w.a, "b", home) == fabric::PathState::kDown);
   CHECK(StateOf(w.a, "b", other) == fabric::PathState::kUp);
   REQUIRE(w.a.routes.routes.size() == 1);

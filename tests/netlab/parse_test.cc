@@ -75,15 +75,39 @@ TEST_CASE("shaping: directions, default burst and tc commands", "[netlab]") {
   using Argv = std::vector<std::string>;
   const Shaper tbf = MakeShaper(lk.a, "tbf", 10e6, 3028, "20ms");
   CHECK(tbf.latency == "20ms");
-  CHECK(ShapeArgvs(tbf) == std::vector<Argv>{{"tc", "-n", "lab-l0", "qdisc", "replace", "dev", "s0", "root", "handle",
-                                              "1:", "tbf", "rate", "10000000", "burst", "3028", "latency", "20ms"}});
+  // tbf shapes; under it an htb at twice the rate only orders: CS6 (the
+  // agents' probes) in band 10:1 first, the rest in 10:2, each band a bfifo
+  // as deep as tbf's queue (10 Mbit/s x 20 ms + 3028 = 28028 bytes).
+  const auto t = ShapeArgvs(tbf);
+  REQUIRE(t.size() == 8);
+  CHECK(t[0] == Argv{"tc", "-n", "lab-l0", "qdisc", "replace", "dev", "s0", "root", "pfifo_fast"});
+  CHECK(t[1] == Argv{"tc", "-n", "lab-l0", "qdisc", "replace", "dev", "s0", "root", "handle", "1:", "tbf", "rate",
+                     "10000000", "burst", "3028", "latency", "20ms"});
+  CHECK(t[2] == Argv{"tc", "-n", "lab-l0", "qdisc", "replace", "dev", "s0", "parent", "1:1", "handle", "10:", "htb",
+                     "default", "2"});
+  CHECK(t[3] == Argv{"tc", "-n", "lab-l0", "class", "replace", "dev", "s0", "parent", "10:", "classid", "10:1", "htb",
+                     "rate", "20000000", "ceil", "20000000", "burst", "3028", "prio", "0", "quantum", "1514"});
+  CHECK(t[4][13] == "20000000");
+  CHECK(t[4][18] == "prio");
+  CHECK(t[4][19] == "1");
+  CHECK(t[5] == Argv{"tc", "-n", "lab-l0", "qdisc", "replace", "dev", "s0", "parent", "10:1", "handle", "11:", "bfifo",
+                     "limit", "28028"});
+  CHECK(t[6][8] == "10:2");
+  CHECK(t[6].back() == "28028");
+  CHECK(t[7] == Argv{"tc", "-n", "lab-l0", "filter", "replace", "dev", "s0", "parent", "10:", "protocol", "ip", "prio",
+                     "1", "handle", "800::800", "u32", "match", "ip", "dsfield", "0xc0", "0xfc", "flowid", "10:1"});
   const Shaper htb = MakeShaper(lk.b, "htb", 1.5e9, 62500, "50ms");
   CHECK_FALSE(htb.latency.has_value());
-  CHECK(ShapeArgvs(htb) ==
-        std::vector<Argv>{{"tc", "-n", "lab-s0", "qdisc", "replace", "dev", "l0", "root", "handle", "1:", "htb",
-                           "default", "10"},
-                          {"tc", "-n", "lab-s0", "class", "replace", "dev", "l0", "parent", "1:", "classid", "1:10",
-                           "htb", "rate", "1500000000", "ceil", "1500000000", "burst", "62500", "quantum", "1514"}});
+  const auto h = ShapeArgvs(htb);
+  REQUIRE(h.size() == 6);
+  CHECK(h[1] == Argv{"tc", "-n", "lab-s0", "qdisc", "replace", "dev", "l0", "root", "handle", "1:", "htb", "default",
+                     "12"});
+  CHECK(h[2] == Argv{"tc", "-n", "lab-s0", "class", "replace", "dev", "l0", "parent", "1:", "classid", "1:10", "htb",
+                     "rate", "1500000000", "ceil", "1500000000", "burst", "62500", "quantum", "1514"});
+  CHECK(h[3][10] == "1:11");
+  CHECK(h[3][19] == "0");
+  CHECK(h[4][10] == "1:12");
+  CHECK(h[5].back() == "1:11");
   CHECK(ClearShapeArgv(lk.a) == Argv{"tc", "-n", "lab-l0", "qdisc", "del", "dev", "s0", "root"});
 }
 

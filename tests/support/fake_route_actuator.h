@@ -52,6 +52,11 @@ class FakeRouteActuator final : public RouteActuator {
     if (fail) return *fail;
     return interfaces;
   }
+  Result<int> ReleaseUnresolvedNeighbours(const std::string& interface) override {
+    if (fail) return *fail;
+    released.push_back(interface);
+    return 0;
+  }
 
   // Adds an interface (index = position + 1).
   void AddInterface(const std::string& name, bool up) {
@@ -63,6 +68,7 @@ class FakeRouteActuator final : public RouteActuator {
   std::vector<InterfaceState> interfaces;
   std::optional<Error> fail;
   std::vector<std::string> log;
+  std::vector<std::string> released;  // interfaces whose unresolved neighbours were released, in order
 
  private:
   Status Check(const OwnedRoute& route) const {

@@ -63,6 +63,7 @@ Status FabricAgent::Start() {
     // CAP_SYS_NICE (or root) the prober runs SCHED_FIFO at a low real-time
     // priority; it sleeps between events (about 1% of a core), so it cannot
     // starve the node.
+    pthread_setname_np(pthread_self(), "ls-fabric");  // per-thread CPU in /proc, top -H, perf
     sched_param param{};
     param.sched_priority = kRealtimePriority;
     realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;

@@ -7,6 +7,7 @@
 #include <netlink/errno.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
+#include <netlink/route/neighbour.h>
 #include <netlink/route/nexthop.h>
 #include <netlink/route/route.h>
 #include <sys/socket.h>
@@ -255,6 +256,30 @@ Result<std::vector<InterfaceState>> NetlinkRouteActuator::Interfaces() {
   }
   std::sort(out.begin(), out.end(), [](const InterfaceState& a, const InterfaceState& b) { return a.name < b.name; });
   return out;
+}
+
+Result<int> NetlinkRouteActuator::ReleaseUnresolvedNeighbours(const std::string& interface) {
+  last_ = {};
+  const unsigned ifindex = if_nametoindex(interface.c_str());
+  if (ifindex == 0) return NotFound("releasing neighbours: no interface " + interface);
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_neigh_alloc_cache(sock_, &raw); err < 0) return ToError(err, "listing neighbours");
+  CachePtr neighbours(raw);
+  int deleted = 0;
+  for (nl_object* o = nl_cache_get_first(raw); o != nullptr; o = nl_cache_get_next(o)) {
+    auto* n = reinterpret_cast<rtnl_neigh*>(o);
+    if (rtnl_neigh_get_family(n) != AF_INET || rtnl_neigh_get_ifindex(n) != static_cast<int>(ifindex) ||
+        (rtnl_neigh_get_state(n) & NUD_INCOMPLETE) == 0) {
+      continue;
+    }
+    // Deleting an INCOMPLETE entry fails it: the kernel drops its queue.
+    if (int err = rtnl_neigh_delete(sock_, n, 0); err < 0) {
+      if (-err == NLE_OBJ_NOTFOUND) continue;  // resolved or gone meanwhile
+      return ToError(err, "deleting an unresolved neighbour on " + interface);
+    }
+    ++deleted;
+  }
+  return deleted;
 }
 
 }  // namespace lockstep::agent

@@ -6,10 +6,51 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace lockstep::agent {
+namespace {
+
+constexpr size_t kBatch = 64;         // datagrams per sendmmsg / recvmmsg
+constexpr size_t kRecvBuffer = 256;   // a probe is 72 bytes; longer ones arrive truncated (and are dropped)
+constexpr size_t kControl = CMSG_SPACE(sizeof(in_pktinfo));
+
+// One outgoing datagram's headers: destination, iovec, IP_PKTINFO.
+struct SendSlot {
+  sockaddr_in to;
+  iovec iov;
+  alignas(cmsghdr) char control[kControl];
+};
+
+void Fill(SendSlot& slot, mmsghdr& m, std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex,
+          uint32_t source) {
+  slot.to = sockaddr_in{};
+  slot.to.sin_family = AF_INET;
+  slot.to.sin_port = htons(static_cast<uint16_t>(port));
+  slot.to.sin_addr.s_addr = htonl(dest);
+  slot.iov = iovec{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  std::memset(slot.control, 0, sizeof slot.control);
+  m = mmsghdr{};
+  m.msg_hdr.msg_name = &slot.to;
+  m.msg_hdr.msg_namelen = sizeof slot.to;
+  m.msg_hdr.msg_iov = &slot.iov;
+  m.msg_hdr.msg_iovlen = 1;
+  m.msg_hdr.msg_control = slot.control;
+  m.msg_hdr.msg_controllen = sizeof slot.control;
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+  c->cmsg_level = IPPROTO_IP;
+  c->cmsg_type = IP_PKTINFO;
+  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+  in_pktinfo info{};
+  info.ipi_ifindex = ifindex;
+  info.ipi_spec_dst.s_addr = htonl(source);
+  std::memcpy(CMSG_DATA(c), &info, sizeof info);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string& bind_address, int port,
                                                                const Clock& clock) {
@@ -22,6 +63,12 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
   };
   int on = 1;
   if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0) return fail("IP_PKTINFO");
+  // DSCP CS6 (network control), as BFD and routing protocols are marked: a
+  // fabric that queues this class apart (and netlab's shapers) does not make
+  // probes wait behind the bulk traffic they protect, so a full queue is not
+  // mistaken for a dead link.
+  int tos = kFabricProbeTos;
+  if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return fail("IP_TOS");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -42,66 +89,88 @@ UdpFabricSocket::~UdpFabricSocket() { ::close(fd_); }
 
 Status UdpFabricSocket::SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex,
                                 uint32_t source) {
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(dest);
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-  msghdr msg{};
-  msg.msg_name = &to;
-  msg.msg_namelen = sizeof to;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = IPPROTO_IP;
-  c->cmsg_type = IP_PKTINFO;
-  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-  in_pktinfo info{};
-  info.ipi_ifindex = ifindex;
-  info.ipi_spec_dst.s_addr = htonl(source);
-  std::memcpy(CMSG_DATA(c), &info, sizeof info);
-  if (::sendmsg(fd_, &msg, 0) < 0) {
+  SendSlot slot;
+  mmsghdr m;
+  Fill(slot, m, bytes, dest, port, ifindex, source);
+  if (::sendmsg(fd_, &m.msg_hdr, 0) < 0) {
     return Unavailable(std::string("fabric probe send (ifindex ") + std::to_string(ifindex) + "): " +
                        std::strerror(errno));
   }
   return Status::Ok();
 }
 
+size_t UdpFabricSocket::SendBatch(std::span<FabricSend> sends) {
+  std::array<SendSlot, kBatch> slots;
+  std::array<mmsghdr, kBatch> msgs;
+  size_t failed = 0;
+  for (size_t base = 0; base < sends.size(); base += kBatch) {
+    const size_t n = std::min(kBatch, sends.size() - base);
+    for (size_t i = 0; i < n; ++i) {
+      const FabricSend& s = sends[base + i];
+      Fill(slots[i], msgs[i], s.bytes, s.dest, s.port, s.ifindex, s.source);
+    }
+    // sendmmsg stops at the first datagram the kernel refuses (say, a rail
+    // without a route): that one is marked failed and the rest go on.
+    size_t done = 0;
+    while (done < n) {
+      const int got = ::sendmmsg(fd_, &msgs[done], static_cast<unsigned>(n - done), 0);
+      if (got <= 0) {
+        if (got < 0 && errno == EINTR) continue;
+        sends[base + done].sent = false;
+        ++failed;
+        ++done;
+        continue;
+      }
+      for (int i = 0; i < got; ++i) sends[base + done + static_cast<size_t>(i)].sent = true;
+      done += static_cast<size_t>(got);
+    }
+  }
+  return failed;
+}
+
 Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) {
   pollfd p{fd_, POLLIN, 0};
-  int ms = static_cast<int>((max_wait.count() + 999'999) / 1'000'000);
-  int n = ::poll(&p, 1, ms < 0 ? 0 : ms);
+  const int64_t ns = std::max<int64_t>(0, max_wait.count());
+  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  int n = ::ppoll(&p, 1, &timeout, nullptr);
   if (n < 0 && errno != EINTR) return Unavailable(std::string("fabric probe poll: ") + std::strerror(errno));
   if (n <= 0) return Status::Ok();
-  for (int i = 0; i < 256; ++i) {
-    uint8_t buf[2048];
-    sockaddr_in from{};
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char control[256];
-    msghdr msg{};
-    msg.msg_name = &from;
-    msg.msg_namelen = sizeof from;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t got = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
-    if (got < 0) break;  // EAGAIN: drained
-    FabricDatagram d;
-    d.received = clock_.Monotonic();
-    d.bytes.assign(buf, buf + got);
-    d.source = ntohl(from.sin_addr.s_addr);
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-        in_pktinfo info{};
-        std::memcpy(&info, CMSG_DATA(c), sizeof info);
-        d.ifindex = info.ipi_ifindex;
-      }
+  static thread_local std::array<std::array<uint8_t, kRecvBuffer>, kBatch> bufs;
+  std::array<sockaddr_in, kBatch> from;
+  std::array<iovec, kBatch> iov;
+  alignas(cmsghdr) static thread_local std::array<std::array<char, 64>, kBatch> control;
+  std::array<mmsghdr, kBatch> msgs;
+  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call, as before
+    for (size_t i = 0; i < kBatch; ++i) {
+      iov[i] = iovec{bufs[i].data(), bufs[i].size()};
+      msgs[i] = mmsghdr{};
+      msgs[i].msg_hdr.msg_name = &from[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_control = control[i].data();
+      msgs[i].msg_hdr.msg_controllen = control[i].size();
     }
-    out.push_back(std::move(d));
+    const int got = ::recvmmsg(fd_, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+    if (got <= 0) break;  // EAGAIN: drained
+    const MonoTime received = clock_.Monotonic();
+    for (int i = 0; i < got; ++i) {
+      const mmsghdr& m = msgs[static_cast<size_t>(i)];
+      FabricDatagram d;
+      d.received = received;
+      d.bytes.assign(bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data() + m.msg_len);
+      d.source = ntohl(from[static_cast<size_t>(i)].sin_addr.s_addr);
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c != nullptr;
+           c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+          in_pktinfo info{};
+          std::memcpy(&info, CMSG_DATA(c), sizeof info);
+          d.ifindex = info.ipi_ifindex;
+        }
+      }
+      out.push_back(std::move(d));
+    }
+    if (static_cast<size_t>(got) < kBatch) break;
   }
   return Status::Ok();
 }

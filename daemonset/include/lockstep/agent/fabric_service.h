@@ -14,7 +14,10 @@
 //              its decisions: PinPeer -> Replace(<peer>/32 via the rail's
 //              gateway, src host address, rto_min 10 ms), UnpinPeer ->
 //              Delete. A failed route change is retried by a level-based
-//              reconcile against the monitor's pins.
+//              reconcile against the monitor's pins. When traffic leaves a
+//              rail (and every 200 ms while a rail is down), the rail's
+//              unresolved neighbours are released: packets queued on them
+//              would hold up TCP's retransmission (route_actuator.h).
 //   Stop:      nothing to do: working routes stay (the next Start adopts them).
 //   SetPeers(): (Kubernetes mode) a new peer set from peer discovery, handed
 //              to the service thread and applied by its next RunOnce():
@@ -34,6 +37,7 @@
 // StatusJson(), Health() and TakeFlapAlerts() from any thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -131,8 +135,10 @@ class FabricService {
 
  private:
   void SendDue(MonoTime now);
-  void Handle(const FabricDatagram& d);
+  void Handle(const FabricDatagram& d);  // a probe's reply is queued for FlushReplies
+  void FlushReplies();
   void Apply(const fabric::Decisions& d);
+  void ReleaseNeighbours(int rail);  // RouteActuator::ReleaseUnresolvedNeighbours, logged
   void Reconcile(MonoTime now);
   void Publish(MonoTime now);  // gauges and the status snapshot
   Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error
@@ -151,12 +157,20 @@ class FabricService {
   fabric::PathMonitor monitor_;
   uint64_t seq_ = 0;
   std::vector<FabricDatagram> inbox_;
+  // The batch being sent (probes of one tick, or replies to one Poll), kept
+  // to reuse their storage.
+  std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
+  std::vector<FabricSend> out_;
+  std::vector<int> out_rail_;                // probes: the rail of each
+  std::vector<std::string> reply_peer_;      // replies: the peer of each
+  std::map<std::string, uint64_t> answered_pending_;  // replies sent since the last Publish, per peer
   MonoTime retry_at_ = MonoTime::max();  // after a failed route change
   MonoTime next_reconcile_{};
   MonoTime next_publish_{};
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
   std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
   bool adopted_ = false;           // the start-up route adoption ran
+  std::map<std::string, int> installed_rail_;  // peer -> the rail of the pin in the kernel
   std::optional<WallTime> last_flap_wall_;
 
   mutable std::mutex mu_;

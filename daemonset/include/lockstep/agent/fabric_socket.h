@@ -18,6 +18,16 @@
 
 namespace lockstep::agent {
 
+// One datagram of a batch send (see SendBatch).
+struct FabricSend {
+  std::span<const uint8_t> bytes{};
+  uint32_t dest = 0;  // host order
+  int port = 0;
+  int ifindex = 0;
+  uint32_t source = 0;  // host order
+  bool sent = false;    // out: the kernel took it
+};
+
 struct FabricDatagram {
   std::vector<uint8_t> bytes;
   uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
@@ -32,6 +42,17 @@ class FabricSocket {
   // `source` (host order). Errors: Unavailable (the kernel refused: no route
   // out of that interface, a full buffer); the caller counts and goes on.
   virtual Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) = 0;
+  // Sends every datagram of `sends` as SendVia would, in one system call
+  // where the adapter can (sendmmsg), and marks each `sent`; returns how many
+  // the kernel refused. The default sends one by one.
+  virtual size_t SendBatch(std::span<FabricSend> sends) {
+    size_t failed = 0;
+    for (FabricSend& s : sends) {
+      s.sent = SendVia(s.bytes, s.dest, s.port, s.ifindex, s.source).ok();
+      failed += s.sent ? 0 : 1;
+    }
+    return failed;
+  }
   // Waits up to max_wait for traffic and appends every datagram that arrived.
   virtual Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) = 0;
   virtual int port() const = 0;  // the bound UDP port

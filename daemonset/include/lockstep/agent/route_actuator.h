@@ -94,6 +94,19 @@ class RouteActuator {
   virtual Result<std::vector<OwnedRoute>> List() = 0;
   // Every interface with its state, sorted by name.
   virtual Result<std::vector<InterfaceState>> Interfaces() = 0;
+  // Deletes the unresolved (INCOMPLETE) IPv4 neighbour entries of
+  // `interface`, which frees the packets queued on them. Called when traffic
+  // has been moved off a rail that lost carrier: a TCP segment sent there
+  // before the move waits in its gateway's neighbour queue (no ARP answer
+  // can come back, for up to ~3 s), and while its copy is queued Linux will
+  // not retransmit it (TCP small queues: "still in host queue"), so the
+  // stream stalls on its backed-off RTO long after the route moved
+  // (e2e/bench/fabric-trace-carrier.sh). Returns how many were deleted.
+  // The default does nothing (adapters without neighbours).
+  virtual Result<int> ReleaseUnresolvedNeighbours(const std::string& interface) {
+    (void)interface;
+    return 0;
+  }
 };
 
 // Deletes every owned route (explicit cleanup: `lockstep-agent` leaves working

@@ -38,6 +38,7 @@ class NetlinkRouteActuator final : public RouteActuator {
   Status Delete(const Ipv4Prefix& destination) override;
   Result<std::vector<OwnedRoute>> List() override;
   Result<std::vector<InterfaceState>> Interfaces() override;
+  Result<int> ReleaseUnresolvedNeighbours(const std::string& interface) override;
 
   // The kernel's errno and extended-ack message of the last failed request
   // (set by the socket's error callback). Public for that callback only.

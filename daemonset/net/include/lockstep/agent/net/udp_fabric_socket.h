@@ -3,6 +3,9 @@
 // interface, ipi_spec_dst: the source address), so the kernel routes it
 // through that interface's nexthop even when a pin or the ECMP hash would
 // pick another; receives read IP_PKTINFO for the arrival interface.
+// Batches go out with one sendmmsg, and Poll drains the socket with
+// recvmmsg into buffers it owns: one system call per batch, not per probe.
+// Probes and replies are marked DSCP CS6 (IP_TOS 0xc0, network control).
 // Thread-compatible.
 #pragma once
 
@@ -12,6 +15,8 @@
 #include "lockstep/agent/fabric_socket.h"
 
 namespace lockstep::agent {
+
+inline constexpr int kFabricProbeTos = 0xc0;  // DSCP 48 (CS6) << 2
 
 class UdpFabricSocket final : public FabricSocket {
  public:
@@ -23,6 +28,7 @@ class UdpFabricSocket final : public FabricSocket {
   UdpFabricSocket& operator=(const UdpFabricSocket&) = delete;
 
   Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override;
+  size_t SendBatch(std::span<FabricSend> sends) override;
   Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) override;
   int port() const override { return port_; }
 
