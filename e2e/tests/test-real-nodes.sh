@@ -14,6 +14,9 @@
 #     container is restarted and its FabricHealth goes on (reported again, LOCKED);
 #  4. `down` leaves nothing: processes, cgroups, network namespaces, veths, mounts,
 #     /run/containerd, /var/log/containers, /var/lib/cni, iptables chains.
+# With a netlab binary ($NETLAB, or found in the build tree) the GPU nodes live in the
+# host namespaces of a 2-host netlab fabric: the agents probe each other at the hosts'
+# fabric addresses over the rails, and `down` hands the lab's namespaces back clean.
 # Prints what it measured (kubelet start -> Ready, idle kubelet+containerd per node,
 # pod Ready after apply, helm install -> agents LOCKED) as a table and one JSON line.
 # Needs root, and the images (built here with images/build into the build tree).
@@ -40,6 +43,16 @@ OPERATOR_TAR=$images_dir/lockstep-operator-$app_version.oci.tar
 AGENT_IMAGE=ghcr.io/lockstep/lockstep-agent:$app_version
 PAUSE_IMAGE=$(cat "$BIN/pause.ref")
 
+NETLAB=${NETLAB:-}
+if [[ -z $NETLAB ]]; then
+  for d in ${LOCKSTEP_BUILD_DIR:+"$LOCKSTEP_BUILD_DIR"} "$REPO/build/dev" "$REPO/build/ci"; do
+    [[ -x $d/e2e/netlab/netlab ]] && { NETLAB=$d/e2e/netlab/netlab; break; }
+  done
+fi
+LAB=rnodes$$
+LAB=${LAB:0:10}
+TOPO=""
+
 RDIR=$STATE/real-nodes-cluster
 ID=$(printf '%s' "$RDIR" | sha256sum | cut -c1-6)  # as e2e/cluster/real-nodes names things
 "$REPO/e2e/cluster/down" "$RDIR" --purge >/dev/null 2>&1 || true
@@ -47,12 +60,22 @@ shared_before=$(ls -d /run/containerd /var/log/containers /var/log/pods /var/lib
 down_done=0
 cleanup() {
   ((down_done)) || "$REPO/e2e/cluster/down" "$RDIR" >&2 || true
+  [[ -n $TOPO ]] && "$NETLAB" down --name "$LAB" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
+lab_args=()
+if [[ -n $NETLAB && -x $NETLAB ]]; then
+  "$NETLAB" up --name "$LAB" --hosts 2 --rails 2 >"$STATE/real-nodes-netlab.log" 2>&1 || fail "netlab up: $(cat "$STATE/real-nodes-netlab.log")"
+  TOPO=$(tail -n 1 "$STATE/real-nodes-netlab.log")
+  [[ -f $TOPO ]] || TOPO=/run/netlab/$LAB/topology.json
+  lab_args=(--real-nodes-netlab "$TOPO")
+  lab_before=$(for h in 0 1; do nsenter --net="/run/netns/$LAB-h$h" sh -c 'ip -o addr; ip route; cat /proc/sys/net/ipv4/ip_forward'; done)
+  say "netlab fabric $LAB (2 hosts x 2 rails): the real GPU nodes live in its host namespaces"
+fi
 say "up: 2 real GPU + 1 real CPU + 1 kwok CPU node"
 "$REPO/e2e/cluster/up" --dir "$RDIR" --nodes 0 --cpu-nodes 1 --real-nodes 2 --real-cpu-nodes 1 \
-  --real-node-image "$AGENT_TAR" --real-node-image "$OPERATOR_TAR" >"$STATE/real-nodes-up.log" 2>&1 ||
+  --real-node-image "$AGENT_TAR" --real-node-image "$OPERATOR_TAR" ${lab_args[@]+"${lab_args[@]}"} >"$STATE/real-nodes-up.log" 2>&1 ||
   fail "up failed: $(tail -20 "$STATE/real-nodes-up.log")"
 # shellcheck disable=SC1091
 . "$RDIR/env"
@@ -104,8 +127,8 @@ wait_for "pod rn-pause Ready" 120 K wait --for=condition=Ready pod/rn-pause --ti
 pod_ready_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 [[ $(K get pod rn-pause -o 'jsonpath={.status.containerStatuses[0].containerID}') == containerd://* ]] ||
   fail "rn-pause runs no containerd container"
-K logs rn-pause -c pause | grep -q "pause should be the first process" || fail "kubectl logs rn-pause: $(K logs rn-pause -c pause 2>&1)"
-K logs rn-pause -c version | grep -q . || fail "kubectl logs of the agent image's init container is empty"
+grep -q "pause should be the first process" <<<"$(K logs rn-pause -c pause)" || fail "kubectl logs rn-pause: $(K logs rn-pause -c pause 2>&1)"
+[[ -n $(K logs rn-pause -c version) ]] || fail "kubectl logs of the agent image's init container is empty"
 [[ $(K exec rn-pause -c pause -- /pause -v) == *"$(sed 's/.*://' <<<"$PAUSE_IMAGE")"* ]] || fail "kubectl exec /pause -v"
 pass "pod with the local pause image Running on real-gpu-1 ${pod_ready_s}s after apply; init container ran the agent image; logs and exec work"
 K delete pod rn-pause --wait=true --timeout=60s >/dev/null
@@ -132,12 +155,23 @@ for f in $REAL_GPU; do
   [[ $(K get fabrichealth "$f" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]] || fail "FabricHealth $f not Ready"
 done
 apod=$(jq -r '.items[0].metadata.name' <<<"$agents")
-K -n $NSP logs "$apod" | grep -q '"reporting to FabricHealth"' || fail "kubectl logs $apod shows no agent log"
+grep -q '"reporting to FabricHealth"' <<<"$(K -n $NSP logs "$apod")" || fail "kubectl logs $apod shows no agent log"
 ops=$(K -n $NSP get pods -l app.kubernetes.io/component=operator -o json)
 [[ $(jq -r '[.items[] | select(.status.phase == "Running") | .spec.nodeName] | unique | join(" ")' <<<"$ops") == real-cpu-0 ]] ||
   fail "operator pods not Running on real-cpu-0: $(jq -r '[.items[] | .spec.nodeName + "=" + .status.phase] | join(" ")' <<<"$ops")"
 holder=$(K -n $NSP get lease lockstep-operator -o 'jsonpath={.spec.holderIdentity}')
 jq -e --arg h "$holder" 'any(.items[]; .metadata.name == $h)' <<<"$ops" >/dev/null || fail "Lease holder '$holder' is not an operator pod"
+if [[ -n $TOPO ]]; then
+  # The agents' peers are the lab hosts' fabric addresses, and probes crossed the rails.
+  for h in 0 1; do
+    addr=$(jq -r ".hosts[$h].addr" "$TOPO")
+    [[ $(K get node "real-gpu-$h" -o 'jsonpath={.status.addresses[?(@.type=="InternalIP")].address}') == "$addr" ]] ||
+      fail "real-gpu-$h's InternalIP is not the lab host address $addr"
+  done
+  rail_pkts=$("$NETLAB" counters --name "$LAB" | jq '[to_entries[] | select(.key | test("^h[0-9]+r")) | .value.up_packets] | add')
+  ((rail_pkts > 100)) || fail "only $rail_pkts packets crossed the lab's host links"
+  pass "agents in the netlab host namespaces probe each other at the lab's host addresses ($rail_pkts packets up the host links)"
+fi
 pass "helm install: operator pods on real-cpu-0 ($holder leads), agents Running on $REAL_GPU only, LOCKED and Ready ${locked_s}s after install; kubectl logs works"
 
 # Deleting the leader's pod hands the Lease over to the other replica.
@@ -225,9 +259,18 @@ for h in /sys/fs/cgroup/*/; do
   compgen -G "${h}lockstep-$ID-*" >/dev/null && fail "cgroups ${h}lockstep-$ID-* survive down"
 done
 compgen -G "/run/netns/lsrn-$ID-*" >/dev/null && fail "network namespaces lsrn-$ID-* survive down"
-ip -o link show | grep -q "lsrn$ID" && fail "veths lsrn$ID* survive down"
-iptables-save 2>/dev/null | grep -q '^:KUBE-' && fail "KUBE-* iptables chains in the root namespace"
+[[ $(ip -o link show) == *"lsrn$ID"* ]] && fail "veths lsrn$ID* survive down"
+grep -q '^:KUBE-' <<<"$(iptables-save 2>/dev/null)" && fail "KUBE-* iptables chains in the root namespace"
 shared_after=$(ls -d /run/containerd /var/log/containers /var/log/pods /var/lib/cni /var/lib/kubelet 2>/dev/null || true)
 [[ $shared_after == "$shared_before" ]] || fail "host paths changed: before '$shared_before', after '$shared_after'"
+if [[ -n $TOPO ]]; then
+  lab_after=$(for h in 0 1; do nsenter --net="/run/netns/$LAB-h$h" sh -c 'ip -o addr; ip route; cat /proc/sys/net/ipv4/ip_forward'; done)
+  [[ $lab_after == "$lab_before" ]] || fail "the lab's host namespaces differ after down: $(diff <(echo "$lab_before") <(echo "$lab_after"))"
+  for h in 0 1; do
+    [[ $(nsenter --net="/run/netns/$LAB-h$h" iptables-save 2>/dev/null) != *KUBE-* ]] || fail "KUBE-* iptables left in $LAB-h$h"
+  done
+  "$NETLAB" down --name "$LAB" >/dev/null 2>&1 || fail "netlab down"
+  TOPO="" TOPO_DONE=" (and the netlab host namespaces as they were)"
+fi
 rm -rf "$RDIR"
-pass "down left no process, mount, cgroup, network namespace, veth, iptables chain or host path"
+pass "down left no process, mount, cgroup, network namespace, veth, iptables chain or host path${TOPO_DONE:-}"
