@@ -242,3 +242,36 @@ next_node_ips() {
 		echo "$first"
 	) 7>"$dir/state/node-ip.lock"
 }
+
+# ---- Lockstep on real nodes (scripts/demo and e2e/tests/test-real-nodes.sh) ------------
+# chart_app_version: the chart's appVersion, the tag images/build gives the images.
+chart_app_version() {
+	sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$cluster_repo/charts/lockstep/Chart.yaml"
+}
+
+# local_image_archives BUILD_DIR OUT_DIR LOG: images/build from BUILD_DIR's binaries into
+# OUT_DIR (cached: seconds when nothing changed; its output goes to LOG); prints the agent's
+# and then the operator's OCI archive, one per line, for `up --real-node-image`. Root only.
+local_image_archives() {
+	local build=$1 out=$2 logf=$3 v a o
+	"$cluster_repo/images/build" --build-dir "$build" --out "$out" >"$logf" 2>&1 ||
+		{ log "images/build failed (log: $logf):"; tail -n 5 "$logf" >&2; return 1; }
+	v=$(chart_app_version)
+	a=$out/lockstep-agent-$v.oci.tar o=$out/lockstep-operator-$v.oci.tar
+	[[ -f $a && -f $o ]] || { log "images/build wrote no $a / $o (log: $logf)"; return 1; }
+	printf '%s\n%s\n' "$a" "$o"
+}
+
+# helm_local_image_args: `helm install` flags for images imported into the real nodes'
+# containerd (never pulled) with the operator on a real node (label type=real; a kwok
+# node runs nothing). The agent DaemonSet goes to every GPU node, kwok ones included.
+helm_local_image_args() {
+	echo --set operator.nodeSelector.type=real --set operator.image.pullPolicy=Never --set agent.image.pullPolicy=Never
+}
+
+# locked_fabrichealths KUBECTL...: names of the FabricHealths whose clock is LOCKED,
+# sorted, space-separated (KUBECTL: the kubectl command line to use).
+locked_fabrichealths() {
+	"$@" get fabrichealth -o json |
+		jq -r '[.items[] | select(.status.clock.state == "LOCKED") | .metadata.name] | sort | join(" ")'
+}

@@ -27,14 +27,16 @@ BIN=${LOCKSTEP_K8S_BIN:-$("$REPO/scripts/install-k8s-tools" | tail -n1)}
 export LOCKSTEP_K8S_BIN=$BIN
 K() { "$BIN/kubectl" --kubeconfig "$RDIR/kubeconfig" "$@"; }
 
-app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/charts/lockstep/Chart.yaml")
+# shellcheck source=../cluster/lib.sh
+. "$REPO/e2e/cluster/lib.sh"  # local_image_archives, helm_local_image_args, locked_fabrichealths
+app_version=$(chart_app_version)
 mkdir -p "$STATE"
 # LOCKSTEP_IMAGES_DIR: archives made elsewhere; else images/build in the build tree (cached).
 images_dir=${LOCKSTEP_IMAGES_DIR:-}
 if [[ -z $images_dir ]]; then
   build_dir=${LOCKSTEP_BUILD_DIR:-$REPO/build/ci}
   images_dir=$build_dir/images
-  "$REPO/images/build" --build-dir "$build_dir" --out "$images_dir" >"$STATE/real-nodes-images.log" 2>&1 ||
+  local_image_archives "$build_dir" "$images_dir" "$STATE/real-nodes-images.log" >/dev/null ||
     fail "images/build failed: $(tail -5 "$STATE/real-nodes-images.log")"
 fi
 AGENT_TAR=$images_dir/lockstep-agent-$app_version.oci.tar
@@ -136,14 +138,10 @@ K delete pod rn-pause --wait=true --timeout=60s >/dev/null
 # ---- 3. helm install with the local images --------------------------------------------
 NSP=lockstep-system
 t0=$(date +%s.%N)
+# shellcheck disable=SC2046
 "$BIN/helm" --kubeconfig "$RDIR/kubeconfig" install lockstep "$REPO/charts/lockstep" -n $NSP --create-namespace \
-  --set operator.nodeSelector.type=real --set operator.image.pullPolicy=Never \
-  --set agent.image.pullPolicy=Never >"$STATE/real-nodes-helm.log" 2>&1 || fail "helm install: $(tail -5 "$STATE/real-nodes-helm.log")"
-all_locked() {
-  local s
-  s=$(K get fabrichealth -o json | jq -r '[.items[] | select(.status.clock.state == "LOCKED") | .metadata.name] | sort | join(" ")')
-  [[ $s == "$REAL_GPU" ]]
-}
+  $(helm_local_image_args) >"$STATE/real-nodes-helm.log" 2>&1 || fail "helm install: $(tail -5 "$STATE/real-nodes-helm.log")"
+all_locked() { [[ $(locked_fabrichealths K) == "$REAL_GPU" ]]; }
 wait_for "both real GPU nodes' agents LOCKED" 180 all_locked
 locked_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 agents=$(K -n $NSP get pods -l app.kubernetes.io/component=agent -o json)
