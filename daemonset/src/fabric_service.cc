@@ -401,16 +401,16 @@ void FabricService::Apply(const fabric::Decisions& d) {
       retry_at_ = std::min(retry_at_, clock_.Monotonic() + std::chrono::seconds(1));
     }
   }
-  for (int rail : left) ReleaseNeighbours(rail);
+  for (int rail : left) ReleaseNeighbours(rail, true);
 }
 
-void FabricService::ReleaseNeighbours(int rail) {
+void FabricService::ReleaseNeighbours(int rail, bool log_released) {
   if (rail < 0 || rail >= static_cast<int>(options_.setup.rails.size())) return;
   const std::string& name = options_.setup.rails[rail].name;
   auto released = actuator_.ReleaseUnresolvedNeighbours(name);
   if (!released.ok()) {
     log::Warn("cannot release unresolved neighbours of a failed rail", {{"rail", name}, {"error", released.error().message}});
-  } else if (*released > 0) {
+  } else if (*released > 0 && log_released) {
     log::Info("released unresolved neighbours (and the packets queued on them) of a rail traffic left",
               {{"rail", name}, {"entries", std::to_string(*released)}});
   }
@@ -529,7 +529,7 @@ void FabricService::Publish(MonoTime now) {
     rail_down_.Set({name}, r.down ? 1 : 0);
     // A rail whose every path failed: packets that went to it before the
     // move may wait on its unresolved neighbours; free them (see Apply).
-    if (r.down) ReleaseNeighbours(r.rail);
+    if (r.down) ReleaseNeighbours(r.rail, false);
     rail_views.push_back({{"rail", r.rail},
                           {"interface", name},
                           {"gateway", r.rail < static_cast<int>(rails.size())

@@ -47,6 +47,28 @@ TEST_CASE("the schedule is deterministic per seed and spreads new paths over one
   REQUIRE(a.size() <= 6 * 112);
 }
 
+TEST_CASE("every path is probed in the same tick, and a path added later joins it", "[fabric]") {
+  ProbeSchedule s(10ms, 0.1, 3);
+  const auto paths = EnumeratePaths(2, {"a", "b", "c"});
+  for (size_t i = 0; i + 1 < paths.size(); ++i) s.Add(paths[i], At(0ms));
+  bool added = false;
+  int ticks = 0;
+  for (Time t = At(0ms); t < At(1s); t += 1ms) {
+    const auto due = s.TakeDue(t);
+    if (due.empty()) continue;
+    ++ticks;
+    // One batch per tick: every watched path, never a subset.
+    CHECK(due.size() == (added ? paths.size() : paths.size() - 1));
+    if (!added && t >= At(300ms)) {
+      s.Add(paths.back(), t);  // joins the next tick
+      CHECK(s.DueAt(paths.back()) == s.DueAt(paths.front()));
+      added = true;
+    }
+  }
+  CHECK(ticks >= 90);  // ~100 ticks of 9-11 ms
+  CHECK(ticks <= 112);
+}
+
 TEST_CASE("a caller that is late gets one probe per path, not a burst", "[fabric]") {
   ProbeSchedule s(10ms, 0.1, 1);
   PathKey p{0, "a", 0};

@@ -138,7 +138,9 @@ class FabricService {
   void Handle(const FabricDatagram& d);  // a probe's reply is queued for FlushReplies
   void FlushReplies();
   void Apply(const fabric::Decisions& d);
-  void ReleaseNeighbours(int rail);  // RouteActuator::ReleaseUnresolvedNeighbours, logged
+  // RouteActuator::ReleaseUnresolvedNeighbours (errors logged; what was
+  // released too when log_released: not in the 200 ms sweep of a down rail).
+  void ReleaseNeighbours(int rail, bool log_released);
   void Reconcile(MonoTime now);
   void Publish(MonoTime now);  // gauges and the status snapshot
   Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error

@@ -10,8 +10,9 @@
 //     worst case = N * I * (1 + j) + T = 33 + 10 = 43 ms  (<= 50 ms goal)
 // (WorstCaseDetection computes it). A single lost probe only makes a path
 // suspect. Load: 100 probes/s per path; at 4 hosts x 2 rails a node sends 600
-// probes/s and 600 replies/s (~150 B on the wire each, ~0.7 Mbit/s per rail
-// each way, < 0.1% of a 1 Gbit/s link).
+// probes/s and 600 replies/s (100 B each at the IP layer, 138 B on the wire:
+// 0.48-0.66 Mbit/s per rail each way, 0.05-0.07% of a 1 Gbit/s link; the
+// trade-off against detection is in docs/benchmarks.md, "fabric").
 #pragma once
 
 #include <chrono>
