@@ -80,6 +80,8 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           if (!m) return NotFound("unknown member " + e.member + ": register first (POST /v1/register)");
           if (m->status != MemberStatus::kAlive) return Status::Ok();  // the reply says exit
           m->last_seen = now;
+          if (m->hb_at > 0 && now > m->hb_at) m->hb_interval = std::max(now - m->hb_at, 0.75 * m->hb_interval);
+          m->hb_at = now;
           // A generation that does not exist (yet): a sign of life, nothing more.
           if (e.generation > s.generation()) return Status::Ok();
           m->hb_generation = e.generation;
@@ -164,7 +166,11 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           }
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, Restarted>) {
-          for (auto& [id, m] : s.members) if (m.status == MemberStatus::kAlive) m.last_seen = now;
+          for (auto& [id, m] : s.members) {
+            if (m.status != MemberStatus::kAlive) continue;
+            m.last_seen = now;
+            m.hb_at = m.hb_interval = 0;  // an interval spanning the outage means nothing
+          }
           if (Generation* g = s.current()) g->join_from = now;
           if (s.transition.grace_from != 0) s.transition.grace_from = now;
           return Status::Ok();

@@ -229,7 +229,16 @@ void TryStartPause(JobState& s, double now, Actions& a) {
   }
   if (chosen.empty()) return;
   int64_t max_step = 0;
-  for (const auto& id : g.members) max_step = std::max(max_step, s.Find(id)->hb_step);
+  double interval = 0;
+  for (const auto& id : g.members) {
+    max_step = std::max(max_step, s.Find(id)->hb_step);
+    interval = std::max(interval, s.Find(id)->hb_interval);
+  }
+  // How long until every rank has read the directive: its heartbeat step is up to one
+  // interval old and the reply carrying the directive up to one interval away.
+  const double latency = interval > 0 ? std::min(s.config.heartbeat_timeout_s, 2 * interval)
+                                      : s.config.heartbeat_timeout_s;
+  if (interval > 0 && now - g.rate_anchor_time < latency) return;  // measure the step rate first
   double rate = 0;
   if (now - g.rate_anchor_time > 0.05 && max_step > g.rate_anchor_step) {
     rate = static_cast<double>(max_step - g.rate_anchor_step) / (now - g.rate_anchor_time);
@@ -250,7 +259,7 @@ void TryStartPause(JobState& s, double now, Actions& a) {
   t.cause = cause;
   t.detected_at = requested;
   t.grace_from = 0;
-  t.pause_at_step = PauseStep(max_step, rate, s.config.heartbeat_timeout_s, preemptive);
+  t.pause_at_step = PauseStep(max_step, rate, latency, preemptive);
   for (Migration* mig : chosen) {
     mig->state = "pausing";
     mig->pause_at_step = t.pause_at_step;
@@ -258,7 +267,7 @@ void TryStartPause(JobState& s, double now, Actions& a) {
     a.push_back(Notice{"migration_pausing",
                        {{"id", mig->id}, {"rank", std::to_string(mig->rank)}, {"kind", mig->kind},
                         {"pause_at_step", Num(t.pause_at_step)}, {"max_step", Num(max_step)},
-                        {"steps_per_s", Secs(rate)}}});
+                        {"steps_per_s", Secs(rate)}, {"directive_latency_s", Secs(latency)}}});
   }
   s.transition = t;
   s.phase = Phase::kPausing;
@@ -570,8 +579,8 @@ std::optional<SourceChoice> ChooseSource(const std::vector<std::optional<int64_t
   return best;
 }
 
-int64_t PauseStep(int64_t max_step, double steps_per_s, double heartbeat_timeout_s, bool preemptive) {
-  double in_timeout = std::max(0.0, steps_per_s) * heartbeat_timeout_s;
+int64_t PauseStep(int64_t max_step, double steps_per_s, double directive_latency_s, bool preemptive) {
+  double in_timeout = std::max(0.0, steps_per_s) * directive_latency_s;
   int64_t margin = preemptive ? 1 + static_cast<int64_t>(std::ceil(in_timeout / 2))
                               : 2 + static_cast<int64_t>(std::ceil(in_timeout));
   return max_step + margin;

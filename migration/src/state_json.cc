@@ -41,7 +41,7 @@ void from_json(const nlohmann::json& j, Phase& e) { EnumFrom(j, e, kPhases, "pha
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobConfig, job, world_size, heartbeat_timeout_s, report_grace_s,
                                                 join_timeout_s, spares, can_launch_spares, max_failed_launches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank, host, store_port, pid, seq,
-                                                registered_at, last_seen, hb_generation, hb_step, hb_state,
+                                                registered_at, last_seen, hb_generation, hb_step, hb_state, hb_at, hb_interval,
                                                 report_generation, report_step, report_reason, report_error, status,
                                                 gone_cause, gone_reason, gone_at, fenced)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,

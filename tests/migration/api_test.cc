@@ -127,6 +127,7 @@ TEST_CASE("restart from the state file: members count as alive as of the restart
   after.Beat("s1", -1, 0, "waiting");
   after.BeatAll(5);
   CHECK(after.state.current()->status == "complete");
+  after.TrainFor(2, 5, 2);  // the step rate is measured, then the pause goes out
   CHECK(after.state.phase == Phase::kPausing);
   CHECK(HeartbeatReply(after.state, "m2")["directive"] == "pause");
 }

@@ -356,7 +356,7 @@ TEST_CASE("planned migration: pending without a spare, then pause, re-form, old 
   // A spare registers: every rank gets the pause directive.
   sim.Register("s0", Role::kSpare);
   REQUIRE(sim.state.phase == Phase::kPausing);
-  const int64_t s = 20 + 2 + 3;  // 2 steps/s * 1.5 s
+  const int64_t s = 20 + 2 + 1;  // 2 steps/s * two 0.25 s heartbeat intervals
   auto hb = HeartbeatReply(sim.state, "m0");
   CHECK(hb["directive"] == "pause");
   CHECK(hb["pause_at_step"] == s);
@@ -388,7 +388,7 @@ TEST_CASE("pre-emptive migration pauses with a smaller margin", "[migration]") {
   REQUIRE(sim.TrainFor(10, 0, 2) == 20);
   sim.Do(MigrationRequested{0, "preemptive", "ECC errors rising"});
   REQUIRE(sim.state.phase == Phase::kPausing);
-  CHECK(sim.state.transition.pause_at_step == 20 + 1 + 2);  // 1 + ceil(3 / 2)
+  CHECK(sim.state.transition.pause_at_step == 20 + 1 + 1);  // 1 + ceil(2 * 0.5 / 2)
 }
 
 TEST_CASE("a failure while pausing becomes a failure; the migration waits for the next spare", "[migration]") {
@@ -646,6 +646,28 @@ TEST_CASE("OnFailure: form, wait for a spare, or give up", "[migration]") {
       CHECK(d.source.resume_step == r.step);
     }
   }
+}
+
+TEST_CASE("the pause step follows the observed step rate and heartbeat interval", "[migration]") {
+  // 20 steps/s, heartbeats every 0.25 s: two intervals are 10 steps.
+  auto sim = Formed(2, 1);
+  REQUIRE(sim.TrainFor(2, 0, 20) == 40);
+  sim.Do(MigrationRequested{1, "planned", "fast steps"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  CHECK(sim.state.transition.pause_at_step == 40 + 2 + 10);
+}
+
+TEST_CASE("a migration right after a re-form waits until the step rate is measured", "[migration]") {
+  auto sim = Formed(2, 2);
+  sim.TrainFor(1, 0, 4);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  sim.BeatAll(4);  // generation 1 complete now
+  REQUIRE(sim.state.current()->status == "complete");
+  sim.Do(MigrationRequested{0, "planned", "x"});
+  CHECK(sim.state.phase == Phase::kRunning);  // the rate since completion is not known yet
+  sim.TrainFor(1, 4, 4);
+  CHECK(sim.state.phase == Phase::kPausing);
 }
 
 }  // namespace

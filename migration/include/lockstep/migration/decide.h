@@ -74,8 +74,11 @@ FailureDecision OnFailure(const FailureInput& in);
 bool GenerationComplete(const JobState& s);
 
 // The step at which every rank pauses for a migration: far enough ahead that
-// every rank reads the directive before it gets there. max_step: the highest
-// heartbeat step; steps_per_s: the observed rate (0 if unknown).
-int64_t PauseStep(int64_t max_step, double steps_per_s, double heartbeat_timeout_s, bool preemptive);
+// every rank reads the directive before it gets there: max_step + 2 + the
+// steps run in `directive_latency_s` (pre-emptive: + 1 + half of them).
+// max_step: the highest heartbeat step; steps_per_s: the observed rate (0 if
+// unknown); directive_latency_s: two heartbeat intervals of the slowest member
+// (as observed; the heartbeat timeout when unknown, and at most that).
+int64_t PauseStep(int64_t max_step, double steps_per_s, double directive_latency_s, bool preemptive);
 
 }  // namespace lockstep::migration

@@ -42,6 +42,8 @@ struct Member {
   int64_t hb_generation = -1;
   int64_t hb_step = 0;
   std::string hb_state;  // "training" | "waiting" | "done" | "" (none yet)
+  double hb_at = 0;        // time of the last heartbeat
+  double hb_interval = 0;  // recent heartbeat interval (a decaying max; 0: unknown)
   // Last report (it counts for the generation it names only).
   int64_t report_generation = -1;
   int64_t report_step = 0;
