@@ -34,7 +34,7 @@ run_lockstep() {
   local ps=()
   for r in $(seq 0 $((WORLD - 1))); do
     LOCKSTEP_COORDINATOR=http://127.0.0.1:$(cat "$TMP/port") LOCKSTEP_ROLE=rank LOCKSTEP_RANK=$r \
-      LOCKSTEP_WORLD_SIZE=$WORLD "$PY" "$WORKER" --mode lockstep --steps "$STEPS" --hidden "$HIDDEN" \
+      LOCKSTEP_WORLD_SIZE=$WORLD "$PY" "$WORKER" --mode lockstep --steps "$STEPS" --hidden "$HIDDEN" --quiet \
       > "$1.$r" 2>/dev/null & ps+=($!); PIDS+=($!)
   done
   wait "${ps[@]}"

@@ -394,7 +394,10 @@ class Job:
                         str(e).splitlines()[0], self.step)
         self._formed = False
         self._free_group()      # a gloo group left to the interpreter's exit can delay it
-        self.heartbeat.update(step=self.step, state="done", send_now=True)
+        self.heartbeat.update(step=self.step, state="done")
+        # Sent from this thread: the heartbeat thread dies with the interpreter's
+        # finalization, which can start before it wakes up.
+        self.heartbeat.beat()
         self._emit("finished")
 
 

@@ -1,5 +1,6 @@
 """GradientReducer("ddp") computes exactly what torch's DistributedDataParallel computes
-(bit for bit, several buckets, after DDP rebuilt its buckets); "flat" does not have to."""
+(bit for bit, several buckets, after DDP rebuilt its buckets); "flat" (another layout)
+does not, which shows the comparison can tell layouts apart."""
 import os
 import socket
 import subprocess
@@ -49,6 +50,9 @@ class ReduceTest(unittest.TestCase):
         self.assertEqual(len(set(ref)), 1)
         self.assertGreaterEqual(nbuckets, 2, "the test model must span several buckets")
         self.assertEqual(mine, ref)
+        flat, _ = run("flat")
+        self.assertNotEqual(flat[0], ref[0], "the run must be sensitive to the bucket layout, "
+                            "or equality above proves nothing")
 
     def test_layouts(self):
         model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))

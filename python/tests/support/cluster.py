@@ -52,7 +52,7 @@ class Cluster:
         self.coord.wait()
         self.coord = None
 
-    def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1, env=None):
+    def start(self, role, rank=None, hold=False, steps=40, step_sleep=0.0, hold_at=-1, env=None, args=()):
         env = dict(os.environ, LOCKSTEP_COORDINATOR=self.url, LOCKSTEP_ROLE=role,
                    LOCKSTEP_WORLD_SIZE=str(self.world_size), PYTHONUNBUFFERED="1", **(env or {}))
         env.pop("LOCKSTEP_RANK", None)
@@ -62,7 +62,7 @@ class Cluster:
             env["LOCKSTEP_TEST_HOLD"] = "1"
         with open(os.path.join(self.dir, "worker%d.err" % len(self.procs)), "w") as log:
             p = subprocess.Popen([sys.executable, WORKER, "--steps", str(steps), "--step-sleep",
-                                  str(step_sleep), "--hold-at", str(hold_at)], env=env,
+                                  str(step_sleep), "--hold-at", str(hold_at), *args], env=env,
                                  stdout=subprocess.PIPE, stderr=log, text=True)
         idx = len(self.procs)
         self.procs.append(p)

@@ -119,7 +119,7 @@ def run_lockstep(a):
             job.all_reduce_gradients()
             opt.step()
             opt.zero_grad()
-        if not job.failed and not a.hidden:
+        if not job.failed and not a.quiet:
             emit("committed", rank=job.rank, step=step + 1, generation=job.generation)
             time.sleep(a.step_sleep)
     timer.tick(a.steps)
@@ -135,6 +135,7 @@ def main():
     ap.add_argument("--hold-at", type=int, default=-1)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--hidden", type=int, default=0)
+    ap.add_argument("--quiet", action="store_true", help="no per-step events (benchmark)")
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)
