@@ -147,6 +147,12 @@ void CheckFinished(JobState& s, double now, Actions& a) {
 void ExpireMembers(JobState& s, double now, Actions& a) {
   for (auto& [id, m] : s.members) {
     if (m.status != MemberStatus::kAlive) continue;
+    // A member that reported for the generation it last heartbeated in is between
+    // groups: freeing its old group can hold the Python GIL (and so its heartbeat
+    // thread) for seconds under load. It is judged by the next generation's join
+    // deadline instead (and by its pid where the coordinator can check it).
+    const bool between_groups = m.report_generation >= 0 && m.report_generation >= m.hb_generation;
+    if (between_groups) continue;
     if (now - m.last_seen > s.config.heartbeat_timeout_s) {
       MarkDead(s, m, "heartbeat_timeout",
                "no heartbeat for " + Secs(now - m.last_seen) + " s (timeout " + Secs(s.config.heartbeat_timeout_s) +

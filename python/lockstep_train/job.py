@@ -203,17 +203,22 @@ class Job:
         gc.collect()
 
     def _leave(self, reason, error):
-        t0 = time.time()
+        # Report first, from this thread, then free the group: freeing (gloo's
+        # destructor, gc) holds the GIL, and under load that starved the heartbeat
+        # thread past the coordinator's timeout, so a healthy rank was fenced. A member
+        # that reported is between groups: the coordinator judges it by its join
+        # deadline from then on, not by heartbeats.
         self._formed = False
-        self._free_group()
-        self._emit("group_freed", seconds=time.time() - t0, reason=reason)
         body = {"member": self.member, "generation": self.generation,
                 "committed_step": self.step, "reason": reason}
         if error:
             body["error"] = error
-        self.heartbeat.update(step=self.step, state="waiting", send_now=True)
+        self.heartbeat.update(step=self.step, state="waiting")
         self._pending_report = body
         self._send_report()
+        t0 = time.time()
+        self._free_group()
+        self._emit("group_freed", seconds=time.time() - t0, reason=reason)
 
     def _send_report(self):
         body = self._pending_report

@@ -585,6 +585,36 @@ TEST_CASE("a restart while collecting reports gives members a fresh grace", "[mi
   CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0"});
 }
 
+TEST_CASE("a member that reported is not expired by heartbeat while it frees its group", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(4);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 0, 4);
+  // m1 reports too, then sends nothing for 3 s (twice the heartbeat timeout): its
+  // heartbeat thread starves while gloo's destructor holds the GIL.
+  sim.ReportErr("m1", 0, 4);
+  REQUIRE(sim.state.generation() == 1);
+  for (int i = 0; i < 12; ++i) {
+    sim.Advance(0.25);
+    sim.Beat("m0", 1, 4, "waiting");
+    sim.Beat("s0", 1, 4, "waiting");
+  }
+  CHECK(sim.state.Find("m1")->status == MemberStatus::kAlive);
+  CHECK(sim.Last<Fence>().empty());
+  sim.Beat("m1", 1, 4);
+  sim.BeatAll(4);
+  CHECK(sim.state.current()->status == "complete");
+  CHECK(sim.state.generation() == 1);
+  // Once it heartbeats in the new generation, the timeout applies to it again.
+  for (int i = 0; i < 8; ++i) {
+    sim.Advance(0.25);
+    sim.Beat("m0", 1, 5);
+    sim.Beat("s0", 1, 5);
+  }
+  CHECK(sim.state.Find("m1")->status == MemberStatus::kDead);
+  CHECK(sim.state.Find("m1")->gone_cause == "heartbeat_timeout");
+}
+
 TEST_CASE("a survivor that dies while waiting for a spare needs one too", "[migration]") {
   auto sim = Formed(3, 0);
   sim.BeatAll(4);
