@@ -52,7 +52,7 @@ options:
   --hang-s S            checkpoint_restart's process group timeout (default 30)
   --monitor-s S         torchrun --monitor_interval (default 5, torchrun's default)
   --max-restarts N      torchrun --max_restarts (default 6)
-  --heartbeat-timeout S the coordinator's --heartbeat-timeout (default 1.5)
+  --heartbeat-timeout S the coordinator's --heartbeat-timeout (default 3)
   --arm-timeout S       give up on an arm after S seconds (default 1800)
   --quick               120 steps, --hidden 256, checkpoint every 10, --hang-s 10,
                         --arm-timeout 300, steps padded to >= 0.2 s (so a spare can start

@@ -42,7 +42,7 @@ struct Options {
   double hang_s = 30;      // checkpoint_restart: the process group timeout a user sets
   double monitor_s = 5;    // torchrun --monitor_interval (its default)
   int max_restarts = 6;
-  double heartbeat_timeout_s = 1.5;
+  double heartbeat_timeout_s = 3.0;
   double arm_timeout_s = 1800;
   double min_step_s = 0;   // the workload pads shorter steps with a sleep (quick mode)
   std::vector<ScheduledFault> faults;

@@ -33,7 +33,7 @@ struct Flags {
   int world_size = 0;
   std::string listen = "127.0.0.1:0";
   std::string port_file, state_file;
-  std::string heartbeat_timeout = "1.5s", report_grace = "2s", join_timeout = "20s";
+  std::string heartbeat_timeout = "3s", report_grace = "2s", join_timeout = "20s";
   int spares = 0;
   std::string spare_command;
   std::string fence = "local";

@@ -17,7 +17,7 @@ log = logging.getLogger("lockstep_train")
 
 
 class Heartbeat:
-    def __init__(self, client, member, interval=0.25):
+    def __init__(self, client, member, interval=0.75):
         self.client = client
         self.member = member
         self.interval = interval

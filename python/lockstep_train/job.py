@@ -443,7 +443,7 @@ def seed(step, rank):
 
 def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
          hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
-         host=None, heartbeat_interval=0.25):
+         host=None, heartbeat_interval=0.75):
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned)."""
     global _seed_base

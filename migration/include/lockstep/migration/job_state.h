@@ -17,7 +17,7 @@ namespace lockstep::migration {
 struct JobConfig {
   std::string job;
   int world_size = 1;
-  double heartbeat_timeout_s = 1.5;  // a member not heard from for this long is dead
+  double heartbeat_timeout_s = 3.0;  // a member not heard from for this long is dead
   double report_grace_s = 2.0;       // after a failure, time to report before "hung"
   double join_timeout_s = 20.0;      // time for a new generation to complete
   int spares = 0;                    // K: pool size kept ready once a spare was used
