@@ -47,6 +47,7 @@ m::JobConfig Config(int world, int spares = 0, bool launch = false) {
   m::JobConfig c;
   c.job = "rt";
   c.world_size = world;
+  c.heartbeat_timeout_s = 1.5;  // the tests' clock steps are sized to this
   c.spares = spares;
   c.can_launch_spares = launch;
   return c;
