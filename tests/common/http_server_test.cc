@@ -12,32 +12,17 @@
 #include <thread>
 #include <vector>
 
+#include "local_http.h"
 #include "lockstep/common/http_server.h"
 
 namespace lockstep {
 namespace {
 
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
-
 // Performs one request against the server; returns {status, body}. The
 // timeout is generous: these tests assert that requests succeed, not how fast.
 std::pair<long, std::string> Fetch(int port, const std::string& path, const std::string& post = {}) {
-  CURL* c = curl_easy_init();
-  std::string body;
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  if (!post.empty()) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.c_str());
-  long code = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(c);
-  return {code, body};
+  LocalReply r = LocalHttp(port, path, post, nullptr, 10);
+  return {r.status, std::move(r.body)};
 }
 
 // A raw TCP connection to the server (for idle and misbehaving clients).
@@ -140,7 +125,7 @@ TEST_CASE("HttpServer listens on IPv6 loopback", "[common]") {
   CURL* c = curl_easy_init();
   std::string url = "http://[::1]:" + std::to_string(server.port()) + "/healthz", body;
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, AppendToString);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");

@@ -2,7 +2,6 @@
 // over HTTP through a crash of a real child process (SIGKILL, seen by pid
 // liveness), a cold spare started by --spare-command that registers itself,
 // malformed bodies, SIGTERM, and a restart from the state file.
-#include <curl/curl.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,6 +16,8 @@
 #include <set>
 #include <thread>
 
+#include "local_http.h"
+
 #ifndef LOCKSTEP_COORDINATOR_BIN
 #error "LOCKSTEP_COORDINATOR_BIN must name the lockstep-coordinator binary"
 #endif
@@ -28,26 +29,12 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
+using lockstep::LocalHttp;
+using lockstep::LocalReply;
 
 std::pair<long, json> Call(int port, const std::string& path, const std::string& post = {}) {
-  CURL* c = curl_easy_init();
-  std::string body;
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  if (!post.empty()) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.c_str());
-  long code = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(c);
-  return {code, json::parse(body, nullptr, false)};
+  LocalReply r = LocalHttp(port, path, post);
+  return {r.status, json::parse(r.body, nullptr, false)};
 }
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& err_file = {}) {

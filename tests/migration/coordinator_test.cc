@@ -1,12 +1,11 @@
 // The coordinator runtime over HTTP with fake ports and simulated time: pid
 // liveness, fencing, spare launching, the state store, restarts, bad requests.
-#include <curl/curl.h>
-
 #include <catch2/catch.hpp>
 #include <thread>
 
 #include "fake_clock.h"
 #include "fake_coordinator_ports.h"
+#include "local_http.h"
 #include "lockstep/coordinator/coordinator.h"
 #include "lockstep/migration/state_json.h"
 
@@ -16,11 +15,6 @@ namespace {
 using nlohmann::json;
 namespace m = lockstep::migration;
 
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
-
 struct Reply {
   long status = 0;
   std::string body;
@@ -28,19 +22,8 @@ struct Reply {
 };
 
 Reply Call(int port, const std::string& path, const std::string& post = {}, const char* method = nullptr) {
-  CURL* c = curl_easy_init();
-  Reply r;
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  if (!post.empty() || method) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.c_str());
-  if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-  curl_easy_cleanup(c);
-  return r;
+  LocalReply r = LocalHttp(port, path, post, method);
+  return {r.status, std::move(r.body)};
 }
 
 m::JobConfig Config(int world, int spares = 0, bool launch = false) {
