@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Steady-state step time of lockstep_train (coordinator, heartbeats, DDP-layout gradient
-# reduction without overlap) against plain DistributedDataParallel, same model and data,
-# arms interleaved so that machine load hits both alike. Prints a table and one JSON line.
+# reduction overlapped with backward) against plain DistributedDataParallel, same model
+# and data. The arms alternate in ABBA order (ddp first in odd rounds, lockstep first in
+# even ones) so that a load trend hits both alike; each round gives one ratio (median
+# step time of lockstep over ddp, each the mean over ranks of their median step time),
+# and the overhead is the median of the rounds' ratios. Prints a table and one JSON line.
 #   python/bench/step_overhead.sh COORDINATOR_BIN [WORLD=4] [HIDDEN=1024] [STEPS=30] [ROUNDS=2]
 set -euo pipefail
 BIN=${1:?usage: step_overhead.sh path/to/lockstep-coordinator [world] [hidden] [steps] [rounds]}
@@ -41,18 +44,35 @@ run_lockstep() {
   kill "$c"; wait "$c" 2>/dev/null || true; rm -f "$TMP/port" "$TMP/state.json"
 }
 
+mean_of() {  # FIELD FILES...: the mean over ranks
+  local f=$1; shift
+  grep -h '"end"' "$@" | sed "s/.*\"$f\": \([0-9.e-]*\).*/\1/" | awk '{s+=$1} END {printf "%.6f", s/NR}'
+}
+pct() { awk -v d="$1" -v l="$2" 'BEGIN {printf "%.2f", (l - d) / d * 100}'; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.2f", (a[NR/2]+a[NR/2+1])/2}'; }
+RATIOS=() CPU_RATIOS=()
+printf '%-6s %12s %12s %10s %14s %14s %10s\n' round ddp_step_s ls_step_s overhead_% ddp_cpu_step_s ls_cpu_step_s cpu_%
 for i in $(seq "$ROUNDS"); do
-  run_ddp "$TMP/ddp$i"
-  run_lockstep "$TMP/ls$i"
+  if [ $((i % 2)) = 1 ]; then run_ddp "$TMP/ddp$i"; run_lockstep "$TMP/ls$i"
+  else run_lockstep "$TMP/ls$i"; run_ddp "$TMP/ddp$i"; fi
+  d=$(mean_of median_step_s "$TMP/ddp$i".*); l=$(mean_of median_step_s "$TMP/ls$i".*)
+  dc=$(mean_of cpu_per_step_s "$TMP/ddp$i".*); lc=$(mean_of cpu_per_step_s "$TMP/ls$i".*)
+  r=$(pct "$d" "$l"); rc=$(pct "$dc" "$lc")
+  RATIOS+=("$r"); CPU_RATIOS+=("$rc")
+  printf '%-6s %12s %12s %10s %14s %14s %10s\n' "$i" "$d" "$l" "$r" "$dc" "$lc" "$rc"
 done
+ROUND_MEDIAN=$(printf '%s\n' "${RATIOS[@]}" | median)
+CPU_MEDIAN=$(printf '%s\n' "${CPU_RATIOS[@]}" | median)
+ROUND_MIN=$(printf '%s\n' "${RATIOS[@]}" | sort -g | head -1); ROUND_MAX=$(printf '%s\n' "${RATIOS[@]}" | sort -g | tail -1)
 D=$(median_of "$TMP"/ddp*); L=$(median_of "$TMP"/ls*)
 HD=$(hash_of "$TMP"/ddp*); HL=$(hash_of "$TMP"/ls*)
 SAME=false; [ "$HD" = "$HL" ] && [ "$(echo "$HD" | wc -l)" = 1 ] && SAME=true
-OVER=$(awk -v d="$D" -v l="$L" 'BEGIN {printf "%.2f", (l - d) / d * 100}')
+POOLED=$(awk -v d="$D" -v l="$L" 'BEGIN {printf "%.2f", (l - d) / d * 100}')
+OVER=$ROUND_MEDIAN
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 printf '%-22s %12s\n' arm median_step_s
 printf '%-22s %12.4f\n' ddp "$D" lockstep_train "$L"
-printf 'overhead %s %%, final params identical: %s, world %s, hidden %s, steps %s x %s rounds, load %s\n' \
-  "$OVER" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$ROUNDS" "$LOAD"
-printf '{"bench":"lockstep_train_step_overhead","ddp_step_s":%s,"lockstep_step_s":%s,"overhead_percent":%s,"bit_identical":%s,"world":%s,"hidden":%s,"steps":%s,"rounds":%s,"loadavg":"%s"}\n' \
-  "$D" "$L" "$OVER" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$ROUNDS" "$LOAD"
+printf 'step-time overhead %s %% (median of %s rounds; min %s, max %s; pooled medians %s %%); CPU per step %s %% (median of rounds); final params identical: %s, world %s, hidden %s, steps %s, load %s\n' \
+  "$OVER" "$ROUNDS" "$ROUND_MIN" "$ROUND_MAX" "$POOLED" "$CPU_MEDIAN" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$LOAD"
+printf '{"bench":"lockstep_train_step_overhead","ddp_step_s":%s,"lockstep_step_s":%s,"overhead_percent":%s,"round_overhead_percent":[%s],"pooled_overhead_percent":%s,"cpu_overhead_percent":%s,"round_cpu_overhead_percent":[%s],"bit_identical":%s,"world":%s,"hidden":%s,"steps":%s,"rounds":%s,"loadavg":"%s"}\n' \
+  "$D" "$L" "$OVER" "$(IFS=,; echo "${RATIOS[*]}")" "$POOLED" "$CPU_MEDIAN" "$(IFS=,; echo "${CPU_RATIOS[*]}")" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$ROUNDS" "$LOAD"

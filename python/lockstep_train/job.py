@@ -5,6 +5,7 @@ generation, syncs state from the source replica, yields step numbers, and on a f
 or paused step frees the group, reports, waits for the next plan and replays the step.
 Used from the training thread only; the heartbeat runs in its own daemon thread.
 """
+import contextlib
 import datetime
 import gc
 import logging
@@ -67,7 +68,7 @@ class _Guard:
 
 class Job:
     def __init__(self, settings, client, member, host, store_server, backend, hang_timeout,
-                 on_event, reduction, bucket_cap_mb, heartbeat_interval):
+                 on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap=True):
         self.settings = settings
         self.client = client
         self.member = member
@@ -77,6 +78,7 @@ class Job:
         self.on_event = on_event
         self.reduction = reduction
         self.bucket_cap_mb = bucket_cap_mb
+        self.overlap = overlap
         self.rank = settings.rank
         self.world_size = settings.world_size
         self.generation = -1          # the generation this member last formed (or tried)
@@ -103,7 +105,8 @@ class Job:
         if self._reducer is not None:
             self._reducer.close()
         self._state = TrackedState(model, optimizer, extra)
-        self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb)
+        self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb,
+                                        overlap=self.overlap)
         if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
             inner = optimizer.step
             job = self
@@ -140,6 +143,7 @@ class Job:
             step = self.step
             self._failure = None
             self._applied = False
+            self._reducer.begin(step)    # bucket all-reduces overlap the coming backward
             yield step
             if self._applied or self._failure is None:
                 self.step = step + 1      # optimizer.step() returned: committed, even if
@@ -156,8 +160,19 @@ class Job:
         return _Guard(self)
 
     def all_reduce_gradients(self):
-        """Average gradients over the ranks in DDP's bucket layout (see reduce.py)."""
+        """Average gradients over the ranks in DDP's bucket layout (see reduce.py): waits
+        for the bucket reductions that backward started and launches the rest."""
         self._reducer.reduce(self.step)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Like DDP's no_sync(): backward passes inside only accumulate gradients (for
+        gradient-accumulation micro-batches); the backward after it reduces them."""
+        self._reducer.enabled = False
+        try:
+            yield
+        finally:
+            self._reducer.enabled = True
 
     @property
     def failed(self):
@@ -217,6 +232,7 @@ class Job:
         self._pending_report = body
         self._send_report()
         t0 = time.time()
+        self._reducer.reset()        # in-flight bucket reductions hold the old group
         self._free_group()
         self._emit("group_freed", seconds=time.time() - t0, reason=reason)
 
@@ -443,7 +459,7 @@ def seed(step, rank):
 
 def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
          hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
-         host=None, heartbeat_interval=0.75):
+         host=None, heartbeat_interval=0.75, overlap=True):
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned)."""
     global _seed_base
@@ -463,7 +479,7 @@ def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo"
     store_server = dist.TCPStore(host, 0, None, True, datetime.timedelta(seconds=hang_timeout),
                                  wait_for_workers=False)
     job = Job(settings, client, new_member_id(), host, store_server, backend, hang_timeout,
-              on_event, reduction, bucket_cap_mb, heartbeat_interval)
+              on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap)
     job._register()
     job.heartbeat.start()
     return job

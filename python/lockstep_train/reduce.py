@@ -10,41 +10,100 @@ all_reduce and copied back. The bucket layout depends only on the model (never o
 history of process groups), so a re-formed group reduces exactly as the fault-free run.
 GradientReducer("flat") is one flat buffer in parameter order (the spike's layout).
 
-Used from the training thread only (gradient hooks run inside backward()).
+Overlap, as DDP does it: after begin(iteration), a hook that runs once a parameter's
+gradient has been accumulated copies it into its bucket, and a bucket whose gradients
+are all in is all-reduced at once (asynchronously, buckets strictly in layout order so
+that every rank issues the same collectives in the same order) while backward goes on.
+reduce() then launches what is left (buckets with a parameter that got no gradient: it
+counts as zeros), waits, and copies the buckets back. The numbers are the same as
+without overlap: the same products summed by the same collectives. A second backward
+before reduce() (gradient accumulation outside no_sync()) is detected: the early
+reductions are dropped and reduce() reduces the accumulated gradients after backward.
+
+Used from the training thread only (gradient hooks run inside backward()). After a
+failed collective call reset(): it drops the in-flight work and the buckets, which hold
+the old process group.
 """
+import logging
 import sys
 
 import torch
 import torch.distributed as dist
 
 MODES = ("ddp", "flat")
+log = logging.getLogger("lockstep_train")
+
+
+class _Round:
+    """One iteration's overlapped reduction: which buckets are full and launched."""
+
+    def __init__(self, iteration, buckets, group):
+        self.iteration = iteration
+        self.buckets = buckets
+        self.group = group
+        self.scale = 1.0 / dist.get_world_size(group)
+        self.bucket_of = {}
+        self.offset_of = {}
+        for b, idx in enumerate(buckets):
+            for i in idx:
+                self.bucket_of[i] = b
+        self.pending = [len(idx) for idx in buckets]
+        self.filled = set()         # parameters copied into their bucket this round
+        self.works = []             # launched, in bucket order
+        self.spoiled = False        # a gradient arrived twice: reduce after backward
 
 
 class GradientReducer:
-    def __init__(self, params, mode="ddp", bucket_cap_mb=25):
+    def __init__(self, params, mode="ddp", bucket_cap_mb=25, overlap=True):
         if mode not in MODES:
             raise ValueError("reduction must be one of %s (got %r)" % ("|".join(MODES), mode))
         self.mode = mode
+        self.overlap = overlap and mode == "ddp"
         self.params = [p for p in params if p.requires_grad]
         self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
         self.first_bucket_bytes = dist._DEFAULT_FIRST_BUCKET_BYTES
         self.rebuilt = None           # DDP's steady-state buckets (lists of param indices)
+        self.enabled = True           # False inside no_sync(): hooks only record
+        self.overlapped = 0           # buckets launched from a hook (during backward)
         self._ready = []              # gradient-ready order seen in the current backward
+        self._round = None            # the armed overlapped reduction, if any
+        self._bufs = None             # (layout, [bucket buffers]) kept between iterations
         self._hooks = []
+        self._accumulators = []       # torch < 2.1: the AccumulateGrad nodes hooked
         if mode == "ddp":
-            for i, p in enumerate(self.params):
-                self._hooks.append(p.register_hook(self._make_hook(i)))
+            with torch.enable_grad():
+                for i, p in enumerate(self.params):
+                    self._hooks.append(self._hook_accumulated(p, self._make_hook(i)))
+
+    def _hook_accumulated(self, p, fn):
+        """Call fn() after p's gradient has been accumulated into p.grad."""
+        if hasattr(p, "register_post_accumulate_grad_hook"):        # torch >= 2.1
+            return p.register_post_accumulate_grad_hook(lambda _p: fn())
+        acc = p.expand_as(p).grad_fn.next_functions[0][0]          # p's AccumulateGrad node
+        self._accumulators.append(acc)                              # it must stay alive
+        return acc.register_hook(lambda *_: fn())
 
     def _make_hook(self, i):
-        def hook(grad):
+        def hook():
             self._ready.append(i)
-            return None
+            r = self._round
+            if r is not None and self.enabled and not r.spoiled:
+                self._fill(r, i)
         return hook
 
     def close(self):
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        self._accumulators = []
+        self.reset()
+
+    def reset(self):
+        """Forget the armed round, its in-flight work and the bucket buffers (after a
+        failed collective: they reference the old process group)."""
+        self._round = None
+        self._bufs = None
+        self._ready = []
 
     def first_buckets(self):
         """DDP's first-iteration layout: one bucket per dtype, parameter order."""
@@ -75,22 +134,109 @@ class GradientReducer:
             self.rebuilt = self.rebuilt_buckets(self._ready)
         return self.rebuilt
 
+    def begin(self, iteration, group=None):
+        """Arm the overlapped reduction for the coming backward of `iteration` (no-op
+        without overlap, and for the first iteration: DDP reduces it after backward)."""
+        self._round = None
+        self._ready = []
+        if not self.overlap or iteration == 0 or self.rebuilt is None:
+            return
+        self._round = _Round(iteration, self.rebuilt, group)
+
+    def _buffers(self, buckets):
+        if self._bufs is None or self._bufs[0] is not buckets:
+            bufs = []
+            for b in buckets:
+                p = self.params[b[0]]
+                bufs.append(torch.empty(sum(self.params[i].numel() for i in b), dtype=p.dtype,
+                                        device=p.device))
+            self._bufs = (buckets, bufs)
+        return self._bufs[1]
+
+    def _offsets(self, r):
+        if not r.offset_of:
+            for idx in r.buckets:
+                off = 0
+                for i in idx:
+                    r.offset_of[i] = off
+                    off += self.params[i].numel()
+        return r.offset_of
+
+    def _fill(self, r, i):
+        if i in r.filled:                # a second backward before reduce()
+            r.spoiled = True
+            log.warning("lockstep: a gradient was accumulated twice before all_reduce_gradients(); "
+                        "reducing after backward this step (use job.no_sync() for accumulation "
+                        "micro-batches)")
+            return
+        r.filled.add(i)
+        b = r.bucket_of[i]
+        p = self.params[i]
+        n = p.numel()
+        view = self._buffers(r.buckets)[b].narrow(0, self._offsets(r)[i], n).view(p.shape)
+        torch.mul(p.grad, r.scale, out=view)
+        r.pending[b] -= 1
+        self._launch_ready(r, from_hook=True)
+
+    def _launch_ready(self, r, from_hook=False):
+        bufs = self._buffers(r.buckets)
+        while len(r.works) < len(r.buckets) and r.pending[len(r.works)] == 0:
+            b = len(r.works)
+            r.works.append(dist.all_reduce(bufs[b], group=r.group, async_op=True))
+            if from_hook:
+                self.overlapped += 1
+
     def reduce(self, iteration, group=None):
         """Average the gradients over `group` (default group if None). A missing
         gradient counts as zeros (every rank must send the same layout)."""
-        world = dist.get_world_size(group)
-        buckets = self.layout_for(iteration)
-        self._ready = []
-        grads = []
+        r, self._round = self._round, None
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            grads.append(p.grad)
-        works, bufs = [], []
+        if r is not None and r.iteration == iteration and not r.spoiled and r.group is group:
+            self._finish_round(r)
+        else:
+            if r is not None:
+                for w in r.works:       # launched before the round was spoiled
+                    w.wait()
+            self._reduce_after_backward(iteration, group)
+        if self.mode == "ddp" and self.rebuilt is None and self._ready:
+            # DDP rebuilds its buckets after the first iteration, from the order its
+            # gradients became ready in; the order is the same in every iteration.
+            self.rebuilt = self.rebuilt_buckets(self._ready)
+        self._ready = []
+
+    def _finish_round(self, r):
+        for i in range(len(self.params)):
+            if i not in r.filled:        # no gradient this backward: zeros (already set)
+                self._fill(r, i)
+        self._launch_ready(r)
+        for w in r.works:
+            w.wait()
+        bufs = self._buffers(r.buckets)
+        with torch.no_grad():
+            for idx, buf in zip(r.buckets, bufs):
+                off = 0
+                for i in idx:
+                    g = self.params[i].grad
+                    n = g.numel()
+                    g.copy_(buf.narrow(0, off, n).view(g.shape))
+                    off += n
+        del r.works
+
+    def _reduce_after_backward(self, iteration, group):
+        world = dist.get_world_size(group)
+        buckets = self.layout_for(iteration)
+        grads = [p.grad for p in self.params]
+        bufs = self._buffers(buckets) if self.mode == "ddp" else None
+        works = []
         scale = 1.0 / world
-        for b in buckets:
-            dtype, device = grads[b[0]].dtype, grads[b[0]].device
-            buf = torch.empty(sum(grads[i].numel() for i in b), dtype=dtype, device=device)
+        for k, b in enumerate(buckets):
+            if bufs is not None:
+                buf = bufs[k]
+            else:
+                g0 = grads[b[0]]
+                buf = torch.empty(sum(grads[i].numel() for i in b), dtype=g0.dtype, device=g0.device)
             off = 0
             for i in b:
                 n = grads[i].numel()
@@ -99,12 +245,11 @@ class GradientReducer:
                 else:
                     buf.narrow(0, off, n).copy_(grads[i].reshape(-1))
                 off += n
-            works.append(dist.all_reduce(buf, group=group, async_op=True))
-            bufs.append(buf)
-        for w in works:
+            works.append((dist.all_reduce(buf, group=group, async_op=True), buf))
+        for w, _ in works:
             w.wait()
         with torch.no_grad():
-            for b, buf in zip(buckets, bufs):
+            for b, (_, buf) in zip(buckets, works):
                 off = 0
                 for i in b:
                     n = grads[i].numel()
@@ -113,4 +258,4 @@ class GradientReducer:
                         view.div_(world)
                     grads[i].copy_(view)
                     off += n
-        del works, bufs
+        del works

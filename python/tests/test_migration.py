@@ -107,7 +107,12 @@ class MigrationTest(unittest.TestCase):
         self.c.wait_for(lambda: self.c.of(ranks[1], "holding"), "rank 1 to reach step %d" % HOLD_AT)
         self.c.signal(ranks[1], signal.SIGKILL)
         self.assert_completed([ranks[0], ranks[2]], spare, 1)
-        self.assertEqual(self.c.of(spare, "committed")[0]["step"], HOLD_AT + 1)   # step 5 replayed
+        # The spare replays the step the survivors had not committed. The victim held
+        # after its backward, which had already sent its gradient buckets (overlap), so
+        # the survivors may have committed step HOLD_AT before the kill.
+        resume = self.c.of(spare, "plan_received")[-1]["resume_step"]
+        self.assertIn(resume, (HOLD_AT, HOLD_AT + 1))
+        self.assertEqual(self.c.of(spare, "committed")[0]["step"], resume + 1)
         self.assertTrue(self.c.of(ranks[0], "failure_detected"))
 
     def test_sigstop_hang_is_detected_fenced_and_replaced(self):

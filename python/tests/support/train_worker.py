@@ -48,20 +48,30 @@ def set_hidden(h):
 
 class StepTimer:
     """Median time from one step's start to the next one's (everything the loop and the
-    library do per step), skipping the first `warmup` steps."""
+    library do per step), and the process's CPU time (all threads) per step, skipping
+    the first `warmup` steps."""
 
     def __init__(self, warmup=3):
         self.warmup, self.times, self.last = warmup, [], None
+        self.cpu0, self.cpu1, self.counted = None, None, 0
 
     def tick(self, step):
         now = time.perf_counter()
         if self.last is not None and step > self.warmup:
             self.times.append(now - self.last)
+            self.cpu1 = time.process_time()
+        elif step == self.warmup:
+            self.cpu0 = time.process_time()
         self.last = now
 
     def median(self):
         ts = sorted(self.times)
         return ts[len(ts) // 2] if ts else None
+
+    def cpu_per_step(self):
+        if self.cpu0 is None or self.cpu1 is None or not self.times:
+            return None
+        return (self.cpu1 - self.cpu0) / len(self.times)
 
 
 def batch(step, rank):
@@ -88,7 +98,7 @@ def run_ddp(a):
         opt.step()
         opt.zero_grad()
     timer.tick(a.steps)
-    emit("end", rank=rank, step=a.steps, hash=digest(model), median_step_s=timer.median())
+    emit("end", rank=rank, step=a.steps, hash=digest(model), median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step())
     dist.destroy_process_group()
 
 
@@ -102,7 +112,7 @@ def run_lockstep(a):
             emit("holding", rank=f.get("rank"), step=f.get("step"))
             while True:
                 time.sleep(1)
-    job = ls.join(on_event=on_event)
+    job = ls.join(on_event=on_event, overlap=not a.no_overlap, heartbeat_interval=a.heartbeat_interval)
     model, opt = build()
     job.track(model, opt)
     hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
@@ -124,7 +134,7 @@ def run_lockstep(a):
             time.sleep(a.step_sleep)
     timer.tick(a.steps)
     emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
-         median_step_s=timer.median())
+         median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step())
 
 
 def main():
@@ -136,6 +146,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--hidden", type=int, default=0)
     ap.add_argument("--quiet", action="store_true", help="no per-step events (benchmark)")
+    ap.add_argument("--no-overlap", action="store_true", help="reduce after backward (benchmark)")
+    ap.add_argument("--heartbeat-interval", type=float, default=0.75)
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)
