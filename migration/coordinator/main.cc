@@ -25,8 +25,6 @@ namespace {
 using namespace lockstep;
 using namespace std::chrono_literals;
 
-std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal = sig; }
 
 struct Flags {
   std::string job;
@@ -86,6 +84,14 @@ Status WritePortFile(const std::string& path, int port) {
 }
 
 int Run(const Flags& f) {
+  // SIGTERM/SIGINT are blocked in every thread (the server's and the ticker inherit
+  // the mask) and taken by sigwait at the end: no polling loop. Spares are started
+  // with an empty mask (ShellSpareLauncher).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   log::SetLevel(f.log_level == "debug"  ? log::Level::kDebug
                 : f.log_level == "warn" ? log::Level::kWarn
                 : f.log_level == "error" ? log::Level::kError
@@ -168,15 +174,15 @@ int Run(const Flags& f) {
       return Fail(s.error().message);
     }
   }
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-reply is an error value, not a death
   coord.Start();
   log::Info("serving", {{"job", f.job}, {"url", url}, {"world_size", std::to_string(f.world_size)},
                         {"restored", restored ? "yes" : "no"}, {"state_file", f.state_file},
                         {"spares", std::to_string(f.spares)}, {"fence", f.fence}});
-  while (g_signal == 0) std::this_thread::sleep_for(20ms);
-  log::Info("shutting down", {{"signal", std::to_string(g_signal.load())}});
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  log::Info("shutting down", {{"signal", std::to_string(sig)}});
   server.Stop();
   coord.Stop();
   return 0;

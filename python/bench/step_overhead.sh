@@ -64,6 +64,13 @@ done
 ROUND_MEDIAN=$(printf '%s\n' "${RATIOS[@]}" | median)
 CPU_MEDIAN=$(printf '%s\n' "${CPU_RATIOS[@]}" | median)
 ROUND_MIN=$(printf '%s\n' "${RATIOS[@]}" | sort -g | head -1); ROUND_MAX=$(printf '%s\n' "${RATIOS[@]}" | sort -g | tail -1)
+# The reductions alone, in the same processes (python/bench/reducer_interleaved.py).
+port=$(free_port)
+for r in $(seq 0 $((WORLD - 1))); do
+  "$PY" "$HERE/reducer_interleaved.py" "$r" "$WORLD" "$port" $((2 * ROUNDS)) "$HIDDEN" > "$TMP/inter.$r" 2>/dev/null & PIDS+=($!)
+done
+wait
+INTER=$(cat "$TMP/inter.0")
 D=$(median_of "$TMP"/ddp*); L=$(median_of "$TMP"/ls*)
 HD=$(hash_of "$TMP"/ddp*); HL=$(hash_of "$TMP"/ls*)
 SAME=false; [ "$HD" = "$HL" ] && [ "$(echo "$HD" | wc -l)" = 1 ] && SAME=true
@@ -74,5 +81,7 @@ printf '%-22s %12s\n' arm median_step_s
 printf '%-22s %12.4f\n' ddp "$D" lockstep_train "$L"
 printf 'step-time overhead %s %% (median of %s rounds; min %s, max %s; pooled medians %s %%); CPU per step %s %% (median of rounds); final params identical: %s, world %s, hidden %s, steps %s, load %s\n' \
   "$OVER" "$ROUNDS" "$ROUND_MIN" "$ROUND_MAX" "$POOLED" "$CPU_MEDIAN" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$LOAD"
-printf '{"bench":"lockstep_train_step_overhead","ddp_step_s":%s,"lockstep_step_s":%s,"overhead_percent":%s,"round_overhead_percent":[%s],"pooled_overhead_percent":%s,"cpu_overhead_percent":%s,"round_cpu_overhead_percent":[%s],"bit_identical":%s,"world":%s,"hidden":%s,"steps":%s,"rounds":%s,"loadavg":"%s"}\n' \
+jq -r '"same processes, interleaved blocks of 5 steps (\(.steps_per_arm) steps per arm), against DDP: overlapped reducer CPU \(.arms.overlap.cpu_percent) %, wall \(.arms.overlap.wall_percent) %; reducer after backward CPU \(.arms.after_backward.cpu_percent) %, wall \(.arms.after_backward.wall_percent) %; parameters equal to DDP: \(.ddp_equals_overlap)"' <<<"$INTER"
+printf '{"bench":"lockstep_train_step_overhead","interleaved":%s,' "$INTER"
+printf '"ddp_step_s":%s,"lockstep_step_s":%s,"overhead_percent":%s,"round_overhead_percent":[%s],"pooled_overhead_percent":%s,"cpu_overhead_percent":%s,"round_cpu_overhead_percent":[%s],"bit_identical":%s,"world":%s,"hidden":%s,"steps":%s,"rounds":%s,"loadavg":"%s"}\n' \
   "$D" "$L" "$OVER" "$(IFS=,; echo "${RATIOS[*]}")" "$POOLED" "$CPU_MEDIAN" "$(IFS=,; echo "${CPU_RATIOS[*]}")" "$SAME" "$WORLD" "$HIDDEN" "$STEPS" "$ROUNDS" "$LOAD"

@@ -5,7 +5,9 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <spawn.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,7 +82,10 @@ Result<int> ShellSpareLauncher::Launch() {
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGPIPE);
   ::posix_spawnattr_setsigdefault(&attr, &defaults);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  sigset_t none;  // the coordinator blocks SIGTERM/SIGINT (it sigwaits them); not the spare
+  sigemptyset(&none);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
   int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, envp.data());
   ::posix_spawnattr_destroy(&attr);
@@ -105,8 +110,9 @@ std::vector<SpareLauncher::Exited> ShellSpareLauncher::Reap() {
   return out;
 }
 
-std::optional<std::string> ProcProcessProbe::Gone(int pid) {
-  if (pid <= 0) return std::string("has no valid pid");
+namespace {
+
+std::optional<std::string> GoneByProc(int pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!f || !std::getline(f, line)) return std::string("is gone");
@@ -116,6 +122,35 @@ std::optional<std::string> ProcProcessProbe::Gone(int pid) {
   char state = line[close + 2];
   if (state == 'Z' || state == 'X' || state == 'x') return std::string("exited (zombie)");
   return std::nullopt;
+}
+
+}  // namespace
+
+ProcProcessProbe::~ProcProcessProbe() {
+  for (const auto& [pid, fd] : pidfds_) ::close(fd);
+}
+
+std::optional<std::string> ProcProcessProbe::Gone(int pid) {
+  if (pid <= 0) return std::string("has no valid pid");
+  if (no_pidfd_) return GoneByProc(pid);
+  auto it = pidfds_.find(pid);
+  if (it == pidfds_.end()) {
+    long fd = ::syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) {
+      if (errno == ESRCH) return std::string("is gone");
+      no_pidfd_ = true;  // ENOSYS (old kernel), EPERM (seccomp): read /proc instead
+      return GoneByProc(pid);
+    }
+    it = pidfds_.emplace(pid, static_cast<int>(fd)).first;
+  }
+  // A pidfd polls readable once its process has exited (zombie or reaped).
+  pollfd p{it->second, POLLIN, 0};
+  int n = ::poll(&p, 1, 0);
+  if (n == 0) return std::nullopt;
+  if (n < 0) return GoneByProc(pid);
+  ::close(it->second);
+  pidfds_.erase(it);
+  return std::string("exited");
 }
 
 Status FileStateStore::Save(const std::string& text) {

@@ -8,6 +8,7 @@
 // Thread-compatible: the coordinator calls them under its lock.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,9 +58,21 @@ class ShellSpareLauncher final : public SpareLauncher {
   std::set<int> children_;
 };
 
+// Watches local processes through pidfds (Linux >= 5.3): one poll() per check, no
+// /proc parsing, and immune to pid reuse once the pidfd is open. Falls back to
+// reading /proc/<pid>/stat where pidfd_open is not available. Not thread-safe: the
+// coordinator calls it from its tick thread only.
 class ProcProcessProbe final : public ProcessProbe {
  public:
+  ProcProcessProbe() = default;
+  ProcProcessProbe(const ProcProcessProbe&) = delete;
+  ProcProcessProbe& operator=(const ProcProcessProbe&) = delete;
+  ~ProcProcessProbe() override;
   std::optional<std::string> Gone(int pid) override;
+
+ private:
+  std::map<int, int> pidfds_;   // pid -> pidfd, opened on the first check
+  bool no_pidfd_ = false;       // pidfd_open is not supported here
 };
 
 class FileStateStore final : public StateStore {
