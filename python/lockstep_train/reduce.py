@@ -43,7 +43,6 @@ class _Round:
         self.group = group
         self.scale = 1.0 / dist.get_world_size(group)
         self.bucket_of = {}
-        self.offset_of = {}
         for b, idx in enumerate(buckets):
             for i in idx:
                 self.bucket_of[i] = b
@@ -153,16 +152,10 @@ class GradientReducer:
             self._bufs = (buckets, bufs)
         return self._bufs[1]
 
-    def _offsets(self, r):
-        if not r.offset_of:
-            for idx in r.buckets:
-                off = 0
-                for i in idx:
-                    r.offset_of[i] = off
-                    off += self.params[i].numel()
-        return r.offset_of
-
-    def _fill(self, r, i):
+    def _fill(self, r, i, from_hook=True):
+        """Parameter i's gradient is final: count it in its bucket; a full bucket is
+        packed (one cat and one scaling for the whole bucket: per-parameter work in
+        Python stays a few operations) and launched when its turn comes."""
         if i in r.filled:                # a second backward before reduce()
             r.spoiled = True
             log.warning("lockstep: a gradient was accumulated twice before all_reduce_gradients(); "
@@ -171,12 +164,13 @@ class GradientReducer:
             return
         r.filled.add(i)
         b = r.bucket_of[i]
-        p = self.params[i]
-        n = p.numel()
-        view = self._buffers(r.buckets)[b].narrow(0, self._offsets(r)[i], n).view(p.shape)
-        torch.mul(p.grad, r.scale, out=view)
         r.pending[b] -= 1
-        self._launch_ready(r, from_hook=True)
+        if r.pending[b] == 0:
+            buf = self._buffers(r.buckets)[b]
+            # The same float products as DDP's mul_out(bucket view, grad, 1/world).
+            torch.cat([self.params[j].grad.reshape(-1) for j in r.buckets[b]], out=buf)
+            buf.mul_(r.scale)
+            self._launch_ready(r, from_hook)
 
     def _launch_ready(self, r, from_hook=False):
         bufs = self._buffers(r.buckets)
@@ -209,7 +203,7 @@ class GradientReducer:
     def _finish_round(self, r):
         for i in range(len(self.params)):
             if i not in r.filled:        # no gradient this backward: zeros (already set)
-                self._fill(r, i)
+                self._fill(r, i, from_hook=False)
         self._launch_ready(r)
         for w in r.works:
             w.wait()
