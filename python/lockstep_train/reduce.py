@@ -143,19 +143,25 @@ class GradientReducer:
         self._round = _Round(iteration, self.rebuilt, group)
 
     def _buffers(self, buckets):
+        """The bucket buffers of a layout, and each parameter's view into its bucket
+        (kept between iterations, as DDP keeps its buckets)."""
         if self._bufs is None or self._bufs[0] is not buckets:
-            bufs = []
+            bufs, views = [], {}
             for b in buckets:
                 p = self.params[b[0]]
-                bufs.append(torch.empty(sum(self.params[i].numel() for i in b), dtype=p.dtype,
-                                        device=p.device))
-            self._bufs = (buckets, bufs)
-        return self._bufs[1]
+                buf = torch.empty(sum(self.params[i].numel() for i in b), dtype=p.dtype, device=p.device)
+                off = 0
+                for i in b:
+                    n = self.params[i].numel()
+                    views[i] = buf.narrow(0, off, n).view(self.params[i].shape)
+                    off += n
+                bufs.append(buf)
+            self._bufs = (buckets, bufs, views)
+        return self._bufs[1], self._bufs[2]
 
     def _fill(self, r, i, from_hook=True):
-        """Parameter i's gradient is final: count it in its bucket; a full bucket is
-        packed (one cat and one scaling for the whole bucket: per-parameter work in
-        Python stays a few operations) and launched when its turn comes."""
+        """Parameter i's gradient is final: scale it into its bucket; a full bucket is
+        launched when its turn comes."""
         if i in r.filled:                # a second backward before reduce()
             r.spoiled = True
             log.warning("lockstep: a gradient was accumulated twice before all_reduce_gradients(); "
@@ -163,17 +169,15 @@ class GradientReducer:
                         "micro-batches)")
             return
         r.filled.add(i)
+        # DDP's mul_out(bucket view, grad, 1/world): one torch call per parameter.
+        torch.mul(self.params[i].grad, r.scale, out=self._buffers(r.buckets)[1][i])
         b = r.bucket_of[i]
         r.pending[b] -= 1
         if r.pending[b] == 0:
-            buf = self._buffers(r.buckets)[b]
-            # The same float products as DDP's mul_out(bucket view, grad, 1/world).
-            torch.cat([self.params[j].grad.reshape(-1) for j in r.buckets[b]], out=buf)
-            buf.mul_(r.scale)
             self._launch_ready(r, from_hook)
 
     def _launch_ready(self, r, from_hook=False):
-        bufs = self._buffers(r.buckets)
+        bufs = self._buffers(r.buckets)[0]
         while len(r.works) < len(r.buckets) and r.pending[len(r.works)] == 0:
             b = len(r.works)
             r.works.append(dist.all_reduce(bufs[b], group=r.group, async_op=True))
@@ -207,22 +211,17 @@ class GradientReducer:
         self._launch_ready(r)
         for w in r.works:
             w.wait()
-        bufs = self._buffers(r.buckets)
+        views = self._buffers(r.buckets)[1]
         with torch.no_grad():
-            for idx, buf in zip(r.buckets, bufs):
-                off = 0
-                for i in idx:
-                    g = self.params[i].grad
-                    n = g.numel()
-                    g.copy_(buf.narrow(0, off, n).view(g.shape))
-                    off += n
+            for i, p in enumerate(self.params):
+                p.grad.copy_(views[i])
         del r.works
 
     def _reduce_after_backward(self, iteration, group):
         world = dist.get_world_size(group)
         buckets = self.layout_for(iteration)
         grads = [p.grad for p in self.params]
-        bufs = self._buffers(buckets) if self.mode == "ddp" else None
+        bufs = self._buffers(buckets)[0] if self.mode == "ddp" else None
         works = []
         scale = 1.0 / world
         for k, b in enumerate(buckets):
