@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr double kWireBytesPerProbe = 72 + 8 + 20;  // payload + UDP + IPv4
+constexpr double kWireBytesPerProbe = 44 + 8 + 20;  // payload (fabric_probe.h, version 2) + UDP + IPv4
 
 struct Running {
   std::vector<Child> agents;
