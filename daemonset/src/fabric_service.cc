@@ -18,6 +18,7 @@ using fabric::PathState;
 constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState::kSuspect, PathState::kDown,
                                  PathState::kRecovering};
 constexpr auto kSweepEvery = std::chrono::milliseconds(200);
+constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
 
 double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
 nlohmann::json NsOrNull(std::optional<Nanos> d) {
@@ -369,6 +370,7 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
 }
 
 void FabricService::Apply(const fabric::Decisions& d) {
+  if (!d.empty()) changed_ = true;  // published at once (see RunOnce)
   for (const fabric::Transition& t : d.transitions) {
     const std::string rail = t.path.rail < static_cast<int>(options_.setup.rails.size())
                                  ? options_.setup.rails[t.path.rail].name
@@ -489,7 +491,9 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   Apply(monitor_.Tick(now));
   if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
   if (now >= next_sweep_) Sweep(now);
-  if (now >= next_publish_) Publish(now);
+  // Periodically for the percentiles, and soon after any change of state or
+  // pin so `fabric status`, the metrics and FabricHealth follow failovers.
+  if (now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap)) Publish(now);
 }
 
 bool FabricService::AckOnlyPaths() const {
@@ -516,6 +520,8 @@ void FabricService::Sweep(MonoTime now) {
 
 void FabricService::Publish(MonoTime now) {
   next_publish_ = now + options_.publish_every;
+  last_publish_ = now;
+  changed_ = false;
   for (auto& [peer, n] : answered_pending_) {
     if (n > 0) answered_.Inc({peer}, static_cast<double>(n));
     n = 0;

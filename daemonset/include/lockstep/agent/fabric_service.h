@@ -38,7 +38,7 @@
 // its kernel receive time and returns it in its ack; otherwise acks carry
 // none and ranking falls back to round trips (less the time the peer held
 // the ack). Gauges and the status snapshot are published every
-// publish_every (1 s). Malformed, unauthenticated, misdirected and
+// publish_every (1 s) and right after a change of path state or pin. Malformed, unauthenticated, misdirected and
 // unknown-sender datagrams are dropped and counted by reason
 // (lockstep_fabric_probe_dropped_total).
 //
@@ -79,7 +79,8 @@ struct FabricServiceOptions {
   // the start-up route adoption waits for the first peer set.
   bool await_peers = false;
   // Gauges, the status snapshot and the health view (their percentiles are
-  // the costly part of the prober's user time).
+  // a visible part of the prober's user time); a change of path state or
+  // pin is published at once (at most every 20 ms) whatever this says.
   std::chrono::nanoseconds publish_every = std::chrono::seconds(1);
 };
 
@@ -97,7 +98,8 @@ struct FabricRailHealth {
 };
 
 // What FabricHealth needs from the service: one entry per configured rail,
-// in rail order, as of the last publish (publish_every, 1 s).
+// in rail order, as of the last publish (publish_every, 1 s, and at once
+// after a change).
 struct FabricHealthView {
   std::vector<FabricRailHealth> rails{};
   int flaps_last_hour = 0;              // all rails
@@ -194,6 +196,8 @@ class FabricService {
   MonoTime next_reconcile_{};
   MonoTime next_publish_{};
   MonoTime next_sweep_{};
+  MonoTime last_publish_{};
+  bool changed_ = false;  // a transition or route action since the last publish
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
   std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
   bool adopted_ = false;           // the start-up route adoption ran
