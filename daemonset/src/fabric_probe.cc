@@ -79,14 +79,16 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
   }
   if (p.ack) {
     flags |= kFlagAck;
-    Put(&b[22], p.ack->seq, 4);
-    Put(&b[26], p.ack->bitmap, 4);
+    b[22] = p.ack_rail;
+    b[23] = p.ack_path_index;
+    Put(&b[24], p.ack->seq, 4);
+    Put(&b[28], p.ack->bitmap, 4);
     if (p.ack->one_way_delay && p.ack->one_way_delay->count() >= 0 && p.ack->one_way_delay->count() < kMaxOwdNs) {
       flags |= kFlagOwd;
-      Put(&b[30], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
+      Put(&b[32], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
     }
     const int64_t held_us = std::chrono::duration_cast<std::chrono::microseconds>(p.ack->held).count();
-    Put(&b[34], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
+    Put(&b[36], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
   }
   b[3] = flags;
   const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
@@ -126,14 +128,16 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   }
   if (flags & kFlagAck) {
     fabric::AckField a;
-    a.seq = static_cast<uint32_t>(Get(&b[22], 4));
-    a.bitmap = static_cast<uint32_t>(Get(&b[26], 4));
+    p.ack_rail = b[22];
+    p.ack_path_index = b[23];
+    a.seq = static_cast<uint32_t>(Get(&b[24], 4));
+    a.bitmap = static_cast<uint32_t>(Get(&b[28], 4));
     if (flags & kFlagOwd) {
-      const auto owd = static_cast<int64_t>(Get(&b[30], 4));
+      const auto owd = static_cast<int64_t>(Get(&b[32], 4));
       if (owd >= kMaxOwdNs) return FabricDrop::kMalformed;
       a.one_way_delay = Nanos(owd);
     }
-    a.held = std::chrono::microseconds(Get(&b[34], 2));
+    a.held = std::chrono::microseconds(Get(&b[36], 2));
     p.ack = a;
   }
   return p;

@@ -242,6 +242,9 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
                                      {"known", std::to_string(known.size())}});
   options_.setup.peers = std::move(probed);
   known_ = std::move(known);
+  std::set<std::string> known_names;
+  for (const FabricPeer& p : known_) known_names.insert(p.name);
+  std::erase_if(acks_, [&](const auto& entry) { return !known_names.contains(entry.first.peer); });
   if (!adopted_) {
     if (Status st = Adopt(now); !st.ok()) {
       log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", st.error().message}});
@@ -257,9 +260,17 @@ std::optional<fabric::AckField> FabricService::TakeAck(const PathKey& key, MonoT
   return it->second.window.Ack(now);
 }
 
+bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
+  const auto& rails = options_.setup.rails;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (rails[r].ifindex == a.ifindex && monitor_.Watches({static_cast<int>(r), key.peer, key.index})) return true;
+  }
+  return false;
+}
+
 bool FabricService::AckOnlyDue() const {
   for (const auto& [key, a] : acks_) {
-    if (a.window.pending() && !monitor_.Watches(key)) return true;
+    if (a.window.pending() && !HasCarrier(key, a)) return true;
   }
   return false;
 }
@@ -273,6 +284,15 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   reply_peer_.clear();
   std::vector<std::pair<PathKey, uint32_t>> sent;
   const uint32_t self = WireNodeId(self_);
+  // Each probe carries the ack of a peer path whose probes arrive on the
+  // interface it leaves by (the same path index first): the ack retraces
+  // the links of the probes it acknowledges, whatever the rails are called
+  // at the other end.
+  std::map<std::pair<std::string, int>, std::vector<PathKey>> arriving;  // (peer, ifindex) -> peer paths
+  if (!due.empty()) {
+    for (const auto& [key, a] : acks_) arriving[{key.peer, a.ifindex}].push_back(key);
+  }
+  std::set<PathKey> carried;
   for (const PathKey& path : due) {
     const FabricPeer* peer = PeerByName(path.peer);
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
@@ -286,7 +306,19 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
-    p.ack = TakeAck(path, now);  // the peer's probes on this path, acknowledged by ours
+    if (auto it = arriving.find({path.peer, rail.ifindex}); it != arriving.end()) {
+      const PathKey* pick = nullptr;
+      for (const PathKey& k : it->second) {
+        if (carried.contains(k)) continue;
+        if (!pick || (k.index == path.index && pick->index != path.index)) pick = &k;
+      }
+      if (pick) {
+        p.ack = TakeAck(*pick, now);
+        p.ack_rail = static_cast<uint8_t>(pick->rail);
+        p.ack_path_index = static_cast<uint8_t>(pick->index);
+        carried.insert(*pick);
+      }
+    }
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
                     .port = options_.peer_port,
@@ -296,18 +328,20 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     reply_peer_.push_back(peer->name);
     sent.emplace_back(path, seq);
   }
-  // A peer that probes a path we do not (peer selection is not always
-  // symmetric) gets its ack alone, out of the interface its probes arrive on.
+  // Acks no probe of ours carries (a peer that probes a path we do not,
+  // or more of its paths arriving on one interface than we probe through
+  // it) leave alone, out of the interface their probes arrive on: at every
+  // tick, and in between for paths no probe of ours could carry.
   for (auto& [key, a] : acks_) {
-    if (!a.window.pending() || monitor_.Watches(key)) continue;
+    if (!a.window.pending() || carried.contains(key) || (due.empty() && HasCarrier(key, a))) continue;
     const FabricPeer* peer = KnownByName(key.peer);
     if (!peer) continue;
     FabricProbe p;
-    p.rail = static_cast<uint8_t>(key.rail);
-    p.path_index = static_cast<uint8_t>(key.index);
     p.sender = self;
     p.dest = WireNodeId(peer->id);
     p.ack = TakeAck(key, now);
+    p.ack_rail = static_cast<uint8_t>(key.rail);
+    p.ack_path_index = static_cast<uint8_t>(key.index);
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
                     .port = options_.peer_port,
@@ -359,13 +393,14 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     a.ifindex = d.ifindex;
   }
   if (p.ack) {
-    if (!monitor_.Watches(key)) {
+    const PathKey ours{p.ack_rail, peer->name, p.ack_path_index};
+    if (!monitor_.Watches(ours)) {
       // A probe of a path we do not watch may carry an ack (the peer acks
       // what it received before we stopped); an ack alone for it is stray.
       if (!p.seq) dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
       return;
     }
-    Apply(monitor_.OnAck(key, *p.ack, d.received));
+    Apply(monitor_.OnAck(ours, *p.ack, d.received));
   }
 }
 
@@ -488,7 +523,6 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   for (const FabricDatagram& d : inbox_) Handle(d, now, fabric_now);
   Apply(monitor_.Tick(now));
   SendDue(now, fabric_now);
-  Apply(monitor_.Tick(now));
   if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
   if (now >= next_sweep_) Sweep(now);
   // Periodically for the percentiles, and soon after any change of state or
@@ -498,7 +532,7 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
 
 bool FabricService::AckOnlyPaths() const {
   for (const auto& [key, a] : acks_) {
-    if (!monitor_.Watches(key)) return true;
+    if (!HasCarrier(key, a)) return true;
   }
   return false;
 }
@@ -510,10 +544,10 @@ void FabricService::Sweep(MonoTime now) {
   for (const fabric::RailView& r : monitor_.Rails(now)) {
     if (r.down) ReleaseNeighbours(r.rail, false);
   }
-  // Stop acknowledging peers that went quiet (or left).
+  // Stop acknowledging peers that went quiet (peers that left: ApplyPendingPeers).
   for (auto it = acks_.begin(); it != acks_.end();) {
     auto last = it->second.window.last_received();
-    const bool stale = !last || now - *last > options_.fabric.stats_window || !KnownByName(it->first.peer);
+    const bool stale = !last || now - *last > options_.fabric.stats_window;
     it = stale ? acks_.erase(it) : std::next(it);
   }
 }

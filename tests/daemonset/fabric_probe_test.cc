@@ -20,14 +20,16 @@ FabricProbe Sample() {
   p.seq = 99;
   p.tx_fabric = 1'000'000;
   p.ack = fabric::AckField{41, 0b1011, Nanos(35'000), std::chrono::microseconds(7'250)};
+  p.ack_rail = 0;  // b's path whose probes arrive where this one leaves (a striped fabric)
+  p.ack_path_index = 2;
   return p;
 }
 
-TEST_CASE("fabric probes round-trip with their ack in 44 bytes", "[daemonset][fabric]") {
+TEST_CASE("fabric probes round-trip with their ack in 46 bytes", "[daemonset][fabric]") {
   FabricProbeCodec codec(Key(kKey));
   auto bytes = codec.Encode(Sample());
   REQUIRE(bytes.size() == kFabricProbeSize);
-  REQUIRE(bytes.size() == 44);
+  REQUIRE(bytes.size() == 46);
   auto back = codec.Decode(bytes);
   REQUIRE(std::holds_alternative<FabricProbe>(back));
   CHECK(std::get<FabricProbe>(back) == Sample());
@@ -35,6 +37,7 @@ TEST_CASE("fabric probes round-trip with their ack in 44 bytes", "[daemonset][fa
   FabricProbe bare = Sample();  // not LOCKED, nothing received yet
   bare.tx_fabric.reset();
   bare.ack.reset();
+  bare.ack_path_index = 0;  // only sent with an ack
   CHECK(std::get<FabricProbe>(codec.Decode(codec.Encode(bare))) == bare);
   FabricProbe ack_only = Sample();  // to a peer we do not probe
   ack_only.seq.reset();
@@ -68,7 +71,7 @@ TEST_CASE("fabric probes that are tampered, foreign, old or malformed are droppe
     return std::get<FabricDrop>(r);
   };
   auto bytes = codec.Encode(Sample());
-  for (size_t i : {4u, 14u, 22u, 30u, 40u}) {  // any signed byte, or the MAC itself
+  for (size_t i : {4u, 14u, 22u, 30u, 37u, 40u}) {  // any signed byte, or the MAC itself
     auto tampered = bytes;
     tampered[i] ^= 1;
     CHECK(reason(tampered) == FabricDrop::kUnauthenticated);

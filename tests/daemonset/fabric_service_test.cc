@@ -181,6 +181,46 @@ TEST_CASE("a dead home rail moves both directions to the other rail; re-admissio
   CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(home));
 }
 
+TEST_CASE("on a striped fabric (a's rail 0 meets b's rail 1) acks retrace their probes: one dead link fails "
+          "only its own paths",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  net.Stripe(2);  // 10.0.200.1 and .2: a's rail r arrives on b's rail 1 - r and back
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b.service->Start().ok());
+  auto run = [&](Nanos d) {
+    for (Nanos t{0}; t < d; t += 1ms) {
+      clock.Advance(1ms);
+      a.service->RunOnce(0ns);
+      b.service->RunOnce(0ns);
+    }
+  };
+  run(300ms);
+  for (int r : {0, 1}) {
+    CHECK(StateOf(a, "b", r) == fabric::PathState::kUp);
+    CHECK(StateOf(b, "a", r) == fabric::PathState::kUp);
+  }
+  // a's rail 0 drops everything, both ways: it carries a's rail-0 paths and
+  // b's rail-1 paths. An ack for a's rail-1 probes must not ride on b's
+  // rail-1 probe (it would arrive on a's dead rail 0): it leaves b through
+  // the interface a's rail-1 probes arrive on, b's rail 0.
+  net.Cut(kHostA, 0);
+  run(300ms);
+  CHECK(StateOf(a, "b", 0) == fabric::PathState::kDown);
+  CHECK(StateOf(a, "b", 1) == fabric::PathState::kUp);
+  CHECK(StateOf(b, "a", 1) == fabric::PathState::kDown);
+  CHECK(StateOf(b, "a", 0) == fabric::PathState::kUp);
+  auto& answered = a.registry.Counter("lockstep_fabric_probes_answered_total", "", {"peer"});
+  CHECK(answered.Get({"b"}) == 0);  // every ack rode on a probe
+  net.Cut(kHostA, 0, false);
+  run(3s);
+  CHECK(StateOf(a, "b", 0) == fabric::PathState::kUp);
+  CHECK(StateOf(b, "a", 1) == fabric::PathState::kUp);
+}
+
 TEST_CASE("a restarted agent adopts its pins and drops owned routes no peer explains", "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
@@ -217,7 +257,7 @@ TEST_CASE("forged, malformed and unknown probes are dropped, counted and never a
   net.Inject(kHostA, 0, {e.begin(), e.end()}, kHostB);
   FabricProbe stray = probe;  // an ack alone for a path we do not probe
   stray.seq.reset();
-  stray.path_index = 5;
+  stray.ack_path_index = 5;
   stray.ack = fabric::AckField{1, 0, std::nullopt, 0ms};
   auto st = a.codec.Encode(stray);
   net.Inject(kHostA, 0, {st.begin(), st.end()}, kHostB);
@@ -254,17 +294,17 @@ TEST_CASE("a peer's probe is acked by our next probe on the same path, or alone 
     for (const FabricDatagram& d : got) {
       auto p = std::get<FabricProbe>(a.codec.Decode(d.bytes));
       if (!p.ack) continue;
-      if (p.path_index == 0 && p.rail == 1) carried = p;
-      if (p.path_index == 3) alone = p;
+      if (p.seq && p.ack_rail == 1 && p.ack_path_index == 0) carried = p;
+      if (!p.seq && p.ack_path_index == 3) alone = p;
     }
   }
   REQUIRE(carried);
-  CHECK(carried->seq.has_value());  // a's own probe on (rail 1, path 0)
+  CHECK(carried->rail == 1);  // a's own probe out of the interface b's probe arrived on
   CHECK(carried->ack->seq == 42);
   REQUIRE(alone);
   CHECK_FALSE(alone->seq.has_value());  // ack only
   CHECK(alone->ack->seq == 7);
-  CHECK(alone->rail == 1);
+  CHECK(alone->ack_rail == 1);
   for (const auto& s : a.socket.sent) {
     CHECK(s.dest == kHostB);
     CHECK(s.source == kHostA);

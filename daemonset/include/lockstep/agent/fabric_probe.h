@@ -9,24 +9,30 @@
 // ack-only packet goes out only for a peer that probes us while we do not
 // probe it (peer selection is not always symmetric).
 //
-// Wire format, version 2 (44 bytes, big-endian):
+// Which of our probes carries an ack: the one leaving through the interface
+// the acked probes arrive on, so an ack retraces the links of the probes it
+// acknowledges (as a reply out of the arrival interface did). Rail numbers
+// need not match across hosts (a striped fabric connects one host's rail 0
+// and another's rail 1 to the same leaf), so the acked path is named apart.
+//
+// Wire format, version 2 (46 bytes, big-endian):
 //   off len field
 //    0   2  magic 0x4C46 ("LF")
 //    2   1  version (2)
 //    3   1  flags: 0x01 probe (seq, tx), 0x02 ack, 0x04 tx_fabric valid
 //           (the sender's clock is LOCKED), 0x08 ack_owd valid; at least one
 //           of probe/ack; other bits 0
-//    4   1  rail, 5 1 path index: the pair's path (the probe's path at the
-//           sender; the acked path at the receiver has the same numbers)
+//    4   1  rail, 5 1 path index: the sender's path this probe is for
 //    6   4  sender: WireNodeId (the 64-bit NodeId folded to 32 bits)
 //   10   4  destination WireNodeId
 //   14   4  seq: the sender's per-path probe sequence (0 without a probe)
 //   18   4  tx_fabric: the low 32 bits of the fabric time (ns) the probe left at
-//   22   4  ack_seq: the latest of the destination's seqs received on the path
-//   26   4  ack_bitmap: bit i = ack_seq - 1 - i received too
-//   30   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
-//   34   2  ack_held_us: from receiving ack_seq to sending this (saturates)
-//   36   8  HMAC-SHA256(probe key, bytes[0, 36)) truncated to 8 bytes
+//   22   1  ack_rail, 23 1 ack path index: the destination's path acked
+//   24   4  ack_seq: the latest of the destination's seqs received on that path
+//   28   4  ack_bitmap: bit i = ack_seq - 1 - i received too
+//   32   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
+//   36   2  ack_held_us: from receiving ack_seq to sending this (saturates)
+//   38   8  HMAC-SHA256(probe key, bytes[0, 38)) truncated to 8 bytes
 // Version 1 (72 bytes, request/reply) is dropped as bad_magic.
 //
 // Why 8 bytes of MAC are enough: a forger must guess a 64-bit tag per packet
@@ -61,7 +67,7 @@ namespace lockstep::agent {
 
 inline constexpr uint16_t kFabricProbeMagic = 0x4C46;
 inline constexpr uint8_t kFabricProbeVersion = 2;
-inline constexpr size_t kFabricProbeSize = 44;
+inline constexpr size_t kFabricProbeSize = 46;
 inline constexpr size_t kFabricMacSize = 8;
 
 // A node's id on the fabric wire: NodeId folded to 32 bits.
@@ -77,6 +83,8 @@ struct FabricProbe {
   std::optional<uint32_t> seq;
   std::optional<uint32_t> tx_fabric;
   std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held in us, saturating at 65.535 ms
+  uint8_t ack_rail = 0;                 // with ack: the destination's path it is for
+  uint8_t ack_path_index = 0;
   bool operator==(const FabricProbe&) const = default;
 };
 

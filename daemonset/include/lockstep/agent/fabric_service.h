@@ -12,12 +12,12 @@
 //              records their probes for our acks, then sends the tick's
 //              probes in one batch (each forced out of its rail, from our
 //              host address, to the peer's host address, each carrying the
-//              ack of the peer's probes on the same rail and path index;
-//              symmetric probing, fabric_probe.h; a known peer that probes
-//              a path we do not gets an ack-only packet out of the
-//              interface its probe came in on, to its configured host
-//              address, never the datagram's source), and applies the
-//              monitor's decisions: PinPeer -> Replace(<peer>/32 via the rail's
+//              ack of the peer path whose probes arrive on the interface it
+//              leaves by, so acks retrace their probes' links; symmetric
+//              probing, fabric_probe.h; an ack no probe of ours carries
+//              leaves alone out of the interface its probes came in on, to
+//              the peer's configured host address, never the datagram's
+//              source), and applies the monitor's decisions: PinPeer -> Replace(<peer>/32 via the rail's
 //              gateway, src host address, rto_min 10 ms), UnpinPeer ->
 //              Delete. A failed route change is retried by a level-based
 //              reconcile against the monitor's pins. When traffic leaves a
@@ -153,8 +153,11 @@ class FabricService {
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
   std::optional<fabric::AckField> TakeAck(const fabric::PathKey& key, MonoTime now);
-  bool AckOnlyDue() const;    // an ack-only packet is pending
-  bool AckOnlyPaths() const;  // a peer probes a path we do not watch
+  struct AckState;
+  // A probe of ours leaves through the interface the peer path's probes arrive on.
+  bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
+  bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending
+  bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
   void Apply(const fabric::Decisions& d);
