@@ -15,9 +15,9 @@
 //     worst case = N * I * (1 + j) + T = 33 + 14 = 47 ms  (<= 50 ms goal)
 // (WorstCaseDetection computes it). A single lost probe only makes a path
 // suspect. Load: 100 packets/s per path each way; at 4 hosts x 2 rails (3
-// peers per rail) 300 packets/s per rail each way, 72 B each at the IP
-// layer (44 B payload), 110 B on the wire: 173 / 264 kbit/s per rail each
-// way, 0.086% / 0.13% of a 200 Mbit/s link (docs/benchmarks.md, "Probe cost").
+// peers per rail) 300 packets/s per rail each way, 74 B each at the IP
+// layer (46 B payload), 112 B on the wire: 178 / 269 kbit/s per rail each
+// way, 0.089% / 0.13% of a 200 Mbit/s link (docs/benchmarks.md, "Probe cost").
 #pragma once
 
 #include <chrono>
