@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,7 +12,10 @@
 namespace lockstep::agent {
 namespace {
 
-constexpr size_t kSignedSize = kFabricProbeSize - kMacSize;
+static_assert(kFabricMacSize <= kMacSize);
+constexpr size_t kSignedSize = kFabricProbeSize - kFabricMacSize;
+constexpr uint8_t kFlagProbe = 0x01, kFlagAck = 0x02, kFlagTx = 0x04, kFlagOwd = 0x08;
+constexpr int64_t kMaxOwdNs = int64_t{1} << 31;
 
 void Put(uint8_t* p, uint64_t v, int n) {
   for (int i = n - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
@@ -58,62 +62,92 @@ void FabricProbeCodec::Rotate(const ProbeKey& key) {
 
 std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe& p) const {
   std::array<uint8_t, kFabricProbeSize> b{};
-  Put(&b[0], kFabricProbeMagic, 4);
-  b[4] = kFabricProbeVersion;
-  b[5] = static_cast<uint8_t>(p.type);
-  b[6] = p.rail;
-  b[7] = p.path_index;
-  Put(&b[8], p.sender, 8);
-  Put(&b[16], p.dest, 8);
-  Put(&b[24], p.seq, 8);
-  Put(&b[32], static_cast<uint64_t>(p.tx_fabric_ns), 8);
-  Put(&b[40], static_cast<uint64_t>(p.rx_fabric_ns), 8);
+  Put(&b[0], kFabricProbeMagic, 2);
+  b[2] = kFabricProbeVersion;
+  uint8_t flags = 0;
+  b[4] = p.rail;
+  b[5] = p.path_index;
+  Put(&b[6], p.sender, 4);
+  Put(&b[10], p.dest, 4);
+  if (p.seq) {
+    flags |= kFlagProbe;
+    Put(&b[14], *p.seq, 4);
+    if (p.tx_fabric) {
+      flags |= kFlagTx;
+      Put(&b[18], *p.tx_fabric, 4);
+    }
+  }
+  if (p.ack) {
+    flags |= kFlagAck;
+    b[22] = p.ack_rail;
+    b[23] = p.ack_path_index;
+    Put(&b[24], p.ack->seq, 4);
+    Put(&b[28], p.ack->bitmap, 4);
+    if (p.ack->one_way_delay && p.ack->one_way_delay->count() >= 0 && p.ack->one_way_delay->count() < kMaxOwdNs) {
+      flags |= kFlagOwd;
+      Put(&b[32], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
+    }
+    const int64_t held_us = std::chrono::duration_cast<std::chrono::microseconds>(p.ack->held).count();
+    Put(&b[36], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
+  }
+  b[3] = flags;
   const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
       std::array<uint8_t, kMacSize>{});  // zeros on failure: never verifies
-  std::copy(mac.begin(), mac.end(), b.begin() + kSignedSize);
+  std::copy(mac.begin(), mac.begin() + kFabricMacSize, b.begin() + kSignedSize);
   return b;
 }
 
 std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const uint8_t> b) const {
+  // Magic and version first, so an agent of the previous version (72-byte
+  // request/reply probes) is told apart from a cut datagram.
+  if (b.size() < 3) return FabricDrop::kTruncated;
+  if (Get(&b[0], 2) != kFabricProbeMagic || b[2] != kFabricProbeVersion) return FabricDrop::kBadMagic;
   if (b.size() != kFabricProbeSize) return FabricDrop::kTruncated;
-  if (Get(&b[0], 4) != kFabricProbeMagic || b[4] != kFabricProbeVersion) return FabricDrop::kBadMagic;
   auto keys = Snapshot();
   auto verifies = [&](const std::shared_ptr<const KeyedMac>& k) {
     if (!k) return false;
     const auto mac = k->Compute(b.first(kSignedSize));
-    return mac && CRYPTO_memcmp(mac->data(), &b[kSignedSize], kMacSize) == 0;
+    return mac && CRYPTO_memcmp(mac->data(), &b[kSignedSize], kFabricMacSize) == 0;
   };
   if (!verifies(keys->current) && !verifies(keys->previous)) return FabricDrop::kUnauthenticated;
+  const uint8_t flags = b[3];
+  if ((flags & ~(kFlagProbe | kFlagAck | kFlagTx | kFlagOwd)) != 0) return FabricDrop::kMalformed;
+  if ((flags & (kFlagProbe | kFlagAck)) == 0) return FabricDrop::kMalformed;
+  if ((flags & kFlagTx) && !(flags & kFlagProbe)) return FabricDrop::kMalformed;
+  if ((flags & kFlagOwd) && !(flags & kFlagAck)) return FabricDrop::kMalformed;
   FabricProbe p;
-  if (b[5] != 1 && b[5] != 2) return FabricDrop::kMalformed;
-  p.type = static_cast<FabricProbe::Type>(b[5]);
-  p.rail = b[6];
-  p.path_index = b[7];
-  p.sender = Get(&b[8], 8);
-  p.dest = Get(&b[16], 8);
-  p.seq = Get(&b[24], 8);
-  p.tx_fabric_ns = static_cast<int64_t>(Get(&b[32], 8));
-  p.rx_fabric_ns = static_cast<int64_t>(Get(&b[40], 8));
-  if (Get(&b[48], 8) != 0) return FabricDrop::kMalformed;
-  if (p.type == FabricProbe::Type::kProbe && p.rx_fabric_ns != 0) return FabricDrop::kMalformed;
-  if (p.tx_fabric_ns < 0 || p.rx_fabric_ns < 0 || p.sender == 0) return FabricDrop::kMalformed;
+  p.rail = b[4];
+  p.path_index = b[5];
+  p.sender = static_cast<uint32_t>(Get(&b[6], 4));
+  p.dest = static_cast<uint32_t>(Get(&b[10], 4));
+  if (p.sender == 0) return FabricDrop::kMalformed;
+  if (flags & kFlagProbe) {
+    p.seq = static_cast<uint32_t>(Get(&b[14], 4));
+    if (*p.seq == 0) return FabricDrop::kMalformed;
+    if (flags & kFlagTx) p.tx_fabric = static_cast<uint32_t>(Get(&b[18], 4));
+  }
+  if (flags & kFlagAck) {
+    fabric::AckField a;
+    p.ack_rail = b[22];
+    p.ack_path_index = b[23];
+    a.seq = static_cast<uint32_t>(Get(&b[24], 4));
+    a.bitmap = static_cast<uint32_t>(Get(&b[28], 4));
+    if (flags & kFlagOwd) {
+      const auto owd = static_cast<int64_t>(Get(&b[32], 4));
+      if (owd >= kMaxOwdNs) return FabricDrop::kMalformed;
+      a.one_way_delay = Nanos(owd);
+    }
+    a.held = std::chrono::microseconds(Get(&b[36], 2));
+    p.ack = a;
+  }
   return p;
 }
 
-FabricProbe ReplyTo(const FabricProbe& probe, NodeId self, int64_t rx_fabric_ns) {
-  FabricProbe r = probe;
-  r.type = FabricProbe::Type::kReply;
-  r.sender = self;
-  r.dest = probe.sender;
-  r.rx_fabric_ns = rx_fabric_ns;
-  return r;
-}
-
-std::optional<int64_t> OneWayDelayNs(const FabricProbe& reply) {
-  if (reply.tx_fabric_ns == 0 || reply.rx_fabric_ns == 0) return std::nullopt;
-  int64_t d = reply.rx_fabric_ns - reply.tx_fabric_ns;
-  if (d < 0 || d >= 10'000'000'000) return std::nullopt;
-  return d;
+std::optional<int64_t> OneWayDelayNs(std::optional<uint32_t> tx_fabric, std::optional<int64_t> rx_fabric_ns) {
+  if (!tx_fabric || !rx_fabric_ns) return std::nullopt;
+  const uint32_t d = static_cast<uint32_t>(static_cast<uint64_t>(*rx_fabric_ns)) - *tx_fabric;  // modulo 2^32
+  if (d >= (uint32_t{1} << 31)) return std::nullopt;  // negative or implausible: a clock step
+  return static_cast<int64_t>(d);
 }
 
 }  // namespace lockstep::agent

@@ -17,7 +17,8 @@ using fabric::PathState;
 
 constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState::kSuspect, PathState::kDown,
                                  PathState::kRecovering};
-constexpr auto kPublishEvery = std::chrono::milliseconds(200);
+constexpr auto kSweepEvery = std::chrono::milliseconds(200);
+constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
 
 double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
 nlohmann::json NsOrNull(std::optional<Nanos> d) {
@@ -54,9 +55,10 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       rtt_(registry.Gauge("lockstep_fabric_path_rtt_seconds", "Probe round trip of the path",
                           {"peer", "rail", "quantile"})),
       sent_(registry.Counter("lockstep_fabric_probes_sent_total", "Path probes sent", {"peer", "rail"})),
-      replies_(registry.Counter("lockstep_fabric_probe_replies_total", "Path probe replies received in time",
+      replies_(registry.Counter("lockstep_fabric_probe_replies_total",
+                                "Path probes the peer acknowledged in time (symmetric probing: acks ride on its probes)",
                                 {"peer", "rail"})),
-      misses_(registry.Counter("lockstep_fabric_probe_misses_total", "Path probes without a reply in time",
+      misses_(registry.Counter("lockstep_fabric_probe_misses_total", "Path probes without an ack in time",
                                {"peer", "rail"})),
       peer_rail_(registry.Gauge("lockstep_fabric_peer_rail",
                                 "The rail this host's traffic to the peer is pinned to; -1: static ECMP (no pin)",
@@ -71,9 +73,11 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       rail_down_(registry.Gauge("lockstep_fabric_rail_down", "1 while every path of the rail has failed", {"rail"})),
       dropped_(registry.Counter("lockstep_fabric_probe_dropped_total", "Fabric probe datagrams dropped, by reason",
                                 {"reason"})),
-      answered_(registry.Counter("lockstep_fabric_probes_answered_total", "Path probes of peers answered",
+      answered_(registry.Counter("lockstep_fabric_probes_answered_total",
+                                 "Ack-only packets sent: to peers that probe a path we do not (our probes carry the "
+                                 "other acks; probes sent + these = fabric packets sent)",
                                  {"peer"})),
-      send_errors_(registry.Counter("lockstep_fabric_send_errors_total", "Probe or reply sends the kernel refused",
+      send_errors_(registry.Counter("lockstep_fabric_send_errors_total", "Probe or ack-only sends the kernel refused (rail=\"reply\": ack-only)",
                                     {"rail"})),
       route_changes_(registry.Counter("lockstep_fabric_route_changes_total",
                                       "Route changes for pins (pin, unpin, reconcile), by result",
@@ -86,9 +90,15 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
   }
 }
 
-const FabricPeer* FabricService::PeerById(NodeId id) const {
+const FabricPeer* FabricService::PeerByWireId(uint32_t id) const {
   for (const FabricPeer& p : known_) {
-    if (p.id == id) return &p;
+    if (WireNodeId(p.id) == id) return &p;
+  }
+  return nullptr;
+}
+const FabricPeer* FabricService::KnownByName(const std::string& name) const {
+  for (const FabricPeer& p : known_) {
+    if (p.name == name) return &p;
   }
   return nullptr;
 }
@@ -199,6 +209,12 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
         continue;
       }
       if (!out.empty() && out.back().name == p.name) continue;
+      if (WireNodeId(p.id) == WireNodeId(self_) ||
+          std::any_of(out.begin(), out.end(), [&](const FabricPeer& o) { return WireNodeId(o.id) == WireNodeId(p.id); })) {
+        log::Warn("fabric peer's 32-bit wire id collides with another node's; ignoring it (rename one node)",
+                  {{"peer", p.name}});
+        continue;
+      }
       if (auto [it, fresh] = owner.emplace(p.host_address, p.name); !fresh) {
         log::Warn("fabric peers share a host address; ignoring the second",
                   {{"peer", p.name}, {"other", it->second}, {"host_address", FormatIpv4(p.host_address)}});
@@ -226,6 +242,9 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
                                      {"known", std::to_string(known.size())}});
   options_.setup.peers = std::move(probed);
   known_ = std::move(known);
+  std::set<std::string> known_names;
+  for (const FabricPeer& p : known_) known_names.insert(p.name);
+  std::erase_if(acks_, [&](const auto& entry) { return !known_names.contains(entry.first.peer); });
   if (!adopted_) {
     if (Status st = Adopt(now); !st.ok()) {
       log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", st.error().message}});
@@ -234,33 +253,102 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   WatchPeers(names, now);
 }
 
-void FabricService::SendDue(MonoTime now) {
+std::optional<fabric::AckField> FabricService::TakeAck(const PathKey& key, MonoTime now) {
+  auto it = acks_.find(key);
+  if (it == acks_.end()) return std::nullopt;
+  it->second.window.MarkAcked();
+  return it->second.window.Ack(now);
+}
+
+bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
+  const auto& rails = options_.setup.rails;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (rails[r].ifindex == a.ifindex && monitor_.Watches({static_cast<int>(r), key.peer, key.index})) return true;
+  }
+  return false;
+}
+
+bool FabricService::AckOnlyDue() const {
+  for (const auto& [key, a] : acks_) {
+    if (a.window.pending() && !HasCarrier(key, a)) return true;
+  }
+  return false;
+}
+
+void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   const std::vector<PathKey> due = monitor_.DueProbes(now);
-  if (due.empty()) return;
-  const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
+  if (due.empty() && !AckOnlyDue()) return;
   out_bytes_.clear();
   out_.clear();
   out_rail_.clear();
-  std::vector<std::pair<PathKey, uint64_t>> sent;
+  reply_peer_.clear();
+  std::vector<std::pair<PathKey, uint32_t>> sent;
+  const uint32_t self = WireNodeId(self_);
+  // Each probe carries the ack of a peer path whose probes arrive on the
+  // interface it leaves by (the same path index first): the ack retraces
+  // the links of the probes it acknowledges, whatever the rails are called
+  // at the other end.
+  std::map<std::pair<std::string, int>, std::vector<PathKey>> arriving;  // (peer, ifindex) -> peer paths
+  if (!due.empty()) {
+    for (const auto& [key, a] : acks_) arriving[{key.peer, a.ifindex}].push_back(key);
+  }
+  std::set<PathKey> carried;
   for (const PathKey& path : due) {
     const FabricPeer* peer = PeerByName(path.peer);
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
     const RailInfo& rail = options_.setup.rails[path.rail];
     FabricProbe p;
-    p.type = FabricProbe::Type::kProbe;
     p.rail = static_cast<uint8_t>(path.rail);
     p.path_index = static_cast<uint8_t>(path.index);
-    p.sender = self_;
-    p.dest = peer->id;
-    p.seq = ++seq_;
-    p.tx_fabric_ns = fabric_now.value_or(0);
+    p.sender = self;
+    p.dest = WireNodeId(peer->id);
+    uint32_t& seq = seq_[path];
+    if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
+    p.seq = seq;
+    if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
+    if (auto it = arriving.find({path.peer, rail.ifindex}); it != arriving.end()) {
+      const PathKey* pick = nullptr;
+      for (const PathKey& k : it->second) {
+        if (carried.contains(k)) continue;
+        if (!pick || (k.index == path.index && pick->index != path.index)) pick = &k;
+      }
+      if (pick) {
+        p.ack = TakeAck(*pick, now);
+        p.ack_rail = static_cast<uint8_t>(pick->rail);
+        p.ack_path_index = static_cast<uint8_t>(pick->index);
+        carried.insert(*pick);
+      }
+    }
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
                     .port = options_.peer_port,
                     .ifindex = rail.ifindex,
                     .source = options_.setup.host_address});
     out_rail_.push_back(path.rail);
-    sent.emplace_back(path, p.seq);
+    reply_peer_.push_back(peer->name);
+    sent.emplace_back(path, seq);
+  }
+  // Acks no probe of ours carries (a peer that probes a path we do not,
+  // or more of its paths arriving on one interface than we probe through
+  // it) leave alone, out of the interface their probes arrive on: at every
+  // tick, and in between for paths no probe of ours could carry.
+  for (auto& [key, a] : acks_) {
+    if (!a.window.pending() || carried.contains(key) || (due.empty() && HasCarrier(key, a))) continue;
+    const FabricPeer* peer = KnownByName(key.peer);
+    if (!peer) continue;
+    FabricProbe p;
+    p.sender = self;
+    p.dest = WireNodeId(peer->id);
+    p.ack = TakeAck(key, now);
+    p.ack_rail = static_cast<uint8_t>(key.rail);
+    p.ack_path_index = static_cast<uint8_t>(key.index);
+    out_bytes_.push_back(codec_.Encode(p));
+    out_.push_back({.dest = peer->host_address,
+                    .port = options_.peer_port,
+                    .ifindex = a.ifindex,
+                    .source = options_.setup.host_address});
+    out_rail_.push_back(-1);
+    reply_peer_.push_back(peer->name);
   }
   // One batch (sendmmsg) per tick; spans are set once out_bytes_ stops growing.
   for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
@@ -268,68 +356,56 @@ void FabricService::SendDue(MonoTime now) {
   for (size_t i = 0; i < out_.size(); ++i) {
     // A send the kernel refuses (the rail has no route) is a lost probe:
     // the monitor times it out like any other.
-    if (!out_[i].sent) send_errors_.Inc({options_.setup.rails[out_rail_[i]].name});
+    if (!out_[i].sent) {
+      send_errors_.Inc({out_rail_[i] < 0 ? std::string("reply") : options_.setup.rails[out_rail_[i]].name});
+    } else if (out_rail_[i] < 0) {
+      ++answered_pending_[reply_peer_[i]];  // counted into the metric at Publish
+    }
   }
   for (const auto& [path, seq] : sent) monitor_.OnProbeSent(path, seq, now);
 }
 
-void FabricService::Handle(const FabricDatagram& d) {
+void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now) {
   auto decoded = codec_.Decode(d.bytes);
   if (auto* drop = std::get_if<FabricDrop>(&decoded)) {
     dropped_.Inc({FabricDropName(*drop)});
     return;
   }
   const FabricProbe& p = std::get<FabricProbe>(decoded);
-  if (p.dest != self_) {
+  if (p.dest != WireNodeId(self_)) {
     dropped_.Inc({FabricDropName(FabricDrop::kMisdirected)});
     return;
   }
-  const FabricPeer* peer = PeerById(p.sender);
+  const FabricPeer* peer = PeerByWireId(p.sender);
   if (!peer) {
     dropped_.Inc({FabricDropName(FabricDrop::kUnknownSender)});
     return;
   }
-  if (p.type == FabricProbe::Type::kProbe) {
-    const std::optional<int64_t> rx = fabric_now_ ? fabric_now_() : std::nullopt;
-    // Out of the interface the probe came in on, to the peer's configured
-    // host address: the reply retraces the probe's links. Replies to one
-    // Poll's probes leave together (FlushReplies).
-    out_bytes_.push_back(codec_.Encode(ReplyTo(p, self_, rx.value_or(0))));
-    out_.push_back({.dest = peer->host_address,
-                    .port = options_.peer_port,
-                    .ifindex = d.ifindex,
-                    .source = options_.setup.host_address});
-    reply_peer_.push_back(peer->name);
-    return;
+  const PathKey key{p.rail, peer->name, p.path_index};
+  if (p.seq) {
+    // Its one-way delay from fabric time at the kernel's receive stamp (the
+    // datagram may have waited in the socket until this wake-up).
+    std::optional<int64_t> rx_fabric;
+    if (fabric_now) rx_fabric = *fabric_now - std::chrono::duration_cast<Nanos>(now - d.received).count();
+    const std::optional<int64_t> owd = OneWayDelayNs(p.tx_fabric, rx_fabric);
+    AckState& a = acks_[key];
+    a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
+    a.ifindex = d.ifindex;
   }
-  if (p.rail >= options_.setup.rails.size()) {
-    dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
-    return;
-  }
-  fabric::Reply reply;
-  reply.seq = p.seq;
-  reply.received = d.received;
-  if (auto owd = OneWayDelayNs(p)) reply.one_way_delay = Nanos(*owd);
-  Apply(monitor_.OnReply(PathKey{p.rail, peer->name, p.path_index}, reply));
-}
-
-void FabricService::FlushReplies() {
-  if (out_.empty()) return;
-  for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
-  socket_.SendBatch(out_);
-  for (size_t i = 0; i < out_.size(); ++i) {
-    if (!out_[i].sent) {
-      send_errors_.Inc({"reply"});
-    } else {
-      ++answered_pending_[reply_peer_[i]];  // counted into the metric at Publish
+  if (p.ack) {
+    const PathKey ours{p.ack_rail, peer->name, p.ack_path_index};
+    if (!monitor_.Watches(ours)) {
+      // A probe of a path we do not watch may carry an ack (the peer acks
+      // what it received before we stopped); an ack alone for it is stray.
+      if (!p.seq) dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
+      return;
     }
+    Apply(monitor_.OnAck(ours, *p.ack, d.received));
   }
-  out_.clear();
-  out_bytes_.clear();
-  reply_peer_.clear();
 }
 
 void FabricService::Apply(const fabric::Decisions& d) {
+  if (!d.empty()) changed_ = true;  // published at once (see RunOnce)
   for (const fabric::Transition& t : d.transitions) {
     const std::string rail = t.path.rail < static_cast<int>(options_.setup.rails.size())
                                  ? options_.setup.rails[t.path.rail].name
@@ -427,29 +503,59 @@ void FabricService::Reconcile(MonoTime now) {
 }
 
 void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
+  // One wake-up per event: the next tick (probes), probe timeouts and
+  // re-admissions. Datagrams arriving in between do not wake the thread:
+  // they wait in the socket with their kernel receive time, which is what
+  // acks and delays are computed from.
   MonoTime now = clock_.Monotonic();
-  ApplyPendingPeers(now);
-  SendDue(now);
-  Apply(monitor_.Tick(now));
-  if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
   auto wait = max_wait;
   if (auto next = monitor_.NextWakeup()) {
     wait = std::clamp<std::chrono::nanoseconds>(*next - now, std::chrono::nanoseconds(0), max_wait);
   }
+  if (AckOnlyPaths()) wait = std::min<std::chrono::nanoseconds>(wait, options_.fabric.probe_interval);
   inbox_.clear();
   (void)socket_.Poll(wait, inbox_);
-  out_.clear();
-  out_bytes_.clear();
-  reply_peer_.clear();
-  for (const FabricDatagram& d : inbox_) Handle(d);
-  FlushReplies();
   now = clock_.Monotonic();
+  ApplyPendingPeers(now);
+  const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
+  // Acks first: one that arrived before its probe's timeout counts though
+  // it is read after it.
+  for (const FabricDatagram& d : inbox_) Handle(d, now, fabric_now);
   Apply(monitor_.Tick(now));
-  if (now >= next_publish_) Publish(now);
+  SendDue(now, fabric_now);
+  if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
+  if (now >= next_sweep_) Sweep(now);
+  // Periodically for the percentiles, and soon after any change of state or
+  // pin so `fabric status`, the metrics and FabricHealth follow failovers.
+  if (now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap)) Publish(now);
+}
+
+bool FabricService::AckOnlyPaths() const {
+  for (const auto& [key, a] : acks_) {
+    if (!HasCarrier(key, a)) return true;
+  }
+  return false;
+}
+
+void FabricService::Sweep(MonoTime now) {
+  next_sweep_ = now + kSweepEvery;
+  // A rail whose every path failed: packets that went to it before the
+  // move may wait on its unresolved neighbours; free them (see Apply).
+  for (const fabric::RailView& r : monitor_.Rails(now)) {
+    if (r.down) ReleaseNeighbours(r.rail, false);
+  }
+  // Stop acknowledging peers that went quiet (peers that left: ApplyPendingPeers).
+  for (auto it = acks_.begin(); it != acks_.end();) {
+    auto last = it->second.window.last_received();
+    const bool stale = !last || now - *last > options_.fabric.stats_window;
+    it = stale ? acks_.erase(it) : std::next(it);
+  }
 }
 
 void FabricService::Publish(MonoTime now) {
-  next_publish_ = now + kPublishEvery;
+  next_publish_ = now + options_.publish_every;
+  last_publish_ = now;
+  changed_ = false;
   for (auto& [peer, n] : answered_pending_) {
     if (n > 0) answered_.Inc({peer}, static_cast<double>(n));
     n = 0;
@@ -527,9 +633,6 @@ void FabricService::Publish(MonoTime now) {
     }
     flaps_window_.Set({name}, r.flaps_in_window);
     rail_down_.Set({name}, r.down ? 1 : 0);
-    // A rail whose every path failed: packets that went to it before the
-    // move may wait on its unresolved neighbours; free them (see Apply).
-    if (r.down) ReleaseNeighbours(r.rail, false);
     rail_views.push_back({{"rail", r.rail},
                           {"interface", name},
                           {"gateway", r.rail < static_cast<int>(rails.size())

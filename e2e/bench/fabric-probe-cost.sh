@@ -5,7 +5,8 @@
 # standalone lockstep-agent per host, no workload. Once every path is up it
 # samples, over --seconds, per agent and per thread (/proc/<pid>/task/*/stat):
 # user and system CPU seconds, and from the agent's metrics the probe packets
-# it sent (probes + replies). It prints CPU per second of wall time (share of
+# it sent (probes, each carrying its ack, + ack-only packets; symmetric
+# probing, fabric_probe.h). It prints CPU per second of wall time (share of
 # a core) and CPU microseconds per probe packet (robust to load: a loaded
 # machine stretches wall time, not the work per packet), and one JSON line.
 #
@@ -113,7 +114,7 @@ threads() {  # threads PID: "name utime stime" per thread, ticks
     awk -v c="$(cat "$t/comm")" '{sub(/^.*\) /, ""); print c, $12, $13}' "$t/stat" 2>/dev/null | tr ' ' '\t' | sed 's/\t/ /g'
   done | awk '{u[$1]+=$2; s[$1]+=$3} END {for (n in u) print n, u[n], s[n]}'
 }
-packets() {  # probes sent + replies sent by agent H
+packets() {  # packets sent by agent H: probes + ack-only (lockstep_fabric_probes_answered_total)
   ip netns exec "$LAB-h$1" curl -s http://127.0.0.1:9610/metrics |
     awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d\n", s}'
 }

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr double kWireBytesPerProbe = 72 + 8 + 20;  // payload + UDP + IPv4
+constexpr double kWireBytesPerProbe = 46 + 8 + 20;  // payload (fabric_probe.h, version 2) + UDP + IPv4
 
 struct Running {
   std::vector<Child> agents;
@@ -189,7 +189,7 @@ Arm MakeAgentArm(const std::string& agent) {
       const double probes = MetricSum(m.out, "lockstep_fabric_probes_sent_total") +
                             MetricSum(m.out, "lockstep_fabric_probes_answered_total");
       kbps += probes * kWireBytesPerProbe * 8 / life / 1000 / double(run->agents.size());
-      // The prober thread alone, and its CPU per probe packet (sent + answered):
+      // The prober thread alone, and its CPU per probe packet (probes + ack-only packets):
       // the figure that does not depend on how loaded the machine is.
       const double f = FabricThreadCpuSeconds(run->agents[i].pid());
       if (f >= 0) {

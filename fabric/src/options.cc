@@ -47,6 +47,10 @@ Nanos WorstCaseDetection(const FabricOptions& o) {
   return Nanos(static_cast<int64_t>(std::ceil(o.miss_threshold * gap))) + o.reply_timeout;
 }
 
+Nanos AckTimeout(Nanos probe_interval, double jitter) {
+  return probe_interval + Nanos(std::llround(static_cast<double>(probe_interval.count()) * jitter)) + kAckSlack;
+}
+
 Nanos RequiredCleanPeriod(const FabricOptions& o, int level) {
   const Nanos cap = std::max(o.readmit_after, o.max_hold_down);
   Nanos d = o.readmit_after;

@@ -49,6 +49,36 @@ std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
   return out;
 }
 
+std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
+  std::vector<Transition> out = Tick(received);
+  bool delivered = false;
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const auto seq = static_cast<uint32_t>(it->seq);
+    if (!Acked(ack, seq)) {
+      ++it;
+      continue;
+    }
+    Nanos owd(-1), rtt(-1);  // samples only for the latest seq (the one the ack's fields describe)
+    if (seq == ack.seq) {
+      rtt = std::max(Nanos(0), received - it->sent - ack.held);
+      owd = ack.one_way_delay.value_or(Nanos(-1));
+    }
+    it = outstanding_.erase(it);
+    ++totals_.replies;
+    Record({received, false, owd, rtt});
+    delivered = true;
+  }
+  if (delivered) {
+    Deliver(received, out);
+  } else if (auto late = std::find_if(recently_missed_.begin(), recently_missed_.end(),
+                                      [&](uint64_t s) { return static_cast<uint32_t>(s) == ack.seq; });
+             late != recently_missed_.end()) {
+    ++totals_.late_replies;
+    recently_missed_.erase(late);  // counted once, though later acks repeat it
+  }
+  return out;
+}
+
 std::vector<Transition> PathHealth::Tick(Time now) {
   std::vector<Transition> out;
   for (;;) {
@@ -165,7 +195,7 @@ PathStats PathHealth::Stats(Time now) const {
       ++lost;
       continue;
     }
-    rtt.push_back(x.rtt);
+    if (x.rtt >= Nanos(0)) rtt.push_back(x.rtt);
     if (x.owd >= Nanos(0)) owd.push_back(x.owd);
   }
   if (s.window_samples > 0) s.loss = static_cast<double>(lost) / s.window_samples;

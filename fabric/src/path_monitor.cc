@@ -62,6 +62,16 @@ Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
   return out;
 }
 
+Decisions PathMonitor::OnAck(const PathKey& path, const AckField& ack, Time received) {
+  Decisions out;
+  auto it = paths_.find(path);
+  if (it == paths_.end()) return out;
+  Absorb(it->second.OnAck(ack, received), out);
+  Reindex(path);
+  Replan(out, received);
+  return out;
+}
+
 Decisions PathMonitor::Tick(Time now) {
   Decisions out;
   std::vector<Transition> all;

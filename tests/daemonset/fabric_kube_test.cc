@@ -48,6 +48,7 @@ struct KubeNode {
     o.seed = 11;
     o.await_peers = true;
     o.fabric.flap_alert_per_hour = flap_alert;
+    o.publish_every = 100ms;  // the tests read the health view soon after a change
     service = std::make_unique<FabricService>(socket, routes, clock, codec, FabricService::FabricNow{}, o, registry);
   }
   FakeFabricSocket socket;

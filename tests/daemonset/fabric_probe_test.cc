@@ -1,6 +1,8 @@
 // The fabric path probe codec and the pure fabric setup (peers, pin routes).
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "lockstep/agent/app/fabric_agent.h"
 #include "lockstep/agent/app/fabric_status_text.h"
 #include "lockstep/agent/fabric_probe.h"
@@ -13,30 +15,57 @@ ProbeKey Key(const std::string& k) { return *ProbeKey::FromBytes(k); }
 const std::string kKey = "a-shared-probe-key-of-32-bytes!!";
 
 FabricProbe Sample() {
-  return {FabricProbe::Type::kProbe, 1, 0, NodeIdFromName("a"), NodeIdFromName("b"), 99, 1'000'000, 0};
+  FabricProbe p;
+  p.rail = 1;
+  p.sender = WireNodeId(NodeIdFromName("a"));
+  p.dest = WireNodeId(NodeIdFromName("b"));
+  p.seq = 99;
+  p.tx_fabric = 1'000'000;
+  p.ack = fabric::AckField{41, 0b1011, Nanos(35'000), std::chrono::microseconds(7'250)};
+  p.ack_rail = 0;  // b's path whose probes arrive where this one leaves (a striped fabric)
+  p.ack_path_index = 2;
+  return p;
 }
 
-TEST_CASE("fabric probes round-trip and replies echo what the prober needs", "[daemonset][fabric]") {
+TEST_CASE("fabric probes round-trip with their ack in 46 bytes", "[daemonset][fabric]") {
   FabricProbeCodec codec(Key(kKey));
   auto bytes = codec.Encode(Sample());
   REQUIRE(bytes.size() == kFabricProbeSize);
+  REQUIRE(bytes.size() == 46);
   auto back = codec.Decode(bytes);
   REQUIRE(std::holds_alternative<FabricProbe>(back));
   CHECK(std::get<FabricProbe>(back) == Sample());
-  FabricProbe reply = ReplyTo(Sample(), NodeIdFromName("b"), 1'000'040);
-  CHECK(reply.type == FabricProbe::Type::kReply);
-  CHECK(reply.sender == NodeIdFromName("b"));
-  CHECK(reply.dest == NodeIdFromName("a"));
-  CHECK(reply.seq == 99);
-  CHECK(reply.rail == 1);
-  CHECK(OneWayDelayNs(reply) == 40);
-  CHECK_FALSE(OneWayDelayNs(ReplyTo(Sample(), 2, 0)).has_value());  // responder not LOCKED
-  FabricProbe unlocked = Sample();
-  unlocked.tx_fabric_ns = 0;
-  CHECK_FALSE(OneWayDelayNs(ReplyTo(unlocked, 2, 5)).has_value());  // prober not LOCKED
+
+  FabricProbe bare = Sample();  // not LOCKED, nothing received yet
+  bare.tx_fabric.reset();
+  bare.ack.reset();
+  bare.ack_path_index = 0;  // only sent with an ack
+  CHECK(std::get<FabricProbe>(codec.Decode(codec.Encode(bare))) == bare);
+  FabricProbe ack_only = Sample();  // to a peer we do not probe
+  ack_only.seq.reset();
+  ack_only.tx_fabric.reset();
+  ack_only.ack->one_way_delay.reset();
+  CHECK(std::get<FabricProbe>(codec.Decode(codec.Encode(ack_only))) == ack_only);
+
+  // Out of the wire's range: the hold saturates, an implausible delay is not sent.
+  FabricProbe wide = Sample();
+  wide.ack->held = std::chrono::seconds(2);
+  wide.ack->one_way_delay = std::chrono::seconds(3);
+  auto w = std::get<FabricProbe>(codec.Decode(codec.Encode(wide)));
+  CHECK(w.ack->held == std::chrono::microseconds(65'535));
+  CHECK_FALSE(w.ack->one_way_delay);
 }
 
-TEST_CASE("fabric probes that are tampered, foreign or malformed are dropped with a reason", "[daemonset][fabric]") {
+TEST_CASE("one-way delays come from 32-bit fabric stamps, modulo 2^32", "[daemonset][fabric]") {
+  CHECK(OneWayDelayNs(1'000'000u, 1'000'040) == 40);
+  CHECK(OneWayDelayNs(0xFFFFFF00u, (int64_t{5} << 32) + 0x40) == 0x140);  // the low bits wrapped
+  CHECK_FALSE(OneWayDelayNs(std::nullopt, 5));             // the sender was not LOCKED
+  CHECK_FALSE(OneWayDelayNs(1'000'000u, std::nullopt));    // we are not LOCKED
+  CHECK_FALSE(OneWayDelayNs(1'000'000u, 999'999));         // negative: a clock step
+}
+
+TEST_CASE("fabric probes that are tampered, foreign, old or malformed are dropped with a reason",
+          "[daemonset][fabric]") {
   FabricProbeCodec codec(Key(kKey));
   auto reason = [&](std::span<const uint8_t> b) {
     auto r = codec.Decode(b);
@@ -44,19 +73,57 @@ TEST_CASE("fabric probes that are tampered, foreign or malformed are dropped wit
     return std::get<FabricDrop>(r);
   };
   auto bytes = codec.Encode(Sample());
-  auto tampered = bytes;
-  tampered[30] ^= 1;
-  CHECK(reason(tampered) == FabricDrop::kUnauthenticated);
+  for (size_t i : {4u, 14u, 22u, 30u, 37u, 40u}) {  // any signed byte, or the MAC itself
+    auto tampered = bytes;
+    tampered[i] ^= 1;
+    CHECK(reason(tampered) == FabricDrop::kUnauthenticated);
+  }
   FabricProbeCodec other(Key("another-key-that-is-long-enough"));
   CHECK(reason(other.Encode(Sample())) == FabricDrop::kUnauthenticated);
   CHECK(reason(std::span(bytes).first(40)) == FabricDrop::kTruncated);
+  CHECK(reason(std::span(bytes).first(2)) == FabricDrop::kTruncated);
   auto magic = bytes;
   magic[0] = 0;
   CHECK(reason(magic) == FabricDrop::kBadMagic);
-  FabricProbe bad = Sample();
-  bad.rx_fabric_ns = 5;  // a probe carries no receive stamp
-  CHECK(reason(codec.Encode(bad)) == FabricDrop::kMalformed);
+  // A version 1 agent's 72-byte probe ("LKFP", version 1): bad_magic, not truncated.
+  std::vector<uint8_t> v1(72, 0);
+  v1[0] = 0x4C, v1[1] = 0x4B, v1[2] = 0x46, v1[3] = 0x50, v1[4] = 1;
+  CHECK(reason(v1) == FabricDrop::kBadMagic);
+  auto version = bytes;
+  version[2] = 1;
+  CHECK(reason(version) == FabricDrop::kBadMagic);
+  FabricProbe empty = Sample();  // neither probe nor ack
+  empty.seq.reset();
+  empty.tx_fabric.reset();
+  empty.ack.reset();
+  CHECK(reason(codec.Encode(empty)) == FabricDrop::kMalformed);
+  FabricProbe zero = Sample();
+  zero.seq = 0;  // seqs start at 1
+  CHECK(reason(codec.Encode(zero)) == FabricDrop::kMalformed);
   CHECK(std::string(FabricDropName(FabricDrop::kUnknownSender)) == "unknown_sender");
+}
+
+TEST_CASE("random and mutated fabric datagrams decode to a drop reason or a valid probe, never a crash",
+          "[daemonset][fabric]") {
+  FabricProbeCodec codec(Key(kKey));
+  std::mt19937_64 rng(8);  // seeded: the same inputs every run
+  const auto valid = codec.Encode(Sample());
+  int accepted = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    std::vector<uint8_t> b;
+    if (i % 2 == 0) {
+      b.assign(valid.begin(), valid.end());
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f) b[rng() % b.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    } else {
+      b.resize(rng() % 80);
+      for (auto& x : b) x = static_cast<uint8_t>(rng());
+      if (b.size() >= 3) b[0] = 0x4C, b[1] = 0x46, b[2] = kFabricProbeVersion;  // past the magic check
+    }
+    auto r = codec.Decode(b);
+    if (std::holds_alternative<FabricProbe>(r)) ++accepted;
+  }
+  CHECK(accepted == 0);  // nothing forged gets past an 8-byte MAC by chance
 }
 
 TEST_CASE("after a key rotation the previous key is still accepted", "[daemonset][fabric]") {

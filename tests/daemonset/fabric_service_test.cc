@@ -43,6 +43,7 @@ struct Node {
     o.setup = SetupFor(self, {peer});
     o.peer_port = 7312;
     o.seed = 7;
+    o.publish_every = 100ms;  // the tests read the status soon after a change
     options = o;
     service = std::make_unique<FabricService>(socket, routes, clock, codec, std::move(fabric_now), o, registry);
   }
@@ -81,6 +82,17 @@ int HomeRail() {
   std::vector<fabric::PathChoice> paths = {{{0, "b", 0}, fabric::PathState::kUp, {}},
                                            {{1, "b", 0}, fabric::PathState::kUp, {}}};
   return fabric::HomePath("a", "b", paths)->rail;
+}
+
+// A probe from `sender` to `dest` on (rail, index) with `seq`, nothing acked.
+FabricProbe ProbeOf(const std::string& sender, const std::string& dest, int rail, int index, uint32_t seq) {
+  FabricProbe p;
+  p.rail = static_cast<uint8_t>(rail);
+  p.path_index = static_cast<uint8_t>(index);
+  p.sender = WireNodeId(NodeIdFromName(sender));
+  p.dest = WireNodeId(NodeIdFromName(dest));
+  p.seq = seq;
+  return p;
 }
 
 std::string RailRoute(uint32_t dest, int rail, uint32_t src) {
@@ -169,6 +181,46 @@ TEST_CASE("a dead home rail moves both directions to the other rail; re-admissio
   CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(home));
 }
 
+TEST_CASE("on a striped fabric (a's rail 0 meets b's rail 1) acks retrace their probes: one dead link fails "
+          "only its own paths",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  net.Stripe(2);  // 10.0.200.1 and .2: a's rail r arrives on b's rail 1 - r and back
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b.service->Start().ok());
+  auto run = [&](Nanos d) {
+    for (Nanos t{0}; t < d; t += 1ms) {
+      clock.Advance(1ms);
+      a.service->RunOnce(0ns);
+      b.service->RunOnce(0ns);
+    }
+  };
+  run(300ms);
+  for (int r : {0, 1}) {
+    CHECK(StateOf(a, "b", r) == fabric::PathState::kUp);
+    CHECK(StateOf(b, "a", r) == fabric::PathState::kUp);
+  }
+  // a's rail 0 drops everything, both ways: it carries a's rail-0 paths and
+  // b's rail-1 paths. An ack for a's rail-1 probes must not ride on b's
+  // rail-1 probe (it would arrive on a's dead rail 0): it leaves b through
+  // the interface a's rail-1 probes arrive on, b's rail 0.
+  net.Cut(kHostA, 0);
+  run(300ms);
+  CHECK(StateOf(a, "b", 0) == fabric::PathState::kDown);
+  CHECK(StateOf(a, "b", 1) == fabric::PathState::kUp);
+  CHECK(StateOf(b, "a", 1) == fabric::PathState::kDown);
+  CHECK(StateOf(b, "a", 0) == fabric::PathState::kUp);
+  auto& answered = a.registry.Counter("lockstep_fabric_probes_answered_total", "", {"peer"});
+  CHECK(answered.Get({"b"}) == 0);  // every ack rode on a probe
+  net.Cut(kHostA, 0, false);
+  run(3s);
+  CHECK(StateOf(a, "b", 0) == fabric::PathState::kUp);
+  CHECK(StateOf(b, "a", 1) == fabric::PathState::kUp);
+}
+
 TEST_CASE("a restarted agent adopts its pins and drops owned routes no peer explains", "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
@@ -191,44 +243,77 @@ TEST_CASE("forged, malformed and unknown probes are dropped, counted and never a
   Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
   REQUIRE(a.service->Start().ok());
   FabricProbeCodec other(Key("a-different-key-of-32-bytes!!!!!"));
-  FabricProbe probe{FabricProbe::Type::kProbe, 0, 0, NodeIdFromName("b"), NodeIdFromName("a"), 1, 0, 0};
+  FabricProbe probe = ProbeOf("b", "a", 0, 0, 1);
   auto forged = other.Encode(probe);
   net.Inject(kHostA, 0, {forged.begin(), forged.end()}, kHostB);
-  net.Inject(kHostA, 0, {1, 2, 3}, kHostB);
+  net.Inject(kHostA, 0, {0x4C, 0x46, kFabricProbeVersion, 0}, kHostB);  // ours, cut short
   FabricProbe stranger = probe;
-  stranger.sender = NodeIdFromName("c");
+  stranger.sender = WireNodeId(NodeIdFromName("c"));
   auto s = a.codec.Encode(stranger);
   net.Inject(kHostA, 0, {s.begin(), s.end()}, kHostC);
   FabricProbe elsewhere = probe;
-  elsewhere.dest = NodeIdFromName("z");
+  elsewhere.dest = WireNodeId(NodeIdFromName("z"));
   auto e = a.codec.Encode(elsewhere);
   net.Inject(kHostA, 0, {e.begin(), e.end()}, kHostB);
+  FabricProbe stray = probe;  // an ack alone for a path we do not probe
+  stray.seq.reset();
+  stray.ack_path_index = 5;
+  stray.ack = fabric::AckField{1, 0, std::nullopt, 0ms};
+  auto st = a.codec.Encode(stray);
+  net.Inject(kHostA, 0, {st.begin(), st.end()}, kHostB);
   a.service->RunOnce(0ns);
   auto& dropped = a.registry.Counter("lockstep_fabric_probe_dropped_total", "", {"reason"});
   CHECK(dropped.Get({"unauthenticated"}) == 1);
   CHECK(dropped.Get({"truncated"}) == 1);
   CHECK(dropped.Get({"unknown_sender"}) == 1);
   CHECK(dropped.Get({"misdirected"}) == 1);
-  for (const auto& sent : a.socket.sent) CHECK(sent.dest != kHostC);  // no reply to anyone but known peers
+  CHECK(dropped.Get({"unmatched"}) == 1);
+  for (const auto& sent : a.socket.sent) CHECK(sent.dest != kHostC);  // no packet to anyone but known peers
 }
 
-TEST_CASE("a probe is answered out of its arrival interface to the sender's configured host address",
+TEST_CASE("a peer's probe is acked by our next probe on the same path, or alone out of its arrival interface "
+          "when we do not probe that path",
           "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
   Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  FakeFabricSocket b(net, kHostB);  // b's raw socket: what a sends it
   REQUIRE(a.service->Start().ok());
-  FabricProbe probe{FabricProbe::Type::kProbe, 1, 0, NodeIdFromName("b"), NodeIdFromName("a"), 42, 0, 0};
-  auto bytes = a.codec.Encode(probe);
+  auto watched = a.codec.Encode(ProbeOf("b", "a", 1, 0, 42));
+  auto unwatched = a.codec.Encode(ProbeOf("b", "a", 1, 3, 7));  // path index 3: a does not probe it
+  // A spoofed source address changes nothing: a answers b's configured host address.
+  net.Inject(kHostA, 1, {watched.begin(), watched.end()}, kHostC);
+  net.Inject(kHostA, 1, {unwatched.begin(), unwatched.end()}, kHostC);
   a.socket.sent.clear();
-  net.Inject(kHostA, 1, {bytes.begin(), bytes.end()}, kHostC);  // a spoofed source address changes nothing
-  a.service->RunOnce(0ns);
-  bool replied = false;
-  for (const auto& s : a.socket.sent) {
-    if (s.ifindex == 2 && s.dest == kHostB && s.source == kHostA) replied = true;
-    CHECK(s.dest != kHostC);
+  std::optional<FabricProbe> carried, alone;
+  for (int ms = 0; ms < 12 && !(carried && alone); ++ms) {  // within one jittered gap
+    clock.Advance(1ms);
+    a.service->RunOnce(0ns);
+    std::vector<FabricDatagram> got;
+    REQUIRE(b.Poll(0ns, got).ok());
+    for (const FabricDatagram& d : got) {
+      auto p = std::get<FabricProbe>(a.codec.Decode(d.bytes));
+      if (!p.ack) continue;
+      if (p.seq && p.ack_rail == 1 && p.ack_path_index == 0) carried = p;
+      if (!p.seq && p.ack_path_index == 3) alone = p;
+    }
   }
-  CHECK(replied);
+  REQUIRE(carried);
+  CHECK(carried->rail == 1);  // a's own probe out of the interface b's probe arrived on
+  CHECK(carried->ack->seq == 42);
+  REQUIRE(alone);
+  CHECK_FALSE(alone->seq.has_value());  // ack only
+  CHECK(alone->ack->seq == 7);
+  CHECK(alone->ack_rail == 1);
+  for (const auto& s : a.socket.sent) {
+    CHECK(s.dest == kHostB);
+    CHECK(s.source == kHostA);
+  }
+  CHECK(std::any_of(a.socket.sent.begin(), a.socket.sent.end(), [](const auto& s) { return s.ifindex == 2; }));
+  auto& answered = a.registry.Counter("lockstep_fabric_probes_answered_total", "", {"peer"});
+  clock.Advance(200ms);
+  a.service->RunOnce(0ns);
+  CHECK(answered.Get({"b"}) == 1);  // the one ack-only packet
 }
 
 TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daemonset][fabric]") {

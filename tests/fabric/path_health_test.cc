@@ -11,10 +11,18 @@ using testing::At;
 
 const PathKey kPath{0, "b", 0};
 
+// Request/reply timing: a reply comes 100 us after its probe, so the reply
+// timeout is one interval (symmetric probing's longer ack timeout is
+// covered in ack_window_test.cc).
+FabricOptions Immediate(FabricOptions o = {}) {
+  o.reply_timeout = 10ms;
+  return o;
+}
+
 // Drives one PathHealth: probes every 10 ms from `from`, answered after
 // 100 us unless `lost(i)` says the i-th is lost; returns every transition.
 struct Driver {
-  explicit Driver(const FabricOptions& o = {}) : h(kPath, o) {}
+  explicit Driver(const FabricOptions& o = Immediate()) : h(kPath, o) {}
   PathHealth h;
   uint64_t seq = 0;
   std::vector<Transition> seen;
@@ -124,7 +132,7 @@ TEST_CASE("a miss while recovering restarts the clean period", "[fabric]") {
 TEST_CASE("repeated flaps double the hold-down up to the cap, and staying up decays it", "[fabric]") {
   FabricOptions o;
   o.max_hold_down = 20s;
-  Driver d(o);
+  Driver d(Immediate(o));
   d.Probe(At(0ms), true);
   Time t = At(10ms);
   std::vector<Nanos> clean_periods;

@@ -57,7 +57,9 @@ TEST_CASE("ECMP mode: a cut rail is detected within the worst case, the peer mov
   sim.RunUntil(At(5100ms));
   const Time up = *sim.FirstTransition({0, "b", 0}, PathState::kUp, At(3s));
   REQUIRE(up - At(3s) >= 2s);
-  REQUIRE(up - At(3s) <= 2s + 12ms);  // the first probe after the repair, plus its round trip
+  // The first probe after the repair and its ack, or a probe lost just before
+  // the repair timing out after it and restarting the clean period:
+  REQUIRE(up - At(3s) <= 2s + 11ms + m.options().reply_timeout);
   REQUIRE(sim.routes().empty());
   REQUIRE(sim.route_changes() == 2);
   // One peer's path, not the whole rail: a path flap, no rail flap.

@@ -2,8 +2,11 @@
 // tests. Each socket is one host with a host address and rails whose
 // interfaces have ifindex rail + 1. A datagram sent out of rail r arrives at
 // the host owning the destination address on its rail r (a same-rail
-// fabric), unless the sender's or the receiver's rail r is cut. Every send is
-// logged (`sent`). Time is the test's FakeClock (datagrams arrive at once).
+// fabric), or with Stripe(n) on rail (r + 1) % n when the two hosts' address
+// parities differ (a striped fabric: one host's rail 0 and another's rail 1
+// share a leaf, as in e2e/netlab), unless the sender's rail or the
+// receiver's arrival rail is cut. Every send is logged (`sent`). Time is the
+// test's FakeClock (datagrams arrive at once).
 // Thread-compatible.
 #pragma once
 
@@ -30,6 +33,11 @@ class FakeFabricNetwork {
     else cuts_.erase({host_address, rail});
   }
   bool IsCut(uint32_t host_address, int rail) const { return cuts_.contains({host_address, rail}); }
+  void Stripe(int rails) { stripe_ = rails; }
+  // The rail a datagram sent out of `rail` by `from` arrives on at `to`.
+  int ArrivalRail(uint32_t from, uint32_t to, int rail) const {
+    return stripe_ > 0 && (from % 2) != (to % 2) ? (rail + 1) % stripe_ : rail;
+  }
   void Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes);
   // Raw injection (a forged or malformed datagram) to the host at `dest`, on rail `rail`.
   void Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source);
@@ -39,6 +47,7 @@ class FakeFabricNetwork {
   const Clock& clock_;
   std::map<uint32_t, FakeFabricSocket*> hosts_;
   std::set<std::pair<uint32_t, int>> cuts_;
+  int stripe_ = 0;
 };
 
 class FakeFabricSocket final : public FabricSocket {
@@ -78,8 +87,9 @@ class FakeFabricSocket final : public FabricSocket {
 
 inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes) {
   auto it = hosts_.find(dest);
-  if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, rail)) return;
-  it->second->inbox.push_back({std::move(bytes), from_host, rail + 1, clock_.Monotonic()});
+  const int arrival = ArrivalRail(from_host, dest, rail);
+  if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, arrival)) return;
+  it->second->inbox.push_back({std::move(bytes), from_host, arrival + 1, clock_.Monotonic()});
 }
 
 inline void FakeFabricNetwork::Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -15,7 +16,8 @@ namespace lockstep::agent {
 namespace {
 
 constexpr size_t kBatch = 64;         // datagrams per sendmmsg / recvmmsg
-constexpr size_t kRecvBuffer = 256;   // a probe is 72 bytes; longer ones arrive truncated (and are dropped)
+constexpr size_t kRecvBuffer = 256;   // a probe is 44 bytes; longer ones arrive truncated (and are dropped)
+constexpr size_t kRecvControl = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(timespec)) + 32;
 constexpr size_t kControl = CMSG_SPACE(sizeof(in_pktinfo));
 
 // One outgoing datagram's headers: destination, iovec, IP_PKTINFO.
@@ -63,6 +65,9 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
   };
   int on = 1;
   if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0) return fail("IP_PKTINFO");
+  // The kernel's receive time on each datagram: the prober reads its socket
+  // once per tick, and acks and one-way delays must not include that wait.
+  if (::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) return fail("SO_TIMESTAMPNS");
   // DSCP CS6 (network control), as BFD and routing protocols are marked: a
   // fabric that queues this class apart (and netlab's shapers) does not make
   // probes wait behind the bulk traffic they protect, so a full queue is not
@@ -129,18 +134,19 @@ size_t UdpFabricSocket::SendBatch(std::span<FabricSend> sends) {
 }
 
 Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) {
-  pollfd p{fd_, POLLIN, 0};
+  // Sleep the whole wait: datagrams arriving meanwhile queue in the socket
+  // with their kernel receive time (no wake-up per datagram).
   const int64_t ns = std::max<int64_t>(0, max_wait.count());
-  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  int n = ::ppoll(&p, 1, &timeout, nullptr);
-  if (n < 0 && errno != EINTR) return Unavailable(std::string("fabric probe poll: ") + std::strerror(errno));
-  if (n <= 0) return Status::Ok();
+  if (ns > 0) {
+    const timespec sleep{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, 0, &sleep, nullptr);  // EINTR: drain early, harmless
+  }
   static thread_local std::array<std::array<uint8_t, kRecvBuffer>, kBatch> bufs;
   std::array<sockaddr_in, kBatch> from;
   std::array<iovec, kBatch> iov;
-  alignas(cmsghdr) static thread_local std::array<std::array<char, 64>, kBatch> control;
+  alignas(cmsghdr) static thread_local std::array<std::array<char, kRecvControl>, kBatch> control;
   std::array<mmsghdr, kBatch> msgs;
-  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call, as before
+  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call
     for (size_t i = 0; i < kBatch; ++i) {
       iov[i] = iovec{bufs[i].data(), bufs[i].size()};
       msgs[i] = mmsghdr{};
@@ -152,12 +158,19 @@ Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<Fabr
       msgs[i].msg_hdr.msg_controllen = control[i].size();
     }
     const int got = ::recvmmsg(fd_, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+    if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Unavailable(std::string("fabric probe receive: ") + std::strerror(errno));
+    }
     if (got <= 0) break;  // EAGAIN: drained
-    const MonoTime received = clock_.Monotonic();
+    // Kernel receive stamps are wall-clock: map them onto the monotonic
+    // clock through one pair of readings (a wall step between the two
+    // readings and the stamp is clamped: never later than now).
+    const MonoTime mono_now = clock_.Monotonic();
+    const WallTime wall_now = clock_.Wall();
     for (int i = 0; i < got; ++i) {
       const mmsghdr& m = msgs[static_cast<size_t>(i)];
       FabricDatagram d;
-      d.received = received;
+      d.received = mono_now;
       d.bytes.assign(bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data() + m.msg_len);
       d.source = ntohl(from[static_cast<size_t>(i)].sin_addr.s_addr);
       for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c != nullptr;
@@ -166,6 +179,14 @@ Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<Fabr
           in_pktinfo info{};
           std::memcpy(&info, CMSG_DATA(c), sizeof info);
           d.ifindex = info.ipi_ifindex;
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+          timespec ts{};
+          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+          const WallTime stamp{std::chrono::duration_cast<WallTime::duration>(
+              std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec))};
+          const auto age = std::clamp<Nanos>(std::chrono::duration_cast<Nanos>(wall_now - stamp), Nanos(0),
+                                             std::chrono::seconds(1));
+          d.received = mono_now - age;
         }
       }
       out.push_back(std::move(d));

@@ -5,7 +5,7 @@ namespace lockstep::fabric {
 Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
   FabricOptions o;
   o.probe_interval = std::chrono::milliseconds(config.probe.path_interval_ms);
-  o.reply_timeout = o.probe_interval;
+  o.reply_timeout = AckTimeout(o.probe_interval, o.jitter);
   o.miss_threshold = config.probe.miss_threshold;
   o.failover_enabled = config.failover.enabled;
   o.readmit_after = std::chrono::seconds(config.failover.readmit_after_seconds);

@@ -2,27 +2,51 @@
 // clock-sync packets (its own port, fabric.port, default 7312), that tells
 // whether one path (our rail r -> a peer's host address) delivers.
 //
-// Wire format (72 bytes, big-endian):
+// Probing is symmetric (lockstep/fabric/ack_window.h): each end of a pair
+// sends one packet per path per interval, carrying its own probe AND the
+// acknowledgement of what it received of the other end's probes on the path
+// with the same rail and path index. There are no separate replies; an
+// ack-only packet goes out only for a peer that probes us while we do not
+// probe it (peer selection is not always symmetric).
+//
+// Which of our probes carries an ack: the one leaving through the interface
+// the acked probes arrive on, so an ack retraces the links of the probes it
+// acknowledges (as a reply out of the arrival interface did). Rail numbers
+// need not match across hosts (a striped fabric connects one host's rail 0
+// and another's rail 1 to the same leaf), so the acked path is named apart.
+//
+// Wire format, version 2 (46 bytes, big-endian):
 //   off len field
-//    0   4  magic 0x4C4B4650 ("LKFP")
-//    4   1  version (1)
-//    5   1  type: 1 = probe, 2 = reply
-//    6   1  rail: the prober's rail (a reply echoes it)
-//    7   1  path index (echoed)
-//    8   8  sender NodeId (FNV-1a 64 of the node name)
-//   16   8  destination NodeId
-//   24   8  seq: the prober's probe sequence (a reply echoes it)
-//   32   8  tx_fabric_ns: probe: fabric time when it left the prober, 0 when
-//           the prober's clock is not LOCKED (a reply echoes it)
-//   40   8  rx_fabric_ns: reply: fabric time when the probe reached the
-//           responder, 0 when the responder is not LOCKED; probe: 0
-//   48   8  reserved, must be 0
-//   56  16  HMAC-SHA256(probe key, bytes[0, 56)) truncated to 16 bytes
+//    0   2  magic 0x4C46 ("LF")
+//    2   1  version (2)
+//    3   1  flags: 0x01 probe (seq, tx), 0x02 ack, 0x04 tx_fabric valid
+//           (the sender's clock is LOCKED), 0x08 ack_owd valid; at least one
+//           of probe/ack; other bits 0
+//    4   1  rail, 5 1 path index: the sender's path this probe is for
+//    6   4  sender: WireNodeId (the 64-bit NodeId folded to 32 bits)
+//   10   4  destination WireNodeId
+//   14   4  seq: the sender's per-path probe sequence (0 without a probe)
+//   18   4  tx_fabric: the low 32 bits of the fabric time (ns) the probe left at
+//   22   1  ack_rail, 23 1 ack path index: the destination's path acked
+//   24   4  ack_seq: the latest of the destination's seqs received on that path
+//   28   4  ack_bitmap: bit i = ack_seq - 1 - i received too
+//   32   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
+//   36   2  ack_held_us: from receiving ack_seq to sending this (saturates)
+//   38   8  HMAC-SHA256(probe key, bytes[0, 38)) truncated to 8 bytes
+// Version 1 (72 bytes, request/reply) is dropped as bad_magic.
+//
+// Why 8 bytes of MAC are enough: a forger must guess a 64-bit tag per packet
+// (2^-64 per try, no offline attack without the key), and a probe is only
+// believed for one interval: a forged ack could at most hide one lost probe
+// for ~10 ms. 32-bit node ids: the id only routes a packet to the right
+// peer's state among a node's few hundred peers (all authenticated by the
+// shared key); a collision there is reported as a configuration error by
+// the caller, not a security hole.
+//
 // The key is the clock-sync probe key (probeKeyFile); the previous key is
-// still accepted after a rotation. Replays: a replayed probe only makes the
-// responder answer a known peer's host address (never the datagram's
-// source); a replayed or forged reply matches no outstanding probe and
-// changes nothing (PathHealth counts it unmatched).
+// still accepted after a rotation. Replays: a replayed packet only repeats
+// an ack already seen (changes nothing) or moves the receiver's ack window
+// to an old seq, which the sender's next packet moves back.
 //
 // Pure; FabricProbeCodec is thread-safe (Rotate under a mutex).
 #pragma once
@@ -37,23 +61,30 @@
 
 #include "lockstep/agent/node_id.h"
 #include "lockstep/agent/probe_packet.h"
+#include "lockstep/fabric/ack_window.h"
 
 namespace lockstep::agent {
 
-inline constexpr uint32_t kFabricProbeMagic = 0x4C4B4650;
-inline constexpr uint8_t kFabricProbeVersion = 1;
-inline constexpr size_t kFabricProbeSize = 72;
+inline constexpr uint16_t kFabricProbeMagic = 0x4C46;
+inline constexpr uint8_t kFabricProbeVersion = 2;
+inline constexpr size_t kFabricProbeSize = 46;
+inline constexpr size_t kFabricMacSize = 8;
+
+// A node's id on the fabric wire: NodeId folded to 32 bits.
+constexpr uint32_t WireNodeId(NodeId id) { return static_cast<uint32_t>(id ^ (id >> 32)); }
 
 struct FabricProbe {
-  enum class Type : uint8_t { kProbe = 1, kReply = 2 };
-  Type type = Type::kProbe;
   uint8_t rail = 0;
   uint8_t path_index = 0;
-  NodeId sender = 0;
-  NodeId dest = 0;
-  uint64_t seq = 0;
-  int64_t tx_fabric_ns = 0;  // 0: not LOCKED
-  int64_t rx_fabric_ns = 0;  // 0: not LOCKED (replies only)
+  uint32_t sender = 0;  // WireNodeId
+  uint32_t dest = 0;    // WireNodeId
+  // The sender's probe: its per-path seq (never 0) and the low 32 bits of
+  // the fabric time it left at (nullopt: not LOCKED).
+  std::optional<uint32_t> seq;
+  std::optional<uint32_t> tx_fabric;
+  std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held in us, saturating at 65.535 ms
+  uint8_t ack_rail = 0;                 // with ack: the destination's path it is for
+  uint8_t ack_path_index = 0;
   bool operator==(const FabricProbe&) const = default;
 };
 
@@ -61,12 +92,12 @@ struct FabricProbe {
 // lockstep_fabric_probe_dropped_total.
 enum class FabricDrop {
   kTruncated,        // not exactly kFabricProbeSize bytes
-  kBadMagic,         // not a fabric probe (wrong magic or version)
-  kMalformed,        // bad type, reserved bytes set, a probe with rx_fabric_ns
+  kBadMagic,         // not a fabric probe (wrong magic or version: a version 1 agent)
+  kMalformed,        // bad flags, neither probe nor ack, seq 0
   kUnauthenticated,  // HMAC mismatch
   kMisdirected,      // for another node
   kUnknownSender,    // authenticated, but not a peer we know
-  kUnmatched,        // a reply for a rail or path we do not probe
+  kUnmatched,        // an ack-only packet for a path we do not probe
 };
 const char* FabricDropName(FabricDrop d);
 inline constexpr FabricDrop kAllFabricDrops[] = {FabricDrop::kTruncated,       FabricDrop::kBadMagic,
@@ -81,6 +112,8 @@ class FabricProbeCodec {
   FabricProbeCodec(const FabricProbeCodec&) = delete;
   FabricProbeCodec& operator=(const FabricProbeCodec&) = delete;
 
+  // Fields beyond the wire's range are clamped (held) or dropped (an owd of
+  // 2^31 ns or more, or negative, is sent as none).
   std::array<uint8_t, kFabricProbeSize> Encode(const FabricProbe& p) const;
   // Parses and authenticates; destination and sender checks are the caller's.
   std::variant<FabricProbe, FabricDrop> Decode(std::span<const uint8_t> bytes) const;
@@ -95,14 +128,10 @@ class FabricProbeCodec {
   std::shared_ptr<const Keys> keys_;  // GUARDED_BY(mu_)
 };
 
-// The reply a responder sends for `probe` (which it received at fabric time
-// rx_fabric_ns, 0 when not LOCKED): sender and destination swapped, rail,
-// path index, seq and tx_fabric_ns echoed.
-FabricProbe ReplyTo(const FabricProbe& probe, NodeId self, int64_t rx_fabric_ns);
-
-// The prober's one-way delay from a reply: rx - tx when both clocks were
-// LOCKED (both stamps non-zero) and the result is plausible (0 <= owd < 10 s),
+// The one-way delay of a probe received at fabric time rx_fabric_ns (our
+// clock LOCKED), from its 32-bit tx stamp: (rx - tx) modulo 2^32 when the
+// sender was LOCKED too and the result is plausible (< 2^31 ns, ~2.1 s),
 // else nullopt.
-std::optional<int64_t> OneWayDelayNs(const FabricProbe& reply);
+std::optional<int64_t> OneWayDelayNs(std::optional<uint32_t> tx_fabric, std::optional<int64_t> rx_fabric_ns);
 
 }  // namespace lockstep::agent

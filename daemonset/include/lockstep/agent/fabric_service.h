@@ -6,12 +6,18 @@
 //              to a known peer and rail are adopted, the rest are deleted;
 //              none is left on a down interface), then watches every
 //              rail x peer path.
-//   RunOnce(): sends the due probes (each forced out of its rail, from our
-//              host address, to the peer's host address), answers the
-//              probes of known peers (out of the interface the probe came
-//              in on, to the sender's configured host address, never the
-//              datagram's source), feeds replies to the monitor, and applies
-//              its decisions: PinPeer -> Replace(<peer>/32 via the rail's
+//   RunOnce(): sleeps until the next event (a tick, a probe timeout; no
+//              wake-up per datagram), drains the socket, feeds the peers'
+//              acks to the monitor (at their kernel receive time) and
+//              records their probes for our acks, then sends the tick's
+//              probes in one batch (each forced out of its rail, from our
+//              host address, to the peer's host address, each carrying the
+//              ack of the peer path whose probes arrive on the interface it
+//              leaves by, so acks retrace their probes' links; symmetric
+//              probing, fabric_probe.h; an ack no probe of ours carries
+//              leaves alone out of the interface its probes came in on, to
+//              the peer's configured host address, never the datagram's
+//              source), and applies the monitor's decisions: PinPeer -> Replace(<peer>/32 via the rail's
 //              gateway, src host address, rto_min 10 ms), UnpinPeer ->
 //              Delete. A failed route change is retried by a level-based
 //              reconcile against the monitor's pins. When traffic leaves a
@@ -28,8 +34,11 @@
 //              would look stale).
 //
 // One-way delays ride on the probes when clock sync is LOCKED at both ends
-// (fabric_now returns a value); otherwise replies carry none and ranking
-// falls back to round trips. Malformed, unauthenticated, misdirected and
+// (fabric_now returns a value): the receiver computes each probe's delay at
+// its kernel receive time and returns it in its ack; otherwise acks carry
+// none and ranking falls back to round trips (less the time the peer held
+// the ack). Gauges and the status snapshot are published every
+// publish_every (1 s) and right after a change of path state or pin. Malformed, unauthenticated, misdirected and
 // unknown-sender datagrams are dropped and counted by reason
 // (lockstep_fabric_probe_dropped_total).
 //
@@ -69,6 +78,10 @@ struct FabricServiceOptions {
   // Kubernetes mode: setup.peers starts empty and SetPeers() provides them;
   // the start-up route adoption waits for the first peer set.
   bool await_peers = false;
+  // Gauges, the status snapshot and the health view (their percentiles are
+  // a visible part of the prober's user time); a change of path state or
+  // pin is published at once (at most every 20 ms) whatever this says.
+  std::chrono::nanoseconds publish_every = std::chrono::seconds(1);
 };
 
 // One local rail as FabricHealth reports it (from fabric::RailView).
@@ -85,7 +98,8 @@ struct FabricRailHealth {
 };
 
 // What FabricHealth needs from the service: one entry per configured rail,
-// in rail order, as of the last publish (every 200 ms).
+// in rail order, as of the last publish (publish_every, 1 s, and at once
+// after a change).
 struct FabricHealthView {
   std::vector<FabricRailHealth> rails{};
   int flaps_last_hour = 0;              // all rails
@@ -134,9 +148,18 @@ class FabricService {
   const fabric::PathMonitor& monitor() const { return monitor_; }
 
  private:
-  void SendDue(MonoTime now);
-  void Handle(const FabricDatagram& d);  // a probe's reply is queued for FlushReplies
-  void FlushReplies();
+  // The tick's probes (each with its path's ack) and ack-only packets, in one batch.
+  void SendDue(MonoTime now, std::optional<int64_t> fabric_now);
+  // One datagram drained at `now` (fabric time then: fabric_now).
+  void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
+  std::optional<fabric::AckField> TakeAck(const fabric::PathKey& key, MonoTime now);
+  struct AckState;
+  // A probe of ours leaves through the interface the peer path's probes arrive on.
+  bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
+  bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending
+  bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
+  // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
+  void Sweep(MonoTime now);
   void Apply(const fabric::Decisions& d);
   // RouteActuator::ReleaseUnresolvedNeighbours (errors logged; what was
   // released too when log_released: not in the 200 ms sweep of a down rail).
@@ -146,7 +169,8 @@ class FabricService {
   Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error
   void ApplyPendingPeers(MonoTime now);
   void WatchPeers(const std::vector<std::string>& names, MonoTime now);
-  const FabricPeer* PeerById(NodeId id) const;
+  const FabricPeer* PeerByWireId(uint32_t id) const;        // known peers
+  const FabricPeer* KnownByName(const std::string& name) const;
   const FabricPeer* PeerByName(const std::string& name) const;
 
   FabricSocket& socket_;
@@ -157,18 +181,26 @@ class FabricService {
   FabricServiceOptions options_;
   NodeId self_;
   fabric::PathMonitor monitor_;
-  uint64_t seq_ = 0;
+  std::map<fabric::PathKey, uint32_t> seq_;  // each path's last probe seq
+  // What we received of each peer path (peer, its rail and path index), to ack.
+  struct AckState {
+    fabric::AckWindow window;
+    int ifindex = 0;  // where its probes arrive (ack-only packets leave there)
+  };
+  std::map<fabric::PathKey, AckState> acks_;
   std::vector<FabricDatagram> inbox_;
-  // The batch being sent (probes of one tick, or replies to one Poll), kept
-  // to reuse their storage.
+  // The batch being sent (one tick's packets), kept to reuse their storage.
   std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
   std::vector<FabricSend> out_;
-  std::vector<int> out_rail_;                // probes: the rail of each
-  std::vector<std::string> reply_peer_;      // replies: the peer of each
-  std::map<std::string, uint64_t> answered_pending_;  // replies sent since the last Publish, per peer
+  std::vector<int> out_rail_;                // the rail of each probe; -1: ack-only
+  std::vector<std::string> reply_peer_;      // the peer of each
+  std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
   MonoTime retry_at_ = MonoTime::max();  // after a failed route change
   MonoTime next_reconcile_{};
   MonoTime next_publish_{};
+  MonoTime next_sweep_{};
+  MonoTime last_publish_{};
+  bool changed_ = false;  // a transition or route action since the last publish
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
   std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
   bool adopted_ = false;           // the start-up route adoption ran

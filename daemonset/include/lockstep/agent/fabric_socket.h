@@ -2,7 +2,7 @@
 // through. A send names the interface it must leave by and its source
 // address (a probe for rail r leaves through rail r whatever the routing
 // table prefers; a reply leaves through the interface its probe came in on);
-// a received datagram carries the interface it arrived on.
+// a received datagram carries the interface it arrived on and when.
 // Adapters: UdpFabricSocket (lockstep/agent/net/udp_fabric_socket.h,
 // IP_PKTINFO) and the in-memory fake in tests/support/fake_fabric_socket.h.
 // Used from one thread at a time.
@@ -32,7 +32,7 @@ struct FabricDatagram {
   std::vector<uint8_t> bytes;
   uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
   int ifindex = 0;      // the interface it arrived on
-  MonoTime received{};
+  MonoTime received{};  // the kernel's receive time where the adapter has it (else when it was read)
 };
 
 class FabricSocket {
@@ -53,7 +53,9 @@ class FabricSocket {
     }
     return failed;
   }
-  // Waits up to max_wait for traffic and appends every datagram that arrived.
+  // Waits max_wait (datagrams arriving meanwhile do not end the wait: they
+  // queue with their receive time), then appends every datagram that
+  // arrived. The prober wakes once per event, not once per datagram.
   virtual Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) = 0;
   virtual int port() const = 0;  // the bound UDP port
 };

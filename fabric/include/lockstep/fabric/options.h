@@ -3,16 +3,21 @@
 // FabricOptionsFromConfig (lockstep/fabric/config.h, target
 // lockstep_fabric_config). Plain values; thread-compatible.
 //
-// Detection at the defaults (interval I = 10 ms, jitter j = 10%, N = 3 misses,
-// reply timeout T = 10 ms): after a fault the next probe leaves within
-// I(1+j), the N-th lost one (N-1) gaps later, and it is declared missed T
-// after it left, so
-//     worst case = N * I * (1 + j) + T = 33 + 10 = 43 ms  (<= 50 ms goal)
+// Probing is symmetric (ack_window.h): each end sends one packet per path per
+// interval, carrying its own probe and the acknowledgement of the other
+// end's. An ack therefore leaves with the peer's next packet, up to one
+// jittered gap I(1+j) after our probe arrived, and the reply timeout covers
+// that gap plus a slack for the network and late wake-ups:
+//     T = I(1+j) + kAckSlack = 11 + 3 = 14 ms  (AckTimeout)
+// Detection at the defaults (I = 10 ms, j = 10%, N = 3 misses): after a
+// fault the next probe leaves within I(1+j), the N-th lost one (N-1) gaps
+// later, and it is declared missed T after it left, so
+//     worst case = N * I * (1 + j) + T = 33 + 14 = 47 ms  (<= 50 ms goal)
 // (WorstCaseDetection computes it). A single lost probe only makes a path
-// suspect. Load: 100 probes/s per path; at 4 hosts x 2 rails a node sends 600
-// probes/s and 600 replies/s (100 B each at the IP layer, 138 B on the wire:
-// 0.48-0.66 Mbit/s per rail each way, 0.05-0.07% of a 1 Gbit/s link; the
-// trade-off against detection is in docs/benchmarks.md, "fabric").
+// suspect. Load: 100 packets/s per path each way; at 4 hosts x 2 rails (3
+// peers per rail) 300 packets/s per rail each way, 74 B each at the IP
+// layer (46 B payload), 112 B on the wire: 178 / 269 kbit/s per rail each
+// way, 0.089% / 0.13% of a 200 Mbit/s link (docs/benchmarks.md, "Probe cost").
 #pragma once
 
 #include <chrono>
@@ -29,7 +34,7 @@ struct FabricOptions {
   // Probing (per path).
   Nanos probe_interval = 10ms;  // mean gap between two probes of one path
   double jitter = 0.1;          // each gap is uniform in interval * [1 - jitter, 1 + jitter]
-  Nanos reply_timeout = 10ms;   // a probe without a reply this long after it left is a miss
+  Nanos reply_timeout = 14ms;   // a probe without an ack this long after it left is a miss (AckTimeout)
   int miss_threshold = 3;       // consecutive misses that make a path down
 
   // Re-admission: a recovered path carries traffic again after a clean period
@@ -67,6 +72,13 @@ struct FabricOptions {
 // InvalidArgument naming the field and the allowed range, e.g.
 // "fabric options: miss_threshold must be between 1 and 100 (got 0)".
 Status Validate(const FabricOptions& options);
+
+// Added to the longest probe gap for the reply timeout (see above).
+inline constexpr Nanos kAckSlack = 3ms;
+
+// The reply timeout symmetric probing needs at this interval and jitter:
+// the longest gap I(1+j) (the peer's ack rides on its next probe) plus kAckSlack.
+Nanos AckTimeout(Nanos probe_interval, double jitter);
 
 // The longest time from a path failing to it being declared down (see above).
 Nanos WorstCaseDetection(const FabricOptions& options);

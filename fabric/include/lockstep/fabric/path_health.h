@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "lockstep/fabric/ack_window.h"
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path.h"
 
@@ -46,7 +47,7 @@ struct Transition {
 // Totals since the path was added, and the recent window.
 struct PathStats {
   uint64_t probes_sent = 0, replies = 0, misses = 0;
-  uint64_t late_replies = 0;       // answered after their timeout (already counted as misses)
+  uint64_t late_replies = 0;       // answered (or acked) after their timeout (already counted as misses)
   uint64_t unmatched_replies = 0;  // no such probe outstanding (duplicate or stale seq)
   int window_samples = 0;          // probes decided (replied or missed) in the window
   double loss = 0;                 // misses / window_samples over the window (0 when empty)
@@ -70,6 +71,15 @@ class PathHealth {
 
   // A reply arrived. Applies timeouts due before reply.received first.
   std::vector<Transition> OnReply(const Reply& reply);
+
+  // A peer's acknowledgement (symmetric probing, ack_window.h) arrived at
+  // `received`. Applies timeouts due before it first, then delivers every
+  // outstanding probe it covers (the latest with its round trip, less the
+  // time the peer held the ack, and its one-way delay; older ones from the
+  // bitmap without samples). An ack repeating what was already delivered
+  // changes nothing; one whose latest seq already timed out counts late once.
+  // Seqs compare modulo 2^32 (the wire's width).
+  std::vector<Transition> OnAck(const AckField& ack, Time received);
 
   // Applies everything due at or before now, in time order: probe timeouts
   // (misses), re-admission, hold-down decay. REQUIRES: now does not go back.
@@ -97,7 +107,7 @@ class PathHealth {
     Time at;
     bool lost;
     Nanos owd;  // < 0: none
-    Nanos rtt;
+    Nanos rtt;  // < 0: none (acked from a bitmap)
   };
 
   void Miss(Time at, std::vector<Transition>& out);

@@ -8,6 +8,7 @@
 //   loop:
 //     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
 //     on a reply: Apply(monitor.OnReply(path, reply));
+//       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(path, ack, received)))
 //     Apply(monitor.Tick(now));     // sleep until monitor.NextWakeup()
 //
 // where Apply hands actions to a RouteActuator, transitions to metrics and
@@ -101,6 +102,10 @@ class PathMonitor {
   void OnProbeSent(const PathKey& path, uint64_t seq, Time sent);
   // A reply for a path not watched is ignored (empty decisions).
   Decisions OnReply(const PathKey& path, const Reply& reply);
+  // The peer's acknowledgement for `path` (symmetric probing: ack_window.h),
+  // received at `received`; ignored for a path not watched.
+  Decisions OnAck(const PathKey& path, const AckField& ack, Time received);
+  bool Watches(const PathKey& path) const { return paths_.contains(path); }
   Decisions Tick(Time now);
 
   // When to call Tick or DueProbes next (the earliest probe, timeout,

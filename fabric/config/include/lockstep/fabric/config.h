@@ -10,8 +10,9 @@
 
 namespace lockstep::fabric {
 
-// probe.pathIntervalMs -> probe_interval and reply_timeout (a probe is missed
-// one interval after it left), probe.missThreshold -> miss_threshold,
+// probe.pathIntervalMs -> probe_interval and reply_timeout (AckTimeout: a
+// probe is missed when the peer's next packet, one jittered gap later, has
+// not acknowledged it), probe.missThreshold -> miss_threshold,
 // failover.* -> failover_enabled, readmit_after, max_hold_down,
 // flapAlertPerHour -> flap_alert_per_hour; the rest keep their defaults.
 // InvalidArgument (naming the agent.yaml key) when the result is not valid.

@@ -2,10 +2,11 @@
 // A send carries an IP_PKTINFO control message (ipi_ifindex: the egress
 // interface, ipi_spec_dst: the source address), so the kernel routes it
 // through that interface's nexthop even when a pin or the ECMP hash would
-// pick another; receives read IP_PKTINFO for the arrival interface.
-// Batches go out with one sendmmsg, and Poll drains the socket with
-// recvmmsg into buffers it owns: one system call per batch, not per probe.
-// Probes and replies are marked DSCP CS6 (IP_TOS 0xc0, network control).
+// pick another; receives read IP_PKTINFO for the arrival interface and
+// SO_TIMESTAMPNS for the kernel's receive time. Batches go out with one
+// sendmmsg; Poll sleeps its whole wait (clock_nanosleep: no wake-up per
+// datagram) and then drains the socket with recvmmsg into buffers it owns.
+// Probes are marked DSCP CS6 (IP_TOS 0xc0, network control).
 // Thread-compatible.
 #pragma once
 

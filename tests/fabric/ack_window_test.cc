@@ -1,0 +1,119 @@
+// Symmetric probing's acknowledgements: what a receiver acks (AckWindow) and
+// what an ack delivers on the sender's path (PathHealth::OnAck). Synthetic
+// times, no clock.
+#include <catch2/catch.hpp>
+
+#include "fabric_sim.h"
+#include "lockstep/fabric/ack_window.h"
+#include "lockstep/fabric/path_health.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using testing::At;
+
+TEST_CASE("an ack names the latest seq and the 32 before it that arrived", "[fabric]") {
+  AckWindow w;
+  REQUIRE_FALSE(w.Ack(At(0ms)));
+  REQUIRE_FALSE(w.pending());
+  w.OnReceive(10, At(0ms), 300us);
+  w.OnReceive(12, At(20ms), 400us);  // 11 lost
+  w.OnReceive(13, At(30ms), std::nullopt);
+  REQUIRE(w.pending());
+  auto a = w.Ack(At(35ms));
+  REQUIRE(a);
+  CHECK(a->seq == 13);
+  CHECK(a->bitmap == 0b101);  // 12 (bit 0) and 10 (bit 2); 11 (bit 1) missing
+  CHECK_FALSE(a->one_way_delay);  // 13 carried no fabric time
+  CHECK(a->held == 5ms);
+  CHECK(Acked(*a, 13));
+  CHECK(Acked(*a, 12));
+  CHECK_FALSE(Acked(*a, 11));
+  CHECK(Acked(*a, 10));
+  CHECK_FALSE(Acked(*a, 14));
+  w.MarkAcked();
+  REQUIRE_FALSE(w.pending());
+
+  w.OnReceive(11, At(36ms), std::nullopt);  // late, reordered: acked in the bitmap, latest unchanged
+  a = w.Ack(At(40ms));
+  CHECK(a->seq == 13);
+  CHECK(a->bitmap == 0b111);
+  CHECK(a->held == 10ms);
+  w.OnReceive(13, At(41ms), std::nullopt);  // a duplicate changes nothing
+  CHECK(w.Ack(At(41ms))->bitmap == 0b111);
+
+  w.OnReceive(13 + 32, At(50ms), 1ms);  // 13 is now the bitmap's last bit
+  a = w.Ack(At(50ms));
+  CHECK(a->seq == 45);
+  CHECK(a->bitmap == 1u << 31);
+  CHECK(a->one_way_delay == 1ms);
+  w.OnReceive(45 + 33, At(60ms), std::nullopt);  // a jump past the bitmap forgets it
+  CHECK(w.Ack(At(60ms))->bitmap == 0);
+}
+
+TEST_CASE("seqs wrap at 2^32, and a restarted peer starts a new window", "[fabric]") {
+  AckWindow w;
+  w.OnReceive(0xFFFFFFFFu, At(0ms), std::nullopt);
+  w.OnReceive(1, At(10ms), std::nullopt);  // 0 is skipped by senders: 2 ahead
+  auto a = w.Ack(At(10ms));
+  CHECK(a->seq == 1);
+  CHECK(a->bitmap == 0b10);
+  CHECK(Acked(*a, 0xFFFFFFFFu));
+  w.OnReceive(5'000, At(20ms), std::nullopt);
+  w.OnReceive(1, At(30ms), std::nullopt);  // far behind: the peer started again
+  a = w.Ack(At(30ms));
+  CHECK(a->seq == 1);
+  CHECK(a->bitmap == 0);
+  CHECK(a->held == 0ms);
+}
+
+TEST_CASE("an ack delivers every outstanding probe it covers, with samples from the latest", "[fabric]") {
+  FabricOptions o;  // reply timeout 14 ms
+  PathHealth h({0, "b", 0}, o);
+  h.OnProbeSent(1, At(10ms));
+  h.OnProbeSent(2, At(15ms));
+  h.OnProbeSent(3, At(20ms));
+  // The peer's packet at 21 ms acks 3 (held 500 us) and 1 from its bitmap; 2 was lost.
+  auto t = h.OnAck({3, 0b10, 200us, 500us}, At(21ms));
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].to == PathState::kUp);
+  auto s = h.Stats(At(21ms));
+  CHECK(s.replies == 2);
+  CHECK(s.rtt_p50 == 500us);  // 21 - 20 ms, less the 500 us the peer held it
+  CHECK(s.owd_p50 == 200us);
+  // 2 times out 14 ms after it left (29 ms): a miss, suspect.
+  t = h.Tick(At(29ms));
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].to == PathState::kSuspect);
+  CHECK(h.Stats(At(29ms)).misses == 1);
+  // Repeating an ack delivers nothing again (2 acked now is past its timeout).
+  h.OnAck({3, 0b11, 200us, 9ms}, At(30ms));
+  h.OnAck({3, 0b11, 200us, 9ms}, At(31ms));
+  s = h.Stats(At(31ms));
+  CHECK(s.replies == 2);
+  CHECK(s.late_replies == 0);  // the latest (3) was delivered: repeats are not late
+  CHECK(h.state() == PathState::kSuspect);
+}
+
+TEST_CASE("an ack arriving before the timeout counts even when it is read after it", "[fabric]") {
+  PathHealth h({0, "b", 0}, FabricOptions{});
+  h.OnProbeSent(1, At(0ms));
+  REQUIRE(h.OnAck({1, 0, std::nullopt, 11ms}, At(13ms)).size() == 1);  // up
+  h.OnProbeSent(2, At(10ms));
+  // Received at 23.9 ms (kernel time), processed after the 24 ms deadline passed.
+  h.OnAck({2, 0b1, std::nullopt, 11ms}, At(24ms) - 100us);
+  h.Tick(At(25ms));
+  CHECK(h.state() == PathState::kUp);
+  CHECK(h.Stats(At(25ms)).misses == 0);
+  // A probe whose ack comes after its timeout is a miss, and its ack late.
+  h.OnProbeSent(3, At(20ms));
+  h.Tick(At(34ms));
+  CHECK(h.state() == PathState::kSuspect);
+  h.OnAck({3, 0b11, std::nullopt, 0ms}, At(35ms));
+  CHECK(h.Stats(At(35ms)).late_replies == 1);
+  h.OnAck({3, 0b11, std::nullopt, 0ms}, At(36ms));
+  CHECK(h.Stats(At(36ms)).late_replies == 1);
+}
+
+}  // namespace
+}  // namespace lockstep::fabric
