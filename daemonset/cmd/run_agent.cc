@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -302,9 +303,15 @@ int RunAgent(const CommandLine& cl) {
   TransportEvents idle;
   // Key rotation: a rewritten probeKeyFile (a rotated Secret) becomes the
   // signing key; the previous one is still accepted (PacketCodec::Rotate).
+  // Checked once a second, not per loop iteration: the clock-sync loop
+  // turns ~400 times a second, and a stat() each time cost more CPU than
+  // the whole fabric prober's user space (a rotated Secret takes a minute
+  // to reach the pod anyway).
   auto key_file = ProbeKeyFile::Open(config.probe_key_file);
+  auto next_key_check = std::chrono::steady_clock::now();
   while (!g_stop) {
-    if (key_file.ok()) {
+    if (key_file.ok() && std::chrono::steady_clock::now() >= next_key_check) {
+      next_key_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       auto r = key_file->Reload(codec);
       if (!r.ok()) log::Warn("probe key file not reloaded; keeping the current key", {{"error", r.error().message}});
       if (r.ok() && *r) {

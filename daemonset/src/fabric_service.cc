@@ -253,13 +253,6 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   WatchPeers(names, now);
 }
 
-std::optional<fabric::AckField> FabricService::TakeAck(const PathKey& key, MonoTime now) {
-  auto it = acks_.find(key);
-  if (it == acks_.end()) return std::nullopt;
-  it->second.window.MarkAcked();
-  return it->second.window.Ack(now);
-}
-
 bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
   const auto& rails = options_.setup.rails;
   for (size_t r = 0; r < rails.size(); ++r) {
@@ -278,22 +271,17 @@ bool FabricService::AckOnlyDue() const {
 void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   const std::vector<PathKey> due = monitor_.DueProbes(now);
   if (due.empty() && !AckOnlyDue()) return;
+  // Every container here is a member reused tick after tick: no allocation
+  // per probe once they have grown.
   out_bytes_.clear();
   out_.clear();
   out_rail_.clear();
   reply_peer_.clear();
-  std::vector<std::pair<PathKey, uint32_t>> sent;
+  sent_probes_.clear();
+  for (auto& [key, a] : acks_) a.carried = false;
   const uint32_t self = WireNodeId(self_);
-  // Each probe carries the ack of a peer path whose probes arrive on the
-  // interface it leaves by (the same path index first): the ack retraces
-  // the links of the probes it acknowledges, whatever the rails are called
-  // at the other end.
-  std::map<std::pair<std::string, int>, std::vector<PathKey>> arriving;  // (peer, ifindex) -> peer paths
-  if (!due.empty()) {
-    for (const auto& [key, a] : acks_) arriving[{key.peer, a.ifindex}].push_back(key);
-  }
-  std::set<PathKey> carried;
-  for (const PathKey& path : due) {
+  for (size_t d = 0; d < due.size(); ++d) {
+    const PathKey& path = due[d];
     const FabricPeer* peer = PeerByName(path.peer);
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
     const RailInfo& rail = options_.setup.rails[path.rail];
@@ -306,18 +294,23 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
-    if (auto it = arriving.find({path.peer, rail.ifindex}); it != arriving.end()) {
-      const PathKey* pick = nullptr;
-      for (const PathKey& k : it->second) {
-        if (carried.contains(k)) continue;
-        if (!pick || (k.index == path.index && pick->index != path.index)) pick = &k;
-      }
-      if (pick) {
-        p.ack = TakeAck(*pick, now);
-        p.ack_rail = static_cast<uint8_t>(pick->rail);
-        p.ack_path_index = static_cast<uint8_t>(pick->index);
-        carried.insert(*pick);
-      }
+    // Each probe carries the ack of a peer path whose probes arrive on the
+    // interface it leaves by (the same path index first, else the first in
+    // key order): the ack retraces the links of the probes it acknowledges,
+    // whatever the rails are called at the other end. A scan: a host acks
+    // a handful of peer paths.
+    std::pair<const PathKey, AckState>* pick = nullptr;
+    for (auto& entry : acks_) {
+      const auto& [k, a] = entry;
+      if (a.carried || a.ifindex != rail.ifindex || k.peer != path.peer) continue;
+      if (!pick || (k.index == path.index && pick->first.index != path.index)) pick = &entry;
+    }
+    if (pick) {
+      pick->second.window.MarkAcked();
+      p.ack = pick->second.window.Ack(now);
+      p.ack_rail = static_cast<uint8_t>(pick->first.rail);
+      p.ack_path_index = static_cast<uint8_t>(pick->first.index);
+      pick->second.carried = true;
     }
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
@@ -325,21 +318,22 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
                     .ifindex = rail.ifindex,
                     .source = options_.setup.host_address});
     out_rail_.push_back(path.rail);
-    reply_peer_.push_back(peer->name);
-    sent.emplace_back(path, seq);
+    reply_peer_.push_back(peer);
+    sent_probes_.emplace_back(d, seq);
   }
   // Acks no probe of ours carries (a peer that probes a path we do not,
   // or more of its paths arriving on one interface than we probe through
   // it) leave alone, out of the interface their probes arrive on: at every
   // tick, and in between for paths no probe of ours could carry.
   for (auto& [key, a] : acks_) {
-    if (!a.window.pending() || carried.contains(key) || (due.empty() && HasCarrier(key, a))) continue;
+    if (!a.window.pending() || a.carried || (due.empty() && HasCarrier(key, a))) continue;
     const FabricPeer* peer = KnownByName(key.peer);
     if (!peer) continue;
     FabricProbe p;
     p.sender = self;
     p.dest = WireNodeId(peer->id);
-    p.ack = TakeAck(key, now);
+    a.window.MarkAcked();
+    p.ack = a.window.Ack(now);
     p.ack_rail = static_cast<uint8_t>(key.rail);
     p.ack_path_index = static_cast<uint8_t>(key.index);
     out_bytes_.push_back(codec_.Encode(p));
@@ -348,7 +342,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
                     .ifindex = a.ifindex,
                     .source = options_.setup.host_address});
     out_rail_.push_back(-1);
-    reply_peer_.push_back(peer->name);
+    reply_peer_.push_back(peer);
   }
   // One batch (sendmmsg) per tick; spans are set once out_bytes_ stops growing.
   for (size_t i = 0; i < out_.size(); ++i) out_[i].bytes = out_bytes_[i];
@@ -359,10 +353,10 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     if (!out_[i].sent) {
       send_errors_.Inc({out_rail_[i] < 0 ? std::string("reply") : options_.setup.rails[out_rail_[i]].name});
     } else if (out_rail_[i] < 0) {
-      ++answered_pending_[reply_peer_[i]];  // counted into the metric at Publish
+      ++answered_pending_[reply_peer_[i]->name];  // counted into the metric at Publish
     }
   }
-  for (const auto& [path, seq] : sent) monitor_.OnProbeSent(path, seq, now);
+  for (const auto& [d, seq] : sent_probes_) monitor_.OnProbeSent(due[d], seq, now);
 }
 
 void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now) {

@@ -88,15 +88,31 @@ Decisions PathMonitor::Tick(Time now) {
 }
 
 void PathMonitor::Reindex(const PathKey& key) {
-  if (auto old = deadline_of_.find(key); old != deadline_of_.end()) {
-    deadlines_.erase({old->second, key});
-    deadline_of_.erase(old);
+  // Called for every probe sent and every ack: most calls find the deadline
+  // unchanged (or move it), so reuse the index's nodes rather than erasing
+  // and allocating two per call.
+  std::optional<Time> t;
+  if (auto it = paths_.find(key); it != paths_.end()) t = it->second.NextDeadline();
+  auto old = deadline_of_.find(key);
+  if (old == deadline_of_.end()) {
+    if (t) {
+      deadline_of_.emplace(key, *t);
+      deadlines_.emplace(*t, key);
+    }
+    return;
   }
-  auto it = paths_.find(key);
-  if (it == paths_.end()) return;
-  if (std::optional<Time> t = it->second.NextDeadline()) {
-    deadline_of_.emplace(key, *t);
+  if (t && *t == old->second) return;
+  auto node = deadlines_.extract({old->second, key});
+  if (!t) {
+    deadline_of_.erase(old);
+    return;
+  }
+  old->second = *t;
+  if (node.empty()) {
     deadlines_.emplace(*t, key);
+  } else {
+    node.value().first = *t;
+    deadlines_.insert(std::move(node));
   }
 }
 

@@ -35,22 +35,24 @@ void ProbeSchedule::Remove(const PathKey& path) {
 }
 
 std::vector<PathKey> ProbeSchedule::TakeDue(Time now) {
-  std::vector<std::pair<Time, PathKey>> taken;
-  while (!queue_.empty() && queue_.begin()->first <= now) {
-    taken.push_back(std::move(queue_.extract(queue_.begin()).value()));
-  }
   std::vector<PathKey> out;
-  if (taken.empty()) return out;
+  if (queue_.empty() || queue_.begin()->first > now) return out;
+  // Taken nodes are re-inserted (no allocation per probe), so collect them first.
+  taken_.clear();
+  while (!queue_.empty() && queue_.begin()->first <= now) taken_.push_back(queue_.extract(queue_.begin()));
   // One tick for all: a gap after the latest due time taken (paths that were
   // due at different times, say after a late Add, line up from here on).
-  Time next = taken.back().first + NextGap();
+  Time next = taken_.back().value().first + NextGap();
   if (next <= now) next = now + NextGap();  // a whole gap late: no burst
   next_tick_ = next;
-  for (auto& [due, path] : taken) {
-    due_[path] = next;
-    queue_.emplace(next, path);
-    out.push_back(std::move(path));
+  out.reserve(taken_.size());
+  for (auto& node : taken_) {
+    node.value().first = next;
+    due_.find(node.value().second)->second = next;
+    out.push_back(node.value().second);
+    queue_.insert(std::move(node));
   }
+  taken_.clear();
   return out;
 }
 

@@ -152,7 +152,6 @@ class FabricService {
   void SendDue(MonoTime now, std::optional<int64_t> fabric_now);
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
-  std::optional<fabric::AckField> TakeAck(const fabric::PathKey& key, MonoTime now);
   struct AckState;
   // A probe of ours leaves through the interface the peer path's probes arrive on.
   bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
@@ -186,6 +185,7 @@ class FabricService {
   struct AckState {
     fabric::AckWindow window;
     int ifindex = 0;  // where its probes arrive (ack-only packets leave there)
+    bool carried = false;  // SendDue: a probe of this tick carries its ack
   };
   std::map<fabric::PathKey, AckState> acks_;
   std::vector<FabricDatagram> inbox_;
@@ -193,7 +193,8 @@ class FabricService {
   std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
   std::vector<FabricSend> out_;
   std::vector<int> out_rail_;                // the rail of each probe; -1: ack-only
-  std::vector<std::string> reply_peer_;      // the peer of each
+  std::vector<const FabricPeer*> reply_peer_;  // the peer of each (valid during SendDue)
+  std::vector<std::pair<size_t, uint32_t>> sent_probes_;  // SendDue: (index in the due list, seq) of each probe
   std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
   MonoTime retry_at_ = MonoTime::max();  // after a failed route change
   MonoTime next_reconcile_{};

@@ -55,6 +55,7 @@ class ProbeSchedule {
   std::map<PathKey, Time> due_;
   std::set<std::pair<Time, PathKey>> queue_;  // the same, ordered by due time
   std::optional<Time> next_tick_;             // when the paths taken last are due again
+  std::vector<decltype(queue_)::node_type> taken_;  // TakeDue's scratch (kept for its storage)
 };
 
 }  // namespace lockstep::fabric
