@@ -37,7 +37,7 @@ struct Flags {
   std::string fence = "local";
   std::string pid_check = "auto";
   std::vector<std::string> local_hosts;
-  std::string tick = "20ms";
+  std::string tick = "100ms";
   std::string log_level = "info";
 };
 

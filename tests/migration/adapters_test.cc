@@ -77,3 +77,30 @@ TEST_CASE("a spare starts with an empty signal mask even when the coordinator bl
   ::unlink(path);
   CHECK(std::string(buf) == "SigBlk:\t0000000000000000\n");
 }
+
+TEST_CASE("the probe's Wait returns when a watched process exits, not at its timeout") {
+  ProcProcessProbe probe;
+  pid_t a = Sleeper();
+  REQUIRE(a > 0);
+  REQUIRE_FALSE(probe.Gone(a).has_value());  // watched from now on
+  std::thread killer([a] {
+    std::this_thread::sleep_for(50ms);
+    ::kill(a, SIGKILL);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  probe.Wait(std::chrono::milliseconds(60'000));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  killer.join();
+  CHECK(waited < 30s);  // woken by the exit (the timeout is 60 s)
+  CHECK(probe.Gone(a).has_value());
+  ::waitpid(a, nullptr, 0);
+  // A pid not asked about between two waits is no longer watched: a later Wait with
+  // nothing watched simply sleeps its (short) timeout.
+  pid_t b = Sleeper();
+  REQUIRE_FALSE(probe.Gone(b).has_value());
+  probe.Wait(1ms);
+  probe.Wait(1ms);  // b was not asked about: forgotten (its pidfd closed)
+  ::kill(b, SIGKILL);
+  ::waitpid(b, nullptr, 0);
+  CHECK(probe.Gone(b).has_value());  // asking again: gone (reaped)
+}

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -127,7 +129,7 @@ std::optional<std::string> GoneByProc(int pid) {
 }  // namespace
 
 ProcProcessProbe::~ProcProcessProbe() {
-  for (const auto& [pid, fd] : pidfds_) ::close(fd);
+  for (const auto& [pid, w] : pidfds_) ::close(w.fd);
 }
 
 std::optional<std::string> ProcProcessProbe::Gone(int pid) {
@@ -141,16 +143,36 @@ std::optional<std::string> ProcProcessProbe::Gone(int pid) {
       no_pidfd_ = true;  // ENOSYS (old kernel), EPERM (seccomp): read /proc instead
       return GoneByProc(pid);
     }
-    it = pidfds_.emplace(pid, static_cast<int>(fd)).first;
+    it = pidfds_.emplace(pid, Watched{static_cast<int>(fd), false}).first;
   }
+  it->second.asked = true;
   // A pidfd polls readable once its process has exited (zombie or reaped).
-  pollfd p{it->second, POLLIN, 0};
+  pollfd p{it->second.fd, POLLIN, 0};
   int n = ::poll(&p, 1, 0);
   if (n == 0) return std::nullopt;
   if (n < 0) return GoneByProc(pid);
-  ::close(it->second);
+  ::close(it->second.fd);
   pidfds_.erase(it);
   return std::string("exited");
+}
+
+void ProcProcessProbe::Wait(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  for (auto it = pidfds_.begin(); it != pidfds_.end();) {
+    if (!it->second.asked) {  // no longer a live member: stop watching it
+      ::close(it->second.fd);
+      it = pidfds_.erase(it);
+      continue;
+    }
+    it->second.asked = false;
+    fds.push_back(pollfd{it->second.fd, POLLIN, 0});
+    ++it;
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(timeout);
+    return;
+  }
+  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));  // EINTR: an early tick
 }
 
 Status FileStateStore::Save(const std::string& text) {

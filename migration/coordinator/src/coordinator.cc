@@ -215,8 +215,14 @@ void Coordinator::Start() {
     while (!stop_) {
       l.unlock();
       Tick();
-      l.lock();
-      stop_cv_.wait_for(l, options_.tick_interval, [this] { return stop_; });
+      if (ports_.probe && options_.pid_check) {
+        // Wakes at once when a watched local process exits; Stop() waits up to a tick.
+        ports_.probe->Wait(options_.tick_interval);
+        l.lock();
+      } else {
+        l.lock();
+        stop_cv_.wait_for(l, options_.tick_interval, [this] { return stop_; });
+      }
     }
   });
 }

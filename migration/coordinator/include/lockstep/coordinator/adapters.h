@@ -69,10 +69,17 @@ class ProcProcessProbe final : public ProcessProbe {
   ProcProcessProbe& operator=(const ProcProcessProbe&) = delete;
   ~ProcProcessProbe() override;
   std::optional<std::string> Gone(int pid) override;
+  // poll() on the pidfds asked about since the last Wait: a process exit wakes the
+  // coordinator's tick loop at once, so the tick itself can be slow.
+  void Wait(std::chrono::milliseconds timeout) override;
 
  private:
-  std::map<int, int> pidfds_;   // pid -> pidfd, opened on the first check
-  bool no_pidfd_ = false;       // pidfd_open is not supported here
+  struct Watched {
+    int fd = -1;
+    bool asked = false;         // Gone() was called since the last Wait()
+  };
+  std::map<int, Watched> pidfds_;  // pid -> pidfd, opened on the first check
+  bool no_pidfd_ = false;          // pidfd_open is not supported here
 };
 
 class FileStateStore final : public StateStore {

@@ -24,7 +24,7 @@
 namespace lockstep::coordinator {
 
 struct CoordinatorOptions {
-  std::chrono::milliseconds tick_interval{20};
+  std::chrono::milliseconds tick_interval{100};  // a local process exit wakes the loop at once (pidfd)
   bool pid_check = true;  // check the pids of members on this host
 };
 

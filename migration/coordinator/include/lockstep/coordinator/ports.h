@@ -6,7 +6,9 @@
 // Thread-compatible unless an adapter says otherwise.
 #pragma once
 
+#include <chrono>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ class ProcessProbe {
   virtual ~ProcessProbe() = default;
   // nullopt while the process runs; else how it is gone ("gone", "zombie").
   virtual std::optional<std::string> Gone(int pid) = 0;
+  // Blocks up to `timeout`, returning early when a process asked about by Gone()
+  // since the previous Wait() may have exited (the tick loop then checks at once).
+  // Processes not asked about since then are forgotten. Default: a plain sleep.
+  virtual void Wait(std::chrono::milliseconds timeout) { std::this_thread::sleep_for(timeout); }
 };
 
 // Where the job state lives between coordinator restarts.
