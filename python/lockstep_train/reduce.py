@@ -66,7 +66,7 @@ class GradientReducer:
         self.overlapped = 0           # buckets launched from a hook (during backward)
         self._ready = []              # gradient-ready order seen in the current backward
         self._round = None            # the armed overlapped reduction, if any
-        self._bufs = None             # (layout, [bucket buffers]) kept between iterations
+        self._bufs = None             # (layout, bucket buffers, {param: view}) kept between iterations
         self._hooks = []
         self._accumulators = []       # torch < 2.1: the AccumulateGrad nodes hooked
         if mode == "ddp":
