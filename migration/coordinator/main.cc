@@ -6,11 +6,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#include <thread>
 
 #include "lockstep/common/http_server.h"
 #include "lockstep/common/log.h"
@@ -23,7 +21,6 @@
 namespace {
 
 using namespace lockstep;
-using namespace std::chrono_literals;
 
 
 struct Flags {

@@ -55,6 +55,15 @@ struct Node {
   std::unique_ptr<FabricService> service;
 };
 
+// Advances the clock 1 ms at a time for d, running both agents at each step.
+void RunPair(FakeClock& clock, Node& a, Node& b, Nanos d) {
+  for (Nanos t{0}; t < d; t += 1ms) {
+    clock.Advance(1ms);
+    a.service->RunOnce(0ns);
+    b.service->RunOnce(0ns);
+  }
+}
+
 struct World {
   FakeClock clock;
   FakeFabricNetwork net{clock};
@@ -64,13 +73,7 @@ struct World {
     REQUIRE(a.service->Start().ok());
     REQUIRE(b.service->Start().ok());
   }
-  void Run(Nanos d) {
-    for (Nanos t{0}; t < d; t += 1ms) {
-      clock.Advance(1ms);
-      a.service->RunOnce(0ns);
-      b.service->RunOnce(0ns);
-    }
-  }
+  void Run(Nanos d) { RunPair(clock, a, b, d); }
 };
 
 fabric::PathState StateOf(const Node& n, const std::string& peer, int rail) {
@@ -191,13 +194,7 @@ TEST_CASE("on a striped fabric (a's rail 0 meets b's rail 1) acks retrace their 
   Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA});
   REQUIRE(a.service->Start().ok());
   REQUIRE(b.service->Start().ok());
-  auto run = [&](Nanos d) {
-    for (Nanos t{0}; t < d; t += 1ms) {
-      clock.Advance(1ms);
-      a.service->RunOnce(0ns);
-      b.service->RunOnce(0ns);
-    }
-  };
+  auto run = [&](Nanos d) { RunPair(clock, a, b, d); };
   run(300ms);
   for (int r : {0, 1}) {
     CHECK(StateOf(a, "b", r) == fabric::PathState::kUp);
@@ -328,13 +325,7 @@ TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daem
   Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}, fabric_now);
   REQUIRE(a.service->Start().ok());
   REQUIRE(b.service->Start().ok());
-  auto run = [&](Nanos d) {
-    for (Nanos t{0}; t < d; t += 1ms) {
-      clock.Advance(1ms);
-      a.service->RunOnce(0ns);
-      b.service->RunOnce(0ns);
-    }
-  };
+  auto run = [&](Nanos d) { RunPair(clock, a, b, d); };
   run(300ms);
   for (const auto& p : a.service->monitor().Paths(clock.Monotonic())) CHECK_FALSE(p.stats.owd_p50.has_value());
   locked = true;
