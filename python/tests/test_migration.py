@@ -90,14 +90,33 @@ class MigrationTest(unittest.TestCase):
             self.assertEqual(ends[0]["pid"], c.procs[i].pid)
         self.assertEqual(c.of(newcomer, "end")[0]["rank"], rank)
         for i in healthy:
-            # Every step committed exactly once, in order, in one process: nothing lost,
-            # nothing replayed on a healthy rank, the counter never went back.
-            steps = [e["step"] for e in c.of(i, "committed")]
-            self.assertEqual(steps, list(range(1, STEPS + 1)), dump)
+            self.assert_committed_once(i, dump)
             self.assertEqual({e["pid"] for e in c.of(i)}, {c.procs[i].pid})
         spare_steps = [e["step"] for e in c.of(newcomer, "committed")]
         self.assertEqual(spare_steps, list(range(spare_steps[0], STEPS + 1)), dump)
         self.assertGreater(spare_steps[0], 1, "the spare must resume, not start over")
+
+    def assert_committed_once(self, i, dump):
+        """Every step committed exactly once, in order, in one process: nothing lost,
+        nothing replayed on a healthy rank, the counter never went back. One exception:
+        when the failed member had already sent its gradients, a survivor's all-reduce
+        can complete while another's fails (the kill lands between their last chunks).
+        The plan then resumes after the step the first one committed, and the second
+        receives that step's state from it instead of computing it."""
+        steps = [e["step"] for e in self.c.of(i, "committed")]
+        everything = list(range(1, STEPS + 1))
+        if steps == everything:
+            return
+        missing = sorted(set(everything) - set(steps))
+        self.assertEqual(len(missing), 1, dump)
+        s = missing[0]
+        self.assertEqual(steps, [x for x in everything if x != s], dump)
+        reported = [e["committed_step"] for e in self.c.of(i, "reported")]
+        self.assertIn(s - 1, reported, "worker %d skipped step %d without failing in it:\n%s" % (i, s, dump))
+        plan = self.c.of(i, "plan_received")[-1]
+        self.assertEqual(plan["resume_step"], s, dump)
+        self.assertNotEqual(plan["src_rank"], plan["rank"], "worker %d was its own source:\n%s" % (i, dump))
+        self.assertTrue(self.c.of(i, "state_received"), dump)
 
     # -- tests ------------------------------------------------------------------------------
     def test_sigkill_of_a_rank_a_hot_spare_takes_over(self):
@@ -109,7 +128,8 @@ class MigrationTest(unittest.TestCase):
         self.assert_completed([ranks[0], ranks[2]], spare, 1)
         # The spare replays the step the survivors had not committed. The victim held
         # after its backward, which had already sent its gradient buckets (overlap), so
-        # the survivors may have committed step HOLD_AT before the kill.
+        # the survivors may have committed step HOLD_AT + 1 before the kill, or only one
+        # of them may have (assert_committed_once).
         resume = self.c.of(spare, "plan_received")[-1]["resume_step"]
         self.assertIn(resume, (HOLD_AT, HOLD_AT + 1))
         self.assertEqual(self.c.of(spare, "committed")[0]["step"], resume + 1)
