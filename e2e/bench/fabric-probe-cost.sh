@@ -11,7 +11,7 @@
 # machine stretches wall time, not the work per packet), and one JSON line.
 #
 #   sudo e2e/bench/fabric-probe-cost.sh [--seconds 20] [--hosts 4] [--interval-ms 10]
-#        [--load 250mbit [--plain-tbf] [--queue-ms 5]]
+#        [--misses 3] [--load 250mbit [--plain-tbf] [--queue-ms 5]] [--one-hop]
 #
 # --load: during the window, UDP at that rate from h0 (rail0) to h1 (rail0),
 # over the 200 Mbit/s link: a congested queue that h0's probes share. The
@@ -25,6 +25,11 @@
 # script also reports a "null" arm: the same packet rate sent by a plain UDP
 # sender (netlab-loadgen is not used; `ping -f` would differ), so skip it and
 # compare with the user time, which is the agent's own work.
+# --one-hop: the smallest fabric netlab builds instead (`--layout rail`: rail r
+# of every host on leaf r, so a probe crosses one router namespace and no
+# spine; no shapers), which leaves the sender charged with one emulated hop
+# instead of three hops and six shaper passes: closer to what a host pays on
+# real NICs, where switches forward. No --load with it (nothing to congest).
 # $NETLAB and $LOCKSTEP_AGENT override the binaries (default build/dev).
 set -euo pipefail
 SECONDS_RUN=20
@@ -33,6 +38,8 @@ INTERVAL_MS=
 LOAD=
 QUEUE_MS=5
 PLAIN=0
+ONE_HOP=0
+MISSES=
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
@@ -41,6 +48,8 @@ while (($#)); do
     --interval-ms) INTERVAL_MS=$2; shift 2 ;;
     --load) LOAD=$2; shift 2 ;;
     --plain-tbf) PLAIN=1; shift ;;
+    --one-hop) ONE_HOP=1; shift ;;
+    --misses) MISSES=$2; shift 2 ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
@@ -48,6 +57,7 @@ while (($#)); do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+((ONE_HOP)) && [[ -n $LOAD ]] && { echo "--one-hop has no shapers: --load would congest nothing" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NETLAB=${NETLAB:-$ROOT/build/dev/e2e/netlab/netlab}
@@ -64,9 +74,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$NETLAB" up --name "$LAB" --hosts "$HOSTS" --rails 2 --link-rate 200mbit >"$OUT/netlab.log" 2>&1
+if ((ONE_HOP)); then
+  "$NETLAB" up --name "$LAB" --hosts "$HOSTS" --rails 2 --layout rail >"$OUT/netlab.log" 2>&1
+else
+  "$NETLAB" up --name "$LAB" --hosts "$HOSTS" --rails 2 --link-rate 200mbit >"$OUT/netlab.log" 2>&1
+fi
 TOPO=$(tail -n 1 "$OUT/netlab.log")
 for h in $(seq 0 $((HOSTS - 1))); do
+  ((ONE_HOP)) && break
   for r in 0 1; do
     "$NETLAB" shape --name "$LAB" "h${h}r$r" --rate 200mbit --latency "${QUEUE_MS}ms" --dir both >/dev/null
     if ((PLAIN)); then  # one FIFO, as netlab shaped before the priority band
@@ -88,7 +103,9 @@ declare -a APID
 for h in $(seq 0 $((HOSTS - 1))); do
   {
     printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [rail0, rail1]\n' "$h" "$OUT/key"
-    if [[ -n $INTERVAL_MS ]]; then printf 'probe:\n  pathIntervalMs: %s\n' "$INTERVAL_MS"; fi
+    if [[ -n $INTERVAL_MS || -n $MISSES ]]; then printf 'probe:\n'; fi
+    if [[ -n $INTERVAL_MS ]]; then printf '  pathIntervalMs: %s\n' "$INTERVAL_MS"; fi
+    if [[ -n $MISSES ]]; then printf '  missThreshold: %s\n' "$MISSES"; fi
     printf 'peers:\n%s' "$peers"
   } >"$OUT/h$h.yaml"
   ip netns exec "$LAB-h$h" "$AGENT" run --config "$OUT/h$h.yaml" >"$OUT/h$h.log" 2>&1 &
@@ -149,7 +166,7 @@ DOWNS=$(cat "$OUT"/h*.log | jq -r --argjson t0 "$T0" --argjson t1 "$T1" \
   'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' 2>/dev/null | wc -l)
 
 printf '%-4s %-18s %10s %10s %10s %12s\n' host thread "user %" "sys %" "total %" "us/packet"
-json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
+json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"one_hop\":$ONE_HOP,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
 sep=""
 for h in $(seq 0 $((HOSTS - 1))); do
   pk=$(( $(cat "$OUT/p1-h$h") - $(cat "$OUT/p0-h$h") ))

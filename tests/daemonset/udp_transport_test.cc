@@ -111,6 +111,48 @@ TEST_CASE("loopback pairs carry plausible kernel RX and TX software stamps", "[d
   REQUIRE(udp.rx_without_kernel_stamp() == unstamped_before);
 }
 
+TEST_CASE("Collect sleeps through arrivals and returns them, in one batch, with their arrival stamps",
+          "[daemonset][udp]") {
+  SystemNodeClock clock;
+  auto t = UdpTimestampedTransport::Open("127.0.0.1", 0, clock);
+  REQUIRE(t.ok());
+  UdpTimestampedTransport& udp = **t;
+  WarmUp(udp);
+  // More datagrams than one recvmmsg batch (16), so the drain must loop.
+  constexpr int kDatagrams = 40;
+  std::map<uint32_t, int> ids;
+  const int64_t before = clock.NowNs();
+  for (int i = 0; i < kDatagrams; ++i) {
+    auto id = udp.Send(udp.local(), std::vector<uint8_t>{static_cast<uint8_t>(i)});
+    REQUIRE(id.ok());
+    ids[*id] = i;
+  }
+  TransportEvents ev;
+  REQUIRE(udp.Collect(30ms, ev).ok());
+  const int64_t after = clock.NowNs();
+  REQUIRE(after - before >= 30'000'000);  // it slept the whole wait though datagrams were ready
+  REQUIRE(ev.received.size() == kDatagrams);
+  std::map<int, int64_t> tx;
+  for (const auto& s : ev.tx_stamps) {
+    if (ids.contains(s.tx_id)) tx[ids[s.tx_id]] = s.tx_ns;
+  }
+  REQUIRE(tx.size() == kDatagrams);
+  for (int i = 0; i < kDatagrams; ++i) {
+    const ReceivedDatagram& d = ev.received[static_cast<size_t>(i)];
+    REQUIRE(d.bytes == std::vector<uint8_t>{static_cast<uint8_t>(i)});  // in arrival order
+    REQUIRE(d.kernel_stamp);
+    // Stamped when it arrived, not when it was read ~30 ms later.
+    REQUIRE(d.rx_ns >= tx[i] - 1'000);
+    REQUIRE(d.rx_ns - tx[i] < 10'000'000);
+    REQUIRE(after - d.rx_ns > 15'000'000);
+  }
+  // Nothing is left behind, and an empty Collect returns nothing.
+  TransportEvents again;
+  REQUIRE(udp.Collect(0ns, again).ok());
+  REQUIRE(again.received.empty());
+  REQUIRE(again.tx_stamps.empty());
+}
+
 TEST_CASE("garbage from a second socket is dropped and counted by reason", "[daemonset][udp]") {
   SystemNodeClock node_clock;
   auto t = UdpTimestampedTransport::Open("127.0.0.1", 0, node_clock);

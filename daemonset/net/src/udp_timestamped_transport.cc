@@ -104,85 +104,109 @@ Status UdpTimestampedTransport::Poll(std::chrono::nanoseconds max_wait, Transpor
   int timeout_ms = static_cast<int>((max_wait.count() + 999'999) / 1'000'000);
   int rc = ::poll(&p, 1, timeout_ms);
   if (rc < 0 && errno != EINTR) return Unavailable(std::string("probe poll: ") + std::strerror(errno));
-  // Drain both queues regardless of revents: POLLERR is level-triggered on
-  // the error queue and reading it costs one syscall when empty.
-  DrainErrQueue(out);
-  DrainData(out);
+  if (rc <= 0) return Status::Ok();
+  // POLLERR is level-triggered on the error queue (TX stamps), POLLIN on
+  // the data queue: read only the queues that have something.
+  if (p.revents & POLLERR) DrainErrQueue(out);
+  if (p.revents & POLLIN) DrainData(out);
   return Status::Ok();
 }
 
+Status UdpTimestampedTransport::Collect(std::chrono::nanoseconds wait, TransportEvents& out) {
+  if (wait > std::chrono::nanoseconds(0)) {
+    timespec ts{static_cast<time_t>(wait.count() / 1'000'000'000), static_cast<long>(wait.count() % 1'000'000'000)};
+    while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+    }
+  }
+  return Poll(std::chrono::nanoseconds(0), out);
+}
+
 void UdpTimestampedTransport::DrainData(TransportEvents& out) {
-  for (int i = 0; i < kMaxPerDrain; ++i) {
-    uint8_t buf[2048];
-    alignas(cmsghdr) char control[512];
-    sockaddr_in from{};
-    iovec iov{buf, sizeof buf};
-    msghdr msg{};
-    msg.msg_name = &from;
-    msg.msg_namelen = sizeof from;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+  // One recvmmsg per batch; a batch that comes back short emptied the queue.
+  for (int read = 0; read < kMaxPerDrain;) {
+    for (int i = 0; i < kBatch; ++i) {
+      Slot& s = slots_[i];
+      s.iov = {s.buf.data(), s.buf.size()};
+      msgs_[i] = {};
+      msgs_[i].msg_hdr.msg_name = &s.from;
+      msgs_[i].msg_hdr.msg_namelen = sizeof s.from;
+      msgs_[i].msg_hdr.msg_iov = &s.iov;
+      msgs_[i].msg_hdr.msg_iovlen = 1;
+      msgs_[i].msg_hdr.msg_control = s.control;
+      msgs_[i].msg_hdr.msg_controllen = sizeof s.control;
+    }
+    int n = ::recvmmsg(fd_, msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;  // EAGAIN, or an error we cannot act on here
     }
-    ReceivedDatagram d;
-    d.from = {ntohl(from.sin_addr.s_addr), ntohs(from.sin_port)};
-    // A datagram larger than the buffer is truncated (MSG_TRUNC): keep the
-    // prefix so the codec counts it; it can never authenticate.
-    d.bytes.assign(buf, buf + std::min<size_t>(static_cast<size_t>(n), sizeof buf));
-    if (msg.msg_flags & MSG_TRUNC) d.bytes.push_back(0);
-    int64_t rt = SoftwareStamp(msg);
-    if (rt != 0) {
-      d.rx_ns = clock_.FromKernelRealtime(rt);
-      d.kernel_stamp = true;
-    } else {
-      d.rx_ns = clock_.NowNs();
-      ++rx_no_stamp_;
+    for (int i = 0; i < n; ++i) {
+      Slot& s = slots_[i];
+      msghdr& msg = msgs_[i].msg_hdr;
+      const size_t len = msgs_[i].msg_len;
+      ReceivedDatagram d;
+      d.from = {ntohl(s.from.sin_addr.s_addr), ntohs(s.from.sin_port)};
+      // A datagram larger than the buffer is truncated (MSG_TRUNC): keep the
+      // prefix so the codec counts it; it can never authenticate.
+      d.bytes.assign(s.buf.data(), s.buf.data() + std::min(len, s.buf.size()));
+      if (msg.msg_flags & MSG_TRUNC) d.bytes.push_back(0);
+      int64_t rt = SoftwareStamp(msg);
+      if (rt != 0) {
+        d.rx_ns = clock_.FromKernelRealtime(rt);
+        d.kernel_stamp = true;
+      } else {
+        d.rx_ns = clock_.NowNs();
+        ++rx_no_stamp_;
+      }
+      out.received.push_back(std::move(d));
     }
-    out.received.push_back(std::move(d));
+    read += n;
+    if (n < kBatch) return;
   }
 }
 
 void UdpTimestampedTransport::DrainErrQueue(TransportEvents& out) {
-  for (int i = 0; i < kMaxPerDrain; ++i) {
-    alignas(cmsghdr) char control[512];
-    char data[64];
-    iovec iov{data, sizeof data};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(fd_, &msg, MSG_ERRQUEUE | MSG_DONTWAIT);
+  for (int read = 0; read < kMaxPerDrain;) {
+    for (int i = 0; i < kBatch; ++i) {
+      Slot& s = slots_[i];
+      s.iov = {s.buf.data(), 64};  // OPT_TSONLY: no payload comes back
+      msgs_[i] = {};
+      msgs_[i].msg_hdr.msg_iov = &s.iov;
+      msgs_[i].msg_hdr.msg_iovlen = 1;
+      msgs_[i].msg_hdr.msg_control = s.control;
+      msgs_[i].msg_hdr.msg_controllen = sizeof s.control;
+    }
+    int n = ::recvmmsg(fd_, msgs_.data(), kBatch, MSG_ERRQUEUE | MSG_DONTWAIT, nullptr);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;
     }
-    int64_t rt = 0;
-    bool have_id = false;
-    uint32_t id = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING &&
-          c->cmsg_len >= CMSG_LEN(sizeof(scm_timestamping))) {
-        scm_timestamping ts;
-        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        rt = ToNs(ts.ts[0]);
-      } else if (((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
-                  (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)) &&
-                 c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err))) {
-        sock_extended_err ee;
-        std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
-        if (ee.ee_errno == ENOMSG && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND) {
-          have_id = true;
-          id = ee.ee_data;
+    for (int i = 0; i < n; ++i) {
+      msghdr& msg = msgs_[i].msg_hdr;
+      int64_t rt = 0;
+      bool have_id = false;
+      uint32_t id = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING &&
+            c->cmsg_len >= CMSG_LEN(sizeof(scm_timestamping))) {
+          scm_timestamping ts;
+          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+          rt = ToNs(ts.ts[0]);
+        } else if (((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
+                    (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)) &&
+                   c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err))) {
+          sock_extended_err ee;
+          std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
+          if (ee.ee_errno == ENOMSG && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND) {
+            have_id = true;
+            id = ee.ee_data;
+          }
         }
       }
+      if (have_id && rt != 0) out.tx_stamps.push_back({id, clock_.FromKernelRealtime(rt)});
     }
-    if (have_id && rt != 0) out.tx_stamps.push_back({id, clock_.FromKernelRealtime(rt)});
+    read += n;
+    if (n < kBatch) return;
   }
 }
 

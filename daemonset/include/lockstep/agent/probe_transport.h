@@ -62,6 +62,13 @@ class ProbeTransport {
   // Waits up to max_wait (0: not at all) for traffic, then appends every
   // datagram and TX stamp that is ready to `out`.
   virtual Status Poll(std::chrono::nanoseconds max_wait, TransportEvents& out) = 0;
+  // Waits `wait` whatever arrives, then appends what is ready, as Poll(0)
+  // does: for a loop that acts on its own timers and reads traffic in
+  // batches. Each datagram keeps its kernel receive stamp, so the wait
+  // changes no measurement; it saves a wake-up per datagram and per TX
+  // stamp. Transports whose Poll does not really wait (in-memory fakes on a
+  // virtual clock) need not override it.
+  virtual Status Collect(std::chrono::nanoseconds wait, TransportEvents& out) { return Poll(wait, out); }
 };
 
 }  // namespace lockstep::agent
