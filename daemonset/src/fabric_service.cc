@@ -55,6 +55,9 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       rtt_(registry.Gauge("lockstep_fabric_path_rtt_seconds", "Probe round trip of the path",
                           {"peer", "rail", "quantile"})),
       sent_(registry.Counter("lockstep_fabric_probes_sent_total", "Path probes sent", {"peer", "rail"})),
+      urgent_(registry.Counter("lockstep_fabric_urgent_probes_total",
+                               "Urgent probes sent to confirm a missed probe at once (counted in probes_sent too)",
+                               {"peer", "rail"})),
       replies_(registry.Counter("lockstep_fabric_probe_replies_total",
                                 "Path probes the peer acknowledged in time (symmetric probing: acks ride on its probes)",
                                 {"peer", "rail"})),
@@ -263,14 +266,15 @@ bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
 
 bool FabricService::AckOnlyDue() const {
   for (const auto& [key, a] : acks_) {
-    if (a.window.pending() && !HasCarrier(key, a)) return true;
+    if (a.urgent || (a.window.pending() && !HasCarrier(key, a))) return true;
   }
   return false;
 }
 
 void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   const std::vector<PathKey> due = monitor_.DueProbes(now);
-  if (due.empty() && !AckOnlyDue()) return;
+  const std::vector<PathKey> urgent = monitor_.TakeUrgent();
+  if (due.empty() && urgent.empty() && !AckOnlyDue()) return;
   // Every container here is a member reused tick after tick: no allocation
   // per probe once they have grown.
   out_bytes_.clear();
@@ -280,10 +284,12 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   sent_probes_.clear();
   for (auto& [key, a] : acks_) a.carried = false;
   const uint32_t self = WireNodeId(self_);
-  for (size_t d = 0; d < due.size(); ++d) {
-    const PathKey& path = due[d];
+  // A probe for `path`; an urgent one goes to the peer's urgent port (which
+  // wakes its prober: the ack comes back within a round trip) and carries
+  // no ack, leaving the tick's carriers as they are.
+  auto add_probe = [&](const PathKey& path, bool is_urgent) {
     const FabricPeer* peer = PeerByName(path.peer);
-    if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) continue;
+    if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) return;
     const RailInfo& rail = options_.setup.rails[path.rail];
     FabricProbe p;
     p.rail = static_cast<uint8_t>(path.rail);
@@ -301,6 +307,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     // a handful of peer paths.
     std::pair<const PathKey, AckState>* pick = nullptr;
     for (auto& entry : acks_) {
+      if (is_urgent) break;
       const auto& [k, a] = entry;
       if (a.carried || a.ifindex != rail.ifindex || k.peer != path.peer) continue;
       if (!pick || (k.index == path.index && pick->first.index != path.index)) pick = &entry;
@@ -314,19 +321,25 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     }
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
-                    .port = options_.peer_port,
+                    .port = options_.peer_port + (is_urgent ? kUrgentPortOffset : 0),
                     .ifindex = rail.ifindex,
                     .source = options_.setup.host_address});
     out_rail_.push_back(path.rail);
     reply_peer_.push_back(peer);
-    sent_probes_.emplace_back(d, seq);
-  }
+    sent_probes_.push_back({path, seq, is_urgent});
+    if (is_urgent) urgent_.Inc({path.peer, rail.name});
+  };
+  for (const PathKey& path : due) add_probe(path, false);
+  for (const PathKey& path : urgent) add_probe(path, true);
   // Acks no probe of ours carries (a peer that probes a path we do not,
   // or more of its paths arriving on one interface than we probe through
   // it) leave alone, out of the interface their probes arrive on: at every
   // tick, and in between for paths no probe of ours could carry.
+  // An urgent probe's ack leaves at once, to the peer's urgent port, even
+  // when a probe of this tick carries it to the regular one.
   for (auto& [key, a] : acks_) {
-    if (!a.window.pending() || a.carried || (due.empty() && HasCarrier(key, a))) continue;
+    const bool is_urgent = std::exchange(a.urgent, false);
+    if (!is_urgent && (!a.window.pending() || a.carried || (due.empty() && HasCarrier(key, a)))) continue;
     const FabricPeer* peer = KnownByName(key.peer);
     if (!peer) continue;
     FabricProbe p;
@@ -338,7 +351,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     p.ack_path_index = static_cast<uint8_t>(key.index);
     out_bytes_.push_back(codec_.Encode(p));
     out_.push_back({.dest = peer->host_address,
-                    .port = options_.peer_port,
+                    .port = options_.peer_port + (is_urgent ? kUrgentPortOffset : 0),
                     .ifindex = a.ifindex,
                     .source = options_.setup.host_address});
     out_rail_.push_back(-1);
@@ -356,7 +369,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
       ++answered_pending_[reply_peer_[i]->name];  // counted into the metric at Publish
     }
   }
-  for (const auto& [d, seq] : sent_probes_) monitor_.OnProbeSent(due[d], seq, now);
+  for (const SentProbe& p : sent_probes_) monitor_.OnProbeSent(p.path, p.seq, now, p.urgent);
 }
 
 void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now) {
@@ -385,6 +398,7 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     AckState& a = acks_[key];
     a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
     a.ifindex = d.ifindex;
+    a.urgent = a.urgent || d.urgent;  // acked in this wake-up's SendDue
   }
   if (p.ack) {
     const PathKey ours{p.ack_rail, peer->name, p.ack_path_index};

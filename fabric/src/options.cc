@@ -21,6 +21,7 @@ Status Validate(const FabricOptions& o) {
   };
   for (const Status& s : {range("probe_interval", o.probe_interval, 1ms, 60s),
                           range("reply_timeout", o.reply_timeout, 1ms, 60s),
+                          range("urgent_timeout", o.urgent_timeout, 1ms, 60s),
                           range("readmit_after", o.readmit_after, 0ms, 24h),
                           range("max_hold_down", o.max_hold_down, 0ms, 24h * 7),
                           range("hold_down_decay", o.hold_down_decay, 1ms, 24h * 7),
@@ -44,7 +45,7 @@ Status Validate(const FabricOptions& o) {
 
 Nanos WorstCaseDetection(const FabricOptions& o) {
   const double gap = static_cast<double>(o.probe_interval.count()) * (1 + o.jitter);
-  return Nanos(static_cast<int64_t>(std::ceil(o.miss_threshold * gap))) + o.reply_timeout;
+  return Nanos(std::llround(gap)) + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
 }
 
 Nanos AckTimeout(Nanos probe_interval, double jitter) {

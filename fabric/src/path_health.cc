@@ -1,6 +1,7 @@
 #include "lockstep/fabric/path_health.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace lockstep::fabric {
 namespace {
@@ -21,7 +22,7 @@ Nanos Percentile(std::vector<Nanos>& v, double q) {
 
 PathHealth::PathHealth(PathKey key, const FabricOptions& options) : key_(std::move(key)), options_(options) {}
 
-void PathHealth::OnProbeSent(uint64_t seq, Time sent) {
+void PathHealth::OnProbeSent(uint64_t seq, Time sent, bool urgent) {
   ++totals_.probes_sent;
   if (outstanding_.size() >= kMaxOutstanding) {
     std::vector<Transition> ignored;  // REQUIRES says tick; keep memory bounded anyway
@@ -29,7 +30,16 @@ void PathHealth::OnProbeSent(uint64_t seq, Time sent) {
     outstanding_.pop_front();
     Miss(sent, ignored);
   }
-  outstanding_.push_back({seq, sent});
+  outstanding_.push_back({seq, sent, sent + (urgent ? options_.urgent_timeout : options_.reply_timeout)});
+}
+
+bool PathHealth::TakeUrgent() { return std::exchange(urgent_, false); }
+
+std::deque<PathHealth::Outstanding>::const_iterator PathHealth::FirstDeadline() const {
+  // A handful are outstanding (one per interval, plus urgent probes whose
+  // timeout is shorter than that of regular probes sent before them).
+  return std::min_element(outstanding_.begin(), outstanding_.end(),
+                          [](const Outstanding& a, const Outstanding& b) { return a.deadline < b.deadline; });
 }
 
 std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
@@ -84,16 +94,17 @@ std::vector<Transition> PathHealth::Tick(Time now) {
   for (;;) {
     // The earliest timed event at or before now.
     std::optional<Time> miss_at, readmit_at = ReadmitAt(), decay_at = DecayAt();
-    if (!outstanding_.empty()) miss_at = outstanding_.front().sent + options_.reply_timeout;
+    const auto first = FirstDeadline();
+    if (first != outstanding_.end()) miss_at = first->deadline;
     Time next = Time::max();
     for (const auto& t : {miss_at, readmit_at, decay_at}) {
       if (t && *t < next) next = *t;
     }
     if (next > now) break;
     if (miss_at && *miss_at == next) {
-      recently_missed_.push_back(outstanding_.front().seq);
+      recently_missed_.push_back(first->seq);
       if (recently_missed_.size() > kMaxRecentlyMissed) recently_missed_.pop_front();
-      outstanding_.pop_front();
+      outstanding_.erase(first);
       Miss(next, out);
     } else if (readmit_at && *readmit_at == next) {
       clean_since_.reset();
@@ -128,10 +139,13 @@ void PathHealth::Miss(Time at, std::vector<Transition>& out) {
     case PathState::kDown:
       break;
   }
+  // Confirm at once rather than a whole gap later (see the header).
+  urgent_ = state_ == PathState::kSuspect || state_ == PathState::kRecovering;
 }
 
 void PathHealth::Deliver(Time at, std::vector<Transition>& out) {
   misses_in_a_row_ = 0;
+  urgent_ = false;
   switch (state_) {
     case PathState::kUnknown:
     case PathState::kSuspect:
@@ -172,7 +186,7 @@ std::optional<Time> PathHealth::DecayAt() const {
 std::optional<Time> PathHealth::NextDeadline() const {
   std::optional<Time> best;
   std::optional<Time> miss_at;
-  if (!outstanding_.empty()) miss_at = outstanding_.front().sent + options_.reply_timeout;
+  if (const auto first = FirstDeadline(); first != outstanding_.end()) miss_at = first->deadline;
   for (const auto& t : {miss_at, ReadmitAt(), DecayAt()}) {
     if (t && (!best || *t < *best)) best = t;
   }

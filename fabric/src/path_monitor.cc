@@ -1,6 +1,7 @@
 #include "lockstep/fabric/path_monitor.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace lockstep::fabric {
 
@@ -21,6 +22,7 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
       peer_paths_.erase(pp);
     }
     it = paths_.erase(it);
+    std::erase(urgent_, key);
     Reindex(key);
     dirty_peers_.insert(key.peer);
   }
@@ -45,11 +47,17 @@ void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
 
 std::vector<PathKey> PathMonitor::DueProbes(Time now) { return schedule_.TakeDue(now); }
 
-void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent) {
+void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent, bool urgent) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return;
-  it->second.OnProbeSent(seq, sent);
+  it->second.OnProbeSent(seq, sent, urgent);
   Reindex(path);
+}
+
+std::vector<PathKey> PathMonitor::TakeUrgent() { return std::exchange(urgent_, {}); }
+
+void PathMonitor::NoteUrgent(const PathKey& key, PathHealth& health) {
+  if (health.TakeUrgent()) urgent_.push_back(key);
 }
 
 Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
@@ -57,6 +65,7 @@ Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return out;
   Absorb(it->second.OnReply(reply), out);
+  NoteUrgent(path, it->second);
   Reindex(path);
   Replan(out, reply.received);
   return out;
@@ -67,6 +76,7 @@ Decisions PathMonitor::OnAck(const PathKey& path, const AckField& ack, Time rece
   auto it = paths_.find(path);
   if (it == paths_.end()) return out;
   Absorb(it->second.OnAck(ack, received), out);
+  NoteUrgent(path, it->second);
   Reindex(path);
   Replan(out, received);
   return out;
@@ -78,7 +88,9 @@ Decisions PathMonitor::Tick(Time now) {
   // Only the paths with something due.
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const PathKey key = deadlines_.begin()->second;
-    for (Transition& t : paths_.at(key).Tick(now)) all.push_back(std::move(t));
+    PathHealth& health = paths_.at(key);
+    for (Transition& t : health.Tick(now)) all.push_back(std::move(t));
+    NoteUrgent(key, health);
     Reindex(key);
   }
   std::stable_sort(all.begin(), all.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });

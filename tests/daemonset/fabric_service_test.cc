@@ -313,6 +313,52 @@ TEST_CASE("a peer's probe is acked by our next probe on the same path, or alone 
   CHECK(answered.Get({"b"}) == 1);  // the one ack-only packet
 }
 
+TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent port, which acks them at once",
+          "[daemonset][fabric]") {
+  World w;
+  w.Run(300ms);
+  const int home = HomeRail();
+  auto urgent_sent = [](const Node& n, int rail) {
+    return std::count_if(n.socket.sent.begin(), n.socket.sent.end(), [&](const FakeFabricSocket::Sent& s) {
+      return s.port == 7312 + kUrgentPortOffset && s.ifindex == rail + 1;
+    });
+  };
+  REQUIRE(urgent_sent(w.a, home) == 0);  // nothing missed while all was well
+  w.net.Cut(kHostB, home);
+  Nanos took{0};
+  while (StateOf(w.a, "b", home) != fabric::PathState::kDown && took < 200ms) {
+    w.Run(1ms);
+    took += 1ms;
+  }
+  REQUIRE(StateOf(w.a, "b", home) == fabric::PathState::kDown);
+  CHECK(took <= fabric::WorstCaseDetection(w.a.options.fabric));
+  // missThreshold - 1 urgent probes, out of the dead rail, then none.
+  CHECK(urgent_sent(w.a, home) == w.a.options.fabric.miss_threshold - 1);
+  CHECK(w.a.registry.Counter("lockstep_fabric_urgent_probes_total", "", {"peer", "rail"})
+            .Get({"b", "rail" + std::to_string(home)}) == w.a.options.fabric.miss_threshold - 1);
+  w.Run(100ms);
+  CHECK(urgent_sent(w.a, home) == w.a.options.fabric.miss_threshold - 1);
+
+  // The other end: an urgent probe is acked in the same wake-up, to our
+  // urgent port, out of the interface it arrived on.
+  w.net.Cut(kHostB, home, false);
+  const int other = 1 - home;
+  auto probe = w.b.codec.Encode(ProbeOf("a", "b", other, 0, 4242));
+  w.b.socket.inbox.push_back({{probe.begin(), probe.end()}, kHostA, other + 1, w.clock.Monotonic(), true});
+  w.b.socket.sent.clear();
+  w.b.service->RunOnce(0ns);
+  std::vector<FabricDatagram> got;
+  REQUIRE(w.a.socket.Poll(0ns, got).ok());
+  const auto it = std::find_if(got.begin(), got.end(), [&](const FabricDatagram& d) {
+    auto p = std::get<FabricProbe>(w.a.codec.Decode(d.bytes));
+    return d.urgent && p.ack && p.ack->seq == 4242;
+  });
+  REQUIRE(it != got.end());
+  CHECK(std::any_of(w.b.socket.sent.begin(), w.b.socket.sent.end(), [&](const FakeFabricSocket::Sent& s) {
+    return s.port == 7312 + kUrgentPortOffset && s.ifindex == other + 1 && s.dest == kHostA;
+  }));
+}
+
 TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);

@@ -68,7 +68,9 @@ TEST_CASE("seqs wrap at 2^32, and a restarted peer starts a new window", "[fabri
 }
 
 TEST_CASE("an ack delivers every outstanding probe it covers, with samples from the latest", "[fabric]") {
-  FabricOptions o;  // reply timeout 14 ms
+  FabricOptions o;
+  o.probe_interval = 10ms;
+  o.reply_timeout = 14ms;  // AckTimeout at 10 ms
   PathHealth h({0, "b", 0}, o);
   h.OnProbeSent(1, At(10ms));
   h.OnProbeSent(2, At(15ms));
@@ -96,7 +98,10 @@ TEST_CASE("an ack delivers every outstanding probe it covers, with samples from 
 }
 
 TEST_CASE("an ack arriving before the timeout counts even when it is read after it", "[fabric]") {
-  PathHealth h({0, "b", 0}, FabricOptions{});
+  FabricOptions o;
+  o.probe_interval = 10ms;
+  o.reply_timeout = 14ms;  // AckTimeout at 10 ms
+  PathHealth h({0, "b", 0}, o);
   h.OnProbeSent(1, At(0ms));
   REQUIRE(h.OnAck({1, 0, std::nullopt, 11ms}, At(13ms)).size() == 1);  // up
   h.OnProbeSent(2, At(10ms));

@@ -14,6 +14,7 @@ TEST_CASE("the default policy's settings are the core's defaults and meet the de
   const FabricOptions d;
   REQUIRE(o->probe_interval == d.probe_interval);
   REQUIRE(o->reply_timeout == d.reply_timeout);
+  REQUIRE(o->urgent_timeout == d.urgent_timeout);
   REQUIRE(o->miss_threshold == d.miss_threshold);
   REQUIRE(o->readmit_after == d.readmit_after);
   REQUIRE(o->max_hold_down == d.max_hold_down);

@@ -36,6 +36,10 @@ class FabricSim {
   const std::vector<FlapAlert>& alerts() const { return alerts_; }
   // Called after every step (invariant checks).
   std::function<void(const FabricSim&)> after_step;
+  // False: ignore the monitor's requests for urgent probes (as an agent
+  // without them would), to compare.
+  void SendUrgent(bool on) { urgent_ = on; }
+  int urgent_sent() const { return urgent_sent_; }
 
   void Start(const std::vector<PathKey>& paths) { Apply(m_.SetPaths(paths, now_)); }
 
@@ -53,11 +57,9 @@ class FabricSim {
         if (delivers_(path, now_)) Apply(m_.OnReply(path, reply));
       }
       Apply(m_.Tick(now_));
-      for (const PathKey& p : m_.DueProbes(now_)) {
-        m_.OnProbeSent(p, ++seq_, now_);
-        if (!delivers_(p, now_)) continue;
-        const Nanos d = delay_(p);
-        inflight_.emplace(now_ + 2 * d, std::make_pair(p, Reply{seq_, now_ + 2 * d, d}));
+      for (const PathKey& p : m_.DueProbes(now_)) Send(p, false);
+      if (urgent_) {
+        for (const PathKey& p : m_.TakeUrgent()) Send(p, true);
       }
       if (after_step) after_step(*this);
     }
@@ -85,6 +87,14 @@ class FabricSim {
     }
   }
 
+  void Send(const PathKey& p, bool urgent) {
+    m_.OnProbeSent(p, ++seq_, now_, urgent);
+    urgent_sent_ += urgent ? 1 : 0;
+    if (!delivers_(p, now_)) return;
+    const Nanos d = delay_(p);
+    inflight_.emplace(now_ + 2 * d, std::make_pair(p, Reply{seq_, now_ + 2 * d, d}));
+  }
+
   PathMonitor& m_;
   Delivers delivers_;
   Delay delay_;
@@ -95,6 +105,8 @@ class FabricSim {
   std::vector<Transition> transitions_;
   std::vector<FlapAlert> alerts_;
   int state_changes_ = 0, route_changes_ = 0;
+  bool urgent_ = true;
+  int urgent_sent_ = 0;
 };
 
 }  // namespace lockstep::fabric::testing

@@ -92,6 +92,51 @@ TEST_CASE("a reply after its probe's timeout is late and changes nothing", "[fab
   REQUIRE(s.misses == 1);
 }
 
+TEST_CASE("a miss asks for an urgent probe, and urgent misses confirm the fault within milliseconds", "[fabric]") {
+  Driver d;  // reply timeout 10 ms, urgent timeout 5 ms
+  d.Probe(At(0ms), true);
+  REQUIRE_FALSE(d.h.TakeUrgent());  // nothing missed
+  d.h.OnProbeSent(++d.seq, At(10ms));  // lost
+  d.Keep(d.h.Tick(At(20ms)));
+  REQUIRE(d.h.state() == PathState::kSuspect);
+  REQUIRE(d.h.TakeUrgent());
+  REQUIRE_FALSE(d.h.TakeUrgent());  // once per miss
+  // The urgent probe at 20 ms is lost too, and so is a regular one at 20 ms:
+  // the urgent one times out first (5 ms), though it left with the other.
+  d.h.OnProbeSent(++d.seq, At(20ms));  // regular, deadline 30 ms
+  d.h.OnProbeSent(++d.seq, At(20ms), /*urgent=*/true);  // deadline 25 ms
+  REQUIRE(d.h.NextDeadline() == At(25ms));
+  d.Keep(d.h.Tick(At(25ms)));
+  REQUIRE(d.h.state() == PathState::kSuspect);  // two misses
+  REQUIRE(d.h.consecutive_misses() == 2);
+  REQUIRE(d.h.TakeUrgent());
+  d.h.OnProbeSent(++d.seq, At(25ms), true);
+  d.Keep(d.h.Tick(At(30ms)));  // the second urgent and the regular probe: both at 30 ms
+  REQUIRE(d.h.state() == PathState::kDown);
+  REQUIRE(d.seen.back().at == At(30ms));  // 10 + 10 + 2 x 5 ms after the fault's first probe
+  REQUIRE_FALSE(d.h.TakeUrgent());  // a down path is probed at the normal rate
+  REQUIRE(d.h.Stats(At(30ms)).misses == 4);
+}
+
+TEST_CASE("an answered urgent probe clears the suspicion; paths never up get no urgent probes", "[fabric]") {
+  Driver d;
+  d.Probe(At(0ms), true);
+  d.h.OnProbeSent(++d.seq, At(10ms));  // lost
+  d.Keep(d.h.Tick(At(20ms)));
+  REQUIRE(d.h.TakeUrgent());
+  d.h.OnProbeSent(++d.seq, At(20ms), true);
+  d.Keep(d.h.OnReply({d.seq, At(20ms) + 100us, std::nullopt}));
+  REQUIRE(d.h.state() == PathState::kUp);
+  REQUIRE_FALSE(d.h.TakeUrgent());
+  REQUIRE(d.h.consecutive_misses() == 0);
+
+  Driver never;
+  never.h.OnProbeSent(++never.seq, At(0ms));
+  never.Keep(never.h.Tick(At(10ms)));
+  REQUIRE(never.h.consecutive_misses() == 1);
+  REQUIRE_FALSE(never.h.TakeUrgent());  // unknown: nothing to confirm
+}
+
 // Takes the path down at `t` (3 lost probes) and returns when it went down.
 Time Fail(Driver& d, Time t) {
   d.Run(t, t + 30ms, [](Time) { return false; });  // probes at t, t+10, t+20 ms lost

@@ -59,13 +59,41 @@ TEST_CASE("ECMP mode: a cut rail is detected within the worst case, the peer mov
   REQUIRE(up - At(3s) >= 2s);
   // The first probe after the repair and its ack, or a probe lost just before
   // the repair timing out after it and restarting the clean period:
-  REQUIRE(up - At(3s) <= 2s + 11ms + m.options().reply_timeout);
+  REQUIRE(up - At(3s) <= 2s + 16ms + m.options().reply_timeout);
   REQUIRE(sim.routes().empty());
   REQUIRE(sim.route_changes() == 2);
   // One peer's path, not the whole rail: a path flap, no rail flap.
   REQUIRE(m.FlapsInWindow(At(5100ms)) == 0);
   REQUIRE_FALSE(m.LastFlap());
   for (const PathView& v : m.Paths(At(5100ms))) REQUIRE(v.flaps_in_window == (v.path == PathKey{0, "b", 0} ? 1 : 0));
+}
+
+TEST_CASE("urgent probes keep detection within the worst case wherever the fault falls; without them it takes gaps more", "[fabric]") {
+  // 300 cuts of one path at times spread over a probe gap, each in a fresh
+  // monitor and simulation: the slowest detection with urgent probes is
+  // within WorstCaseDetection; an agent that ignores them needs up to
+  // N gaps + the ack timeout.
+  Nanos worst_with{0}, worst_without{0};
+  for (int i = 0; i < 300; ++i) {
+    for (bool urgent : {true, false}) {
+      PathMonitor m(FabricOptions{}, static_cast<uint64_t>(i + 1));
+      const Time cut = At(1s) + i * 53us;
+      Faults f{{{cut, At(5s), 0, "b"}}};
+      FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
+      sim.SendUrgent(urgent);
+      sim.Start(EnumeratePaths(2, {"b"}));
+      sim.RunUntil(At(1200ms));
+      const Nanos took = *sim.FirstTransition({0, "b", 0}, PathState::kDown, cut) - cut;
+      Nanos& worst = urgent ? worst_with : worst_without;
+      worst = std::max(worst, took);
+      REQUIRE(sim.urgent_sent() == (urgent ? 2 : 0));  // N - 1 for the one fault
+    }
+  }
+  const FabricOptions o;
+  REQUIRE(worst_with <= WorstCaseDetection(o));
+  REQUIRE(worst_with > WorstCaseDetection(o) - 5ms);  // the bound is tight
+  REQUIRE(worst_without > WorstCaseDetection(o) + 10ms);
+  REQUIRE(worst_without <= 3 * 15400us + o.reply_timeout);
 }
 
 TEST_CASE("home pins: every peer is pinned to its home path, moves off it when it fails, and returns when it is re-admitted", "[fabric]") {

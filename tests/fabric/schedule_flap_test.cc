@@ -112,8 +112,12 @@ TEST_CASE("default options detect a failure within 50 ms and validate", "[fabric
   FabricOptions o;
   REQUIRE(Validate(o).ok());
   REQUIRE(o.reply_timeout == AckTimeout(o.probe_interval, o.jitter));
-  REQUIRE(WorstCaseDetection(o) == 47ms);  // 3 x 11 ms gaps + the 14 ms ack timeout
+  // One 15.4 ms gap, the 18.4 ms ack timeout, then two 5 ms urgent probes.
+  REQUIRE(WorstCaseDetection(o) == 43800us);
   REQUIRE(WorstCaseDetection(o) <= 50ms);
+  o.urgent_timeout = 0ms;
+  REQUIRE(Validate(o).error().message == "fabric options: urgent_timeout must be between 1ms and 60000ms (got 0ms)");
+  o = FabricOptions{};
   o.miss_threshold = 0;
   REQUIRE(Validate(o).error().message == "fabric options: miss_threshold must be between 1 and 100 (got 0)");
   o = FabricOptions{};

@@ -5,8 +5,9 @@
 // fabric), or with Stripe(n) on rail (r + 1) % n when the two hosts' address
 // parities differ (a striped fabric: one host's rail 0 and another's rail 1
 // share a leaf, as in e2e/netlab), unless the sender's rail or the
-// receiver's arrival rail is cut. Every send is logged (`sent`). Time is the
-// test's FakeClock (datagrams arrive at once).
+// receiver's arrival rail is cut. Every send is logged (`sent`); one sent
+// to the destination's port + kUrgentPortOffset arrives marked urgent. Time
+// is the test's FakeClock (datagrams arrive at once).
 // Thread-compatible.
 #pragma once
 
@@ -38,7 +39,7 @@ class FakeFabricNetwork {
   int ArrivalRail(uint32_t from, uint32_t to, int rail) const {
     return stripe_ > 0 && (from % 2) != (to % 2) ? (rail + 1) % stripe_ : rail;
   }
-  void Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes);
+  void Deliver(uint32_t from_host, int rail, uint32_t dest, int port, std::vector<uint8_t> bytes);
   // Raw injection (a forged or malformed datagram) to the host at `dest`, on rail `rail`.
   void Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source);
   const Clock& clock() const { return clock_; }
@@ -64,7 +65,7 @@ class FakeFabricSocket final : public FabricSocket {
   }
   Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override {
     sent.push_back({dest, port, ifindex, source});
-    net_.Deliver(host_, ifindex - 1, dest, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    net_.Deliver(host_, ifindex - 1, dest, port, std::vector<uint8_t>(bytes.begin(), bytes.end()));
     return Status::Ok();
   }
   Status Poll(std::chrono::nanoseconds, std::vector<FabricDatagram>& out) override {
@@ -85,11 +86,13 @@ class FakeFabricSocket final : public FabricSocket {
   int port_;
 };
 
-inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t dest, std::vector<uint8_t> bytes) {
+inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t dest, int port,
+                                       std::vector<uint8_t> bytes) {
   auto it = hosts_.find(dest);
   const int arrival = ArrivalRail(from_host, dest, rail);
   if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, arrival)) return;
-  it->second->inbox.push_back({std::move(bytes), from_host, arrival + 1, clock_.Monotonic()});
+  const bool urgent = port == it->second->port() + kUrgentPortOffset;
+  it->second->inbox.push_back({std::move(bytes), from_host, arrival + 1, clock_.Monotonic(), urgent});
 }
 
 inline void FakeFabricNetwork::Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source) {

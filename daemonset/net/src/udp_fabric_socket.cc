@@ -52,10 +52,8 @@ void Fill(SendSlot& slot, mmsghdr& m, std::span<const uint8_t> bytes, uint32_t d
   std::memcpy(CMSG_DATA(c), &info, sizeof info);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string& bind_address, int port,
-                                                               const Clock& clock) {
+// One probe socket bound to bind_address:port (0: any free port).
+Result<int> OpenOne(const std::string& bind_address, int port) {
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Unavailable(std::string("fabric probe socket: ") + std::strerror(errno));
   auto fail = [&](const std::string& what) {
@@ -83,14 +81,39 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
   }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     return fail("fabric probe socket: bind " + bind_address + ":" + std::to_string(port) +
-                " (is another agent running, or fabric.port taken?)");
+                " (is another agent running, or fabric.port or fabric.port + 1 taken?)");
   }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(fd, ntohs(a.sin_port), clock));
+  return fd;
 }
 
-UdpFabricSocket::~UdpFabricSocket() { ::close(fd_); }
+int BoundPort(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string& bind_address, int port,
+                                                               const Clock& clock) {
+  // Port 0 (tests): a free port whose successor is free too; a few tries.
+  for (int attempt = 0;; ++attempt) {
+    auto fd = OpenOne(bind_address, port);
+    if (!fd.ok()) return fd.error();
+    const int bound = BoundPort(*fd);
+    auto urgent = bound < 65535 ? OpenOne(bind_address, bound + kUrgentPortOffset)
+                                : Result<int>(Unavailable("fabric probe socket: no port above 65535"));
+    if (urgent.ok()) return std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(*fd, *urgent, bound, clock));
+    ::close(*fd);
+    if (port != 0 || attempt >= 20) return urgent.error();
+  }
+}
+
+UdpFabricSocket::~UdpFabricSocket() {
+  ::close(fd_);
+  ::close(urgent_fd_);
+}
 
 Status UdpFabricSocket::SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex,
                                 uint32_t source) {
@@ -134,13 +157,19 @@ size_t UdpFabricSocket::SendBatch(std::span<FabricSend> sends) {
 }
 
 Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) {
-  // Sleep the whole wait: datagrams arriving meanwhile queue in the socket
-  // with their kernel receive time (no wake-up per datagram).
+  // Sleep the whole wait unless an urgent datagram comes: the others queue
+  // in the socket with their kernel receive time (no wake-up per datagram).
   const int64_t ns = std::max<int64_t>(0, max_wait.count());
   if (ns > 0) {
     const timespec sleep{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    ::clock_nanosleep(CLOCK_MONOTONIC, 0, &sleep, nullptr);  // EINTR: drain early, harmless
+    pollfd p{urgent_fd_, POLLIN, 0};
+    ::ppoll(&p, 1, &sleep, nullptr);  // EINTR: drain early, harmless
   }
+  if (Status s = Drain(urgent_fd_, true, out); !s.ok()) return s;
+  return Drain(fd_, false, out);
+}
+
+Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& out) {
   static thread_local std::array<std::array<uint8_t, kRecvBuffer>, kBatch> bufs;
   std::array<sockaddr_in, kBatch> from;
   std::array<iovec, kBatch> iov;
@@ -157,7 +186,7 @@ Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<Fabr
       msgs[i].msg_hdr.msg_control = control[i].data();
       msgs[i].msg_hdr.msg_controllen = control[i].size();
     }
-    const int got = ::recvmmsg(fd_, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+    const int got = ::recvmmsg(fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return Unavailable(std::string("fabric probe receive: ") + std::strerror(errno));
     }
@@ -171,6 +200,7 @@ Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<Fabr
       const mmsghdr& m = msgs[static_cast<size_t>(i)];
       FabricDatagram d;
       d.received = mono_now;
+      d.urgent = urgent;
       d.bytes.assign(bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data() + m.msg_len);
       d.source = ntohl(from[static_cast<size_t>(i)].sin_addr.s_addr);
       for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c != nullptr;

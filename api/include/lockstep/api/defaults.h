@@ -32,10 +32,11 @@ inline constexpr char kAgentImagePullPolicy[] = "IfNotPresent";
 inline constexpr char kAgentPriorityClassName[] = "system-node-critical";
 
 // Fabric failover (spec.probe.pathIntervalMs, spec.probe.missThreshold,
-// spec.failover, spec.flapAlertPerHour). With jittered 10 ms path probes and
-// 3 misses a dead path is declared down within 43 ms (<= 50 ms); see
-// fabric/include/lockstep/fabric/options.h for the arithmetic.
-inline constexpr int kPathProbeIntervalMs = 10;
+// spec.failover, spec.flapAlertPerHour). With jittered 14 ms path probes, 3
+// misses and urgent probes after a miss, a dead path is declared down within
+// 43.8 ms (<= 50 ms); see fabric/include/lockstep/fabric/options.h for the
+// arithmetic.
+inline constexpr int kPathProbeIntervalMs = 14;
 inline constexpr int kMissThreshold = 3;
 inline constexpr int kReadmitAfterSeconds = 2;   // clean period before a recovered path carries traffic
 inline constexpr int kMaxHoldDownSeconds = 300;  // cap of the exponential hold-down of flapping paths

@@ -155,7 +155,7 @@ class FabricService {
   struct AckState;
   // A probe of ours leaves through the interface the peer path's probes arrive on.
   bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
-  bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending
+  bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
@@ -186,6 +186,7 @@ class FabricService {
     fabric::AckWindow window;
     int ifindex = 0;  // where its probes arrive (ack-only packets leave there)
     bool carried = false;  // SendDue: a probe of this tick carries its ack
+    bool urgent = false;   // an urgent probe arrived: ack it at once, to the peer's urgent port
   };
   std::map<fabric::PathKey, AckState> acks_;
   std::vector<FabricDatagram> inbox_;
@@ -194,7 +195,12 @@ class FabricService {
   std::vector<FabricSend> out_;
   std::vector<int> out_rail_;                // the rail of each probe; -1: ack-only
   std::vector<const FabricPeer*> reply_peer_;  // the peer of each (valid during SendDue)
-  std::vector<std::pair<size_t, uint32_t>> sent_probes_;  // SendDue: (index in the due list, seq) of each probe
+  struct SentProbe {
+    fabric::PathKey path;
+    uint32_t seq = 0;
+    bool urgent = false;
+  };
+  std::vector<SentProbe> sent_probes_;  // SendDue: each probe of the batch
   std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
   MonoTime retry_at_ = MonoTime::max();  // after a failed route change
   MonoTime next_reconcile_{};
@@ -219,6 +225,7 @@ class FabricService {
   metrics::Family& owd_;
   metrics::Family& rtt_;
   metrics::Family& sent_;
+  metrics::Family& urgent_;
   metrics::Family& replies_;
   metrics::Family& misses_;
   metrics::Family& peer_rail_;

@@ -18,6 +18,11 @@
 
 namespace lockstep::agent {
 
+// Urgent probes and their acks (fabric::PathHealth::TakeUrgent) go to the
+// peer's fabric port + kUrgentPortOffset: a datagram arriving there ends the
+// prober's sleep at once, so it is acknowledged within a round trip.
+inline constexpr int kUrgentPortOffset = 1;
+
 // One datagram of a batch send (see SendBatch).
 struct FabricSend {
   std::span<const uint8_t> bytes{};
@@ -33,6 +38,7 @@ struct FabricDatagram {
   uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
   int ifindex = 0;      // the interface it arrived on
   MonoTime received{};  // the kernel's receive time where the adapter has it (else when it was read)
+  bool urgent = false;  // arrived on the urgent port (kUrgentPortOffset)
 };
 
 class FabricSocket {
@@ -54,10 +60,11 @@ class FabricSocket {
     return failed;
   }
   // Waits max_wait (datagrams arriving meanwhile do not end the wait: they
-  // queue with their receive time), then appends every datagram that
-  // arrived. The prober wakes once per event, not once per datagram.
+  // queue with their receive time; one on the urgent port does), then
+  // appends every datagram that arrived. The prober wakes once per event,
+  // not once per datagram.
   virtual Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) = 0;
-  virtual int port() const = 0;  // the bound UDP port
+  virtual int port() const = 0;  // the bound UDP port (the urgent one is port() + kUrgentPortOffset)
 };
 
 }  // namespace lockstep::agent

@@ -8,16 +8,24 @@
 // end's. An ack therefore leaves with the peer's next packet, up to one
 // jittered gap I(1+j) after our probe arrived, and the reply timeout covers
 // that gap plus a slack for the network and late wake-ups:
-//     T = I(1+j) + kAckSlack = 11 + 3 = 14 ms  (AckTimeout)
-// Detection at the defaults (I = 10 ms, j = 10%, N = 3 misses): after a
-// fault the next probe leaves within I(1+j), the N-th lost one (N-1) gaps
-// later, and it is declared missed T after it left, so
-//     worst case = N * I * (1 + j) + T = 33 + 14 = 47 ms  (<= 50 ms goal)
-// (WorstCaseDetection computes it). A single lost probe only makes a path
-// suspect. Load: 100 packets/s per path each way; at 4 hosts x 2 rails (3
-// peers per rail) 300 packets/s per rail each way, 74 B each at the IP
-// layer (46 B payload), 112 B on the wire: 178 / 269 kbit/s per rail each
-// way, 0.089% / 0.13% of a 200 Mbit/s link (docs/benchmarks.md, "Probe cost").
+//     T = I(1+j) + kAckSlack = 15.4 + 3 = 18.4 ms  (AckTimeout, I = 14 ms)
+// A miss that leaves a path short of down confirms at once: the path gets an
+// urgent probe, which the peer acknowledges as soon as it arrives (its
+// prober wakes for it: the agent sends urgent probes to the peer's urgent
+// port), and which is a miss urgent_timeout (U) after it left. So after a
+// fault the next probe leaves within I(1+j), it is declared missed T after
+// it left, and N-1 urgent probes follow, one after each miss:
+//     worst case = I(1+j) + T + (N-1) * U = 15.4 + 18.4 + 2 * 5 = 43.8 ms
+// (WorstCaseDetection; <= 50 ms goal). A path still needs N probes lost in a
+// row to go down, and a single lost probe only makes it suspect. Without the
+// confirmation N probes a whole gap apart would take N * I(1+j) + T (64 ms
+// at 14 ms; the 10 ms interval this replaced needed 47 ms for 100 packets/s
+// per path).
+// Load: 71 packets/s per path each way (urgent probes only after a miss);
+// at 4 hosts x 2 rails (3 peers per rail) 214 packets/s per rail each way,
+// 74 B each at the IP layer (46 B payload), 112 B on the wire: 127 / 192
+// kbit/s per rail each way, 0.063% / 0.096% of a 200 Mbit/s link
+// (docs/benchmarks.md, "Probe cost").
 #pragma once
 
 #include <chrono>
@@ -30,11 +38,20 @@ namespace lockstep::fabric {
 
 using namespace std::chrono_literals;
 
+// Added to the longest probe gap for the reply timeout (see above).
+inline constexpr Nanos kAckSlack = 3ms;
+
+// An urgent probe's ack leaves as soon as the peer's prober has read the
+// probe: the round trip plus two wake-ups, which 5 ms covers with room on a
+// busy host (a round trip in a data centre is tens of microseconds).
+inline constexpr Nanos kUrgentAckTimeout = 5ms;
+
 struct FabricOptions {
   // Probing (per path).
-  Nanos probe_interval = 10ms;  // mean gap between two probes of one path
+  Nanos probe_interval = 14ms;  // mean gap between two probes of one path
   double jitter = 0.1;          // each gap is uniform in interval * [1 - jitter, 1 + jitter]
-  Nanos reply_timeout = 14ms;   // a probe without an ack this long after it left is a miss (AckTimeout)
+  Nanos reply_timeout = 18400us;  // a probe without an ack this long after it left is a miss (AckTimeout)
+  Nanos urgent_timeout = kUrgentAckTimeout;  // the same for an urgent probe, acked on arrival
   int miss_threshold = 3;       // consecutive misses that make a path down
 
   // Re-admission: a recovered path carries traffic again after a clean period
@@ -72,9 +89,6 @@ struct FabricOptions {
 // InvalidArgument naming the field and the allowed range, e.g.
 // "fabric options: miss_threshold must be between 1 and 100 (got 0)".
 Status Validate(const FabricOptions& options);
-
-// Added to the longest probe gap for the reply timeout (see above).
-inline constexpr Nanos kAckSlack = 3ms;
 
 // The reply timeout symmetric probing needs at this interval and jitter:
 // the longest gap I(1+j) (the peer's ack rides on its next probe) plus kAckSlack.

@@ -10,6 +10,12 @@
 //                     +------------------------------------------ recovering
 //                          (a miss restarts the clean period; N misses: down)
 //
+// A miss that leaves a path up-but-suspect or recovering (short of down)
+// asks for an urgent probe (TakeUrgent): the caller sends one at once, the
+// peer acknowledges it on arrival, and it times out after urgent_timeout
+// instead of reply_timeout, so the N misses that make a path down come
+// within milliseconds of the first (options.h, WorstCaseDetection).
+//
 // A flap is a transition into down from a state that delivered (up, suspect,
 // recovering); each flap raises the hold-down level by one, each
 // hold_down_decay spent up lowers it by one. A reply counts only for the
@@ -65,9 +71,16 @@ class PathHealth {
   int hold_down_level() const { return level_; }
   int consecutive_misses() const { return misses_in_a_row_; }
 
-  // A probe left at `sent`. Seqs should grow; at most 64 stay outstanding
-  // (the oldest is dropped as a miss when the caller never ticks).
-  void OnProbeSent(uint64_t seq, Time sent);
+  // A probe left at `sent`; `urgent`: one asked for by TakeUrgent, acked on
+  // arrival (its timeout is urgent_timeout). Seqs should grow; at most 64
+  // stay outstanding (the oldest is dropped as a miss when the caller never
+  // ticks).
+  void OnProbeSent(uint64_t seq, Time sent, bool urgent = false);
+
+  // True once after a miss that left the path short of down while it was
+  // delivering (suspect or recovering): send an urgent probe now. Cleared
+  // when an ack delivers.
+  bool TakeUrgent();
 
   // A reply arrived. Applies timeouts due before reply.received first.
   std::vector<Transition> OnReply(const Reply& reply);
@@ -102,6 +115,7 @@ class PathHealth {
   struct Outstanding {
     uint64_t seq;
     Time sent;
+    Time deadline;  // a miss at this time without an ack
   };
   struct Sample {
     Time at;
@@ -115,11 +129,13 @@ class PathHealth {
   void Move(PathState to, Time at, std::vector<Transition>& out);
   void Record(Sample s);
   std::optional<Time> DecayAt() const;
+  std::deque<Outstanding>::const_iterator FirstDeadline() const;  // outstanding_.end() when none
 
   PathKey key_;
   FabricOptions options_;
   PathState state_ = PathState::kUnknown;
   int misses_in_a_row_ = 0;
+  bool urgent_ = false;                 // an urgent probe is wanted (TakeUrgent)
   int level_ = 0;                       // hold-down level
   std::optional<Time> clean_since_;     // recovering: first reply after the last miss
   Time decay_anchor_{};                 // up: last re-admission or decay step

@@ -6,10 +6,12 @@
 //
 //   monitor.SetPaths(EnumeratePaths(rails, peers), now);
 //   loop:
-//     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
 //     on a reply: Apply(monitor.OnReply(path, reply));
 //       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(path, ack, received)))
-//     Apply(monitor.Tick(now));     // sleep until monitor.NextWakeup()
+//     Apply(monitor.Tick(now));
+//     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
+//     for (PathKey p : monitor.TakeUrgent()) { send urgent; monitor.OnProbeSent(p, seq, now, true); }
+//     sleep until monitor.NextWakeup() or an urgent datagram arrives
 //
 // where Apply hands actions to a RouteActuator, transitions to metrics and
 // logs, alerts to an Event. Each event costs O(log paths) plus the planning
@@ -99,7 +101,10 @@ class PathMonitor {
   std::vector<PathKey> DueProbes(Time now);
   // `seq` must be unique among the path's recent probes (a global counter works);
   // the reply carrying it is matched to this probe.
-  void OnProbeSent(const PathKey& path, uint64_t seq, Time sent);
+  void OnProbeSent(const PathKey& path, uint64_t seq, Time sent, bool urgent = false);
+  // Paths that missed a probe and want an urgent one now (PathHealth::
+  // TakeUrgent), in the order they asked; each is returned once per miss.
+  std::vector<PathKey> TakeUrgent();
   // A reply for a path not watched is ignored (empty decisions).
   Decisions OnReply(const PathKey& path, const Reply& reply);
   // The peer's acknowledgement for `path` (symmetric probing: ack_window.h),
@@ -130,6 +135,7 @@ class PathMonitor {
   void Absorb(std::vector<Transition> transitions, Decisions& out);
   void Replan(Decisions& out, Time now);
   void Reindex(const PathKey& key);  // after any change to a path's deadlines
+  void NoteUrgent(const PathKey& key, PathHealth& health);  // after anything that can miss
 
   FabricOptions options_;
   ProbeSchedule schedule_;
@@ -144,6 +150,7 @@ class PathMonitor {
   std::map<std::string, PathKey> pins_;
   std::optional<Time> last_flap_;
   std::set<std::string> dirty_peers_;  // to plan again
+  std::vector<PathKey> urgent_;        // TakeUrgent
 };
 
 }  // namespace lockstep::fabric

@@ -4,8 +4,10 @@
 // through that interface's nexthop even when a pin or the ECMP hash would
 // pick another; receives read IP_PKTINFO for the arrival interface and
 // SO_TIMESTAMPNS for the kernel's receive time. Batches go out with one
-// sendmmsg; Poll sleeps its whole wait (clock_nanosleep: no wake-up per
-// datagram) and then drains the socket with recvmmsg into buffers it owns.
+// sendmmsg; Poll sleeps its whole wait unless an urgent datagram arrives
+// (ppoll on the urgent socket only: no wake-up per regular datagram) and
+// then drains both sockets with recvmmsg into buffers it owns. The urgent
+// socket is bound to port + kUrgentPortOffset.
 // Probes are marked DSCP CS6 (IP_TOS 0xc0, network control).
 // Thread-compatible.
 #pragma once
@@ -21,7 +23,7 @@ inline constexpr int kFabricProbeTos = 0xc0;  // DSCP 48 (CS6) << 2
 
 class UdpFabricSocket final : public FabricSocket {
  public:
-  // Binds bind_address:port (0: a free port), non-blocking, IP_PKTINFO on.
+  // Binds bind_address:port and port + 1 (0: a free pair), non-blocking, IP_PKTINFO on.
   static Result<std::unique_ptr<UdpFabricSocket>> Open(const std::string& bind_address, int port,
                                                        const Clock& clock);
   ~UdpFabricSocket() override;
@@ -34,8 +36,11 @@ class UdpFabricSocket final : public FabricSocket {
   int port() const override { return port_; }
 
  private:
-  UdpFabricSocket(int fd, int port, const Clock& clock) : fd_(fd), port_(port), clock_(clock) {}
+  UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock)
+      : fd_(fd), urgent_fd_(urgent_fd), port_(port), clock_(clock) {}
+  Status Drain(int fd, bool urgent, std::vector<FabricDatagram>& out);
   int fd_;
+  int urgent_fd_;
   int port_;
   const Clock& clock_;
 };

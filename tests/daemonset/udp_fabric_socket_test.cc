@@ -1,0 +1,64 @@
+// UdpFabricSocket over real loopback: the regular port is read once per wait
+// (a datagram does not end the sleep), the urgent port (port + 1) ends it at
+// once, and each datagram keeps its kernel receive time.
+#include <catch2/catch.hpp>
+
+#include <net/if.h>
+
+#include <chrono>
+
+#include "lockstep/agent/net/udp_fabric_socket.h"
+#include "lockstep/common/clock.h"
+
+namespace lockstep::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kLoopback = 0x7f000001;
+
+TEST_CASE("the urgent port ends the prober's sleep at once; the regular port waits its turn", "[daemonset][udp]") {
+  const Clock& clock = SystemClock::Instance();
+  auto opened = UdpFabricSocket::Open("127.0.0.1", 0, clock);
+  REQUIRE(opened.ok());
+  UdpFabricSocket& s = **opened;
+  const int lo = static_cast<int>(::if_nametoindex("lo"));
+  REQUIRE(lo > 0);
+  const std::vector<uint8_t> regular{1, 2, 3}, urgent{4, 5};
+
+  // A regular datagram sent just before a 60 ms wait: read after the whole wait,
+  // stamped when it arrived.
+  REQUIRE(s.SendVia(regular, kLoopback, s.port(), lo, kLoopback).ok());
+  const MonoTime t0 = clock.Monotonic();
+  std::vector<FabricDatagram> got;
+  REQUIRE(s.Poll(60ms, got).ok());
+  const MonoTime t1 = clock.Monotonic();
+  REQUIRE(t1 - t0 >= 60ms);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].bytes == regular);
+  CHECK_FALSE(got[0].urgent);
+  CHECK(got[0].ifindex == lo);
+  CHECK(got[0].received <= t0 + 1ms);  // the kernel's time, not the read's
+  CHECK(t1 - got[0].received >= 50ms);
+
+  // An urgent one, then a regular one: a 10 s wait ends at once and returns both.
+  REQUIRE(s.SendVia(urgent, kLoopback, s.port() + kUrgentPortOffset, lo, kLoopback).ok());
+  REQUIRE(s.SendVia(regular, kLoopback, s.port(), lo, kLoopback).ok());
+  got.clear();
+  const MonoTime t2 = clock.Monotonic();
+  REQUIRE(s.Poll(10s, got).ok());
+  CHECK(clock.Monotonic() - t2 < 5s);  // woken, not timed out
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].bytes == urgent);
+  CHECK(got[0].urgent);
+  CHECK(got[1].bytes == regular);
+  CHECK_FALSE(got[1].urgent);
+
+  // A second socket on the same fixed port pair is refused with the reason.
+  auto again = UdpFabricSocket::Open("127.0.0.1", s.port(), clock);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().message.find("fabric.port + 1") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::agent
