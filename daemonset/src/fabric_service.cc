@@ -373,7 +373,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
 }
 
 void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now) {
-  auto decoded = codec_.Decode(d.bytes);
+  auto decoded = codec_.Decode(d.bytes());
   if (auto* drop = std::get_if<FabricDrop>(&decoded)) {
     dropped_.Inc({FabricDropName(*drop)});
     return;

@@ -12,6 +12,14 @@
 #
 #   sudo e2e/bench/fabric-probe-cost.sh [--seconds 20] [--hosts 4] [--interval-ms 10]
 #        [--misses 3] [--load 250mbit [--plain-tbf] [--queue-ms 5]] [--one-hop]
+#        [--napi-threads]
+#
+# CPU is read two ways: user and system ticks (/proc/.../stat: sampled at
+# the scheduler tick, 250 Hz here, so a thread that runs ~100 us per wake-up
+# is charged a whole 4 ms tick now and then: +-10-15% over 30 s) and the
+# exact run time the scheduler accounted (/proc/.../schedstat, ns; same scope,
+# in-context softirq included, as this kernel has no IRQ_TIME_ACCOUNTING).
+# Shares and per-packet figures ("exact") are from the latter.
 #
 # --load: during the window, UDP at that rate from h0 (rail0) to h1 (rail0),
 # over the 200 Mbit/s link: a congested queue that h0's probes share. The
@@ -30,6 +38,14 @@
 # spine; no shapers), which leaves the sender charged with one emulated hop
 # instead of three hops and six shaper passes: closer to what a host pays on
 # real NICs, where switches forward. No --load with it (nothing to congest).
+# --napi-threads: every veth of the lab gets GRO (so veth runs NAPI) and
+# threaded NAPI: a packet a thread sends stops being its work where a real
+# NIC's would (the driver queues it, the wire and the switches do the rest).
+# The routers' forwarding runs in their own napi/* kernel threads (the
+# switches' work, not the host's); each host's receive path (IP, UDP, the
+# socket queue) runs in the napi threads of its rail devices, which are
+# counted as the host's: "host" = prober thread + its rails' napi threads
+# (these also carry the clock-sync packets and ARP: an upper bound).
 # $NETLAB and $LOCKSTEP_AGENT override the binaries (default build/dev).
 set -euo pipefail
 SECONDS_RUN=20
@@ -40,6 +56,7 @@ QUEUE_MS=5
 PLAIN=0
 ONE_HOP=0
 MISSES=
+NAPI_THREADS=0
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
@@ -49,11 +66,12 @@ while (($#)); do
     --load) LOAD=$2; shift 2 ;;
     --plain-tbf) PLAIN=1; shift ;;
     --one-hop) ONE_HOP=1; shift ;;
+    --napi-threads) NAPI_THREADS=1; shift ;;
     --misses) MISSES=$2; shift 2 ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
-    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,46p "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -94,6 +112,33 @@ for h in $(seq 0 $((HOSTS - 1))); do
     fi
   done
 done
+declare -a NAPI_PIDS  # per host: the napi kthreads of its rail devices
+if ((NAPI_THREADS)); then
+  command -v ethtool >/dev/null || { echo "--napi-threads needs ethtool (scripts/setup installs it)" >&2; exit 1; }
+  napi_on() {  # napi_on NS: GRO + threaded NAPI on every veth of namespace NS
+    local i
+    for i in $(ip -n "$1" -o link show type veth | awk -F': ' '{sub(/@.*/, "", $2); print $2}'); do
+      # veth hands a packet to the peer's NAPI only if the sending device
+      # does no TSO (else the packet takes the backlog, in the sender's
+      # softirq): TSO off, GRO (the NAPI) on, on every link of the lab.
+      ip netns exec "$1" ethtool -K "$i" tso off gro on >/dev/null
+      ip netns exec "$1" sh -c "echo 1 >/sys/class/net/$i/threaded"
+    done
+  }
+  napi_list() { ps -e -o pid=,comm= | awk '$2 ~ /^napi\// {print $1}' | sort; }
+  before=$(napi_list)
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$LAB-" | grep -v "^$LAB-h[0-9]*$"); do napi_on "$ns"; done
+  for h in $(seq 0 $((HOSTS - 1))); do  # one host at a time: its new kthreads are its rails'
+    mark=$(napi_list)
+    napi_on "$LAB-h$h"
+    NAPI_PIDS[$h]=$(comm -13 <(echo "$mark") <(napi_list) | tr '\n' ' ')
+    [[ -n ${NAPI_PIDS[$h]// } ]] || { echo "no napi thread appeared for h$h's rails" >&2; exit 1; }
+  done
+  # Switches do not share the hosts' cores, and a host's receive softirq
+  # runs above its threads: the lab's napi threads run SCHED_FIFO (1), so a
+  # busy machine delays the emulated fabric no more than the prober.
+  for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
+fi
 head -c 32 /dev/urandom | base64 >"$OUT/key"
 peers=""
 for h in $(seq 0 $((HOSTS - 1))); do
@@ -125,11 +170,17 @@ sleep 2
 
 # The agent's pid is the ip-netns-exec child (exec replaces it).
 CLK=$(getconf CLK_TCK)
-threads() {  # threads PID: "name utime stime" per thread, ticks
+threads() {  # threads PID: "name utime stime run_ns" per thread name (ticks, ticks, exact ns)
   local t
   for t in /proc/"$1"/task/*; do
-    awk -v c="$(cat "$t/comm")" '{sub(/^.*\) /, ""); print c, $12, $13}' "$t/stat" 2>/dev/null | tr ' ' '\t' | sed 's/\t/ /g'
-  done | awk '{u[$1]+=$2; s[$1]+=$3} END {for (n in u) print n, u[n], s[n]}'
+    awk -v c="$(cat "$t/comm")" -v ns="$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)" \
+      '{sub(/^.*\) /, ""); print c, $12, $13, ns}' "$t/stat" 2>/dev/null
+  done | awk '{u[$1]+=$2; s[$1]+=$3; x[$1]+=$4} END {for (n in u) printf "%s %d %d %.0f\n", n, u[n], s[n], x[n]}'
+}
+napi_ns() {  # napi_ns H: exact run time (ns) of host H's rail napi threads
+  local p sum=0
+  for p in ${NAPI_PIDS[$1]:-}; do sum=$((sum + $(cut -d' ' -f1 /proc/"$p"/schedstat))); done
+  echo "$sum"
 }
 packets() {  # packets sent by agent H: probes + ack-only (lockstep_fabric_probes_answered_total)
   ip netns exec "$LAB-h$1" curl -s http://127.0.0.1:9610/metrics |
@@ -137,6 +188,7 @@ packets() {  # packets sent by agent H: probes + ack-only (lockstep_fabric_probe
 }
 for h in $(seq 0 $((HOSTS - 1))); do
   threads "${APID[$h]}" >"$OUT/t0-h$h"
+  napi_ns "$h" >"$OUT/n0-h$h"
   packets "$h" >"$OUT/p0-h$h"
 done
 T0=$(date +%s.%N)
@@ -158,6 +210,7 @@ fi
 T1=$(date +%s.%N)
 for h in $(seq 0 $((HOSTS - 1))); do
   threads "${APID[$h]}" >"$OUT/t1-h$h"
+  napi_ns "$h" >"$OUT/n1-h$h"
   packets "$h" >"$OUT/p1-h$h"
 done
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -165,20 +218,28 @@ LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 DOWNS=$(cat "$OUT"/h*.log | jq -r --argjson t0 "$T0" --argjson t1 "$T1" \
   'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' 2>/dev/null | wc -l)
 
-printf '%-4s %-18s %10s %10s %10s %12s\n' host thread "user %" "sys %" "total %" "us/packet"
-json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"one_hop\":$ONE_HOP,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
+printf '%-4s %-18s %8s %8s %9s %9s %12s\n' host thread "user %" "sys %" "ticks %" "exact %" "exact us/pk"
+json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"one_hop\":$ONE_HOP,\"napi_threads\":$NAPI_THREADS,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
 sep=""
+W=$(awk -v t0="$T0" -v t1="$T1" 'BEGIN {print t1 - t0}')
 for h in $(seq 0 $((HOSTS - 1))); do
   pk=$(( $(cat "$OUT/p1-h$h") - $(cat "$OUT/p0-h$h") ))
-  while read -r name u s; do
-    read -r _ u0 s0 < <(grep "^$name " "$OUT/t0-h$h" || echo "$name 0 0")
-    awk -v h="h$h" -v n="$name" -v du=$((u - u0)) -v ds=$((s - s0)) -v clk="$CLK" -v t0="$T0" -v t1="$T1" -v pk="$pk" \
-      'BEGIN {w = t1 - t0; printf "%-4s %-18s %10.2f %10.2f %10.2f %12.2f\n", h, n, 100*du/clk/w, 100*ds/clk/w, 100*(du+ds)/clk/w, (pk > 0 ? 1e6*(du+ds)/clk/pk : 0)}'
-  done <"$OUT/t1-h$h"
-  read -r tu ts < <(awk '{u += $2; s += $3} END {print u, s}' "$OUT/t1-h$h")
-  read -r tu0 ts0 < <(awk '{u += $2; s += $3} END {print u, s}' "$OUT/t0-h$h")
-  line=$(awk -v du=$((tu - tu0)) -v ds=$((ts - ts0)) -v clk="$CLK" -v t0="$T0" -v t1="$T1" -v pk="$pk" \
-    'BEGIN {w = t1 - t0; printf "{\"cpu_percent\":%.2f,\"user_percent\":%.2f,\"sys_percent\":%.2f,\"packets_per_s\":%.0f,\"cpu_us_per_packet\":%.2f,\"user_us_per_packet\":%.2f}", 100*(du+ds)/clk/w, 100*du/clk/w, 100*ds/clk/w, pk/w, 1e6*(du+ds)/clk/pk, 1e6*du/clk/pk}')
+  napi=$(( $(cat "$OUT/n1-h$h") - $(cat "$OUT/n0-h$h") ))
+  # Per thread name: the differences of "name utime stime run_ns" between t0 and t1.
+  awk 'NR == FNR {u[$1] = $2; s[$1] = $3; x[$1] = $4; next} {print $1, $2 - u[$1], $3 - s[$1], $4 - x[$1]}' \
+    "$OUT/t0-h$h" "$OUT/t1-h$h" >"$OUT/d-h$h"
+  awk -v h="h$h" -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v has_napi="$NAPI_THREADS" '
+    {printf "%-4s %-18s %8.2f %8.2f %9.2f %9.2f %12.2f\n", h, $1, 100*$2/clk/w, 100*$3/clk/w, 100*($2+$3)/clk/w,
+       100*$4/1e9/w, (pk > 0 ? $4/1e3/pk : 0)}
+    END {if (has_napi) printf "%-4s %-18s %8s %8s %9s %9.2f %12.2f\n", h, "napi (its rails)", "-", "-", "-",
+       100*napi/1e9/w, (pk > 0 ? napi/1e3/pk : 0)}' "$OUT/d-h$h"
+  line=$(awk -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v has_napi="$NAPI_THREADS" '
+    {u += $2; s += $3; x += $4} $1 == "ls-fabric" {pr = $4}
+    END {
+      printf "{\"cpu_percent\":%.2f,\"user_percent\":%.2f,\"sys_percent\":%.2f,\"cpu_exact_percent\":%.3f,", 100*(u+s)/clk/w, 100*u/clk/w, 100*s/clk/w, 100*x/1e9/w
+      printf "\"prober_exact_percent\":%.3f,\"packets_per_s\":%.0f,\"cpu_us_per_packet\":%.2f,\"user_us_per_packet\":%.2f,\"prober_us_per_packet\":%.2f", 100*pr/1e9/w, pk/w, 1e6*(u+s)/clk/pk, 1e6*u/clk/pk, pr/1e3/pk
+      if (has_napi) printf ",\"rx_napi_percent\":%.3f,\"host_probe_percent\":%.3f", 100*napi/1e9/w, 100*(pr+napi)/1e9/w
+      printf "}"}' "$OUT/d-h$h")
   echo "h$h all: $line"
   json+="$sep$line"
   sep=","

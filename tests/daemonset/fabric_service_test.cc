@@ -289,7 +289,7 @@ TEST_CASE("a peer's probe is acked by our next probe on the same path, or alone 
     std::vector<FabricDatagram> got;
     REQUIRE(b.Poll(0ns, got).ok());
     for (const FabricDatagram& d : got) {
-      auto p = std::get<FabricProbe>(a.codec.Decode(d.bytes));
+      auto p = std::get<FabricProbe>(a.codec.Decode(d.bytes()));
       if (!p.ack) continue;
       if (p.seq && p.ack_rail == 1 && p.ack_path_index == 0) carried = p;
       if (!p.seq && p.ack_path_index == 3) alone = p;
@@ -344,13 +344,15 @@ TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent p
   w.net.Cut(kHostB, home, false);
   const int other = 1 - home;
   auto probe = w.b.codec.Encode(ProbeOf("a", "b", other, 0, 4242));
-  w.b.socket.inbox.push_back({{probe.begin(), probe.end()}, kHostA, other + 1, w.clock.Monotonic(), true});
+  FabricDatagram d{.source = kHostA, .ifindex = other + 1, .received = w.clock.Monotonic(), .urgent = true};
+  d.Assign(probe);
+  w.b.socket.inbox.push_back(d);
   w.b.socket.sent.clear();
   w.b.service->RunOnce(0ns);
   std::vector<FabricDatagram> got;
   REQUIRE(w.a.socket.Poll(0ns, got).ok());
   const auto it = std::find_if(got.begin(), got.end(), [&](const FabricDatagram& d) {
-    auto p = std::get<FabricProbe>(w.a.codec.Decode(d.bytes));
+    auto p = std::get<FabricProbe>(w.a.codec.Decode(d.bytes()));
     return d.urgent && p.ack && p.ack->seq == 4242;
   });
   REQUIRE(it != got.end());

@@ -92,12 +92,17 @@ inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t de
   const int arrival = ArrivalRail(from_host, dest, rail);
   if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, arrival)) return;
   const bool urgent = port == it->second->port() + kUrgentPortOffset;
-  it->second->inbox.push_back({std::move(bytes), from_host, arrival + 1, clock_.Monotonic(), urgent});
+  FabricDatagram d{.source = from_host, .ifindex = arrival + 1, .received = clock_.Monotonic(), .urgent = urgent};
+  d.Assign(bytes);
+  it->second->inbox.push_back(d);
 }
 
 inline void FakeFabricNetwork::Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source) {
   auto it = hosts_.find(dest);
-  if (it != hosts_.end()) it->second->inbox.push_back({std::move(bytes), claimed_source, rail + 1, clock_.Monotonic()});
+  if (it == hosts_.end()) return;
+  FabricDatagram d{.source = claimed_source, .ifindex = rail + 1, .received = clock_.Monotonic()};
+  d.Assign(bytes);
+  it->second->inbox.push_back(d);
 }
 
 }  // namespace lockstep::agent

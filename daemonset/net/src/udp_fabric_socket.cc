@@ -16,7 +16,7 @@ namespace lockstep::agent {
 namespace {
 
 constexpr size_t kBatch = 64;         // datagrams per sendmmsg / recvmmsg
-constexpr size_t kRecvBuffer = 256;   // a probe is 44 bytes; longer ones arrive truncated (and are dropped)
+constexpr size_t kRecvBuffer = FabricDatagram::kMaxBytes;  // a probe is 46 bytes; longer ones arrive cut (and are dropped)
 constexpr size_t kRecvControl = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(timespec)) + 32;
 constexpr size_t kControl = CMSG_SPACE(sizeof(in_pktinfo));
 
@@ -159,13 +159,19 @@ size_t UdpFabricSocket::SendBatch(std::span<FabricSend> sends) {
 Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) {
   // Sleep the whole wait unless an urgent datagram comes: the others queue
   // in the socket with their kernel receive time (no wake-up per datagram).
+  // The urgent port is read only when ppoll says it has something (most
+  // wake-ups are timer ticks: one system call fewer each).
   const int64_t ns = std::max<int64_t>(0, max_wait.count());
+  bool urgent_ready = true;
   if (ns > 0) {
     const timespec sleep{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     pollfd p{urgent_fd_, POLLIN, 0};
-    ::ppoll(&p, 1, &sleep, nullptr);  // EINTR: drain early, harmless
+    // 0: the wait ran out with nothing urgent; EINTR: drain early, harmless.
+    urgent_ready = ::ppoll(&p, 1, &sleep, nullptr) != 0;
   }
-  if (Status s = Drain(urgent_fd_, true, out); !s.ok()) return s;
+  if (urgent_ready) {
+    if (Status s = Drain(urgent_fd_, true, out); !s.ok()) return s;
+  }
   return Drain(fd_, false, out);
 }
 
@@ -201,7 +207,7 @@ Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& 
       FabricDatagram d;
       d.received = mono_now;
       d.urgent = urgent;
-      d.bytes.assign(bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data() + m.msg_len);
+      d.Assign(std::span<const uint8_t>(bufs[static_cast<size_t>(i)].data(), m.msg_len));
       d.source = ntohl(from[static_cast<size_t>(i)].sin_addr.s_addr);
       for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c != nullptr;
            c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), c)) {
@@ -219,7 +225,7 @@ Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& 
           d.received = mono_now - age;
         }
       }
-      out.push_back(std::move(d));
+      out.push_back(d);
     }
     if (static_cast<size_t>(got) < kBatch) break;
   }

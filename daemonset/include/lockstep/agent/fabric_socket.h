@@ -8,6 +8,8 @@
 // Used from one thread at a time.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -34,7 +36,17 @@ struct FabricSend {
 };
 
 struct FabricDatagram {
-  std::vector<uint8_t> bytes;
+  // The bytes, inline: reading a tick's datagrams allocates nothing. A probe
+  // is 46 bytes (kFabricProbeSize); a longer datagram keeps its first
+  // kMaxBytes, which the codec drops like any datagram of the wrong size.
+  static constexpr size_t kMaxBytes = 64;
+  std::array<uint8_t, kMaxBytes> data{};
+  size_t size = 0;
+  std::span<const uint8_t> bytes() const { return {data.data(), size}; }
+  void Assign(std::span<const uint8_t> b) {
+    size = std::min(b.size(), kMaxBytes);
+    std::copy_n(b.begin(), size, data.begin());
+  }
   uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
   int ifindex = 0;      // the interface it arrived on
   MonoTime received{};  // the kernel's receive time where the adapter has it (else when it was read)
