@@ -159,6 +159,7 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
       names.empty() ? std::vector<PathKey>{}
                     : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
       now));
+  RefreshCarriers();
   // A peer that left takes its series with it (at 10k nodes, peers come
   // and go; their gauges would otherwise report the last state forever).
   std::set<std::string> gone;
@@ -264,9 +265,13 @@ bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
   return false;
 }
 
+void FabricService::RefreshCarriers() {
+  for (auto& [key, a] : acks_) a.has_carrier = HasCarrier(key, a);
+}
+
 bool FabricService::AckOnlyDue() const {
   for (const auto& [key, a] : acks_) {
-    if (a.urgent || (a.window.pending() && !HasCarrier(key, a))) return true;
+    if (a.urgent || (a.window.pending() && !a.has_carrier)) return true;
   }
   return false;
 }
@@ -339,7 +344,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   // when a probe of this tick carries it to the regular one.
   for (auto& [key, a] : acks_) {
     const bool is_urgent = std::exchange(a.urgent, false);
-    if (!is_urgent && (!a.window.pending() || a.carried || (due.empty() && HasCarrier(key, a)))) continue;
+    if (!is_urgent && (!a.window.pending() || a.carried || (due.empty() && a.has_carrier))) continue;
     const FabricPeer* peer = KnownByName(key.peer);
     if (!peer) continue;
     FabricProbe p;
@@ -395,9 +400,13 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     std::optional<int64_t> rx_fabric;
     if (fabric_now) rx_fabric = *fabric_now - std::chrono::duration_cast<Nanos>(now - d.received).count();
     const std::optional<int64_t> owd = OneWayDelayNs(p.tx_fabric, rx_fabric);
-    AckState& a = acks_[key];
+    auto [it, fresh] = acks_.try_emplace(key);
+    AckState& a = it->second;
     a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
-    a.ifindex = d.ifindex;
+    if (fresh || a.ifindex != d.ifindex) {
+      a.ifindex = d.ifindex;
+      a.has_carrier = HasCarrier(key, a);
+    }
     a.urgent = a.urgent || d.urgent;  // acked in this wake-up's SendDue
   }
   if (p.ack) {
@@ -540,7 +549,7 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
 
 bool FabricService::AckOnlyPaths() const {
   for (const auto& [key, a] : acks_) {
-    if (!HasCarrier(key, a)) return true;
+    if (!a.has_carrier) return true;
   }
   return false;
 }

@@ -153,8 +153,12 @@ class FabricService {
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
   struct AckState;
-  // A probe of ours leaves through the interface the peer path's probes arrive on.
+  // A probe of ours leaves through the interface the peer path's probes
+  // arrive on. Kept in AckState::has_carrier: set when its interface
+  // changes and when the watched paths change (RefreshCarriers), read on
+  // every wake-up.
   bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
+  void RefreshCarriers();
   bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
@@ -185,6 +189,7 @@ class FabricService {
   struct AckState {
     fabric::AckWindow window;
     int ifindex = 0;  // where its probes arrive (ack-only packets leave there)
+    bool has_carrier = false;  // HasCarrier for this ifindex and the watched paths
     bool carried = false;  // SendDue: a probe of this tick carries its ack
     bool urgent = false;   // an urgent probe arrived: ack it at once, to the peer's urgent port
   };
