@@ -64,6 +64,7 @@ options:
   --arm-timeout S       give up on an arm after S seconds (default 1800)
   --overhead-rounds N   interleaved steady-state rounds (default 4; 0: none)
   --overhead-steps N    steps per run in those rounds (default 100)
+  --overhead-only       only the rounds (no fault arms)
   --quick               120 steps, --hidden 256, checkpoint every 10, --hang-s 10,
                         --arm-timeout 300, steps padded to >= 0.2 s (so a spare can start
                         before the run ends), no overhead rounds: a functional check,
@@ -114,6 +115,7 @@ int Main(int argc, char** argv) {
   std::string schedule;
   bool quick = false;
   int overhead_rounds = 4, overhead_steps = 100;
+  bool overhead_only = false;
   std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -153,6 +155,8 @@ int Main(int argc, char** argv) {
       overhead_rounds = std::atoi(value().c_str());
     } else if (a == "--overhead-steps") {
       overhead_steps = std::atoi(value().c_str());
+    } else if (a == "--overhead-only") {
+      overhead_only = true;
     } else if (a == "--workdir") {
       o.workdir = value();
     } else if (a == "--quick") {
@@ -222,6 +226,7 @@ int Main(int argc, char** argv) {
   Log("logs in " + o.workdir);
   std::vector<ArmResult> results;
   for (const auto& arm : arms) {
+    if (overhead_only) break;
     Log("arm " + arm);
     results.push_back(RunArm(t, o, arm));
     KillDescendants();
