@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <set>
@@ -37,6 +38,13 @@ Arms, one after another:
   lockstep_ref        (not by default) lockstep_train without faults: the library's
                       own fault-free reference, if it differs from plain DDP
 
+Then, with ddp and lockstep_hot among the arms, --overhead-rounds interleaved
+fault-free rounds of --overhead-steps steps: ddp and lockstep_hot (library,
+coordinator, one idle hot spare) back to back, ABBA order. overhead_percent (top
+level) is the median of the rounds' ratios of rank 0's median step time; the arms'
+inrun_overhead_percent compares arms run minutes apart (steps during faults,
+recoveries and spare starts left out).
+
 Run from anywhere after building migration and lockstep-coordinator (its
 binary: $LOCKSTEP_COORDINATOR_BIN, else this build's migration/lockstep-coordinator;
 the library: $LOCKSTEP_TRAIN_PYTHONPATH, else the repository's python/).
@@ -54,9 +62,13 @@ options:
   --max-restarts N      torchrun --max_restarts (default 6)
   --heartbeat-timeout S the coordinator's --heartbeat-timeout (default 3)
   --arm-timeout S       give up on an arm after S seconds (default 1800)
+  --overhead-rounds N   interleaved steady-state rounds (default 4; 0: none)
+  --overhead-steps N    steps per run in those rounds (default 100)
+  --overhead-only       only the rounds (no fault arms)
   --quick               120 steps, --hidden 256, checkpoint every 10, --hang-s 10,
                         --arm-timeout 300, steps padded to >= 0.2 s (so a spare can start
-                        before the run ends): a functional check, not the benchmark
+                        before the run ends), no overhead rounds: a functional check,
+                        not the benchmark
   --workdir DIR         logs (default /tmp/migration-bench-PID)
   -h, --help
 )";
@@ -102,6 +114,8 @@ int Main(int argc, char** argv) {
   std::vector<std::string> kinds = {"kill", "stop", "planned", "preemptive"};
   std::string schedule;
   bool quick = false;
+  int overhead_rounds = 4, overhead_steps = 100;
+  bool overhead_only = false;
   std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -137,6 +151,12 @@ int Main(int argc, char** argv) {
       o.heartbeat_timeout_s = std::atof(value().c_str());
     } else if (a == "--arm-timeout") {
       o.arm_timeout_s = std::atof(value().c_str());
+    } else if (a == "--overhead-rounds") {
+      overhead_rounds = std::atoi(value().c_str());
+    } else if (a == "--overhead-steps") {
+      overhead_steps = std::atoi(value().c_str());
+    } else if (a == "--overhead-only") {
+      overhead_only = true;
     } else if (a == "--workdir") {
       o.workdir = value();
     } else if (a == "--quick") {
@@ -153,10 +173,12 @@ int Main(int argc, char** argv) {
     if (!given.count("--checkpoint-every")) o.checkpoint_every = 10;
     if (!given.count("--hang-s")) o.hang_s = 10;
     if (!given.count("--arm-timeout")) o.arm_timeout_s = 300;
+    if (!given.count("--overhead-rounds")) overhead_rounds = 0;
   }
   if (o.steps < 8 || o.hidden <= 0 || o.batch <= 0 || o.checkpoint_every <= 0 || o.hang_s <= 0 || o.monitor_s <= 0 ||
-      o.max_restarts < 0 || o.heartbeat_timeout_s <= 0 || o.arm_timeout_s <= 0) {
-    Die("bad option value (--steps >= 8; sizes, intervals and timeouts > 0)");
+      o.max_restarts < 0 || o.heartbeat_timeout_s <= 0 || o.arm_timeout_s <= 0 || overhead_rounds < 0 ||
+      overhead_steps < 8) {
+    Die("bad option value (--steps, --overhead-steps >= 8; sizes, intervals and timeouts > 0)");
   }
   for (const auto& a : arms) {
     if (a != "ddp" && a != "checkpoint_restart" && a != "lockstep_hot" && a != "lockstep_cold" && a != "lockstep_ref") {
@@ -204,6 +226,7 @@ int Main(int argc, char** argv) {
   Log("logs in " + o.workdir);
   std::vector<ArmResult> results;
   for (const auto& arm : arms) {
+    if (overhead_only) break;
     Log("arm " + arm);
     results.push_back(RunArm(t, o, arm));
     KillDescendants();
@@ -214,10 +237,31 @@ int Main(int argc, char** argv) {
     Log("arm " + arm + (r.ran ? (r.completed ? ": completed" : ": NOT completed") : ": not run") +
         (r.note.empty() ? "" : " (" + r.note + ")"));
   }
+  // Interleaved fault-free rounds: the steady-state overhead with load drifts hitting both arms alike.
+  std::vector<SteadyRound> rounds;
+  const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
+  if (overhead_rounds > 0 && has("ddp") && has("lockstep_hot")) {
+    Options seg = o;
+    seg.steps = overhead_steps;
+    seg.faults.clear();
+    for (int i = 0; i < overhead_rounds; ++i) {
+      SteadyRound r;
+      r.ddp_first = i % 2 == 0;
+      seg.workdir = o.workdir + "/round" + std::to_string(i + 1);
+      for (int k = 0; k < 2; ++k) {
+        const bool ddp_now = (k == 0) == r.ddp_first;
+        Log("overhead round " + std::to_string(i + 1) + "/" + std::to_string(overhead_rounds) + ": " +
+            (ddp_now ? "ddp" : "lockstep_hot (idle spare, no faults)"));
+        (ddp_now ? r.ddp : r.lockstep) = RunArm(t, seg, ddp_now ? "ddp" : "lockstep_hot");
+        KillDescendants();
+      }
+      rounds.push_back(std::move(r));
+    }
+  }
   std::string up = RunCapture({"uptime"}).out;
   while (!up.empty() && (up.back() == '\n' || up.front() == ' ')) up = up.back() == '\n' ? up.substr(0, up.size() - 1) : up.substr(1);
   const long long h = o.hidden;
-  const auto summary = Summary(o, results, 5 * h * h + 4 * h, up);
+  const auto summary = Summary(o, results, 5 * h * h + 4 * h, up, rounds, overhead_steps);
   std::cout << Table(summary) << "uptime: " << up << "\n";
   std::cout << summary.dump() << std::endl;
   return 0;

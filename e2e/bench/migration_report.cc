@@ -42,7 +42,8 @@ const ArmResult* Find(const std::vector<ArmResult>& arms, const std::string& nam
 
 }  // namespace
 
-ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long long params, const std::string& uptime) {
+ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long long params, const std::string& uptime,
+                     const std::vector<SteadyRound>& rounds, int round_steps) {
   const ArmResult* ddp = Find(arms, "ddp");
   const ArmResult* ls_ref = Find(arms, "lockstep_ref");
   ordered_json out;
@@ -59,6 +60,31 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
   for (const auto& f : o.faults) sched.push_back({{"kind", f.kind}, {"rank", f.rank}, {"step", f.step}});
   out["schedule"] = sched;
   out["uptime"] = uptime;
+  // The steady-state overhead: interleaved fault-free rounds (see docs/benchmarks.md).
+  std::vector<Round> rs;
+  ordered_json ddp_ms = ordered_json::array(), ls_ms = ordered_json::array(), order = ordered_json::array();
+  bool rounds_ok = !rounds.empty();
+  for (const auto& r : rounds) {
+    rs.push_back({r.ddp.score.step_s, r.lockstep.score.step_s});
+    ddp_ms.push_back(r.ddp.score.step_s ? Opt(*r.ddp.score.step_s * 1000, 2) : ordered_json(nullptr));
+    ls_ms.push_back(r.lockstep.score.step_s ? Opt(*r.lockstep.score.step_s * 1000, 2) : ordered_json(nullptr));
+    order.push_back(r.ddp_first ? "ddp,lockstep_hot" : "lockstep_hot,ddp");
+    rounds_ok = rounds_ok && r.ddp.completed && r.lockstep.completed && r.ddp.sha256 && r.lockstep.sha256 &&
+                *r.ddp.sha256 == *r.lockstep.sha256;
+  }
+  const RoundsScore score = ScoreRounds(rs);
+  out["overhead_percent"] = Opt(score.median_percent, 2);
+  ordered_json steady;
+  steady["rounds"] = rounds.size();
+  steady["steps"] = round_steps;
+  steady["order"] = order;
+  steady["ddp_step_ms"] = ddp_ms;
+  steady["lockstep_hot_step_ms"] = ls_ms;
+  ordered_json pct = ordered_json::array();
+  for (const auto& p : score.round_percent) pct.push_back(Opt(p, 2));
+  steady["round_overhead_percent"] = pct;
+  steady["all_completed_and_equal"] = rounds.empty() ? ordered_json(nullptr) : ordered_json(rounds_ok);
+  out["steady_state"] = steady;
   ordered_json js = ordered_json::object();
   for (const auto& a : arms) {
     ordered_json j;
@@ -75,7 +101,9 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     j["lost_steps"] = s.lost_steps;
     j["healthy_restarts"] = s.healthy_restarts;
     j["step_ms"] = s.step_s ? Opt(*s.step_s * 1000, 1) : ordered_json(nullptr);
-    j["overhead_percent"] = Opt(OverheadPercent(s.step_s, ddp ? ddp->score.step_s : std::nullopt), 2);
+    j["steady_steps"] = s.steady_steps;
+    // Against the ddp arm run minutes before or after: not the steady-state figure.
+    j["inrun_overhead_percent"] = Opt(OverheadPercent(s.step_s, ddp ? ddp->score.step_s : std::nullopt), 2);
     j["total_s"] = Opt(a.total_s, 1);
     // The reference: plain DDP, or for the lockstep arms the library's own
     // fault-free run when it ran (see docs/benchmarks.md "migration").
@@ -110,7 +138,7 @@ std::string Table(const ordered_json& summary) {
   std::string out = Row({"arm", "completed", "detect s", "recover s", "lost", "healthy", "step ms", "overhead", "total s",
                          "bit-identical"},
                         w);
-  out += Row({"", "", "p50/max", "p50/max", "steps", "restarts", "", "%", "", "(reference)"}, w);
+  out += Row({"", "", "p50/max", "p50/max", "steps", "restarts", "", "% in-run", "", "(reference)"}, w);
   for (const auto& [name, a] : summary["arms"].items()) {
     if (!a["ran"].get<bool>()) {
       out += Row({name, "not run: " + a.value("note", "")}, {18, 0});
@@ -118,10 +146,21 @@ std::string Table(const ordered_json& summary) {
     }
     out += Row({name, Num(a["completed"]), Num(a["detect_s"]["p50"]) + "/" + Num(a["detect_s"]["max"]),
                 Num(a["recover_s"]["p50"]) + "/" + Num(a["recover_s"]["max"]), Num(a["lost_steps"]),
-                Num(a["healthy_restarts"]), Num(a["step_ms"], "%.1f"), Num(a["overhead_percent"], "%.1f"),
+                Num(a["healthy_restarts"]), Num(a["step_ms"], "%.1f"), Num(a["inrun_overhead_percent"], "%.1f"),
                 Num(a["total_s"], "%.1f"),
                 Num(a["bit_identical"]) + (a["reference"].is_null() ? "" : " (" + a["reference"].get<std::string>() + ")")},
                w);
+  }
+  const auto& st = summary["steady_state"];
+  if (st["rounds"].get<size_t>() > 0) {
+    out += "\nsteady-state overhead (lockstep_hot with an idle hot spare vs ddp, " + std::to_string(st["rounds"].get<size_t>()) +
+           " interleaved fault-free rounds of " + std::to_string(st["steps"].get<int>()) +
+           " steps, ABBA): median " + Num(summary["overhead_percent"]) + "%; rounds:";
+    for (size_t i = 0; i < st["round_overhead_percent"].size(); ++i) {
+      out += " " + Num(st["round_overhead_percent"][i]) + "% (" + Num(st["ddp_step_ms"][i], "%.1f") + " / " +
+             Num(st["lockstep_hot_step_ms"][i], "%.1f") + " ms)";
+    }
+    out += "; every round completed with equal hashes: " + Num(st["all_completed_and_equal"]) + "\n";
   }
   out += "\nfaults (detect: fault -> the job noticed; recover: fault -> every rank committed a step >= target;\n"
          "planned/preemptive under Lockstep: from the paused step boundary):\n";

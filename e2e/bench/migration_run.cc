@@ -397,7 +397,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     }
   }
   std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.t < b.t; });
-  r.score = ScoreArm(log, faults, o.world_size);
+  r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log));
   const std::string sha = ReadFile(hash_path);
   if (sha.size() >= 64) r.sha256 = sha.substr(0, 64);
   r.completed = r.sha256 && r.score.final_step == o.steps - 1;

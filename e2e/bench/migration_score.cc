@@ -75,7 +75,27 @@ Stat Summarize(std::vector<double> v) {
   return {Median(std::move(v)), mx};
 }
 
-ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size) {
+std::vector<Window> SpareStartWindows(const WorkloadLog& log) {
+  std::vector<Window> out;
+  double end = 0;
+  for (const auto& c : log.commits) end = std::max(end, c.t);
+  for (const auto& e : log.events) end = std::max(end, e.t);
+  for (const auto& e : log.events) {
+    if (e.event != "launch" || e.json.value("role", "") != "spare") continue;
+    double to = end;
+    for (const auto& f : log.events) {  // in time order: the first one
+      const std::string name = f.event == "lib" ? f.json.value("lib_event", "") : "";
+      if (f.pid == e.pid && f.t >= e.t && (name == "waiting" || name == "plan_received")) {
+        to = f.t;
+        break;
+      }
+    }
+    out.push_back({e.t, to});
+  }
+  return out;
+}
+
+ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size, const std::vector<Window>& busy) {
   ArmScore s;
   s.world_size = world_size;
   std::vector<double> detects, recovers;
@@ -134,7 +154,8 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
     s.final_step = r == 0 ? high : std::min(s.final_step, high);
   }
 
-  // Steady state: rank 0's consecutive steps by one process, outside fault windows.
+  windows.insert(windows.end(), busy.begin(), busy.end());
+  // Steady state: rank 0's consecutive steps by one process, outside fault and busy windows.
   std::vector<double> dts;
   const auto& r0 = by_rank[0];
   for (size_t i = 1; i < r0.size(); ++i) {
@@ -146,7 +167,19 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
     if (!in_fault) dts.push_back(b.t - a.t);
   }
   if (!dts.empty()) s.step_s = Median(dts);
+  s.steady_steps = static_cast<int>(dts.size());
   return s;
+}
+
+RoundsScore ScoreRounds(const std::vector<Round>& rounds) {
+  RoundsScore out;
+  std::vector<double> ok;
+  for (const auto& r : rounds) {
+    out.round_percent.push_back(OverheadPercent(r.arm_s, r.reference_s));
+    if (out.round_percent.back()) ok.push_back(*out.round_percent.back());
+  }
+  if (!ok.empty()) out.median_percent = Median(ok);
+  return out;
 }
 
 std::optional<double> OverheadPercent(const std::optional<double>& arm, const std::optional<double>& reference) {

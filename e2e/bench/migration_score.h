@@ -63,22 +63,46 @@ struct Stat {
 };
 Stat Summarize(std::vector<double> v);
 
+// A time window [from, to) (wall-clock seconds).
+using Window = std::pair<double, double>;
+
+// When a spare process was starting: from its `launch` line (the workload's first,
+// before `import torch`) to its first `waiting` or `plan_received` library event (in
+// the pool, or given a rank at once); a spare that never got there: to the end of the
+// log. Importing torch and building the model cost seconds of CPU on the ranks' cores.
+std::vector<Window> SpareStartWindows(const WorkloadLog& log);
+
 struct ArmScore {
   int world_size = 4;
   std::vector<FaultScore> faults;
   Stat detect_s, recover_s;
   int lost_steps = 0;        // committed steps computed again (max over ranks)
   int healthy_restarts = 0;  // pid changes of a rank not explained by a fault on that rank
-  std::optional<double> step_s;  // median rank-0 step time outside fault windows
+  std::optional<double> step_s;  // median rank-0 step time outside fault and `busy` windows
+  int steady_steps = 0;          // how many rank-0 step intervals that median is over
   int final_step = -1;           // highest step committed by every rank
   bool step_went_back = false;   // some rank committed a step it had committed before
 };
 
-// REQUIRES: faults in time order.
-ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size);
+// REQUIRES: faults in time order. `busy`: further windows left out of step_s
+// (spare starts, SpareStartWindows).
+ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size,
+                  const std::vector<Window>& busy = {});
 
 // (arm / reference - 1) * 100; none if either is missing.
 std::optional<double> OverheadPercent(const std::optional<double>& arm, const std::optional<double>& reference);
+
+// The interleaved steady-state comparison: per round, one fault-free run of each
+// arm (reference and lockstep, back to back, ABBA order); the overhead is the
+// median of the rounds' OverheadPercent. Rounds missing either time are skipped.
+struct Round {
+  std::optional<double> reference_s, arm_s;
+};
+struct RoundsScore {
+  std::vector<std::optional<double>> round_percent;  // per round
+  std::optional<double> median_percent;
+};
+RoundsScore ScoreRounds(const std::vector<Round>& rounds);
 
 nlohmann::ordered_json ToJson(const Stat& s);
 

@@ -24,6 +24,7 @@ restarted processes of checkpoint-restart (which run step 30 again), the replay 
 interrupted step and the spare that took the rank over never repeat it.
 
 Log (--log FILE, appended, one JSON line per event, `t` = time.time()):
+  {"event":"launch","pid":..,"mode":..,"role":..}                 first, before `import torch`
   {"event":"start","pid":..,"mode":..,"role":..,"rank":..,"params":..}
   {"event":"step","rank":r,"step":s,"pid":..,"loss":..,"t":..}   step s committed (optimizer applied it)
   {"event":"fault","kind":"kill"|"stop","rank":r,"step":s,"pid":..,"t":..}
@@ -261,6 +262,10 @@ def main():
     a = p.parse_args()
     if a.log:
         LOG["fd"] = os.open(a.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Before the seconds of `import torch`: the benchmark leaves a spare's start out of
+    # the steady-state step time (it competes with the ranks for the CPU).
+    log({"event": "launch", "pid": os.getpid(), "mode": a.mode,
+         "role": os.environ.get("LOCKSTEP_ROLE", "rank") if a.mode == "lockstep" else "rank"})
     import torch
 
     torch.set_num_threads(a.threads)

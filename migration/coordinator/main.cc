@@ -35,6 +35,7 @@ struct Flags {
   std::string pid_check = "auto";
   std::vector<std::string> local_hosts;
   std::string tick = "100ms";
+  int max_held_polls = 16;
   std::string log_level = "info";
 };
 
@@ -155,10 +156,14 @@ int Run(const Flags& f) {
   coordinator::CoordinatorOptions options;
   options.tick_interval = std::chrono::milliseconds(std::max<long>(1, static_cast<long>(*tick * 1000)));
   options.pid_check = f.pid_check == "auto";
+  options.max_held_plan_polls = f.max_held_polls;
+  options.max_plan_wait = std::chrono::milliseconds(2000);  // well inside the 5 s request timeout
   coordinator::Coordinator coord(std::move(state), restored, ports, options);
 
+  // Two threads serve every call; each held plan poll (a long poll, blocked on a
+  // condition variable: no CPU) sits on one more.
   HttpServer server(HttpServerOptions{.request_timeout = std::chrono::milliseconds(5000), .max_connections = 512,
-                                      .threads = 2});
+                                      .threads = 2 + f.max_held_polls});
   coord.AddHandlers(server);
   if (Status s = server.Start(addr->first, addr->second); !s.ok()) return Fail(s.error().message);
   std::string url_host = addr->first == "0.0.0.0" || addr->first == "::" ? "127.0.0.1" : addr->first;
@@ -180,6 +185,7 @@ int Run(const Flags& f) {
   while (sigwait(&stop_signals, &sig) != 0) {
   }
   log::Info("shutting down", {{"signal", std::to_string(sig)}});
+  coord.Drain();  // held plan polls answer now, so that the server's threads can be joined
   server.Stop();
   coord.Stop();
   return 0;
@@ -214,6 +220,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--local-host", f.local_hosts, "another name of this host (for fencing and pid checks)");
   app.add_option("--tick", f.tick, "decision tick interval")->capture_default_str();
+  app.add_option("--max-held-polls", f.max_held_polls,
+                 "long polls of GET /v1/plan (wait_ms) held at once, one HTTP thread each; more are answered at once")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
   app.add_option("--log-level", f.log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();

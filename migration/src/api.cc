@@ -1,6 +1,7 @@
 #include "lockstep/migration/api.h"
 
 #include <cctype>
+#include <optional>
 
 #include "lockstep/migration/state_json.h"
 
@@ -130,13 +131,17 @@ Result<MigrationRequested> ParseMigration(const std::string& body) {
   return m;
 }
 
-Result<std::string> MemberFromQuery(const std::string& query) {
+namespace {
+
+// The URL-decoded value of `key` in a query string (none: absent).
+std::optional<std::string> QueryParam(const std::string& query, const std::string& key) {
+  const std::string prefix = key + "=";
   size_t pos = 0;
   while (pos <= query.size()) {
     size_t amp = query.find('&', pos);
     std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-    if (kv.rfind("member=", 0) == 0) {
-      std::string raw = kv.substr(7), out;
+    if (kv.rfind(prefix, 0) == 0) {
+      std::string raw = kv.substr(prefix.size()), out;
       for (size_t i = 0; i < raw.size(); ++i) {
         if (raw[i] == '%' && i + 2 < raw.size() + 0 && std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
             std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
@@ -146,13 +151,56 @@ Result<std::string> MemberFromQuery(const std::string& query) {
           out += raw[i] == '+' ? ' ' : raw[i];
         }
       }
-      if (out.empty()) break;
       return out;
     }
     if (amp == std::string::npos) break;
     pos = amp + 1;
   }
+  return std::nullopt;
+}
+
+// An optional integer query parameter in [lo, hi]; absent leaves `out` alone.
+Status QueryInt(const std::string& query, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  auto v = QueryParam(query, key);
+  if (!v) return Status::Ok();
+  const std::string& s = *v;
+  size_t i = s.size() > 1 && s[0] == '-' ? 1 : 0;
+  bool digits = i < s.size() && s.size() - i <= 18;
+  for (size_t k = i; digits && k < s.size(); ++k) digits = std::isdigit(static_cast<unsigned char>(s[k])) != 0;
+  const int64_t x = digits ? std::stoll(s) : 0;
+  if (!digits || x < lo || x > hi) {
+    return InvalidArgument(std::string("plan: the query parameter \"") + key + "\" must be an integer between " +
+                           std::to_string(lo) + " and " + std::to_string(hi) + " (got \"" + s + "\")");
+  }
+  out = x;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> MemberFromQuery(const std::string& query) {
+  auto v = QueryParam(query, "member");
+  if (v && !v->empty()) return *v;
   return InvalidArgument("plan: the query parameter \"member\" is missing (GET /v1/plan?member=ID)");
+}
+
+Result<PlanQuery> ParsePlanQuery(const std::string& query) {
+  auto member = MemberFromQuery(query);
+  if (!member.ok()) return member.error();
+  PlanQuery q;
+  q.member = *member;
+  LS_TRY(QueryInt(query, "wait_ms", 0, kMaxPlanWaitMs, q.wait_ms));
+  LS_TRY(QueryInt(query, "generation", -1, kMaxI, q.known_generation));
+  return q;
+}
+
+bool PlanIsNews(const json& plan, int64_t known_generation) {
+  const auto action = plan.find("action");
+  if (action == plan.end() || !action->is_string()) return false;
+  if (*action == "exit") return true;
+  if (*action != "train") return false;
+  const auto g = plan.find("generation");
+  return g != plan.end() && g->is_number_integer() && g->get<int64_t>() > known_generation;
 }
 
 json PlanReply(const JobState& s, const std::string& member) {

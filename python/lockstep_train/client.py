@@ -66,8 +66,16 @@ class CoordinatorClient:
     def register(self, body):
         return self.call_retrying("POST", "/v1/register", body)
 
-    def plan(self, member):
-        return self.call("GET", "/v1/plan?member=" + urllib.parse.quote(member))
+    def plan(self, member, wait_s=None, generation=None):
+        """GET /v1/plan. With wait_s, a long poll: the coordinator may hold the request
+        up to wait_s until the plan is news for a member that last formed `generation`
+        (a reply it held carries "held_ms"; a coordinator without long polls answers
+        at once)."""
+        path = "/v1/plan?member=" + urllib.parse.quote(member)
+        if not wait_s:
+            return self.call("GET", path)
+        path += "&wait_ms=%d&generation=%d" % (int(wait_s * 1000), -1 if generation is None else generation)
+        return self.call("GET", path, timeout=self.timeout + wait_s)
 
     def heartbeat(self, body):
         return self.call("POST", "/v1/heartbeat", body)

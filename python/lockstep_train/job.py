@@ -27,7 +27,8 @@ from .state import TrackedState, decode_meta, encode_meta, flatten, unflatten_in
 
 log = logging.getLogger("lockstep_train")
 
-POLL_S = 0.02             # plan polling while waiting
+POLL_S = 0.02             # plan polling while waiting, when the coordinator does not hold polls
+PLAN_WAIT_S = 1.0         # long poll: the coordinator holds GET /v1/plan up to this until news
 WAIT_LOG_S = 10.0         # "waiting for a spare" at most this often
 MAX_STEP_FAILURES = 3     # the same step failing this often in a row is not a peer's fault
 
@@ -266,8 +267,10 @@ class Job:
         while True:
             if self._pending_report is not None:
                 self._send_report()
+            # A long poll, unless a report still has to go out (it is retried per poll).
+            wait_s = PLAN_WAIT_S if self._pending_report is None else None
             try:
-                status, reply = self.client.plan(self.member)
+                status, reply = self.client.plan(self.member, wait_s=wait_s, generation=self.generation)
             except Unavailable as e:
                 status, reply = None, str(e)
             if status is None or status >= 500:   # down, restarting, overloaded: retry
@@ -301,7 +304,8 @@ class Job:
                 log.log(logging.WARNING if self.generation >= 0 else logging.INFO, "lockstep: %s", why)
                 self._emit("waiting", reason=why)
                 last_log = time.monotonic()
-            time.sleep(POLL_S)
+            if not (isinstance(reply, dict) and "held_ms" in reply):
+                time.sleep(POLL_S)   # answered at once (no long poll): poll again shortly
 
     def _form(self):
         self.heartbeat.update(state="waiting")

@@ -3,6 +3,8 @@ the library forms the group, trains, and keeps training while the coordinator is
 import logging
 import os
 import sys
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -140,6 +142,52 @@ class JobTest(unittest.TestCase):
             for step in job.steps(2):
                 with job.step_guard():
                     raise TypeError("a bug in the training script")
+
+    def _wait_in_thread(self, job):
+        """Runs job.steps() in a thread; returns (thread, outcome dict)."""
+        out = {}
+
+        def run():
+            try:
+                for _ in job.steps(1):
+                    out["trained"] = True
+            except ls.Exit as e:
+                out["exit"] = e.reason
+            except BaseException as e:   # noqa: BLE001 - reported to the test
+                out["error"] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t, out
+
+    def test_a_waiting_member_long_polls_and_asks_again_after_a_held_reply(self):
+        self.fake.world_size = 2          # rank 1 never comes: rank 0 waits for its plan
+        self.fake.hold_polls = True
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=2)
+        job.track(nn.Linear(2, 2), None)
+        t, out = self._wait_in_thread(job)
+        q = self.fake.wait_held(1)
+        # It asks the coordinator to hold the poll, naming the generation it formed (none).
+        self.assertEqual((q["member"], q["wait_ms"], q["generation"]), ([job.member], ["1000"], ["-1"]))
+        self.fake.release({"generation": -1, "action": "wait", "reason": "still waiting", "held_ms": 1000})
+        self.fake.wait_held(2)            # a held reply without news: the next long poll
+        self.fake.release({"generation": -1, "action": "exit", "reason": "replaced", "held_ms": 2})
+        t.join(60)
+        self.assertEqual(out, {"exit": "replaced"})
+        # No plain polls in between: while a poll is held, the member does not ask again.
+        self.assertEqual(self.fake.count("/v1/plan"), 2)
+
+    def test_a_coordinator_without_long_polls_is_polled_as_before(self):
+        self.fake.world_size = 2          # the fake ignores wait_ms and answers "wait" at once
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=2)
+        job.track(nn.Linear(2, 2), None)
+        t, out = self._wait_in_thread(job)
+        deadline = time.monotonic() + 60
+        while self.fake.count("/v1/plan") < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertGreaterEqual(self.fake.count("/v1/plan"), 3)   # it keeps polling
+        self.fake.plan = lambda member: (200, {"generation": 0, "action": "exit", "reason": "replaced"})
+        t.join(60)
+        self.assertEqual(out, {"exit": "replaced"})
 
     def test_heartbeat_to_a_dead_coordinator_counts_and_never_raises(self):
         hb = Heartbeat(CoordinatorClient("http://127.0.0.1:%d" % free_closed_port(), timeout=0.2), "m")

@@ -152,7 +152,12 @@ class MigrationTest(unittest.TestCase):
         self.migrate("preemptive")
 
     def migrate(self, kind):
-        ranks = self.start_ranks(victim=None, step_sleep=0.05)
+        # Steps of >= 0.15 s: the pause boundary lies about 3 s of steps ahead (the step
+        # rate is measured for two heartbeat intervals, then two more are allowed for the
+        # directive), which must fall before step STEPS. With 0.05 s steps it fell past
+        # the end whenever the ranks' heartbeat intervals were known before the request
+        # (pause_at_step 48-50 of 40, with the old 20 ms plan polls as with long polls).
+        ranks = self.start_ranks(victim=None, step_sleep=0.15)
         spare = self.c.start("spare")
         self.registered(spare)
         self.c.wait_for(lambda: self.c.of(ranks[1], "committed"), "rank 1 to commit a step")

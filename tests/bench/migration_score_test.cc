@@ -66,6 +66,41 @@ TEST_CASE("migration score: a rank that never recovers has no recover time", "[b
   CHECK(s.final_step == 4);
 }
 
+TEST_CASE("migration score: a spare starting (launch -> in the pool) is left out of the step time", "[bench]") {
+  WorkloadLog log = ParseWorkloadLog(
+      "{\"event\":\"launch\",\"role\":\"spare\",\"pid\":50,\"t\":3.5}\n"
+      "{\"event\":\"launch\",\"role\":\"rank\",\"pid\":10,\"t\":0.1}\n"
+      "{\"event\":\"lib\",\"lib_event\":\"registered\",\"pid\":50,\"t\":6.2}\n"
+      "{\"event\":\"lib\",\"lib_event\":\"waiting\",\"pid\":51,\"t\":6.4}\n"
+      "{\"event\":\"lib\",\"lib_event\":\"waiting\",\"pid\":50,\"t\":6.5}\n"
+      "{\"event\":\"lib\",\"lib_event\":\"waiting\",\"pid\":50,\"t\":16.5}\n"
+      "{\"event\":\"launch\",\"role\":\"spare\",\"pid\":60,\"t\":12.5}\n");
+  // Steps 0-19 every second; while the spare starts (3.5-6.5) they take 3 s instead.
+  Run(log, 0, 4, 0, {10, 11, 12, 13});
+  Run(log, 4, 5, 6.5, {10, 11, 12, 13});
+  Run(log, 5, 20, 7.5, {10, 11, 12, 13});
+  const auto busy = SpareStartWindows(log);
+  REQUIRE(busy.size() == 2);
+  CHECK(busy[0] == Window{3.5, 6.5});     // to its first "waiting": in the pool
+  CHECK(busy[1].first == 12.5);          // never got there: to the end of the log
+  CHECK(busy[1].second == Approx(21.53));
+  const ArmScore all = ScoreArm(log, {}, 4);
+  CHECK(all.steady_steps == 19);
+  const ArmScore quiet = ScoreArm(log, {}, 4, busy);
+  CHECK(*quiet.step_s == Approx(1.0));
+  CHECK(quiet.steady_steps == 19 - 1 - 9);  // 3->4 overlaps the first start; the 9 ending at 13.5 .. 21.5 the second
+}
+
+TEST_CASE("migration score: interleaved rounds give the median of their overheads", "[bench]") {
+  const RoundsScore r = ScoreRounds({{1.0, 1.02}, {2.0, 1.98}, {std::nullopt, 1.0}, {1.0, 1.05}});
+  REQUIRE(r.round_percent.size() == 4);
+  CHECK(*r.round_percent[0] == Approx(2.0));
+  CHECK(*r.round_percent[1] == Approx(-1.0));
+  CHECK_FALSE(r.round_percent[2]);  // a round without both times is left out
+  CHECK(*r.median_percent == Approx(2.0));
+  CHECK_FALSE(ScoreRounds({}).median_percent);
+}
+
 TEST_CASE("migration score: summaries and overhead", "[bench]") {
   const Stat st = Summarize({3, 1, 2, 10});
   CHECK(*st.p50 == 2.5);

@@ -66,6 +66,55 @@ TEST_CASE("plan query: member parameter, URL-decoded", "[migration]") {
   CHECK(!MemberFromQuery("member=").ok());
 }
 
+TEST_CASE("plan query: the long-poll parameters are optional and checked", "[migration]") {
+  auto plain = ParsePlanQuery("member=m0");
+  REQUIRE(plain.ok());
+  CHECK(plain->member == "m0");
+  CHECK(plain->wait_ms == 0);  // a plain poll: answered at once
+  CHECK(plain->known_generation == -1);
+  auto lp = ParsePlanQuery("member=a%2Db&wait_ms=1000&generation=3");
+  REQUIRE(lp.ok());
+  CHECK(lp->member == "a-b");
+  CHECK(lp->wait_ms == 1000);
+  CHECK(lp->known_generation == 3);
+  CHECK(ParsePlanQuery("wait_ms=1000&generation=-1&member=s0")->known_generation == -1);
+  CHECK(ParsePlanQuery("wait_ms=10").error().message ==
+        "plan: the query parameter \"member\" is missing (GET /v1/plan?member=ID)");
+  CHECK(ParsePlanQuery("member=m0&wait_ms=soon").error().message ==
+        "plan: the query parameter \"wait_ms\" must be an integer between 0 and 60000 (got \"soon\")");
+  CHECK(ParsePlanQuery("member=m0&wait_ms=-5").error().message ==
+        "plan: the query parameter \"wait_ms\" must be an integer between 0 and 60000 (got \"-5\")");
+  CHECK(!ParsePlanQuery("member=m0&wait_ms=60001").ok());
+  CHECK(!ParsePlanQuery("member=m0&wait_ms=").ok());
+  CHECK(!ParsePlanQuery("member=m0&wait_ms=99999999999999999999999").ok());
+  CHECK(ParsePlanQuery("member=m0&generation=-2").error().message ==
+        "plan: the query parameter \"generation\" must be an integer between -1 and 9007199254740992 (got \"-2\")");
+}
+
+TEST_CASE("plan news: what ends a long poll for a member that last formed generation G", "[migration]") {
+  MigrationSim sim(Config(2));
+  sim.Register("s0", Role::kSpare);
+  CHECK(sim.Plan("s0")["action"] == "wait");  // generation 0 not formed: nothing to act on
+  CHECK_FALSE(PlanIsNews(sim.Plan("s0"), -1));
+  sim.RegisterRanks(2);
+  // Generation 0 is news for the ranks, which formed none; the spare still waits.
+  CHECK(PlanIsNews(sim.Plan("m0"), -1));
+  CHECK_FALSE(PlanIsNews(sim.Plan("m0"), 0));  // the generation it already trains in
+  CHECK_FALSE(PlanIsNews(sim.Plan("s0"), -1));
+  sim.BeatAll(3);
+  sim.ReportErr("m0", 0, 3);
+  sim.Do(ProcessGone{"m1", "gone"});
+  // Generation 1 puts the spare at rank 1: news for it and for the survivor m0 (in g0).
+  REQUIRE(sim.Plan("s0")["generation"] == 1);
+  CHECK(PlanIsNews(sim.Plan("s0"), -1));
+  CHECK(PlanIsNews(sim.Plan("m0"), 0));
+  CHECK_FALSE(PlanIsNews(sim.Plan("m0"), 1));
+  CHECK(sim.Plan("m1")["action"] == "exit");  // an exit is always news
+  CHECK(PlanIsNews(sim.Plan("m1"), 5));
+  CHECK_FALSE(PlanIsNews(nlohmann::json::object(), -1));
+  CHECK_FALSE(PlanIsNews(nlohmann::json{{"action", "train"}}, -1));
+}
+
 MigrationSim Busy() {
   MigrationSim sim(Config(3));
   sim.RegisterRanks(3);

@@ -39,15 +39,21 @@ m::JobConfig Config(int world, int spares = 0, bool launch = false) {
 // A coordinator with fakes, serving on a free port. Tick() is called by the test.
 struct Rig {
   // `down_s`: simulated time before Begin() (a coordinator that was down).
-  explicit Rig(m::JobState initial, bool restored = false, double down_s = 0)
-      : coord(std::move(initial), restored,
-              CoordinatorPorts{&clock, &fencer, &launcher, &probe, &store, &local, &registry}) {
+  // `options.max_held_plan_polls` long polls get server threads of their own.
+  explicit Rig(m::JobState initial, bool restored = false, double down_s = 0, CoordinatorOptions options = {})
+      : server(HttpServerOptions{.request_timeout = std::chrono::milliseconds(60000),
+                                 .threads = 2 + options.max_held_plan_polls}),
+        coord(std::move(initial), restored, CoordinatorPorts{&clock, &fencer, &launcher, &probe, &store, &local, &registry},
+              options) {
     coord.AddHandlers(server);
     REQUIRE(server.Start("127.0.0.1", 0).ok());
     Advance(down_s);
     coord.Begin();
   }
-  ~Rig() { server.Stop(); }
+  ~Rig() {
+    coord.Drain();
+    server.Stop();
+  }
 
   Reply Post(const std::string& path, const json& body) { return Call(server.port(), path, body.dump()); }
   Reply Get(const std::string& path) { return Call(server.port(), path); }
@@ -65,6 +71,14 @@ struct Rig {
   }
   json Plan(const std::string& id) { return Get("/v1/plan?member=" + id).Json(); }
   void Tick() { coord.Tick(); }
+  // Until `n` plan polls are held (generous limit: the machine is shared).
+  bool WaitHeld(int n) {
+    for (int i = 0; i < 4000; ++i) {
+      if (coord.HeldPlanPolls() == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
   void Advance(double s) {
     clock.Advance(std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(s)));
   }
@@ -229,6 +243,107 @@ TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "
   CHECK(rig.Plan("s0")["rank"] == 1);
   rig.coord.Stop();
   CHECK(m::StateFromString(*rig.store.text())->generation() == 1);
+}
+
+// Long polls (GET /v1/plan?wait_ms=N&generation=G). The holds below are long
+// (60 s, or half a 120 s heartbeat timeout): a test proceeds once the
+// coordinator reports the poll held, never on a sleep.
+CoordinatorOptions LongPolls(int held) {
+  CoordinatorOptions o;
+  o.max_held_plan_polls = held;
+  o.max_plan_wait = std::chrono::milliseconds(60000);
+  return o;
+}
+
+m::JobConfig SlowHeartbeats(int world) {
+  m::JobConfig c = Config(world);
+  c.heartbeat_timeout_s = 120;  // holds of up to 60 s
+  return c;
+}
+
+TEST_CASE("runtime: a held plan poll is answered when the member's plan becomes news; other calls go on",
+          "[migration]") {
+  Rig rig(*m::NewJob(SlowHeartbeats(2)), false, 0, LongPolls(2));
+  REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+  Reply held;
+  std::thread poller([&] { held = rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1"); });
+  REQUIRE(rig.WaitHeld(1));
+  // While it is held, every other call is served; generation 0 forming is no news for a spare.
+  REQUIRE(rig.Register("m1", "rank", 1, 102).status == 200);
+  CHECK(rig.Plan("m0")["action"] == "train");
+  CHECK(rig.Beat("m0", 0, 4).status == 200);
+  CHECK(rig.Beat("m1", 0, 4).status == 200);
+  CHECK(rig.coord.HeldPlanPolls() == 1);
+  // Rank 1 dies; once m0 reported, generation 1 puts the spare at rank 1: the poll returns.
+  rig.probe.Kill(102);
+  rig.Tick();
+  REQUIRE(rig.Report("m0", 0, 4).status == 200);
+  poller.join();
+  CHECK(held.status == 200);
+  json plan = held.Json();
+  CHECK(plan["action"] == "train");
+  CHECK(plan["generation"] == 1);
+  CHECK(plan["rank"] == 1);
+  CHECK(plan["resume_step"] == 4);
+  CHECK(plan.contains("held_ms"));
+  CHECK(rig.coord.HeldPlanPolls() == 0);
+  // The survivor, which formed generation 0, gets generation 1 at once.
+  json m0 = rig.Get("/v1/plan?member=m0&wait_ms=60000&generation=0").Json();
+  CHECK(m0["generation"] == 1);
+  CHECK_FALSE(m0.contains("held_ms"));
+}
+
+TEST_CASE("runtime: plain polls, polls with news and polls beyond the cap are answered at once", "[migration]") {
+  Rig rig(*m::NewJob(SlowHeartbeats(1)), false, 0, LongPolls(1));
+  REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+  // The plain poll of older clients.
+  json plain = rig.Plan("s0");
+  CHECK(plain["action"] == "wait");
+  CHECK_FALSE(plain.contains("held_ms"));
+  // A short hold that sees no news ends with the plan as it is, marked held.
+  json short_hold = rig.Get("/v1/plan?member=s0&wait_ms=1&generation=-1").Json();
+  CHECK(short_hold["action"] == "wait");
+  CHECK(short_hold.contains("held_ms"));
+  // The one slot taken, the next long poll is answered at once (the client falls back to polling).
+  Reply first;
+  std::thread poller([&] { first = rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1"); });
+  REQUIRE(rig.WaitHeld(1));
+  json over = rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1").Json();
+  CHECK(over["action"] == "wait");
+  CHECK_FALSE(over.contains("held_ms"));
+  // Drain (shutdown) answers the held one now and holds no more.
+  rig.coord.Drain();
+  poller.join();
+  CHECK(first.status == 200);
+  CHECK(first.Json()["action"] == "wait");
+  CHECK(first.Json().contains("held_ms"));
+  CHECK_FALSE(rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1").Json().contains("held_ms"));
+  // A rank with a formed generation it has not joined yet: news, at once.
+  rig.coord.Start();  // un-drains
+  REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  json news = rig.Get("/v1/plan?member=m0&wait_ms=60000&generation=-1").Json();
+  CHECK(news["action"] == "train");
+  CHECK_FALSE(news.contains("held_ms"));
+  CHECK(rig.Get("/v1/plan?member=m0&wait_ms=x").status == 400);
+  CHECK(rig.Get("/v1/plan?member=nobody&wait_ms=60000").status == 404);
+  rig.coord.Stop();
+}
+
+TEST_CASE("runtime: without held-poll threads, or past half the heartbeat timeout, nothing is held longer",
+          "[migration]") {
+  {
+    Rig rig(*m::NewJob(SlowHeartbeats(1)));  // max_held_plan_polls = 0: the default
+    REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+    CHECK_FALSE(rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1").Json().contains("held_ms"));
+  }
+  // Config(): heartbeat timeout 1.5 s, so a hold ends after 0.75 s whatever wait_ms says:
+  // a member that only polls stays alive.
+  Rig rig(*m::NewJob(Config(1)), false, 0, LongPolls(1));
+  REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+  Reply r = rig.Get("/v1/plan?member=s0&wait_ms=60000&generation=-1");
+  REQUIRE(r.status == 200);  // within LocalHttp's 20 s, not 60 s
+  CHECK(r.Json()["held_ms"].get<int64_t>() >= 750);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "lockstep/coordinator/coordinator.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "lockstep/common/log.h"
@@ -85,7 +86,32 @@ m::Outcome Coordinator::ApplyLocked(const m::Event& event, bool persist_always) 
   }
   if (changed) Persist();
   UpdateGauges();
+  if (!waiters_.empty()) WakePlanWaiters();
   return first;
+}
+
+void Coordinator::WakePlanWaiters() {
+  bool any = false;
+  for (PlanWaiter* w : waiters_) {
+    if (!w->ready && m::PlanIsNews(m::PlanReply(state_, w->member), w->known_generation)) {
+      w->ready = true;
+      any = true;
+    }
+  }
+  if (any) plan_cv_.notify_all();
+}
+
+int Coordinator::HeldPlanPolls() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(waiters_.size());
+}
+
+void Coordinator::Drain() {
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+  }
+  plan_cv_.notify_all();
 }
 
 void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& follow) {
@@ -210,6 +236,10 @@ void Coordinator::Start() {
     std::lock_guard l(stop_mu_);
     stop_ = false;
   }
+  {
+    std::lock_guard lock(mu_);
+    draining_ = false;
+  }
   ticker_ = std::thread([this] {
     std::unique_lock l(stop_mu_);
     while (!stop_) {
@@ -228,6 +258,7 @@ void Coordinator::Start() {
 }
 
 void Coordinator::Stop() {
+  Drain();
   {
     std::lock_guard l(stop_mu_);
     stop_ = true;
@@ -266,15 +297,7 @@ HttpResponse Coordinator::Serve(const HttpRequest& req) {
     j["now"] = Now();
     return Json(200, j);
   }
-  if (p == "/v1/plan") {
-    if (req.method != "GET") return MethodNotAllowed(req, "GET");
-    auto member = m::MemberFromQuery(req.query);
-    if (!member.ok()) return Err(member.error());
-    std::lock_guard lock(mu_);
-    auto out = ApplyLocked(m::PlanPolled{*member}, false);
-    if (!out.status.ok()) return Err(out.status.error());
-    return Json(200, m::PlanReply(state_, *member));
-  }
+  if (p == "/v1/plan") return ServePlan(req);
   if (p == "/v1/migrations" && req.method == "GET") {
     std::lock_guard lock(mu_);
     return Json(200, m::MigrationsReply(state_));
@@ -320,6 +343,33 @@ HttpResponse Coordinator::Serve(const HttpRequest& req) {
     return Json(202, m::MigrationReply(state_, out.created_id));
   }
   return Err(NotFound("no such path: " + p));
+}
+
+// GET /v1/plan, a long poll with wait_ms (docs/migration.md): the sign of life
+// counts when the request arrives; the reply is the plan when it was answered,
+// with "held_ms" when the poll was held.
+HttpResponse Coordinator::ServePlan(const HttpRequest& req) {
+  if (req.method != "GET") return MethodNotAllowed(req, "GET");
+  auto q = m::ParsePlanQuery(req.query);
+  if (!q.ok()) return Err(q.error());
+  std::unique_lock lock(mu_);
+  auto out = ApplyLocked(m::PlanPolled{q->member}, false);
+  if (!out.status.ok()) return Err(out.status.error());
+  json plan = m::PlanReply(state_, q->member);
+  auto wait = std::min({std::chrono::milliseconds(q->wait_ms), options_.max_plan_wait,
+                        std::chrono::milliseconds(static_cast<int64_t>(state_.config.heartbeat_timeout_s * 500))});
+  if (wait.count() <= 0 || draining_ || static_cast<int>(waiters_.size()) >= options_.max_held_plan_polls ||
+      m::PlanIsNews(plan, q->known_generation)) {
+    return Json(200, plan);
+  }
+  PlanWaiter self{q->member, q->known_generation, false};
+  waiters_.push_back(&self);
+  const auto t0 = std::chrono::steady_clock::now();
+  plan_cv_.wait_until(lock, t0 + wait, [&] { return self.ready || draining_; });
+  waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
+  plan = m::PlanReply(state_, q->member);
+  plan["held_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  return Json(200, plan);
 }
 
 }  // namespace lockstep::coordinator

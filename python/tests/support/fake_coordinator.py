@@ -1,7 +1,9 @@
 """A minimal in-process coordinator for unit tests: speaks the HTTP API of
 docs/migration.md for one job of world size N; every report starts a new generation with
 the same members. Records every request. Thread-safe (one lock); stop() makes it
-unreachable."""
+unreachable. With hold_polls set, every long poll (GET /v1/plan with wait_ms) is held
+until the test answers it with release(); otherwise wait_ms is ignored, as by a
+coordinator without long polls."""
 import http.server
 import json
 import threading
@@ -17,6 +19,9 @@ class FakeCoordinator:
         self.directive = {"directive": "none"}
         self.resume_step = 0
         self.generation = 0      # bumped by every report (a fresh generation, same members)
+        self.hold_polls = False
+        self.held = []           # long polls held: {"query", "event", "reply"}, in arrival order
+        self.cond = threading.Condition(self.lock)
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -36,7 +41,14 @@ class FakeCoordinator:
                 q = urllib.parse.parse_qs(u.query)
                 with fake.lock:
                     fake.requests.append(("GET", u.path, q))
-                    self._reply(*fake.plan(q.get("member", [""])[0]))
+                    if not (fake.hold_polls and "wait_ms" in q):
+                        self._reply(*fake.plan(q.get("member", [""])[0]))
+                        return
+                    slot = {"query": q, "event": threading.Event(), "reply": None}
+                    fake.held.append(slot)
+                    fake.cond.notify_all()
+                slot["event"].wait(60)
+                self._reply(200, slot["reply"] or {"generation": -1, "action": "wait", "reason": "held"})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -71,6 +83,20 @@ class FakeCoordinator:
                      "world_size": self.world_size, "members": [b["member"] for b in ranks],
                      "store": {"host": host["host"], "port": host["store_port"], "prefix": "g%d/" % g},
                      "src_rank": 0, "resume_step": self.resume_step, "reason": "generation %d" % g}
+
+    def wait_held(self, n, timeout=60):
+        """The query of the n-th long poll held (1-based), once it arrived."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: len(self.held) >= n, timeout):
+                raise AssertionError("no %d-th long poll within %d s" % (n, timeout))
+            return self.held[n - 1]["query"]
+
+    def release(self, reply):
+        """Answers the oldest held long poll not answered yet with `reply`."""
+        with self.lock:
+            slot = next(s for s in self.held if s["reply"] is None)
+            slot["reply"] = reply
+            slot["event"].set()
 
     def count(self, path):
         with self.lock:

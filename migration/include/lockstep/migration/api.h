@@ -20,6 +20,22 @@ Result<MigrationRequested> ParseMigration(const std::string& body);
 // The `member` parameter of a query string ("member=m0&x=y"), URL-decoded.
 Result<std::string> MemberFromQuery(const std::string& query);
 
+// GET /v1/plan?member=M[&wait_ms=N&generation=G]: a long poll when wait_ms > 0
+// (docs/migration.md, "Long poll"): the coordinator may hold the request until
+// the member's plan is news for a caller that last formed generation G
+// (PlanIsNews), or N ms passed.
+struct PlanQuery {
+  std::string member;
+  int64_t wait_ms = 0;          // 0: answer at once (the plain poll)
+  int64_t known_generation = -1;  // G: the generation the caller last formed (-1: none)
+};
+inline constexpr int64_t kMaxPlanWaitMs = 60'000;  // larger wait_ms values are a 400
+Result<PlanQuery> ParsePlanQuery(const std::string& query);
+// A plan the caller has to act on: `exit`, or `train` in a generation newer
+// than the one it last formed. Everything else (`wait`, the generation it is
+// already in) leaves it waiting.
+bool PlanIsNews(const nlohmann::json& plan, int64_t known_generation);
+
 // GET /v1/plan for a known member.
 nlohmann::json PlanReply(const JobState& s, const std::string& member);
 // POST /v1/heartbeat for a known member.

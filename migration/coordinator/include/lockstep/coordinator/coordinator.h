@@ -4,8 +4,13 @@
 // (fence, start a spare, log, metrics, state file).
 //
 // Every entry point takes one mutex, runs Decide(), performs the actions and
-// releases it; nothing in it waits on the network, so HTTP handlers stay
-// quick. Thread-safe. The ports it is given must outlive it.
+// releases it; nothing in it waits on the network. The one handler that waits
+// is a long poll of GET /v1/plan (wait_ms): it sleeps on a condition variable,
+// without the mutex, until the member's plan is news or its time is up, and
+// holds one of the HTTP server's threads meanwhile; at most
+// max_held_plan_polls are held at once (the server needs that many threads
+// beyond the ones that serve everything else), further ones are answered at
+// once. Thread-safe. The ports it is given must outlive it.
 #pragma once
 
 #include <atomic>
@@ -13,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lockstep/common/clock.h"
 #include "lockstep/common/http_server.h"
@@ -26,6 +32,12 @@ namespace lockstep::coordinator {
 struct CoordinatorOptions {
   std::chrono::milliseconds tick_interval{100};  // a local process exit wakes the loop at once (pidfd)
   bool pid_check = true;  // check the pids of members on this host
+  // Long polls of GET /v1/plan held at once (0: none, every poll is answered at
+  // once). Each holds an HTTP server thread: give the server this many more.
+  int max_held_plan_polls = 0;
+  // The longest a poll is held (also at most half the heartbeat timeout, so a
+  // member that only polls stays alive). Below the server's request timeout.
+  std::chrono::milliseconds max_plan_wait{2000};
 };
 
 struct CoordinatorPorts {
@@ -56,14 +68,27 @@ class Coordinator {
   // Begin(), then the tick thread (every options.tick_interval). Stop() joins
   // it and saves the state.
   void Start();
+  // Answers every held plan poll now and holds no more. Call it before the
+  // HTTP server's Stop() (which joins the threads the held polls sit on).
+  void Drain();
   void Stop();
 
   migration::JobState Snapshot() const;
+  // Plan polls being held right now (tests).
+  int HeldPlanPolls() const;
   // Applies an event as a handler would (for tests and the binary).
   migration::Outcome Apply(const migration::Event& event);
 
  private:
+  struct PlanWaiter {
+    std::string member;
+    int64_t known_generation = -1;
+    bool ready = false;  // the member's plan became news
+  };
+
   HttpResponse Serve(const HttpRequest& req);
+  HttpResponse ServePlan(const HttpRequest& req);
+  void WakePlanWaiters();
   migration::Outcome ApplyLocked(const migration::Event& event, bool persist_always);
   void Perform(const migration::Actions& actions, std::vector<migration::Event>& follow_up);
   void Persist();
@@ -78,6 +103,9 @@ class Coordinator {
   migration::JobState state_;  // GUARDED_BY(mu_)
   std::string last_saved_;     // GUARDED_BY(mu_)
   bool save_failed_ = false;   // GUARDED_BY(mu_): logged once per streak
+  std::vector<PlanWaiter*> waiters_;  // GUARDED_BY(mu_): held plan polls
+  bool draining_ = false;             // GUARDED_BY(mu_)
+  std::condition_variable plan_cv_;   // with mu_: a waiter became ready, or draining
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;  // GUARDED_BY(stop_mu_)
