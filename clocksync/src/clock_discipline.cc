@@ -40,6 +40,7 @@ ClockDiscipline::ClockDiscipline(const DisciplineOptions& options) : options_(op
 bool ClockDiscipline::Update(const NodeModel& model, int64_t now_local_ns) {
   if (!model.valid || !(model.error_bound_ns <= options_.lock_threshold_ns)) return false;
   if (has_model_ && model.t_ref_ns <= model_.t_ref_ns) return false;
+  if (!has_model_ && model.track_windows != 0 && model.track_windows < options_.lock_min_track_windows) return false;
   model_ = model;
   has_model_ = true;
   adopted_local_ns_ = now_local_ns;

@@ -68,6 +68,7 @@ NodeModel Solution::Model(NodeId node) const {
   m.drift = e.drift;
   m.error_bound_ns = e.error_bound_ns;
   m.drift_sigma = e.drift_sigma;
+  m.track_windows = e.track_windows;
   return m;
 }
 
@@ -467,6 +468,7 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
 void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, Solution& sol) {
   NodeEstimate& ne = sol.nodes[v];
   const double window_sigma = ne.offset_sigma_ns;  // this window alone, at t_ref
+  const double window_drift_sigma = ne.drift_sigma;
   const double w = options_.track_wander_ppb_per_sqrt_s * 1e-9;
   const double q = w * w / 1e9;
   const double sx2 = x_sigma * x_sigma, sr2 = ne.drift_sigma * ne.drift_sigma;
@@ -502,11 +504,17 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
   // The filter treats windows as independent; on the testbed their errors
   // persist over several windows (load episodes), so its sigma alone is
   // overconfident. The bound keeps at least kTrackSigmaFloor of one window's.
-  // A young track (see track_warmup_windows) keeps a wider floor.
+  // A young track (see track_warmup_windows) keeps a wider floor, for the
+  // drift too: a window's drift comes from 2 s of stamps whose load episodes
+  // bias its slope, and on the loaded testbed the drift errors of young
+  // tracks were 1.2-1.9x their sigma at the median and up to 8x (the bound
+  // grows with the drift sigma between windows).
   const bool warming = s.windows <= options_.track_warmup_windows;
   const double floor = warming ? options_.track_warmup_sigma_multiple : kTrackSigmaFloor;
   ne.offset_sigma_ns = std::max(std::sqrt(std::max(s.pxx, 0.0)), floor * window_sigma);
   ne.drift_sigma = std::sqrt(std::max(s.prr, 0.0));
+  if (warming) ne.drift_sigma = std::max(ne.drift_sigma, floor * window_drift_sigma);
+  ne.track_windows = s.windows;
   prep.track[v] = s;
 }
 

@@ -83,6 +83,28 @@ TEST_CASE("a new good fit during holdover locks again; stale and invalid models 
   CHECK(clock.State(22 * kSec) == ClockState::kLocked);
 }
 
+TEST_CASE("the first lock needs a confirmed track; later a restarted track is adopted", "[clocksync]") {
+  ClockDiscipline clock({.lock_threshold_ns = 1000});
+  REQUIRE(DisciplineOptions{}.lock_min_track_windows == 2);
+  NodeModel first = Model(10 * kSec, 100);
+  first.track_windows = 1;  // one window, checked against nothing
+  CHECK_FALSE(clock.Update(first, 10 * kSec));
+  CHECK(clock.State(10 * kSec) == ClockState::kFreerun);
+  NodeModel second = Model(12 * kSec, 100);
+  second.track_windows = 2;  // the second window agreed with the first
+  REQUIRE(clock.Update(second, 12 * kSec));
+  CHECK(clock.State(12 * kSec) == ClockState::kLocked);
+  NodeModel restarted = Model(14 * kSec, 100);
+  restarted.track_windows = 1;  // a step restarted the track: its warm-up bound covers it
+  CHECK(clock.Update(restarted, 14 * kSec));
+  CHECK(clock.model().t_ref_ns == 14 * kSec);
+  // An untracked solve (0) and lock_min_track_windows 0 adopt the first window.
+  ClockDiscipline untracked({.lock_threshold_ns = 1000});
+  CHECK(untracked.Update(Model(10 * kSec, 100), 10 * kSec));
+  ClockDiscipline any({.lock_threshold_ns = 1000, .lock_min_track_windows = 0});
+  CHECK(any.Update(first, 10 * kSec));
+}
+
 TEST_CASE("error bound grows with drift uncertainty and wander", "[clocksync]") {
   ClockDiscipline clock({.bound_sigmas = 3, .wander_ppb = 20, .wander_ramp_ppb_per_s = 1});
   REQUIRE(clock.Update(Model(10 * kSec, 100), 10 * kSec));

@@ -313,7 +313,10 @@ TEST_CASE("estimator feeds a clock discipline across windows and into holdover",
     Result<Solution> sol = est.Solve(static_cast<int64_t>((w + 1) * kWindow));
     REQUIRE(sol.ok());
     const int64_t now = std::llround(sc.clocks[3].At((w + 1) * kWindow));
-    CHECK(node3.Update(sol->Model(3), now));
+    CHECK(sol->Model(3).track_windows == static_cast<uint32_t>(w + 1));
+    // The first window alone is not adopted: LOCKED needs a confirmed track.
+    CHECK(node3.Update(sol->Model(3), now) == (w > 0));
+    CHECK(node3.State(now) == (w > 0 ? ClockState::kLocked : ClockState::kFreerun));
   }
   const auto local = [&](double t) { return std::llround(sc.clocks[3].At(t)); };
   TimeReading r = node3.Now(local(3.5 * kWindow));
@@ -395,7 +398,8 @@ TEST_CASE("tracking: a clock that steps is followed at once, not smoothed over",
 
 TEST_CASE("tracking: a young track reports a wider bound, then the settled one", "[clocksync]") {
   // Same probes into two estimators, one without the warm-up widening: the
-  // estimates are identical; the bounds differ only in each track's first
+  // estimates are identical; the bounds (at t_ref, and the drift sigma that
+  // widens them after it) differ only in each track's first
   // track_warmup_windows windows, also after a step restarts node 7's track.
   // Window 9: every track is settled again.
   Scenario sc(40, 4, 50, Typical());
@@ -426,8 +430,11 @@ TEST_CASE("tracking: a young track reports a wider bound, then the settled one",
       // The step moves fabric time a little, which may restart other tracks
       // too; node 7's surely restarts.
       const bool young = w < 3 || (v == 7 && w >= 6 && w < 9);
+      CHECK(x.drift_sigma >= y.drift_sigma);
       if (young) CHECK(x.error_bound_ns > 1.5 * y.error_bound_ns);
+      if (young) CHECK(x.drift_sigma > 1.5 * y.drift_sigma);  // the bound's growth after t_ref too
       if ((w >= 3 && w < 6) || w == 9) CHECK(x.error_bound_ns == y.error_bound_ns);  // settled
+      if ((w >= 3 && w < 6) || w == 9) CHECK(x.drift_sigma == y.drift_sigma);
     }
   }
 }

@@ -18,6 +18,13 @@
 // A model is adopted only if valid, newer than the current one and its bound at
 // reference is <= lock_threshold_ns; a worse fit is ignored (so a run of bad
 // windows ends in HOLDOVER rather than in a LOCKED state with a wide bound).
+// The first model is adopted only once the estimator's track of the node has
+// absorbed lock_min_track_windows windows, i.e. a second window agreed with
+// the first one's prediction: a single window cannot be checked against
+// anything, and on the testbed a node's first window was the one whose errors
+// most often exceeded its bound (up to 2x at reference, its drift error up to
+// 35x its drift sigma, against none outside in the windows after it). Models
+// from an untracked solve (track_windows 0) are adopted as before.
 //
 // Fabric time can step when a new model is adopted (by at most the overlap of
 // the two bounds); a slewing front end belongs in the agent.
@@ -42,6 +49,7 @@ struct NodeModel {
   double drift = 0;       // d(c_i - F)/dF, dimensionless
   double error_bound_ns = std::numeric_limits<double>::infinity();  // at t_ref
   double drift_sigma = 0;
+  uint32_t track_windows = 0;  // windows the estimator's track has absorbed (0: untracked)
 };
 
 // Fabric time at which a clock following `model` reads `local_ns`.
@@ -55,6 +63,7 @@ struct DisciplineOptions {
   double bound_sigmas = 3.0;
   double wander_ppb = 20;                   // frequency error allowance
   double wander_ramp_ppb_per_s = 1;         // frequency change allowance
+  uint32_t lock_min_track_windows = 2;      // the first adoption needs a track this old
 };
 
 struct TimeReading {

@@ -147,6 +147,7 @@ struct NodeEstimate {
   double drift_sigma = 0;
   double error_bound_ns = 0;       // at t_ref
   uint32_t degree = 0;             // fitted edges
+  uint32_t track_windows = 0;      // windows its track has absorbed (0: tracking off)
 };
 
 struct SolveStats {
