@@ -36,9 +36,10 @@ std::vector<const Member*> SparePool(const JobState& s) {
 
 // True once a member of the current generation said it ran every step: the
 // library sends "done" after a final barrier, so every member has then passed it.
+// Also while pausing: a pause step beyond the job's last step is never reached.
 bool GenerationDone(const JobState& s) {
   const Generation* g = s.current();
-  if (!g || (s.phase != Phase::kRunning && s.phase != Phase::kFinished)) return false;
+  if (!g || (s.phase != Phase::kRunning && s.phase != Phase::kPausing && s.phase != Phase::kFinished)) return false;
   for (const auto& id : g->members) {
     const Member* m = s.Find(id);
     if (m && m->hb_generation == g->number && m->hb_state == "done") return true;
@@ -440,7 +441,10 @@ void Step(JobState& s, double now, Actions& a) {
         StartCollecting(s, "rank " + std::to_string(r) + " died (member " + d->id + "): " + d->gone_reason,
                         d->gone_cause, now, a);
       } else if (s.phase == Phase::kPausing) {
-        Collect(s, now, a);
+        // The job may end before the pause step: finished, and the pending
+        // migrations fail with "the job finished first" (CheckFinished).
+        CheckFinished(s, now, a);
+        if (s.phase == Phase::kPausing) Collect(s, now, a);
       } else {
         CheckComplete(s, now, a);
         CheckFinished(s, now, a);

@@ -569,6 +569,35 @@ TEST_CASE("done: members that ran every step exit without a failure; the job is 
   CHECK(sim.Do(MigrationRequested{0, "planned", "x"}).status.code() == ErrorCode::kConflict);
 }
 
+TEST_CASE("the job finishing before a planned migration's pause step: finished, not failed", "[migration]") {
+  // The pause step lies beyond the job's last step (100): the ranks run to the
+  // end, say done and exit. The job is finished, the migration failed with
+  // "the job finished first", and the waiting spare is told the job finished.
+  auto sim = Formed(3, 1, Config(3, 1, true));
+  REQUIRE(sim.TrainFor(10, 80, 2) == 100);
+  sim.Do(MigrationRequested{1, "planned", "drain node-a"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  REQUIRE(sim.state.transition.pause_at_step > 100);
+  sim.Beat("m0", 0, 100, "done");
+  sim.Do(ProcessGone{"m0", "exited with status 0"});
+  sim.Beat("m1", 0, 100, "done");
+  sim.Do(ProcessGone{"m1", "exited with status 0"});
+  sim.Beat("m2", 0, 100, "done");
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.Notices("failure_detected").empty());
+  CHECK(sim.Notices("job_finished").size() == 1);
+  CHECK(sim.All<Fence>().empty());
+  CHECK(sim.state.Find("m0")->gone_cause == "finished");
+  CHECK(sim.state.migrations[0].state == "failed");
+  CHECK(sim.state.migrations[0].error == "the job finished first");
+  CHECK(sim.Plan("s0")["action"] == "exit");
+  CHECK(sim.Plan("s0")["reason"] == "the job finished");
+  sim.Do(ProcessGone{"m2", "exited with status 0"});
+  sim.Advance(60);
+  CHECK(sim.state.phase == Phase::kFinished);
+  CHECK(sim.Notices("failure_detected").empty());
+}
+
 TEST_CASE("a restart while collecting reports gives members a fresh grace", "[migration]") {
   auto sim = Formed(3, 1);
   sim.BeatAll(4);
