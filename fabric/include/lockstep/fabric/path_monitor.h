@@ -134,7 +134,6 @@ class PathMonitor {
  private:
   void Absorb(std::vector<Transition> transitions, Decisions& out);
   void Replan(Decisions& out, Time now);
-  void Reindex(const PathKey& key);  // after any change to a path's deadlines
   void NoteUrgent(const PathKey& key, PathHealth& health);  // after anything that can miss
 
   FabricOptions options_;
@@ -145,8 +144,6 @@ class PathMonitor {
   std::map<int, FlapCounter> rail_flaps_;
   std::map<int, bool> rail_dead_;   // every path with a verdict down, as of the last transition
   std::set<int> rail_delivered_;     // rails that had a usable path (a first down is no flap)
-  std::map<PathKey, Time> deadline_of_;                 // each path's NextDeadline
-  std::set<std::pair<Time, PathKey>> deadlines_;        // the same, by time
   std::map<std::string, PathKey> pins_;
   std::optional<Time> last_flap_;
   std::set<std::string> dirty_peers_;  // to plan again
