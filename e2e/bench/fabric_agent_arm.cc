@@ -177,6 +177,7 @@ Arm MakeAgentArm(const std::string& agent) {
       }
     }
     double cpu = 0, cpu_sys = 0, cpu_max = 0, rss = 0, kbps = 0, fabric_cpu = 0, fabric_s = 0, packets = 0;
+    double stalls = 0;  // prober wake-ups late by more than the urgent timeout (timeouts excused), all agents
     for (size_t i = 0; i < run->agents.size(); ++i) {
       const double life = Now() - run->started[i];
       double sys = 0;
@@ -188,6 +189,7 @@ Arm MakeAgentArm(const std::string& agent) {
       const RunResult m = RunCapture(InNs(run->ns[i], {"curl", "-s", "127.0.0.1:9610/metrics"}));
       const double probes = MetricSum(m.out, "lockstep_fabric_probes_sent_total") +
                             MetricSum(m.out, "lockstep_fabric_probes_answered_total");
+      stalls += MetricSum(m.out, "lockstep_fabric_prober_stalls_total");
       kbps += probes * kWireBytesPerProbe * 8 / life / 1000 / double(run->agents.size());
       // The prober thread alone, and its CPU per probe packet (probes + ack-only packets):
       // the figure that does not depend on how loaded the machine is.
@@ -206,6 +208,7 @@ Arm MakeAgentArm(const std::string& agent) {
                         {"first_pin_ms", ms(first_pin)},
                         {"flaps_declared", flaps},
                         {"paths_down_before_fault", early_downs},
+                        {"prober_stalls", stalls},
                         {"flap_alerts", alerts},
                         {"first_flap_alert_ms", ms(first_alert)},
                         {"agent_cpu_percent", std::round(cpu * 100) / 100},

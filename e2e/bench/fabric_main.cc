@@ -29,7 +29,10 @@ h0 -> h1 (bulk-stream). The faulted link is the one the stream really uses:
 netlab path for its 5-tuple (the FIB, the agents' /32 pins included), asked
 before and after a second of per-link byte counters; all three must agree
 (else asked again, up to 5 times). Fault times are netlab's (when its `ip`
-command started), so detection and failover times are upper bounds.
+command started), so detection and failover times are upper bounds. The lab
+forwards in its own kernel threads (netlab up --napi-threads), as switches do
+not share the hosts' cores; otherwise forwarding runs in the softirq of
+whatever thread sent a packet, probers included.
 
 Scenarios (a fresh lab for each scenario and arm):
   link-down  the sender's rail link goes down (carrier loss) for --fault-s
@@ -45,8 +48,9 @@ standalone lockstep-agent per host namespace: fabric.rails [rail0, rail1],
 every peer's host address; started before the workloads once every path is
 up, stopped after). The agent arm also reports detection (fault -> first path
 declared down, from the agents' logs), the first pin, paths declared down
-before the fault (false alarms), flaps, flap alerts (flapAlertPerHour 8), agent
-CPU, RSS and fabric probe bandwidth per node.
+before the fault (false alarms), prober stalls (wake-ups late by more than
+the urgent timeout, whose probe timeouts were restarted), flaps, flap alerts
+(flapAlertPerHour 8), agent CPU, RSS and fabric probe bandwidth per node.
 
 The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
 loop with no step for that long is "hung". Run from the repository root as
@@ -56,6 +60,8 @@ options:
   --scenarios a,b    only these (default: all)
   --link-rate R      host link rate (default 200mbit)
   --queue-ms MS      host link queue (tbf latency; default 5)
+  --softirq-fabric   forward in the senders' softirq (the lab's default before
+                     2026-11-26) instead of napi threads (netlab --napi-threads)
   --flap-down-s S    flap: each down period (default 7)
   --flap-up-s S      flap: each up period (default 0.5)
   --hang-s S         collective timeout / hung threshold (default 15)
@@ -128,6 +134,8 @@ int Main(int argc, char** argv) {
       o.hang_s = std::atof(value().c_str());
     } else if (a == "--fault-s") {
       o.fault_s = std::atof(value().c_str());
+    } else if (a == "--softirq-fabric") {
+      o.napi_threads = false;
     } else if (a == "--queue-ms") {
       o.queue_ms = std::atoi(value().c_str());
     } else if (a == "--flap-down-s") {

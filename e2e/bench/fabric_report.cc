@@ -59,6 +59,7 @@ std::string Table(const std::vector<ScenarioResult>& results) {
         auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
         out += r.scenario.name + "/" + a.arm + ": detect " + v("detect_ms") + " ms, first pin " + v("first_pin_ms") +
                " ms, paths declared down before the fault " + v("paths_down_before_fault") +
+               ", prober stalls " + v("prober_stalls") +
                ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + " (first " + v("first_flap_alert_ms") + " ms)" + ", agent CPU " +
                v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%, system " +
                v("agent_cpu_percent_system") + "%; prober thread " + v("fabric_thread_cpu_percent") + "%, " +
@@ -119,6 +120,7 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
           {"link_rate", o.link_rate},
           {"hang_s", o.hang_s},
           {"queue_ms", o.queue_ms},
+          {"napi_threads", o.napi_threads},
           {"flap_down_s", o.flap_down_s},
           {"flap_up_s", o.flap_up_s},
           {"agent_arm", agent_note.empty() ? "ran" : agent_note},

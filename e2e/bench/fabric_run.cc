@@ -64,9 +64,11 @@ class LabGuard {
  public:
   LabGuard(const Tools& t, const Options& o) : t_(t) {
     info_.name = "fb" + std::to_string(::getpid() % 100000);
-    const std::string path = Netlab(t, {"up", "--name", info_.name, "--hosts", std::to_string(o.hosts), "--rails",
-                                        "2", "--leaves", "2", "--spines", "2", "--link-rate", o.link_rate,
-                                        "--replace"});
+    std::vector<std::string> up = {"up",     "--name",   info_.name, "--hosts",     std::to_string(o.hosts),
+                                   "--rails", "2",     "--leaves", "2",        "--spines", "2",
+                                   "--link-rate", o.link_rate, "--replace"};
+    if (o.napi_threads) up.push_back("--napi-threads");
+    const std::string path = Netlab(t, up);
     std::string p = path;
     p.erase(p.find_last_not_of(" \n") + 1);
     const json j = json::parse(ReadFile(p), nullptr, false);

@@ -27,6 +27,7 @@ struct Options {
   std::string link_rate = "200mbit";  // every host link, both directions (netlab up --link-rate)
   int hidden = 128, batch = 32;       // the DDP loop's MLP (~82k parameters: ~60 ms steps here)
   int queue_ms = 5;                   // tbf queue of every host link (netlab shape --latency)
+  bool napi_threads = true;           // the lab forwards in napi threads (netlab up --napi-threads)
   double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
   double flap_down_s = 7, flap_up_s = 0.5;  // one flap of the flap scenario's 10 (see Scenarios)

@@ -1,9 +1,13 @@
 #include "netlab/commands.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "netlab/lab.h"
 #include "netlab/parse.h"
@@ -73,10 +77,59 @@ Status ShapeHostLinks(const Topology& t, const std::string& rate, LabState& stat
   return Status::Ok();
 }
 
+// Pids of the kernel's threaded-NAPI pollers ("napi/<dev>-<id>").
+std::set<int> NapiThreads() {
+  std::set<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name.rfind("napi/", 0) == 0) out.insert(std::stoi(pid));
+  }
+  return out;
+}
+
+// `up --napi-threads`: the fabric's forwarding in kernel threads of its own,
+// as switches forward on their own silicon. Without it a packet's whole trip
+// through veths, routers and shapers runs in the softirq of whichever thread
+// sent it or happened to enable bottom halves, on the hosts' cores: on a
+// busy machine (and a non-preemptible kernel) a host's real-time prober can
+// spend tens of ms forwarding other hosts' traffic. Every veth gets GRO (veth
+// then hands packets to the peer's NAPI; TSO off, else they take the backlog)
+// and threaded NAPI, and the new napi threads run SCHED_FIFO 1.
+Status ThreadNapi(const Topology& t) {
+  const std::set<int> before = NapiThreads();
+  for (const auto& lk : t.links) {
+    for (const Endpoint* e : {&lk.a, &lk.b}) {
+      if (auto r = RunChecked({"ip", "netns", "exec", e->ns, "ethtool", "-K", e->ifname, "tso", "off", "gro", "on"});
+          !r.ok()) {
+        return r.error();
+      }
+      auto r = Run({"ip", "netns", "exec", e->ns, "tee", "/sys/class/net/" + e->ifname + "/threaded"}, "1\n");
+      if (!r.ok()) return r.error();
+      if (r->rc != 0) return Internal("threaded NAPI on " + e->ns + "/" + e->ifname + ": " + r->err);
+    }
+  }
+  int moved = 0;
+  for (int pid : NapiThreads()) {
+    if (before.contains(pid)) continue;
+    const sched_param param{.sched_priority = 1};
+    if (::sched_setscheduler(pid, SCHED_FIFO, &param) != 0) return Internal("SCHED_FIFO for napi thread " + std::to_string(pid));
+    ++moved;
+  }
+  if (moved == 0) return Internal("--napi-threads: no napi kernel thread appeared (kernel without threaded NAPI?)");
+  Log("lab " + t.name + ": " + std::to_string(moved) + " napi threads at SCHED_FIFO 1");
+  return Status::Ok();
+}
+
 // Builds the claimed lab and writes an all-up state.json.
-Status BringUp(const Topology& t, const std::string& link_rate) {
+Status BringUp(const Topology& t, const std::string& link_rate, bool napi_threads) {
   const auto t0 = std::chrono::steady_clock::now();
   if (Status s = BuildLab(t); !s.ok()) return s;
+  if (napi_threads) {
+    if (Status s = ThreadNapi(t); !s.ok()) return s;
+  }
   LabState state;
   if (!link_rate.empty()) {
     if (Status s = ShapeHostLinks(t, link_rate, state); !s.ok()) return s;
@@ -88,7 +141,8 @@ Status BringUp(const Topology& t, const std::string& link_rate) {
   const Params& p = t.params;
   Log("lab " + t.name + ": " + std::to_string(p.hosts) + " hosts x " + std::to_string(p.rails) + " rails, " +
       std::to_string(p.leaves) + " leaves, " + std::to_string(p.spines) + " spines, " + t.subnet +
-      (link_rate.empty() ? "" : ", host links " + link_rate) + ", up in " + secs + "s");
+      (link_rate.empty() ? "" : ", host links " + link_rate) + (napi_threads ? ", threaded NAPI" : "") + ", up in " +
+      secs + "s");
   return Status::Ok();
 }
 
@@ -202,7 +256,7 @@ Result<int> CmdUp(const Args& a) {
   }
   const auto topo = ClaimLab(a, p);
   if (!topo.ok()) return topo.error();
-  if (Status s = BringUp(*topo, a.Get("link-rate")); !s.ok()) {
+  if (Status s = BringUp(*topo, a.Get("link-rate"), a.Flag("napi-threads")); !s.ok()) {
     Log("setup failed; tearing down what was made");
     if (auto gone = Teardown(topo->name); !gone.ok()) return gone.error();
     return s.error();
