@@ -19,6 +19,7 @@ constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState:
                                  PathState::kRecovering};
 constexpr auto kSweepEvery = std::chrono::milliseconds(200);
 constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
+constexpr auto kStallLogEvery = std::chrono::seconds(10);
 
 double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
 nlohmann::json NsOrNull(std::optional<Nanos> d) {
@@ -84,7 +85,10 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
                                     {"rail"})),
       route_changes_(registry.Counter("lockstep_fabric_route_changes_total",
                                       "Route changes for pins (pin, unpin, reconcile), by result",
-                                      {"action", "result"})) {
+                                      {"action", "result"})),
+      stalls_(registry.Counter("lockstep_fabric_prober_stalls_total",
+                               "Wake-ups of the prober later than the urgent timeout past their due time (a stalled "
+                               "node: probe timeouts that fell in the stall were restarted, not counted as misses)")) {
   known_ = options_.setup.peers;
   for (FabricDrop d : kAllFabricDrops) dropped_.Inc({FabricDropName(d)}, 0);
   for (const RailInfo& r : options_.setup.rails) {
@@ -525,14 +529,15 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   // they wait in the socket with their kernel receive time, which is what
   // acks and delays are computed from.
   MonoTime now = clock_.Monotonic();
-  auto wait = max_wait;
-  if (auto next = monitor_.NextWakeup()) {
-    wait = std::clamp<std::chrono::nanoseconds>(*next - now, std::chrono::nanoseconds(0), max_wait);
-  }
-  if (AckOnlyPaths()) wait = std::min<std::chrono::nanoseconds>(wait, options_.fabric.probe_interval);
+  MonoTime due = now + max_wait;
+  if (auto next = monitor_.NextWakeup()) due = std::min(due, *next);
+  if (AckOnlyPaths()) due = std::min(due, now + options_.fabric.probe_interval);
   inbox_.clear();
-  (void)socket_.Poll(wait, inbox_);
+  (void)socket_.Poll(std::max<std::chrono::nanoseconds>(due - now, std::chrono::nanoseconds(0)), inbox_);
   now = clock_.Monotonic();
+  // Woken (or done with the last round) much later than due: the node was
+  // stalled, and silence in the stall says nothing about the paths.
+  if (monitor_.ExcuseStall(due, now)) NoteStall(now, now - due);
   ApplyPendingPeers(now);
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
   // Acks first: one that arrived before its probe's timeout counts though
@@ -545,6 +550,19 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   // Periodically for the percentiles, and soon after any change of state or
   // pin so `fabric status`, the metrics and FabricHealth follow failovers.
   if (now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap)) Publish(now);
+}
+
+void FabricService::NoteStall(MonoTime now, std::chrono::nanoseconds stalled) {
+  stalls_.Inc();
+  worst_stall_ = std::max(worst_stall_, stalled);
+  ++stalls_unlogged_;
+  if (now < next_stall_log_) return;
+  log::Warn("fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node overloaded?)",
+            {{"stalls", std::to_string(stalls_unlogged_)},
+             {"longest_ms", std::to_string(std::chrono::duration<double, std::milli>(worst_stall_).count())}});
+  next_stall_log_ = now + kStallLogEvery;
+  worst_stall_ = {};
+  stalls_unlogged_ = 0;
 }
 
 bool FabricService::AckOnlyPaths() const {

@@ -89,6 +89,12 @@ std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
   return out;
 }
 
+void PathHealth::Excuse(Time from, Time now) {
+  for (Outstanding& o : outstanding_) {
+    if (o.deadline >= from && o.deadline <= now) o.deadline = now + (o.deadline - o.sent);
+  }
+}
+
 std::vector<Transition> PathHealth::Tick(Time now) {
   std::vector<Transition> out;
   for (;;) {

@@ -96,6 +96,12 @@ Decisions PathMonitor::Tick(Time now) {
   return out;
 }
 
+bool PathMonitor::ExcuseStall(Time due, Time now) {
+  if (now - due <= options_.urgent_timeout) return false;
+  for (auto& [key, health] : paths_) health.Excuse(due, now);
+  return true;
+}
+
 void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
   std::map<int, Time> touched;  // rail -> its latest transition
   for (Transition& t : transitions) {

@@ -184,6 +184,31 @@ TEST_CASE("a dead home rail moves both directions to the other rail; re-admissio
   CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(home));
 }
 
+TEST_CASE("a stalled node (both agents frozen 60 ms) counts the stall and no miss: its timeouts restart",
+          "[daemonset][fabric]") {
+  World w;
+  w.Run(300ms);
+  auto misses = [](Node& n) {
+    auto& m = n.registry.Counter("lockstep_fabric_probe_misses_total", "", {"peer", "rail"});
+    return m.Get({"b", "rail0"}) + m.Get({"b", "rail1"}) + m.Get({"a", "rail0"}) + m.Get({"a", "rail1"});
+  };
+  auto stalls = [](Node& n) { return n.registry.Counter("lockstep_fabric_prober_stalls_total", "").Get(); };
+  const double misses_before = misses(w.a) + misses(w.b);
+  REQUIRE(stalls(w.a) == 0);
+  w.clock.Advance(60ms);  // nobody runs: every probe out times out in the stall
+  w.Run(200ms);
+  CHECK(stalls(w.a) == 1);
+  CHECK(stalls(w.b) == 1);
+  CHECK(misses(w.a) + misses(w.b) == misses_before);
+  for (int rail : {0, 1}) {
+    CHECK(StateOf(w.a, "b", rail) == fabric::PathState::kUp);
+    CHECK(StateOf(w.b, "a", rail) == fabric::PathState::kUp);
+  }
+  // Running on time again: no more stalls.
+  w.Run(1s);
+  CHECK(stalls(w.a) == 1);
+}
+
 TEST_CASE("on a striped fabric (a's rail 0 meets b's rail 1) acks retrace their probes: one dead link fails "
           "only its own paths",
           "[daemonset][fabric]") {

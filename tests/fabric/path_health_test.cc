@@ -224,5 +224,42 @@ TEST_CASE("loss and delay percentiles cover the recent window only", "[fabric]")
   REQUIRE(h.Stats(At(20s)).replies == 100);  // totals stay
 }
 
+TEST_CASE("a stall excuses the timeouts that fell in it: the ack after it still delivers", "[fabric]") {
+  // Probe at 0 ms (timeout at 10 ms); the host stalls from 5 to 30 ms and
+  // the ack, sent by a peer that stalled too, arrives at 31 ms.
+  for (const bool excused : {false, true}) {
+    Driver d;
+    d.Probe(At(-10ms), true);
+    REQUIRE(d.h.state() == PathState::kUp);
+    d.h.OnProbeSent(++d.seq, At(0ms));
+    if (excused) d.h.Excuse(At(5ms), At(30ms));
+    d.Keep(d.h.OnReply({d.seq, At(31ms), std::nullopt}));
+    INFO("excused: " << excused);
+    if (excused) {
+      REQUIRE(d.h.state() == PathState::kUp);
+      REQUIRE(d.h.Stats(At(31ms)).misses == 0);
+      REQUIRE(d.h.NextDeadline() == std::nullopt);
+    } else {
+      REQUIRE(d.h.state() == PathState::kSuspect);  // missed at 10 ms, the reply is late
+      REQUIRE(d.h.Stats(At(31ms)).late_replies == 1);
+    }
+  }
+}
+
+TEST_CASE("a stall excuses only timeouts inside it, each for its whole length again", "[fabric]") {
+  Driver d;
+  d.Probe(At(-10ms), true);
+  d.h.OnProbeSent(++d.seq, At(0ms));   // timeout 10 ms: before the stall
+  d.h.OnProbeSent(++d.seq, At(8ms));   // timeout 18 ms: inside
+  d.h.OnProbeSent(++d.seq, At(25ms));  // timeout 35 ms: after
+  d.h.Excuse(At(12ms), At(30ms));
+  d.Keep(d.h.Tick(At(30ms)));
+  REQUIRE(d.h.Stats(At(30ms)).misses == 1);          // the one due at 10 ms
+  REQUIRE(d.h.NextDeadline() == At(35ms));           // unchanged
+  d.Keep(d.h.Tick(At(35ms)));
+  REQUIRE(d.h.Stats(At(35ms)).misses == 2);
+  REQUIRE(d.h.NextDeadline() == At(40ms));           // the excused one: 30 ms + its 10 ms
+}
+
 }  // namespace
 }  // namespace lockstep::fabric

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -329,6 +330,63 @@ TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "
   sim2.RunUntil(At(200ms));
   REQUIRE(observer.State({0, "b", 0}) == PathState::kDown);
   REQUIRE(sim2.route_changes() == 0);
+}
+
+TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing down; a shorter lateness excuses nothing", "[fabric]") {
+  // Every path delivers (acks 1 ms after a probe leaves) until the whole
+  // machine stalls for 40 ms: nothing is sent or answered in it, and the
+  // peers, catching up, answer what was sent until 12 ms after it only then
+  // (longer than the urgent timeout). Without the excuse that silence is
+  // three misses of every path; with it, none.
+  for (const bool excuse : {false, true}) {
+    PathMonitor m(FabricOptions{}, 7);
+    const std::vector<PathKey> paths = EnumeratePaths(2, {"b", "c"});
+    const Time stall_from = At(500ms), stall_to = At(540ms), caught_up = stall_to + 12ms;
+    auto acked_at = [&](Time sent) {
+      const Time t = sent + 1ms;
+      return t >= stall_from && t < caught_up ? caught_up : t;
+    };
+    Time now = At(0ms);
+    (void)m.SetPaths(paths, now);
+    uint64_t seq = 0;
+    std::map<PathKey, std::vector<std::pair<uint64_t, Time>>> pending;  // probes not yet acked: seq, sent
+    int downs = 0, misses = 0;
+    auto take = [&](const Decisions& d) {
+      for (const Transition& t : d.transitions) downs += t.to == PathState::kDown ? 1 : 0;
+    };
+    while (now < At(1000ms)) {
+      const Time due = *m.NextWakeup();
+      now = due > stall_from && due < stall_to ? stall_to : due;  // frozen in the stall
+      if (excuse) (void)m.ExcuseStall(due, now);
+      for (auto& [path, probes] : pending) {
+        for (const auto& [s, sent] : probes) {
+          if (acked_at(sent) <= now) take(m.OnReply(path, {s, acked_at(sent), std::nullopt}));
+        }
+        std::erase_if(probes, [&](const auto& p) { return acked_at(p.second) <= now; });
+      }
+      take(m.Tick(now));
+      for (const PathKey& p : m.DueProbes(now)) {
+        m.OnProbeSent(p, ++seq, now);
+        pending[p].push_back({seq, now});
+      }
+      for (const PathKey& p : m.TakeUrgent()) {
+        m.OnProbeSent(p, ++seq, now, true);
+        pending[p].push_back({seq, now});
+      }
+    }
+    for (const PathView& v : m.Paths(now)) misses += int(v.stats.misses);
+    INFO("excuse: " << excuse << ", misses: " << misses);
+    if (excuse) {
+      REQUIRE(downs == 0);
+      REQUIRE(misses == 0);
+    } else {
+      REQUIRE(downs == int(paths.size()));
+    }
+  }
+  PathMonitor m(FabricOptions{}, 7);
+  (void)m.SetPaths(EnumeratePaths(1, {"b"}), At(0ms));
+  REQUIRE_FALSE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout));
+  REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout + 1ns));
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 //              none is left on a down interface), then watches every
 //              rail x peer path.
 //   RunOnce(): sleeps until the next event (a tick, a probe timeout; no
-//              wake-up per datagram), drains the socket, feeds the peers'
+//              wake-up per datagram; woken much later than that, the node
+//              was stalled: the timeouts in the stall restart,
+//              PathMonitor::ExcuseStall), drains the socket, feeds the peers'
 //              acks to the monitor (at their kernel receive time) and
 //              records their probes for our acks, then sends the tick's
 //              probes in one batch (each forced out of its rail, from our
@@ -161,6 +163,7 @@ class FabricService {
   void RefreshCarriers();
   bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
+  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled);  // metric, rate-limited warning
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
   void Apply(const fabric::Decisions& d);
@@ -242,6 +245,10 @@ class FabricService {
   metrics::Family& answered_;
   metrics::Family& send_errors_;
   metrics::Family& route_changes_;
+  metrics::Family& stalls_;
+  MonoTime next_stall_log_{};  // stall warnings: at most one per kStallLogEvery
+  std::chrono::nanoseconds worst_stall_{};  // the longest since the last warning
+  int stalls_unlogged_ = 0;
 };
 
 }  // namespace lockstep::agent

@@ -98,6 +98,11 @@ class PathHealth {
   // (misses), re-admission, hold-down decay. REQUIRES: now does not go back.
   std::vector<Transition> Tick(Time now);
 
+  // The host was stalled from `from` to `now` (see PathMonitor::ExcuseStall):
+  // every outstanding probe whose timeout fell in [from, now] gets its whole
+  // timeout again, from now. Call before handling what arrived meanwhile.
+  void Excuse(Time from, Time now);
+
   // When the next timed event is due (a probe timeout, re-admission or
   // decay), so the caller can tick then; nullopt when nothing is pending.
   std::optional<Time> NextDeadline() const;

@@ -6,6 +6,7 @@
 //
 //   monitor.SetPaths(EnumeratePaths(rails, peers), now);
 //   loop:
+//     monitor.ExcuseStall(due, now);  // due: the NextWakeup slept until
 //     on a reply: Apply(monitor.OnReply(path, reply));
 //       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(path, ack, received)))
 //     Apply(monitor.Tick(now));
@@ -112,6 +113,17 @@ class PathMonitor {
   Decisions OnAck(const PathKey& path, const AckField& ack, Time received);
   bool Watches(const PathKey& path) const { return paths_.contains(path); }
   Decisions Tick(Time now);
+
+  // The caller meant to run at `due` (the NextWakeup it slept until) and
+  // runs at `now`. Late by more than urgent_timeout, the host was stalled
+  // (starved of CPU, a non-preemptible kernel busy elsewhere, a paused VM):
+  // its prober could neither send nor read, and when the whole machine
+  // stalled neither could its peers, so the silence says nothing about the
+  // paths. Every probe whose timeout fell in [due, now] then gets its whole
+  // timeout again from now, and this returns true. Call it before handing
+  // in what arrived meanwhile (acks received in time still count as such).
+  // A real failure during a stall is detected up to one timeout later.
+  bool ExcuseStall(Time due, Time now);
 
   // When to call Tick or DueProbes next (the earliest probe, timeout,
   // re-admission or decay); nullopt when no path is watched.
