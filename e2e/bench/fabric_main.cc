@@ -38,7 +38,8 @@ Scenarios (a fresh lab for each scenario and arm):
   link-down  the sender's rail link goes down (carrier loss) for --fault-s
   flap       that link flaps 10 times: --flap-down-s down, --flap-up-s up (a
              real flap train: seconds of retraining, brief ups)
-  rail-down  the receiver's rail (NIC) the stream arrives on goes down for --fault-s
+  rail-down  the receiver's rail (NIC) its traffic back to the sender (the
+             stream's acks, its gloo flows to h0) leaves by goes down for --fault-s
   repair     the sender's link down for 5 s, then up: is it used again (bytes on
              it in the 10 s after the repair)?
   silent     the sender's link drops everything, carrier and routes up, for --fault-s

@@ -153,7 +153,7 @@ std::vector<Scenario> Scenarios(const Options& o) {
     flap.actions.push_back({period * k + o.flap_down_s, Role::kSenderLink, "up"});
   }
   out.push_back(flap);
-  out.push_back({"rail-down", "the receiver's rail (NIC) that the stream arrives on goes down for " +
+  out.push_back({"rail-down", "the receiver's rail (NIC) that its traffic back to the sender leaves by goes down for " +
                                   std::to_string(int(f)) + " s",
                  {{0, Role::kReceiverLink, "down"}, {f, Role::kReceiverLink, "up"}}, f + 5, false});
   out.push_back({"repair", "the sender's link down for 5 s, then repaired: is it used again?",
@@ -262,7 +262,16 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     }
   }
   for (const auto& l : links) res.stream_path += (res.stream_path.empty() ? "" : " ") + l;
-  const std::string sender_link = links.front(), receiver_link = links.back();
+  // The receiver's link its traffic back to the sender leaves by (the
+  // stream's acks; with the hosts' L3 hash, every h1 -> h0 flow, gloo's
+  // included): the one whose loss the baseline cannot route around. The link
+  // the stream arrives on may be h1's other rail, whose loss the fabric
+  // repairs for the baseline too (its leaf reroutes over a spine).
+  const json back = json::parse(Netlab(tools, {"path", "--name", info.name, "h1a", "h0a", "--proto", "tcp", "--sport",
+                                               std::to_string(kStreamPort), "--dport", sport, "--json"}),
+                                nullptr, false);
+  if (!back.is_object() || back["links"].empty()) Die("netlab path gave no links for the stream's acks");
+  const std::string sender_link = links.front(), receiver_link = back["links"].front().get<std::string>();
 
   // The faults, on their timetable.
   const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };
