@@ -6,11 +6,18 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "lockstep/common/pi_mutex.h"
+
 namespace lockstep::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
-std::mutex g_mu;
-std::string g_component;  // GUARDED_BY(g_mu)
+// Priority-inheriting: the fabric prober (SCHED_FIFO) logs transitions.
+// A function-local static: safe to log from other static initialisers.
+PiMutex& Mu() {
+  static PiMutex mu;
+  return mu;
+}
+std::string g_component;  // GUARDED_BY(Mu())
 
 const char* LevelName(Level l) {
   switch (l) {
@@ -26,7 +33,7 @@ const char* LevelName(Level l) {
 void SetLevel(Level level) { g_level = static_cast<int>(level); }
 
 void SetComponent(std::string component) {
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(Mu());
   g_component = std::move(component);
 }
 
@@ -40,7 +47,7 @@ void WriteLine(Level level, std::string_view msg, const Fields& fields) {
   line["ts"] = ts;
   line["level"] = LevelName(level);
   line["msg"] = std::string(msg);
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(Mu());
   if (!g_component.empty()) line["component"] = g_component;
   for (const auto& [k, v] : fields) line[std::string(k)] = v;
   std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

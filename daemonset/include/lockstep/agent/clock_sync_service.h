@@ -42,6 +42,7 @@
 #include "lockstep/agent/probe_transport.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/common/pi_mutex.h"
 
 namespace lockstep::agent {
 
@@ -177,7 +178,9 @@ class ClockSyncService {
   std::mutex peers_mu_;
   std::optional<PeerUpdate> pending_peers_;  // GUARDED_BY(peers_mu_)
 
-  mutable std::mutex mu_;
+  // Priority-inheriting: the fabric prober (SCHED_FIFO) reads fabric time
+  // (Read) while this thread may hold it for a window's solve.
+  mutable PiMutex mu_;
   ClockModel model_;                   // GUARDED_BY(mu_)
   std::vector<std::string> target_names_;  // GUARDED_BY(mu_)
   uint64_t windows_ = 0;               // GUARDED_BY(mu_)

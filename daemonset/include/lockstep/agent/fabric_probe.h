@@ -61,6 +61,7 @@
 
 #include "lockstep/agent/node_id.h"
 #include "lockstep/agent/probe_packet.h"
+#include "lockstep/common/pi_mutex.h"
 #include "lockstep/fabric/ack_window.h"
 
 namespace lockstep::agent {
@@ -124,7 +125,7 @@ class FabricProbeCodec {
 
  private:
   std::shared_ptr<const Keys> Snapshot() const;
-  mutable std::mutex mu_;
+  mutable PiMutex mu_;  // the prober (SCHED_FIFO) takes a Snapshot per packet
   std::shared_ptr<const Keys> keys_;  // GUARDED_BY(mu_)
 };
 

@@ -7,7 +7,7 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
+#include "lockstep/common/pi_mutex.h"
 #include <string>
 #include <vector>
 
@@ -45,7 +45,7 @@ class Family {
   Type type_;
   std::vector<std::string> labels_;
   std::vector<double> buckets_;
-  mutable std::mutex mu_;
+  mutable PiMutex mu_;  // the fabric prober (SCHED_FIFO) updates metrics the scrape reads
   std::map<LabelValues, Series> series_;  // GUARDED_BY(mu_)
 };
 
@@ -59,7 +59,7 @@ class Registry {
 
  private:
   Family& Add(const std::string& name, std::unique_ptr<Family> f);
-  mutable std::mutex mu_;
+  mutable PiMutex mu_;
   std::map<std::string, std::unique_ptr<Family>> families_;  // GUARDED_BY(mu_)
 };
 
