@@ -203,8 +203,8 @@ std::vector<EdgeRecord> ClockModel::EdgesToGossip(size_t max) { return Rotate(go
 
 std::vector<ModelRecord> ClockModel::ModelsToGossip(size_t max) { return Rotate(models_, model_cursor_, max); }
 
-TimeReading ClockModel::Read(int64_t local_ns) const {
-  clocksync::TimeReading r = discipline_.Now(local_ns);
+TimeReading ReadDiscipline(const clocksync::ClockDiscipline& discipline, int64_t local_ns) {
+  clocksync::TimeReading r = discipline.Now(local_ns);
   TimeReading out;
   out.local_ns = local_ns;
   out.now_ns = r.fabric_ns;

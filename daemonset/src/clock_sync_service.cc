@@ -58,6 +58,7 @@ ClockSyncService::ClockSyncService(ProbeTransport& transport, const NodeClock& n
   // Pair sequences, like packet sequences, start at the wall clock so that a
   // restarted agent's pairs are newer than anything its peers still hold.
   pair_seq_ = packet_seq_;
+  published_ = model_.discipline();
   MonoTime now = clock_.Monotonic();
   next_window_ = now + options_.window;
   ApplyPeers(options_.selected, options_.known, now);
@@ -339,6 +340,8 @@ void ClockSyncService::CloseWindow() {
     est = model_.CloseWindow(node_clock_.NowNs());
     ++windows_;
     reading = model_.Read(node_clock_.NowNs());
+    std::lock_guard read_lock(read_mu_);
+    published_ = model_.discipline();
   }
   windows_total_.Inc();
   RefreshGauges();
@@ -365,8 +368,12 @@ void ClockSyncService::RefreshGauges() const {
 }
 
 TimeReading ClockSyncService::Read() const {
-  std::lock_guard lock(mu_);
-  return model_.Read(node_clock_.NowNs());
+  clocksync::ClockDiscipline discipline;
+  {
+    std::lock_guard lock(read_mu_);
+    discipline = published_;
+  }
+  return ReadDiscipline(discipline, node_clock_.NowNs());
 }
 
 ClockStatus ClockSyncService::Status(std::optional<int64_t> local_ns) const {

@@ -81,6 +81,9 @@ struct TimeReading {
   ClockSyncState state = ClockSyncState::kFreerun;
 };
 
+// A fabric-time reading of `local_ns` from a discipline (ClockModel::Read).
+TimeReading ReadDiscipline(const clocksync::ClockDiscipline& discipline, int64_t local_ns);
+
 class ClockModel {
  public:
   // REQUIRES: options valid (positive window).
@@ -96,7 +99,10 @@ class ClockModel {
   std::vector<EdgeRecord> EdgesToGossip(size_t max);
   // Up to `max` records, rotating through our own and relayed served models.
   std::vector<ModelRecord> ModelsToGossip(size_t max);
-  TimeReading Read(int64_t local_ns) const;
+  TimeReading Read(int64_t local_ns) const { return ReadDiscipline(discipline_, local_ns); }
+  // What Read() needs, a small value that changes only in CloseWindow: a
+  // reader can copy it and read without holding up the next window's solve.
+  const clocksync::ClockDiscipline& discipline() const { return discipline_; }
 
   const ClockEstimate& last() const { return last_; }
   const clocksync::NodeModel& model() const { return discipline_.model(); }

@@ -178,9 +178,13 @@ class ClockSyncService {
   std::mutex peers_mu_;
   std::optional<PeerUpdate> pending_peers_;  // GUARDED_BY(peers_mu_)
 
-  // Priority-inheriting: the fabric prober (SCHED_FIFO) reads fabric time
-  // (Read) while this thread may hold it for a window's solve.
-  mutable PiMutex mu_;
+  mutable std::mutex mu_;
+  // Read() (the fabric prober, SCHED_FIFO, on every wake-up) copies this
+  // instead of taking mu_, which a window's solve holds for a while; a copy
+  // of the model's discipline, published after each window. Priority-
+  // inheriting: a normal thread holding it is lent the prober's priority.
+  mutable PiMutex read_mu_;
+  clocksync::ClockDiscipline published_;  // GUARDED_BY(read_mu_)
   ClockModel model_;                   // GUARDED_BY(mu_)
   std::vector<std::string> target_names_;  // GUARDED_BY(mu_)
   uint64_t windows_ = 0;               // GUARDED_BY(mu_)
