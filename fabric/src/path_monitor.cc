@@ -16,7 +16,6 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
       continue;
     }
     const PathKey key = it->first;
-    schedule_.Remove(key);
     path_flaps_.erase(key);
     if (auto pp = peer_paths_.find(key.peer); pp != peer_paths_.end() && pp->second.erase(key) && pp->second.empty()) {
       peer_paths_.erase(pp);
@@ -31,8 +30,13 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
     peer_paths_[p.peer].insert(p);
     path_flaps_.emplace(p, FlapCounter(options_.flap_window, options_.flap_alert_per_hour));
     rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
-    schedule_.Add(p, now);
     dirty_peers_.insert(p.peer);
+  }
+  // Every path is probed at the schedule's ticks; new ones join the next.
+  if (paths_.empty()) {
+    schedule_.Stop();
+  } else {
+    schedule_.Start(now);
   }
   Decisions out;
   Replan(out, now);
@@ -44,7 +48,13 @@ void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
   dirty_peers_.insert(peer);
 }
 
-std::vector<PathKey> PathMonitor::DueProbes(Time now) { return schedule_.TakeDue(now); }
+std::vector<PathKey> PathMonitor::DueProbes(Time now) {
+  std::vector<PathKey> out;
+  if (!schedule_.TakeTick(now)) return out;
+  out.reserve(paths_.size());
+  for (const auto& [key, health] : paths_) out.push_back(key);
+  return out;
+}
 
 void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent, bool urgent) {
   auto it = paths_.find(path);
@@ -153,7 +163,7 @@ void PathMonitor::Replan(Decisions& out, Time now) {
 }
 
 std::optional<Time> PathMonitor::NextWakeup() const {
-  std::optional<Time> best = schedule_.NextDue();
+  std::optional<Time> best = schedule_.NextTick();
   for (const auto& [key, health] : paths_) {
     if (auto due = health.NextDeadline(); due && (!best || *due < *best)) best = due;
   }
