@@ -331,5 +331,42 @@ TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "
   REQUIRE(sim2.route_changes() == 0);
 }
 
+TEST_CASE("paths are numbered in key order; SetPaths renumbers them and keeps what it keeps", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 7);
+  (void)m.SetPaths(EnumeratePaths(2, {"b", "c"}), At(0ms));
+  REQUIRE(m.size() == 4);
+  for (PathId id = 0; id < m.size(); ++id) {
+    REQUIRE(m.Find(m.Key(id)) == id);
+    if (id > 0) REQUIRE(m.Key(id - 1) < m.Key(id));
+  }
+  REQUIRE_FALSE(m.Find({0, "a", 0}));
+  REQUIRE_FALSE(m.Watches({0, "a", 0}));
+
+  // c on rail 0 goes up, then misses a probe: suspect, and it asks for an urgent probe.
+  const PathKey c0{0, "c", 0};
+  m.OnProbeSent(*m.Find(c0), 1, At(0ms));
+  (void)m.OnAck(*m.Find(c0), {1, 0, std::nullopt, 0ms}, At(1ms));
+  REQUIRE(m.State(c0) == PathState::kUp);
+  m.OnProbeSent(*m.Find(c0), 2, At(10ms));
+  (void)m.Tick(At(10ms) + m.options().reply_timeout);
+  REQUIRE(m.State(c0) == PathState::kSuspect);
+
+  // a joins (before c in key order), b on rail 1 leaves: c keeps its state,
+  // its urgent request and its probe outstanding, under its new id.
+  std::vector<PathKey> paths = EnumeratePaths(2, {"a", "b", "c"});
+  std::erase(paths, PathKey{1, "b", 0});
+  (void)m.SetPaths(paths, At(30ms));
+  REQUIRE(m.size() == 5);
+  REQUIRE_FALSE(m.Find({1, "b", 0}));
+  const PathId c0_id = *m.Find(c0);
+  REQUIRE(m.Key(c0_id) == c0);
+  REQUIRE(m.State(c0) == PathState::kSuspect);
+  REQUIRE(m.TakeUrgent() == std::vector<PathId>{c0_id});
+  m.OnProbeSent(c0_id, 3, At(31ms), true);
+  (void)m.OnAck(c0_id, {3, 0, std::nullopt, 0ms}, At(32ms));
+  REQUIRE(m.State(c0) == PathState::kUp);
+  REQUIRE(m.State({0, "a", 0}) == PathState::kUnknown);
+}
+
 }  // namespace
 }  // namespace lockstep::fabric
