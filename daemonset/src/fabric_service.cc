@@ -281,9 +281,9 @@ bool FabricService::AckOnlyDue() const {
 }
 
 void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
-  const std::vector<fabric::PathId> due = monitor_.DueProbes(now);
+  const bool tick = monitor_.TakeProbeTick(now);  // every path's probe
   const std::vector<fabric::PathId> urgent = monitor_.TakeUrgent();
-  if (due.empty() && urgent.empty() && !AckOnlyDue()) return;
+  if (!tick && urgent.empty() && !AckOnlyDue()) return;
   // Every container here is a member reused tick after tick: no allocation
   // per probe once they have grown.
   out_bytes_.clear();
@@ -340,7 +340,9 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     sent_probes_.push_back({id, seq, is_urgent});
     if (is_urgent) urgent_.Inc({path.peer, rail.name});
   };
-  for (fabric::PathId id : due) add_probe(id, false);
+  if (tick) {
+    for (fabric::PathId id = 0; id < monitor_.size(); ++id) add_probe(id, false);
+  }
   for (fabric::PathId id : urgent) add_probe(id, true);
   // Acks no probe of ours carries (a peer that probes a path we do not,
   // or more of its paths arriving on one interface than we probe through
@@ -350,7 +352,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   // when a probe of this tick carries it to the regular one.
   for (auto& [key, a] : acks_) {
     const bool is_urgent = std::exchange(a.urgent, false);
-    if (!is_urgent && (!a.window.pending() || a.carried || (due.empty() && a.has_carrier))) continue;
+    if (!is_urgent && (!a.window.pending() || a.carried || (!tick && a.has_carrier))) continue;
     const FabricPeer* peer = PeerByWireId(key.node);
     if (!peer) continue;
     FabricProbe p;

@@ -60,14 +60,6 @@ void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
   dirty_peers_.insert(peer);
 }
 
-std::vector<PathId> PathMonitor::DueProbes(Time now) {
-  std::vector<PathId> out;
-  if (!schedule_.TakeTick(now)) return out;
-  out.resize(paths_.size());
-  for (PathId id = 0; id < out.size(); ++id) out[id] = id;
-  return out;
-}
-
 void PathMonitor::OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent) {
   paths_[id].health.OnProbeSent(seq, sent, urgent);
 }

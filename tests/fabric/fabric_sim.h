@@ -58,7 +58,9 @@ class FabricSim {
         if (auto id = m_.Find(path); id && delivers_(path, now_)) Apply(m_.OnReply(*id, reply));
       }
       Apply(m_.Tick(now_));
-      for (PathId p : m_.DueProbes(now_)) Send(p, false);
+      if (m_.TakeProbeTick(now_)) {
+        for (PathId p = 0; p < m_.size(); ++p) Send(p, false);
+      }
       if (urgent_) {
         for (PathId p : m_.TakeUrgent()) Send(p, true);
       }

@@ -10,7 +10,7 @@
 //     on a reply: Apply(monitor.OnReply(id, reply));
 //       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(id, ack, received)))
 //     Apply(monitor.Tick(now));
-//     for (PathId p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
+//     if (monitor.TakeProbeTick(now)) for each PathId p < monitor.size(): { send; monitor.OnProbeSent(p, seq, now); }
 //     for (PathId p : monitor.TakeUrgent()) { send urgent; monitor.OnProbeSent(p, seq, now, true); }
 //     sleep until monitor.NextWakeup() or an urgent datagram arrives
 //
@@ -111,9 +111,9 @@ class PathMonitor {
   // counts as pinned to `path`, so the plan keeps or removes it like its own.
   void AdoptPin(const std::string& peer, const PathKey& path);
 
-  // Paths whose probe is due at or before now: every path at each tick of
-  // the schedule (which moves to the next tick), in id order; else none.
-  std::vector<PathId> DueProbes(Time now);
+  // Whether a probe tick is due at or before now: every watched path is
+  // probed at each tick (probe_schedule.h). If so, the schedule moves on.
+  bool TakeProbeTick(Time now) { return !paths_.empty() && schedule_.TakeTick(now); }
   // `seq` must be unique among the path's recent probes (a global counter works);
   // the reply carrying it is matched to this probe. REQUIRES: id < size().
   void OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent = false);
@@ -128,7 +128,7 @@ class PathMonitor {
   bool Watches(const PathKey& path) const { return Find(path).has_value(); }
   Decisions Tick(Time now);
 
-  // When to call Tick or DueProbes next (the earliest probe, timeout,
+  // When to call Tick or TakeProbeTick next (the earliest probe, timeout,
   // re-admission or decay); nullopt when no path is watched.
   std::optional<Time> NextWakeup() const;
 
