@@ -36,13 +36,14 @@ class UdpFabricSocket final : public FabricSocket {
   int port() const override { return port_; }
 
  private:
-  UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock)
-      : fd_(fd), urgent_fd_(urgent_fd), port_(port), clock_(clock) {}
+  struct RecvSlots;  // recvmmsg's headers and buffers, set up once
+  UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock);
   Status Drain(int fd, bool urgent, std::vector<FabricDatagram>& out);
   int fd_;
   int urgent_fd_;
   int port_;
   const Clock& clock_;
+  std::unique_ptr<RecvSlots> recv_;
 };
 
 }  // namespace lockstep::agent
