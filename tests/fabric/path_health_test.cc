@@ -1,6 +1,9 @@
 // One path's state machine, driven by synthetic times (no clock, no sleep).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <random>
+
 #include "fabric_sim.h"
 #include "lockstep/fabric/path_health.h"
 
@@ -222,6 +225,33 @@ TEST_CASE("loss and delay percentiles cover the recent window only", "[fabric]")
   REQUIRE(h.Stats(At(20s)).window_samples == 0);
   REQUIRE_FALSE(h.RankingDelay(At(20s)).has_value());
   REQUIRE(h.Stats(At(20s)).replies == 100);  // totals stay
+}
+
+TEST_CASE("p50 and p99 are nearest-rank whatever the order the samples came in", "[fabric]") {
+  std::mt19937_64 rng(17);
+  for (int n : {1, 2, 3, 50, 99, 100, 101, 250, 709}) {
+    std::vector<int> us(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) us[static_cast<size_t>(i)] = i + 1;  // 1..n us
+    std::shuffle(us.begin(), us.end(), rng);
+    PathHealth h(kPath, FabricOptions{});
+    uint64_t seq = 0;
+    for (int i = 0; i < n; ++i) {
+      const Time t = At(i * 10ms);
+      const Nanos owd = std::chrono::microseconds(us[static_cast<size_t>(i)]);
+      h.OnProbeSent(++seq, t);
+      (void)h.OnReply({seq, t + 2 * owd, owd});
+    }
+    const PathStats s = h.Stats(At(n * 10ms));
+    INFO("n = " << n);
+    REQUIRE(s.window_samples == n);
+    auto nearest = [&](double q) {  // the value of rank floor(q n), 0-based: rank + 1 us
+      return Nanos(std::chrono::microseconds(std::min(static_cast<int>(q * n), n - 1) + 1));
+    };
+    CHECK(*s.owd_p50 == nearest(0.5));
+    CHECK(*s.owd_p99 == nearest(0.99));
+    CHECK(*s.rtt_p50 == 2 * nearest(0.5));
+    CHECK(*s.rtt_p99 == 2 * nearest(0.99));
+  }
 }
 
 }  // namespace
