@@ -261,6 +261,12 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   WatchPeers(names, now);
 }
 
+std::vector<std::pair<FabricService::WirePath, FabricService::AckState>>::iterator FabricService::AckAtOrAfter(
+    const WirePath& key) {
+  return std::lower_bound(acks_.begin(), acks_.end(), key,
+                          [](const auto& entry, const WirePath& k) { return entry.first < k; });
+}
+
 bool FabricService::HasCarrier(const WirePath& key, const AckState& a) const {
   const auto& rails = options_.setup.rails;
   for (size_t r = 0; r < rails.size(); ++r) {
@@ -316,8 +322,8 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     // key order): the ack retraces the links of the probes it acknowledges,
     // whatever the rails are called at the other end. A scan of this
     // peer's paths (adjacent in acks_: a handful).
-    std::pair<const WirePath, AckState>* pick = nullptr;
-    for (auto it = acks_.lower_bound({p.dest, 0, 0}); !is_urgent && it != acks_.end() && it->first.node == p.dest;
+    std::pair<WirePath, AckState>* pick = nullptr;
+    for (auto it = AckAtOrAfter({p.dest, 0, 0}); !is_urgent && it != acks_.end() && it->first.node == p.dest;
          ++it) {
       const auto& [k, a] = *it;
       if (a.carried || a.ifindex != rail.ifindex) continue;
@@ -408,7 +414,9 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     std::optional<int64_t> rx_fabric;
     if (fabric_now) rx_fabric = *fabric_now - std::chrono::duration_cast<Nanos>(now - d.received).count();
     const std::optional<int64_t> owd = OneWayDelayNs(p.tx_fabric, rx_fabric);
-    auto [it, fresh] = acks_.try_emplace(key);
+    auto it = AckAtOrAfter(key);
+    const bool fresh = it == acks_.end() || it->first != key;
+    if (fresh) it = acks_.insert(it, {key, AckState{}});
     AckState& a = it->second;
     a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
     if (fresh || a.ifindex != d.ifindex) {
@@ -570,11 +578,10 @@ void FabricService::Sweep(MonoTime now) {
     if (r.down) ReleaseNeighbours(r.rail, false);
   }
   // Stop acknowledging peers that went quiet (peers that left: ApplyPendingPeers).
-  for (auto it = acks_.begin(); it != acks_.end();) {
-    auto last = it->second.window.last_received();
-    const bool stale = !last || now - *last > options_.fabric.stats_window;
-    it = stale ? acks_.erase(it) : std::next(it);
-  }
+  std::erase_if(acks_, [&](const auto& entry) {
+    auto last = entry.second.window.last_received();
+    return !last || now - *last > options_.fabric.stats_window;
+  });
 }
 
 void FabricService::Publish(MonoTime now) {

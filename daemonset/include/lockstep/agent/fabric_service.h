@@ -210,7 +210,11 @@ class FabricService {
     bool carried = false;  // SendDue: a probe of this tick carries its ack
     bool urgent = false;   // an urgent probe arrived: ack it at once, to the peer's urgent port
   };
-  std::map<WirePath, AckState> acks_;  // a peer's paths are adjacent (node first)
+  // Sorted by WirePath (a peer's paths adjacent), in one block: the prober
+  // wakes with cold caches, and a map's nodes cost a miss each.
+  std::vector<std::pair<WirePath, AckState>> acks_;
+  // acks_'s first entry at or after `key`.
+  std::vector<std::pair<WirePath, AckState>>::iterator AckAtOrAfter(const WirePath& key);
   std::vector<FabricDatagram> inbox_;
   // The batch being sent (one tick's packets), kept to reuse their storage.
   std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
