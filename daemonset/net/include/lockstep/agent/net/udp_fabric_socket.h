@@ -8,7 +8,8 @@
 // (ppoll on the urgent socket only: no wake-up per regular datagram) and
 // then drains both sockets with recvmmsg into buffers it owns. The urgent
 // socket is bound to port + kUrgentPortOffset.
-// Probes are marked DSCP CS6 (IP_TOS 0xc0, network control).
+// Probes are marked DSCP CS6 (IP_TOS 0xc0, network control) and don't
+// fragment (DF: IP_PMTUDISC_DO).
 // Thread-compatible.
 #pragma once
 
