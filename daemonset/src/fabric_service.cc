@@ -103,12 +103,6 @@ const FabricPeer* FabricService::PeerByWireId(uint32_t id) const {
   }
   return nullptr;
 }
-const FabricPeer* FabricService::KnownByName(const std::string& name) const {
-  for (const FabricPeer& p : known_) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
-}
 const FabricPeer* FabricService::PeerByName(const std::string& name) const {
   for (const FabricPeer& p : options_.setup.peers) {
     if (p.name == name) return &p;
@@ -159,10 +153,20 @@ Status FabricService::Adopt(MonoTime now) {
 }
 
 void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime now) {
+  for (fabric::PathId id = 0; id < probed_.size(); ++id) seqs_[monitor_.Key(id)] = probed_[id].seq;
   Apply(monitor_.SetPaths(
       names.empty() ? std::vector<PathKey>{}
                     : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
       now));
+  // SetPaths renumbered the paths: index what the hot path needs by id.
+  probed_.assign(monitor_.size(), Probed{});
+  ours_.clear();
+  for (fabric::PathId id = 0; id < monitor_.size(); ++id) {
+    const PathKey& key = monitor_.Key(id);
+    const FabricPeer* peer = PeerByName(key.peer);
+    probed_[id] = {peer, seqs_[key]};
+    if (peer) ours_.emplace(WirePath{WireNodeId(peer->id), key.rail, key.index}, id);
+  }
   RefreshCarriers();
   // A peer that left takes its series with it (at 10k nodes, peers come
   // and go; their gauges would otherwise report the last state forever).
@@ -250,9 +254,9 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
                                      {"known", std::to_string(known.size())}});
   options_.setup.peers = std::move(probed);
   known_ = std::move(known);
-  std::set<std::string> known_names;
-  for (const FabricPeer& p : known_) known_names.insert(p.name);
-  std::erase_if(acks_, [&](const auto& entry) { return !known_names.contains(entry.first.peer); });
+  std::set<uint32_t> known_ids;
+  for (const FabricPeer& p : known_) known_ids.insert(WireNodeId(p.id));
+  std::erase_if(acks_, [&](const auto& entry) { return !known_ids.contains(entry.first.node); });
   if (!adopted_) {
     if (Status st = Adopt(now); !st.ok()) {
       log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", st.error().message}});
@@ -261,10 +265,16 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   WatchPeers(names, now);
 }
 
-bool FabricService::HasCarrier(const PathKey& key, const AckState& a) const {
+std::vector<std::pair<FabricService::WirePath, FabricService::AckState>>::iterator FabricService::AckAtOrAfter(
+    const WirePath& key) {
+  return std::lower_bound(acks_.begin(), acks_.end(), key,
+                          [](const auto& entry, const WirePath& k) { return entry.first < k; });
+}
+
+bool FabricService::HasCarrier(const WirePath& key, const AckState& a) const {
   const auto& rails = options_.setup.rails;
   for (size_t r = 0; r < rails.size(); ++r) {
-    if (rails[r].ifindex == a.ifindex && monitor_.Watches({static_cast<int>(r), key.peer, key.index})) return true;
+    if (rails[r].ifindex == a.ifindex && ours_.contains({key.node, static_cast<int>(r), key.index})) return true;
   }
   return false;
 }
@@ -281,9 +291,9 @@ bool FabricService::AckOnlyDue() const {
 }
 
 void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
-  const std::vector<PathKey> due = monitor_.DueProbes(now);
-  const std::vector<PathKey> urgent = monitor_.TakeUrgent();
-  if (due.empty() && urgent.empty() && !AckOnlyDue()) return;
+  const bool tick = monitor_.TakeProbeTick(now);  // every path's probe
+  const std::vector<fabric::PathId> urgent = monitor_.TakeUrgent();
+  if (!tick && urgent.empty() && !AckOnlyDue()) return;
   // Every container here is a member reused tick after tick: no allocation
   // per probe once they have grown.
   out_bytes_.clear();
@@ -296,8 +306,10 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   // A probe for `path`; an urgent one goes to the peer's urgent port (which
   // wakes its prober: the ack comes back within a round trip) and carries
   // no ack, leaving the tick's carriers as they are.
-  auto add_probe = [&](const PathKey& path, bool is_urgent) {
-    const FabricPeer* peer = PeerByName(path.peer);
+  auto add_probe = [&](fabric::PathId id, bool is_urgent) {
+    const PathKey& path = monitor_.Key(id);
+    Probed& probed = probed_[id];
+    const FabricPeer* peer = probed.peer;
     if (!peer || path.rail >= static_cast<int>(options_.setup.rails.size())) return;
     const RailInfo& rail = options_.setup.rails[path.rail];
     FabricProbe p;
@@ -305,21 +317,21 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     p.path_index = static_cast<uint8_t>(path.index);
     p.sender = self;
     p.dest = WireNodeId(peer->id);
-    uint32_t& seq = seq_[path];
+    uint32_t& seq = probed.seq;
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
     // Each probe carries the ack of a peer path whose probes arrive on the
     // interface it leaves by (the same path index first, else the first in
     // key order): the ack retraces the links of the probes it acknowledges,
-    // whatever the rails are called at the other end. A scan: a host acks
-    // a handful of peer paths.
-    std::pair<const PathKey, AckState>* pick = nullptr;
-    for (auto& entry : acks_) {
-      if (is_urgent) break;
-      const auto& [k, a] = entry;
-      if (a.carried || a.ifindex != rail.ifindex || k.peer != path.peer) continue;
-      if (!pick || (k.index == path.index && pick->first.index != path.index)) pick = &entry;
+    // whatever the rails are called at the other end. A scan of this
+    // peer's paths (adjacent in acks_: a handful).
+    std::pair<WirePath, AckState>* pick = nullptr;
+    for (auto it = AckAtOrAfter({p.dest, 0, 0}); !is_urgent && it != acks_.end() && it->first.node == p.dest;
+         ++it) {
+      const auto& [k, a] = *it;
+      if (a.carried || a.ifindex != rail.ifindex) continue;
+      if (!pick || (k.index == path.index && pick->first.index != path.index)) pick = &*it;
     }
     if (pick) {
       pick->second.window.MarkAcked();
@@ -335,11 +347,13 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
                     .source = options_.setup.host_address});
     out_rail_.push_back(path.rail);
     reply_peer_.push_back(peer);
-    sent_probes_.push_back({path, seq, is_urgent});
+    sent_probes_.push_back({id, seq, is_urgent});
     if (is_urgent) urgent_.Inc({path.peer, rail.name});
   };
-  for (const PathKey& path : due) add_probe(path, false);
-  for (const PathKey& path : urgent) add_probe(path, true);
+  if (tick) {
+    for (fabric::PathId id = 0; id < monitor_.size(); ++id) add_probe(id, false);
+  }
+  for (fabric::PathId id : urgent) add_probe(id, true);
   // Acks no probe of ours carries (a peer that probes a path we do not,
   // or more of its paths arriving on one interface than we probe through
   // it) leave alone, out of the interface their probes arrive on: at every
@@ -348,8 +362,8 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   // when a probe of this tick carries it to the regular one.
   for (auto& [key, a] : acks_) {
     const bool is_urgent = std::exchange(a.urgent, false);
-    if (!is_urgent && (!a.window.pending() || a.carried || (due.empty() && a.has_carrier))) continue;
-    const FabricPeer* peer = KnownByName(key.peer);
+    if (!is_urgent && (!a.window.pending() || a.carried || (!tick && a.has_carrier))) continue;
+    const FabricPeer* peer = PeerByWireId(key.node);
     if (!peer) continue;
     FabricProbe p;
     p.sender = self;
@@ -397,14 +411,16 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     dropped_.Inc({FabricDropName(FabricDrop::kUnknownSender)});
     return;
   }
-  const PathKey key{p.rail, peer->name, p.path_index};
+  const WirePath key{p.sender, p.rail, p.path_index};
   if (p.seq) {
     // Its one-way delay from fabric time at the kernel's receive stamp (the
     // datagram may have waited in the socket until this wake-up).
     std::optional<int64_t> rx_fabric;
     if (fabric_now) rx_fabric = *fabric_now - std::chrono::duration_cast<Nanos>(now - d.received).count();
     const std::optional<int64_t> owd = OneWayDelayNs(p.tx_fabric, rx_fabric);
-    auto [it, fresh] = acks_.try_emplace(key);
+    auto it = AckAtOrAfter(key);
+    const bool fresh = it == acks_.end() || it->first != key;
+    if (fresh) it = acks_.insert(it, {key, AckState{}});
     AckState& a = it->second;
     a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
     if (fresh || a.ifindex != d.ifindex) {
@@ -414,14 +430,14 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     a.urgent = a.urgent || d.urgent;  // acked in this wake-up's SendDue
   }
   if (p.ack) {
-    const PathKey ours{p.ack_rail, peer->name, p.ack_path_index};
-    if (!monitor_.Watches(ours)) {
+    auto ours = ours_.find({p.sender, p.ack_rail, p.ack_path_index});
+    if (ours == ours_.end()) {
       // A probe of a path we do not watch may carry an ack (the peer acks
       // what it received before we stopped); an ack alone for it is stray.
       if (!p.seq) dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
       return;
     }
-    Apply(monitor_.OnAck(ours, *p.ack, d.received));
+    Apply(monitor_.OnAck(ours->second, *p.ack, d.received));
   }
 }
 
@@ -580,11 +596,10 @@ void FabricService::Sweep(MonoTime now) {
     if (r.down) ReleaseNeighbours(r.rail, false);
   }
   // Stop acknowledging peers that went quiet (peers that left: ApplyPendingPeers).
-  for (auto it = acks_.begin(); it != acks_.end();) {
-    auto last = it->second.window.last_received();
-    const bool stale = !last || now - *last > options_.fabric.stats_window;
-    it = stale ? acks_.erase(it) : std::next(it);
-  }
+  std::erase_if(acks_, [&](const auto& entry) {
+    auto last = entry.second.window.last_received();
+    return !last || now - *last > options_.fabric.stats_window;
+  });
 }
 
 void FabricService::Publish(MonoTime now) {

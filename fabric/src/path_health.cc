@@ -1,6 +1,7 @@
 #include "lockstep/fabric/path_health.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace lockstep::fabric {
@@ -10,12 +11,18 @@ constexpr size_t kMaxOutstanding = 64;
 constexpr size_t kMaxRecentlyMissed = 64;
 constexpr size_t kMaxWindowSamples = 1 << 16;
 
-// Nearest-rank percentile of a non-empty vector (reordered).
-Nanos Percentile(std::vector<Nanos>& v, double q) {
-  size_t rank = static_cast<size_t>(q * static_cast<double>(v.size()));
-  if (rank >= v.size()) rank = v.size() - 1;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
-  return v[rank];
+// Nearest-rank p50 and p99 of a non-empty vector (reordered). The p99 is
+// selected among the elements above the p50 only (nth_element leaves them
+// there): a quarter less work than two selections over the whole window.
+std::pair<Nanos, Nanos> P50P99(std::vector<Nanos>& v) {
+  auto rank = [&](double q) { return std::min(static_cast<size_t>(q * static_cast<double>(v.size())), v.size() - 1); };
+  const size_t r50 = rank(0.5), r99 = rank(0.99);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(r50), v.end());
+  if (r99 > r50) {
+    std::nth_element(v.begin() + static_cast<std::ptrdiff_t>(r50) + 1, v.begin() + static_cast<std::ptrdiff_t>(r99),
+                     v.end());
+  }
+  return {v[r50], v[r99]};
 }
 
 }  // namespace
@@ -207,6 +214,8 @@ void PathHealth::Record(Sample s) {
 PathStats PathHealth::Stats(Time now) const {
   PathStats s = totals_;
   std::vector<Nanos> owd, rtt;
+  owd.reserve(window_.size());
+  rtt.reserve(window_.size());
   int lost = 0;
   for (const Sample& x : window_) {
     if (x.at <= now - options_.stats_window || x.at > now) continue;
@@ -219,14 +228,8 @@ PathStats PathHealth::Stats(Time now) const {
     if (x.owd >= Nanos(0)) owd.push_back(x.owd);
   }
   if (s.window_samples > 0) s.loss = static_cast<double>(lost) / s.window_samples;
-  if (!owd.empty()) {
-    s.owd_p50 = Percentile(owd, 0.5);
-    s.owd_p99 = Percentile(owd, 0.99);
-  }
-  if (!rtt.empty()) {
-    s.rtt_p50 = Percentile(rtt, 0.5);
-    s.rtt_p99 = Percentile(rtt, 0.99);
-  }
+  if (!owd.empty()) std::tie(s.owd_p50, s.owd_p99) = P50P99(owd);
+  if (!rtt.empty()) std::tie(s.rtt_p50, s.rtt_p99) = P50P99(rtt);
   return s;
 }
 

@@ -10,33 +10,49 @@ PathMonitor::PathMonitor(const FabricOptions& options, uint64_t seed)
 
 Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
   std::set<PathKey> wanted(paths.begin(), paths.end());
-  for (auto it = paths_.begin(); it != paths_.end();) {
-    if (wanted.contains(it->first)) {
-      ++it;
+  // Urgent requests outlive the renumbering (by key).
+  std::vector<PathKey> urgent;
+  for (PathId id : urgent_) {
+    if (wanted.contains(paths_[id].key)) urgent.push_back(paths_[id].key);
+  }
+  // Kept paths keep their state; the new vector is in key order, as is `wanted`.
+  std::vector<Watched> old = std::exchange(paths_, {});
+  paths_.reserve(wanted.size());
+  auto kept = old.begin();
+  for (const PathKey& p : wanted) {
+    while (kept != old.end() && kept->key < p) {
+      dirty_peers_.insert(kept->key.peer);  // dropped
+      ++kept;
+    }
+    if (kept != old.end() && kept->key == p) {
+      paths_.push_back(std::move(*kept++));
       continue;
     }
-    const PathKey key = it->first;
-    schedule_.Remove(key);
-    path_flaps_.erase(key);
-    if (auto pp = peer_paths_.find(key.peer); pp != peer_paths_.end() && pp->second.erase(key) && pp->second.empty()) {
-      peer_paths_.erase(pp);
-    }
-    it = paths_.erase(it);
-    std::erase(urgent_, key);
-    dirty_peers_.insert(key.peer);
-  }
-  for (const PathKey& p : wanted) {
-    if (paths_.contains(p)) continue;
-    paths_.emplace(p, PathHealth(p, options_));
-    peer_paths_[p.peer].insert(p);
-    path_flaps_.emplace(p, FlapCounter(options_.flap_window, options_.flap_alert_per_hour));
+    paths_.push_back({p, PathHealth(p, options_), FlapCounter(options_.flap_window, options_.flap_alert_per_hour)});
     rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
-    schedule_.Add(p, now);
     dirty_peers_.insert(p.peer);
+  }
+  for (; kept != old.end(); ++kept) dirty_peers_.insert(kept->key.peer);
+  peer_paths_.clear();
+  for (PathId id = 0; id < paths_.size(); ++id) peer_paths_[paths_[id].key.peer].push_back(id);
+  urgent_.clear();
+  for (const PathKey& key : urgent) urgent_.push_back(*Find(key));
+  // Every path is probed at the schedule's ticks; new ones join the next.
+  if (paths_.empty()) {
+    schedule_.Stop();
+  } else {
+    schedule_.Start(now);
   }
   Decisions out;
   Replan(out, now);
   return out;
+}
+
+std::optional<PathId> PathMonitor::Find(const PathKey& path) const {
+  auto it = std::lower_bound(paths_.begin(), paths_.end(), path,
+                             [](const Watched& w, const PathKey& k) { return w.key < k; });
+  if (it == paths_.end() || it->key != path) return std::nullopt;
+  return static_cast<PathId>(it - paths_.begin());
 }
 
 void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
@@ -44,36 +60,28 @@ void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
   dirty_peers_.insert(peer);
 }
 
-std::vector<PathKey> PathMonitor::DueProbes(Time now) { return schedule_.TakeDue(now); }
-
-void PathMonitor::OnProbeSent(const PathKey& path, uint64_t seq, Time sent, bool urgent) {
-  auto it = paths_.find(path);
-  if (it == paths_.end()) return;
-  it->second.OnProbeSent(seq, sent, urgent);
+void PathMonitor::OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent) {
+  paths_[id].health.OnProbeSent(seq, sent, urgent);
 }
 
-std::vector<PathKey> PathMonitor::TakeUrgent() { return std::exchange(urgent_, {}); }
+std::vector<PathId> PathMonitor::TakeUrgent() { return std::exchange(urgent_, {}); }
 
-void PathMonitor::NoteUrgent(const PathKey& key, PathHealth& health) {
-  if (health.TakeUrgent()) urgent_.push_back(key);
+void PathMonitor::NoteUrgent(PathId id) {
+  if (paths_[id].health.TakeUrgent()) urgent_.push_back(id);
 }
 
-Decisions PathMonitor::OnReply(const PathKey& path, const Reply& reply) {
+Decisions PathMonitor::OnReply(PathId id, const Reply& reply) {
   Decisions out;
-  auto it = paths_.find(path);
-  if (it == paths_.end()) return out;
-  Absorb(it->second.OnReply(reply), out);
-  NoteUrgent(path, it->second);
+  Absorb(paths_[id].health.OnReply(reply), out);
+  NoteUrgent(id);
   Replan(out, reply.received);
   return out;
 }
 
-Decisions PathMonitor::OnAck(const PathKey& path, const AckField& ack, Time received) {
+Decisions PathMonitor::OnAck(PathId id, const AckField& ack, Time received) {
   Decisions out;
-  auto it = paths_.find(path);
-  if (it == paths_.end()) return out;
-  Absorb(it->second.OnAck(ack, received), out);
-  NoteUrgent(path, it->second);
+  Absorb(paths_[id].health.OnAck(ack, received), out);
+  NoteUrgent(id);
   Replan(out, received);
   return out;
 }
@@ -84,10 +92,11 @@ Decisions PathMonitor::Tick(Time now) {
   // Only the paths with something due, found by a scan once per wake-up (a
   // handful to a few hundred paths): cheaper than an index kept in step on
   // every probe sent and every ack (which was ~7% of the prober's time).
-  for (auto& [key, health] : paths_) {
+  for (PathId id = 0; id < paths_.size(); ++id) {
+    PathHealth& health = paths_[id].health;
     for (auto due = health.NextDeadline(); due && *due <= now; due = health.NextDeadline()) {
       for (Transition& t : health.Tick(now)) all.push_back(std::move(t));
-      NoteUrgent(key, health);
+      NoteUrgent(id);
     }
   }
   std::stable_sort(all.begin(), all.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
@@ -98,7 +107,7 @@ Decisions PathMonitor::Tick(Time now) {
 
 bool PathMonitor::ExcuseStall(Time due, Time now) {
   if (now - due <= options_.urgent_timeout) return false;
-  for (auto& [key, health] : paths_) health.Excuse(due, now);
+  for (Watched& w : paths_) w.health.Excuse(due, now);
   return true;
 }
 
@@ -106,7 +115,7 @@ void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
   std::map<int, Time> touched;  // rail -> its latest transition
   for (Transition& t : transitions) {
     dirty_peers_.insert(t.path.peer);
-    if (t.flap) path_flaps_.at(t.path).Record(t.at);
+    if (t.flap) (void)paths_[*Find(t.path)].flaps.Record(t.at);
     Time& at = touched[t.path.rail];
     at = std::max(at, t.at);
     out.transitions.push_back(std::move(t));
@@ -118,8 +127,9 @@ void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {
   // peer's path: the peer's rail flaps, ours does not.
   for (const auto& [rail, at] : touched) {
     int alive = 0, down = 0;
-    for (auto it = paths_.lower_bound(PathKey{rail, "", 0}); it != paths_.end() && it->first.rail == rail; ++it) {
-      const PathState st = it->second.state();
+    for (const Watched& w : paths_) {
+      if (w.key.rail != rail) continue;
+      const PathState st = w.health.state();
       alive += Usable(st) || st == PathState::kRecovering ? 1 : 0;
       down += st == PathState::kDown ? 1 : 0;
     }
@@ -144,9 +154,9 @@ void PathMonitor::Replan(Decisions& out, Time now) {
   std::map<std::string, PathKey> current;
   for (const std::string& peer : dirty_peers_) {
     if (auto pp = peer_paths_.find(peer); pp != peer_paths_.end()) {
-      for (const PathKey& key : pp->second) {
-        const PathHealth& h = paths_.at(key);
-        peers[peer].push_back({key, h.state(), h.RankingDelay(now)});
+      for (PathId id : pp->second) {
+        const Watched& w = paths_[id];
+        peers[peer].push_back({w.key, w.health.state(), w.health.RankingDelay(now)});
       }
     }
     if (auto pin = pins_.find(peer); pin != pins_.end()) current.emplace(peer, pin->second);
@@ -159,23 +169,24 @@ void PathMonitor::Replan(Decisions& out, Time now) {
 }
 
 std::optional<Time> PathMonitor::NextWakeup() const {
-  std::optional<Time> best = schedule_.NextDue();
-  for (const auto& [key, health] : paths_) {
-    if (auto due = health.NextDeadline(); due && (!best || *due < *best)) best = due;
+  std::optional<Time> best = schedule_.NextTick();
+  for (const Watched& w : paths_) {
+    if (auto due = w.health.NextDeadline(); due && (!best || *due < *best)) best = due;
   }
   return best;
 }
 
 PathState PathMonitor::State(const PathKey& path) const {
-  auto it = paths_.find(path);
-  return it == paths_.end() ? PathState::kUnknown : it->second.state();
+  auto id = Find(path);
+  return id ? paths_[*id].health.state() : PathState::kUnknown;
 }
 
 std::vector<PathView> PathMonitor::Paths(Time now) const {
   std::vector<PathView> out;
-  for (const auto& [key, health] : paths_) {
-    out.push_back({key, health.state(), health.Stats(now), health.hold_down_level(), health.ReadmitAt(),
-                   path_flaps_.at(key).Count(now)});
+  out.reserve(paths_.size());
+  for (const Watched& w : paths_) {
+    out.push_back({w.key, w.health.state(), w.health.Stats(now), w.health.hold_down_level(), w.health.ReadmitAt(),
+                   w.flaps.Count(now)});
   }
   return out;
 }
@@ -188,12 +199,12 @@ std::optional<PathKey> PathMonitor::Pin(const std::string& peer) const {
 
 std::vector<RailView> PathMonitor::Rails(Time now) const {
   std::map<int, RailView> rails;
-  for (const auto& [key, health] : paths_) {
-    RailView& r = rails[key.rail];
-    r.rail = key.rail;
+  for (const Watched& w : paths_) {
+    RailView& r = rails[w.key.rail];
+    r.rail = w.key.rail;
     ++r.paths;
-    r.usable += Usable(health.state()) ? 1 : 0;
-    r.failed += Failed(health.state()) ? 1 : 0;
+    r.usable += Usable(w.health.state()) ? 1 : 0;
+    r.failed += Failed(w.health.state()) ? 1 : 0;
   }
   std::vector<RailView> out;
   for (auto& [rail, r] : rails) {

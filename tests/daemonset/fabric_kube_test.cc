@@ -195,6 +195,40 @@ TEST_CASE("a removed peer's paths and pin go; the health view names the failed p
   CHECK(t.a.service->Health().peers == 1);
 }
 
+TEST_CASE("a peer set change renumbers the paths; probes and acks of the paths kept go on without a miss",
+          "[daemonset][fabric][kube]") {
+  Trio t;
+  for (KubeNode* n : t.all) REQUIRE(n->service->Start().ok());
+  t.Mesh();
+  t.Run(400ms);
+  auto misses = [&](const std::string& peer) {
+    uint64_t n = 0;
+    for (const auto& v : t.a.service->monitor().Paths(t.clock.Monotonic())) {
+      if (v.path.peer == peer) n += v.stats.misses;
+    }
+    return n;
+  };
+  // a stops probing b (c's paths move to ids 0 and 1) but still answers it
+  // (ack-only packets), then probes it again (b's paths after c's on each
+  // rail again, their seqs going on from where they were).
+  t.a.service->SetPeers({Peer("c", kHostC)}, {Peer("b", kHostB)});
+  t.Run(300ms);
+  REQUIRE(t.a.service->monitor().size() == 2);
+  t.a.service->SetPeers({Peer("b", kHostB), Peer("c", kHostC)}, {});
+  t.Run(300ms);
+  REQUIRE(t.a.service->monitor().size() == 4);
+  for (const auto& v : t.a.service->monitor().Paths(t.clock.Monotonic())) {
+    INFO(fabric::ToString(v.path));
+    CHECK(v.state == fabric::PathState::kUp);
+    CHECK(v.stats.replies > 0);
+  }
+  CHECK(misses("b") == 0);
+  CHECK(misses("c") == 0);
+  // b's paths to a stayed up throughout: a acked them alone meanwhile.
+  CHECK(t.b.service->monitor().State({0, "a", 0}) == fabric::PathState::kUp);
+  CHECK(t.b.service->monitor().State({1, "a", 0}) == fabric::PathState::kUp);
+}
+
 TEST_CASE("a rail's flap alert is handed over once per raise", "[daemonset][fabric][kube]") {
   Trio t;  // flapAlertPerHour 1
   for (KubeNode* n : t.all) REQUIRE(n->service->Start().ok());

@@ -74,5 +74,34 @@ TEST_CASE("the urgent port ends the prober's sleep at once; the regular port wai
   CHECK(again.error().message.find("fabric.port + 1") != std::string::npos);
 }
 
+TEST_CASE("every read keeps each datagram's arrival interface and receive time, batch after batch", "[daemonset][udp]") {
+  // The receive slots are set up once and reused: a slot whose lengths were
+  // not reset would lose its control messages (interface, kernel time).
+  const Clock& clock = SystemClock::Instance();
+  auto opened = UdpFabricSocket::Open("127.0.0.1", 0, clock);
+  REQUIRE(opened.ok());
+  UdpFabricSocket& s = **opened;
+  const int lo = static_cast<int>(::if_nametoindex("lo"));
+  for (int round = 0; round < 3; ++round) {
+    const MonoTime before = clock.Monotonic();
+    for (int i = 0; i < 70; ++i) {  // more than one recvmmsg batch (64)
+      const std::vector<uint8_t> bytes{static_cast<uint8_t>(round), static_cast<uint8_t>(i)};
+      REQUIRE(s.SendVia(bytes, kLoopback, s.port(), lo, kLoopback).ok());
+    }
+    std::vector<FabricDatagram> got;
+    REQUIRE(s.Poll(0ns, got).ok());
+    REQUIRE(got.size() == 70);
+    for (int i = 0; i < 70; ++i) {
+      const FabricDatagram& d = got[static_cast<size_t>(i)];
+      INFO("round " << round << ", datagram " << i);
+      CHECK(std::ranges::equal(d.bytes(), std::vector<uint8_t>{static_cast<uint8_t>(round), static_cast<uint8_t>(i)}));
+      CHECK(d.ifindex == lo);
+      CHECK(d.source == kLoopback);
+      CHECK(d.received >= before);
+      CHECK(d.received <= clock.Monotonic());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::agent

@@ -54,12 +54,15 @@ class FabricSim {
       while (!inflight_.empty() && inflight_.begin()->first <= now_) {
         auto [path, reply] = inflight_.begin()->second;
         inflight_.erase(inflight_.begin());
-        if (delivers_(path, now_)) Apply(m_.OnReply(path, reply));
+        // A reply for a path no longer watched is dropped (as the agent drops it).
+        if (auto id = m_.Find(path); id && delivers_(path, now_)) Apply(m_.OnReply(*id, reply));
       }
       Apply(m_.Tick(now_));
-      for (const PathKey& p : m_.DueProbes(now_)) Send(p, false);
+      if (m_.TakeProbeTick(now_)) {
+        for (PathId p = 0; p < m_.size(); ++p) Send(p, false);
+      }
       if (urgent_) {
-        for (const PathKey& p : m_.TakeUrgent()) Send(p, true);
+        for (PathId p : m_.TakeUrgent()) Send(p, true);
       }
       if (after_step) after_step(*this);
     }
@@ -87,8 +90,9 @@ class FabricSim {
     }
   }
 
-  void Send(const PathKey& p, bool urgent) {
-    m_.OnProbeSent(p, ++seq_, now_, urgent);
+  void Send(PathId id, bool urgent) {
+    m_.OnProbeSent(id, ++seq_, now_, urgent);
+    const PathKey& p = m_.Key(id);
     urgent_sent_ += urgent ? 1 : 0;
     if (!delivers_(p, now_)) return;
     const Nanos d = delay_(p);

@@ -1,6 +1,9 @@
 // One path's state machine, driven by synthetic times (no clock, no sleep).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <random>
+
 #include "fabric_sim.h"
 #include "lockstep/fabric/path_health.h"
 
@@ -259,6 +262,33 @@ TEST_CASE("a stall excuses only timeouts inside it, each for its whole length ag
   d.Keep(d.h.Tick(At(35ms)));
   REQUIRE(d.h.Stats(At(35ms)).misses == 2);
   REQUIRE(d.h.NextDeadline() == At(40ms));           // the excused one: 30 ms + its 10 ms
+}
+
+TEST_CASE("p50 and p99 are nearest-rank whatever the order the samples came in", "[fabric]") {
+  std::mt19937_64 rng(17);
+  for (int n : {1, 2, 3, 50, 99, 100, 101, 250, 709}) {
+    std::vector<int> us(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) us[static_cast<size_t>(i)] = i + 1;  // 1..n us
+    std::shuffle(us.begin(), us.end(), rng);
+    PathHealth h(kPath, FabricOptions{});
+    uint64_t seq = 0;
+    for (int i = 0; i < n; ++i) {
+      const Time t = At(i * 10ms);
+      const Nanos owd = std::chrono::microseconds(us[static_cast<size_t>(i)]);
+      h.OnProbeSent(++seq, t);
+      (void)h.OnReply({seq, t + 2 * owd, owd});
+    }
+    const PathStats s = h.Stats(At(n * 10ms));
+    INFO("n = " << n);
+    REQUIRE(s.window_samples == n);
+    auto nearest = [&](double q) {  // the value of rank floor(q n), 0-based: rank + 1 us
+      return Nanos(std::chrono::microseconds(std::min(static_cast<int>(q * n), n - 1) + 1));
+    };
+    CHECK(*s.owd_p50 == nearest(0.5));
+    CHECK(*s.owd_p99 == nearest(0.99));
+    CHECK(*s.rtt_p50 == 2 * nearest(0.5));
+    CHECK(*s.rtt_p99 == 2 * nearest(0.99));
+  }
 }
 
 }  // namespace

@@ -349,7 +349,7 @@ TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing 
     Time now = At(0ms);
     (void)m.SetPaths(paths, now);
     uint64_t seq = 0;
-    std::map<PathKey, std::vector<std::pair<uint64_t, Time>>> pending;  // probes not yet acked: seq, sent
+    std::map<PathId, std::vector<std::pair<uint64_t, Time>>> pending;  // probes not yet acked: seq, sent
     int downs = 0, misses = 0;
     auto take = [&](const Decisions& d) {
       for (const Transition& t : d.transitions) downs += t.to == PathState::kDown ? 1 : 0;
@@ -365,11 +365,13 @@ TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing 
         std::erase_if(probes, [&](const auto& p) { return acked_at(p.second) <= now; });
       }
       take(m.Tick(now));
-      for (const PathKey& p : m.DueProbes(now)) {
-        m.OnProbeSent(p, ++seq, now);
-        pending[p].push_back({seq, now});
+      if (m.TakeProbeTick(now)) {
+        for (PathId p = 0; p < m.size(); ++p) {
+          m.OnProbeSent(p, ++seq, now);
+          pending[p].push_back({seq, now});
+        }
       }
-      for (const PathKey& p : m.TakeUrgent()) {
+      for (PathId p : m.TakeUrgent()) {
         m.OnProbeSent(p, ++seq, now, true);
         pending[p].push_back({seq, now});
       }
@@ -387,6 +389,43 @@ TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing 
   (void)m.SetPaths(EnumeratePaths(1, {"b"}), At(0ms));
   REQUIRE_FALSE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout));
   REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout + 1ns));
+}
+
+TEST_CASE("paths are numbered in key order; SetPaths renumbers them and keeps what it keeps", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 7);
+  (void)m.SetPaths(EnumeratePaths(2, {"b", "c"}), At(0ms));
+  REQUIRE(m.size() == 4);
+  for (PathId id = 0; id < m.size(); ++id) {
+    REQUIRE(m.Find(m.Key(id)) == id);
+    if (id > 0) REQUIRE(m.Key(id - 1) < m.Key(id));
+  }
+  REQUIRE_FALSE(m.Find({0, "a", 0}));
+  REQUIRE_FALSE(m.Watches({0, "a", 0}));
+
+  // c on rail 0 goes up, then misses a probe: suspect, and it asks for an urgent probe.
+  const PathKey c0{0, "c", 0};
+  m.OnProbeSent(*m.Find(c0), 1, At(0ms));
+  (void)m.OnAck(*m.Find(c0), {1, 0, std::nullopt, 0ms}, At(1ms));
+  REQUIRE(m.State(c0) == PathState::kUp);
+  m.OnProbeSent(*m.Find(c0), 2, At(10ms));
+  (void)m.Tick(At(10ms) + m.options().reply_timeout);
+  REQUIRE(m.State(c0) == PathState::kSuspect);
+
+  // a joins (before c in key order), b on rail 1 leaves: c keeps its state,
+  // its urgent request and its probe outstanding, under its new id.
+  std::vector<PathKey> paths = EnumeratePaths(2, {"a", "b", "c"});
+  std::erase(paths, PathKey{1, "b", 0});
+  (void)m.SetPaths(paths, At(30ms));
+  REQUIRE(m.size() == 5);
+  REQUIRE_FALSE(m.Find({1, "b", 0}));
+  const PathId c0_id = *m.Find(c0);
+  REQUIRE(m.Key(c0_id) == c0);
+  REQUIRE(m.State(c0) == PathState::kSuspect);
+  REQUIRE(m.TakeUrgent() == std::vector<PathId>{c0_id});
+  m.OnProbeSent(c0_id, 3, At(31ms), true);
+  (void)m.OnAck(c0_id, {3, 0, std::nullopt, 0ms}, At(32ms));
+  REQUIRE(m.State(c0) == PathState::kUp);
+  REQUIRE(m.State({0, "a", 0}) == PathState::kUnknown);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "fabric_sim.h"
 #include "lockstep/fabric/flap_counter.h"
 #include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path_monitor.h"
 #include "lockstep/fabric/probe_schedule.h"
 
 namespace lockstep::fabric {
@@ -25,60 +26,63 @@ TEST_CASE("probe gaps stay within the jitter bounds and spread over them", "[fab
   REQUIRE(hi > 10900us);
 }
 
-TEST_CASE("the schedule is deterministic per seed and spreads new paths over one interval", "[fabric]") {
+TEST_CASE("the schedule is deterministic per seed and starts at a random point of one interval", "[fabric]") {
   auto run = [](uint64_t seed) {
     ProbeSchedule s(10ms, 0.1, seed);
-    std::vector<std::pair<Time, PathKey>> probes;
-    for (const PathKey& p : EnumeratePaths(2, {"a", "b", "c"})) {
-      s.Add(p, At(0ms));
-      REQUIRE(*s.DueAt(p) >= At(0ms));
-      REQUIRE(*s.DueAt(p) < At(10ms));
-    }
+    REQUIRE_FALSE(s.TakeTick(At(0ms)));  // not started: no ticks
+    s.Start(At(0ms));
+    REQUIRE(*s.NextTick() >= At(0ms));
+    REQUIRE(*s.NextTick() < At(10ms));
+    std::vector<Time> ticks;
     for (Time t = At(0ms); t < At(1s); t += 1ms) {
-      for (const PathKey& p : s.TakeDue(t)) probes.emplace_back(t, p);
+      if (s.TakeTick(t)) ticks.push_back(t);
     }
-    return probes;
+    return ticks;
   };
   auto a = run(7), b = run(7), c = run(8);
   REQUIRE(a == b);
   REQUIRE(a != c);
-  // Every path is probed about once per interval: 6 paths x ~100 probes.
-  REQUIRE(a.size() >= 6 * 90);
-  REQUIRE(a.size() <= 6 * 112);
+  // About one tick per interval (9-11 ms gaps, taken at 1 ms resolution).
+  REQUIRE(a.size() >= 90);
+  REQUIRE(a.size() <= 112);
 }
 
-TEST_CASE("every path is probed in the same tick, and a path added later joins it", "[fabric]") {
-  ProbeSchedule s(10ms, 0.1, 3);
+TEST_CASE("every path is probed in the same tick, and a path added later joins the running ticks", "[fabric]") {
+  PathMonitor m(FabricOptions{}, 3);
   const auto paths = EnumeratePaths(2, {"a", "b", "c"});
-  for (size_t i = 0; i + 1 < paths.size(); ++i) s.Add(paths[i], At(0ms));
-  bool added = false;
-  int ticks = 0;
+  REQUIRE_FALSE(m.TakeProbeTick(At(0ms)));  // no paths: no ticks
+  (void)m.SetPaths(std::vector<PathKey>(paths.begin(), paths.end() - 1), At(0ms));
+  std::vector<Time> ticks;
   for (Time t = At(0ms); t < At(1s); t += 1ms) {
-    const auto due = s.TakeDue(t);
-    if (due.empty()) continue;
-    ++ticks;
-    // One batch per tick: every watched path, never a subset.
-    CHECK(due.size() == (added ? paths.size() : paths.size() - 1));
-    if (!added && t >= At(300ms)) {
-      s.Add(paths.back(), t);  // joins the next tick
-      CHECK(s.DueAt(paths.back()) == s.DueAt(paths.front()));
-      added = true;
-    }
+    (void)m.Tick(t);
+    if (t == At(300ms)) (void)m.SetPaths(paths, t);  // no new phase: it joins the next tick
+    if (m.TakeProbeTick(t)) ticks.push_back(t);
   }
-  CHECK(ticks >= 90);  // ~100 ticks of 9-11 ms
-  CHECK(ticks <= 112);
+  REQUIRE(ticks.size() >= 60);  // 14 ms +-10%: ~70 ticks
+  REQUIRE(ticks.size() <= 80);
+  for (size_t i = 1; i < ticks.size(); ++i) {
+    CHECK(ticks[i] - ticks[i - 1] >= 12ms);  // 12.6-15.4 ms gaps, seen at 1 ms resolution
+    CHECK(ticks[i] - ticks[i - 1] <= 16ms);
+  }
+  (void)m.SetPaths({}, At(1s));
+  REQUIRE_FALSE(m.TakeProbeTick(At(2s)));
 }
 
-TEST_CASE("a caller that is late gets one probe per path, not a burst", "[fabric]") {
+TEST_CASE("a caller that is late gets one tick, not a burst", "[fabric]") {
   ProbeSchedule s(10ms, 0.1, 1);
-  PathKey p{0, "a", 0};
-  s.Add(p, At(0ms));
-  REQUIRE(s.TakeDue(At(500ms)).size() == 1);
-  REQUIRE(*s.DueAt(p) > At(500ms));
-  REQUIRE(s.TakeDue(At(500ms)).empty());
-  REQUIRE(s.NextDue() == s.DueAt(p));
-  s.Remove(p);
-  REQUIRE_FALSE(s.NextDue().has_value());
+  s.Start(At(0ms));
+  const Time first = *s.NextTick();
+  s.Start(At(5ms));  // running: no new phase
+  REQUIRE(s.NextTick() == first);
+  REQUIRE(s.TakeTick(At(500ms)));
+  REQUIRE(*s.NextTick() > At(500ms));
+  REQUIRE_FALSE(s.TakeTick(At(500ms)));
+  s.Stop();
+  REQUIRE_FALSE(s.NextTick().has_value());
+  REQUIRE_FALSE(s.TakeTick(At(2s)));
+  s.Start(At(2s));  // a new phase from now
+  REQUIRE(*s.NextTick() >= At(2s));
+  REQUIRE(*s.NextTick() < At(2s) + 10ms);
 }
 
 TEST_CASE("flaps slide out of the hour", "[fabric]") {

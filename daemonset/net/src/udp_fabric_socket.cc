@@ -72,6 +72,11 @@ Result<int> OpenOne(const std::string& bind_address, int port) {
   // mistaken for a dead link.
   int tos = kFabricProbeTos;
   if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return fail("IP_TOS");
+  // Don't fragment: a probe is 74 bytes, and for DF datagrams of an
+  // unconnected socket the kernel leaves the IP ID 0 instead of running its
+  // hashed ID generator per packet (~1% of the prober's samples).
+  int pmtu = IP_PMTUDISC_DO;
+  if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) return fail("IP_MTU_DISCOVER");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -175,24 +180,43 @@ Status UdpFabricSocket::Poll(std::chrono::nanoseconds max_wait, std::vector<Fabr
   return Drain(fd_, false, out);
 }
 
-Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& out) {
-  static thread_local std::array<std::array<uint8_t, kRecvBuffer>, kBatch> bufs;
+// Every datagram slot of a recvmmsg, pointing at its own buffers. The
+// kernel writes back only the lengths (msg_len, msg_namelen,
+// msg_controllen) and msg_flags, so a slot is set up once and only its
+// lengths are reset after use (not 64 headers per call).
+struct UdpFabricSocket::RecvSlots {
+  std::array<std::array<uint8_t, kRecvBuffer>, kBatch> bufs;
   std::array<sockaddr_in, kBatch> from;
   std::array<iovec, kBatch> iov;
-  alignas(cmsghdr) static thread_local std::array<std::array<char, kRecvControl>, kBatch> control;
+  alignas(cmsghdr) std::array<std::array<char, kRecvControl>, kBatch> control;
   std::array<mmsghdr, kBatch> msgs;
-  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call
+
+  RecvSlots() {
     for (size_t i = 0; i < kBatch; ++i) {
       iov[i] = iovec{bufs[i].data(), bufs[i].size()};
       msgs[i] = mmsghdr{};
       msgs[i].msg_hdr.msg_name = &from[i];
-      msgs[i].msg_hdr.msg_namelen = sizeof from[i];
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
       msgs[i].msg_hdr.msg_control = control[i].data();
-      msgs[i].msg_hdr.msg_controllen = control[i].size();
+      Reset(i);
     }
-    const int got = ::recvmmsg(fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+  }
+  void Reset(size_t i) {
+    msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+    msgs[i].msg_hdr.msg_controllen = control[i].size();
+    msgs[i].msg_hdr.msg_flags = 0;
+    msgs[i].msg_len = 0;
+  }
+};
+
+UdpFabricSocket::UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock)
+    : fd_(fd), urgent_fd_(urgent_fd), port_(port), clock_(clock), recv_(std::make_unique<RecvSlots>()) {}
+
+Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& out) {
+  RecvSlots& r = *recv_;
+  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call
+    const int got = ::recvmmsg(fd, r.msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return Unavailable(std::string("fabric probe receive: ") + std::strerror(errno));
     }
@@ -203,12 +227,12 @@ Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& 
     const MonoTime mono_now = clock_.Monotonic();
     const WallTime wall_now = clock_.Wall();
     for (int i = 0; i < got; ++i) {
-      const mmsghdr& m = msgs[static_cast<size_t>(i)];
-      FabricDatagram d;
+      const mmsghdr& m = r.msgs[static_cast<size_t>(i)];
+      FabricDatagram& d = out.emplace_back();
       d.received = mono_now;
       d.urgent = urgent;
-      d.Assign(std::span<const uint8_t>(bufs[static_cast<size_t>(i)].data(), m.msg_len));
-      d.source = ntohl(from[static_cast<size_t>(i)].sin_addr.s_addr);
+      d.Assign(std::span<const uint8_t>(r.bufs[static_cast<size_t>(i)].data(), m.msg_len));
+      d.source = ntohl(r.from[static_cast<size_t>(i)].sin_addr.s_addr);
       for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c != nullptr;
            c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), c)) {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
@@ -225,7 +249,7 @@ Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& 
           d.received = mono_now - age;
         }
       }
-      out.push_back(d);
+      r.Reset(static_cast<size_t>(i));
     }
     if (static_cast<size_t>(got) < kBatch) break;
   }

@@ -154,12 +154,13 @@ class FabricService {
   void SendDue(MonoTime now, std::optional<int64_t> fabric_now);
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
+  struct WirePath;
   struct AckState;
   // A probe of ours leaves through the interface the peer path's probes
   // arrive on. Kept in AckState::has_carrier: set when its interface
   // changes and when the watched paths change (RefreshCarriers), read on
   // every wake-up.
-  bool HasCarrier(const fabric::PathKey& key, const AckState& a) const;
+  bool HasCarrier(const WirePath& key, const AckState& a) const;
   void RefreshCarriers();
   bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
@@ -176,7 +177,6 @@ class FabricService {
   void ApplyPendingPeers(MonoTime now);
   void WatchPeers(const std::vector<std::string>& names, MonoTime now);
   const FabricPeer* PeerByWireId(uint32_t id) const;        // known peers
-  const FabricPeer* KnownByName(const std::string& name) const;
   const FabricPeer* PeerByName(const std::string& name) const;
 
   FabricSocket& socket_;
@@ -187,7 +187,24 @@ class FabricService {
   FabricServiceOptions options_;
   NodeId self_;
   fabric::PathMonitor monitor_;
-  std::map<fabric::PathKey, uint32_t> seq_;  // each path's last probe seq
+  // Peer names stay at the edges (metrics, status, routes, logs): per
+  // received datagram and per probe sent, paths are found by integers.
+  // A path as the wire names it: a node's 32-bit wire id, a rail and a path
+  // index of that node (a peer's path, or ours as a peer's ack names it).
+  struct WirePath {
+    uint32_t node = 0;  // WireNodeId
+    int rail = 0;
+    int index = 0;
+    auto operator<=>(const WirePath&) const = default;
+  };
+  // Each watched path of ours, by fabric::PathId (rebuilt by WatchPeers).
+  struct Probed {
+    const FabricPeer* peer = nullptr;  // in options_.setup.peers
+    uint32_t seq = 0;                  // its last probe seq
+  };
+  std::vector<Probed> probed_;
+  std::map<WirePath, fabric::PathId> ours_;  // our watched paths as the peers' acks name them
+  std::map<fabric::PathKey, uint32_t> seqs_;  // last seqs, kept across WatchPeers (a re-added path goes on)
   // What we received of each peer path (peer, its rail and path index), to ack.
   struct AckState {
     fabric::AckWindow window;
@@ -196,7 +213,11 @@ class FabricService {
     bool carried = false;  // SendDue: a probe of this tick carries its ack
     bool urgent = false;   // an urgent probe arrived: ack it at once, to the peer's urgent port
   };
-  std::map<fabric::PathKey, AckState> acks_;
+  // Sorted by WirePath (a peer's paths adjacent), in one block: the prober
+  // wakes with cold caches, and a map's nodes cost a miss each.
+  std::vector<std::pair<WirePath, AckState>> acks_;
+  // acks_'s first entry at or after `key`.
+  std::vector<std::pair<WirePath, AckState>>::iterator AckAtOrAfter(const WirePath& key);
   std::vector<FabricDatagram> inbox_;
   // The batch being sent (one tick's packets), kept to reuse their storage.
   std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
@@ -204,7 +225,7 @@ class FabricService {
   std::vector<int> out_rail_;                // the rail of each probe; -1: ack-only
   std::vector<const FabricPeer*> reply_peer_;  // the peer of each (valid during SendDue)
   struct SentProbe {
-    fabric::PathKey path;
+    fabric::PathId path = 0;
     uint32_t seq = 0;
     bool urgent = false;
   };

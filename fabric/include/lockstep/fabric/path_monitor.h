@@ -5,19 +5,22 @@
 // actions). The agent drives it from one thread:
 //
 //   monitor.SetPaths(EnumeratePaths(rails, peers), now);
+//   (map each monitor.Key(id), id < monitor.size(), to what the caller needs)
 //   loop:
 //     monitor.ExcuseStall(due, now);  // due: the NextWakeup slept until
-//     on a reply: Apply(monitor.OnReply(path, reply));
-//       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(path, ack, received)))
+//     on a reply: Apply(monitor.OnReply(id, reply));
+//       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(id, ack, received)))
 //     Apply(monitor.Tick(now));
-//     for (PathKey p : monitor.DueProbes(now)) { send; monitor.OnProbeSent(p, seq, now); }
-//     for (PathKey p : monitor.TakeUrgent()) { send urgent; monitor.OnProbeSent(p, seq, now, true); }
+//     if (monitor.TakeProbeTick(now)) for each PathId p < monitor.size(): { send; monitor.OnProbeSent(p, seq, now); }
+//     for (PathId p : monitor.TakeUrgent()) { send urgent; monitor.OnProbeSent(p, seq, now, true); }
 //     sleep until monitor.NextWakeup() or an urgent datagram arrives
 //
 // where Apply hands actions to a RouteActuator, transitions to metrics and
-// logs, alerts to an Event. Each event costs O(log paths) plus the planning
-// of the one peer whose paths changed state. Not thread-safe
-// (thread-compatible).
+// logs, alerts to an Event. Paths are named by PathKey (peer names) at the
+// edges and by PathId, their index in the monitor, on the hot path: a probe
+// sent or an ack costs a vector index, no map look-up or string comparison.
+// A wake-up scans the paths once; a state change adds the planning of the
+// one peer whose paths changed. Not thread-safe (thread-compatible).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +87,10 @@ struct RailView {
   bool alerting = false;  // above flap_alert_per_hour (until it slides back)
 };
 
+// A watched path's index in a PathMonitor: 0 .. size() - 1, in key order,
+// valid until the next SetPaths (which renumbers them).
+using PathId = uint32_t;
+
 class PathMonitor {
  public:
   // REQUIRES: Validate(options).ok(). `seed` seeds the probe jitter.
@@ -91,27 +98,35 @@ class PathMonitor {
 
   // The paths to watch. New paths start unknown and get probed; paths not
   // listed are dropped (with their counters), and a peer without paths is
-  // unpinned by the returned actions.
+  // unpinned by the returned actions. Renumbers the PathIds.
   Decisions SetPaths(const std::vector<PathKey>& paths, Time now);
+
+  // The watched paths: ids 0 .. size() - 1, key order.
+  size_t size() const { return paths_.size(); }
+  // REQUIRES: id < size().
+  const PathKey& Key(PathId id) const { return paths_[id].key; }
+  // A watched path's id; nullopt when not watched. O(log paths).
+  std::optional<PathId> Find(const PathKey& path) const;
 
   // A route this host already has (found when the agent starts): the peer
   // counts as pinned to `path`, so the plan keeps or removes it like its own.
   void AdoptPin(const std::string& peer, const PathKey& path);
 
-  // Paths whose probe is due at or before now (each is rescheduled).
-  std::vector<PathKey> DueProbes(Time now);
+  // Whether a probe tick is due at or before now: every watched path is
+  // probed at each tick (probe_schedule.h). If so, the schedule moves on.
+  bool TakeProbeTick(Time now) { return !paths_.empty() && schedule_.TakeTick(now); }
   // `seq` must be unique among the path's recent probes (a global counter works);
-  // the reply carrying it is matched to this probe.
-  void OnProbeSent(const PathKey& path, uint64_t seq, Time sent, bool urgent = false);
+  // the reply carrying it is matched to this probe. REQUIRES: id < size().
+  void OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent = false);
   // Paths that missed a probe and want an urgent one now (PathHealth::
   // TakeUrgent), in the order they asked; each is returned once per miss.
-  std::vector<PathKey> TakeUrgent();
-  // A reply for a path not watched is ignored (empty decisions).
-  Decisions OnReply(const PathKey& path, const Reply& reply);
-  // The peer's acknowledgement for `path` (symmetric probing: ack_window.h),
-  // received at `received`; ignored for a path not watched.
-  Decisions OnAck(const PathKey& path, const AckField& ack, Time received);
-  bool Watches(const PathKey& path) const { return paths_.contains(path); }
+  std::vector<PathId> TakeUrgent();
+  // A reply for path `id`. REQUIRES: id < size().
+  Decisions OnReply(PathId id, const Reply& reply);
+  // The peer's acknowledgement for path `id` (symmetric probing:
+  // ack_window.h), received at `received`. REQUIRES: id < size().
+  Decisions OnAck(PathId id, const AckField& ack, Time received);
+  bool Watches(const PathKey& path) const { return Find(path).has_value(); }
   Decisions Tick(Time now);
 
   // The caller meant to run at `due` (the NextWakeup it slept until) and
@@ -125,7 +140,7 @@ class PathMonitor {
   // A real failure during a stall is detected up to one timeout later.
   bool ExcuseStall(Time due, Time now);
 
-  // When to call Tick or DueProbes next (the earliest probe, timeout,
+  // When to call Tick or TakeProbeTick next (the earliest probe, timeout,
   // re-admission or decay); nullopt when no path is watched.
   std::optional<Time> NextWakeup() const;
 
@@ -144,22 +159,28 @@ class PathMonitor {
   const FabricOptions& options() const { return options_; }
 
  private:
+  // One watched path.
+  struct Watched {
+    PathKey key;
+    PathHealth health;
+    FlapCounter flaps;  // path flaps (transitions into down that flap)
+  };
+
   void Absorb(std::vector<Transition> transitions, Decisions& out);
   void Replan(Decisions& out, Time now);
-  void NoteUrgent(const PathKey& key, PathHealth& health);  // after anything that can miss
+  void NoteUrgent(PathId id);  // after anything that can miss
 
   FabricOptions options_;
   ProbeSchedule schedule_;
-  std::map<PathKey, PathHealth> paths_;
-  std::map<std::string, std::set<PathKey>> peer_paths_;
-  std::map<PathKey, FlapCounter> path_flaps_;
+  std::vector<Watched> paths_;  // by PathId: key order
+  std::map<std::string, std::vector<PathId>> peer_paths_;  // rebuilt by SetPaths
   std::map<int, FlapCounter> rail_flaps_;
   std::map<int, bool> rail_dead_;   // every path with a verdict down, as of the last transition
   std::set<int> rail_delivered_;     // rails that had a usable path (a first down is no flap)
   std::map<std::string, PathKey> pins_;
   std::optional<Time> last_flap_;
   std::set<std::string> dirty_peers_;  // to plan again
-  std::vector<PathKey> urgent_;        // TakeUrgent
+  std::vector<PathId> urgent_;         // TakeUrgent
 };
 
 }  // namespace lockstep::fabric

@@ -8,7 +8,8 @@
 // (ppoll on the urgent socket only: no wake-up per regular datagram) and
 // then drains both sockets with recvmmsg into buffers it owns. The urgent
 // socket is bound to port + kUrgentPortOffset.
-// Probes are marked DSCP CS6 (IP_TOS 0xc0, network control).
+// Probes are marked DSCP CS6 (IP_TOS 0xc0, network control) and don't
+// fragment (DF: IP_PMTUDISC_DO).
 // Thread-compatible.
 #pragma once
 
@@ -36,13 +37,14 @@ class UdpFabricSocket final : public FabricSocket {
   int port() const override { return port_; }
 
  private:
-  UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock)
-      : fd_(fd), urgent_fd_(urgent_fd), port_(port), clock_(clock) {}
+  struct RecvSlots;  // recvmmsg's headers and buffers, set up once
+  UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& clock);
   Status Drain(int fd, bool urgent, std::vector<FabricDatagram>& out);
   int fd_;
   int urgent_fd_;
   int port_;
   const Clock& clock_;
+  std::unique_ptr<RecvSlots> recv_;
 };
 
 }  // namespace lockstep::agent
