@@ -44,8 +44,12 @@
 # The routers' forwarding runs in their own napi/* kernel threads (the
 # switches' work, not the host's); each host's receive path (IP, UDP, the
 # socket queue) runs in the napi threads of its rail devices, which are
-# counted as the host's: "host" = prober thread + its rails' napi threads
-# (these also carry the clock-sync packets and ARP: an upper bound).
+# counted as the host's. These also receive the clock-sync packets (rail 0)
+# and ARP, so the probes are charged the napi time in proportion to their
+# share of the packets the rails received (rx_packets; the probes sent to
+# the host, from the other agents' metrics): "host" (host_probe_percent) =
+# prober thread + that share of its rails' napi threads; host_upper_percent
+# charges them all of it (the figure before 2026-11-26 18:30 UTC).
 # $NETLAB and $LOCKSTEP_AGENT override the binaries (default build/dev).
 set -euo pipefail
 SECONDS_RUN=20
@@ -71,7 +75,7 @@ while (($#)); do
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
-    -h|--help) sed -n 2,46p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,53p "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -182,15 +186,32 @@ napi_ns() {  # napi_ns H: exact run time (ns) of host H's rail napi threads
   for p in ${NAPI_PIDS[$1]:-}; do sum=$((sum + $(cut -d' ' -f1 /proc/"$p"/schedstat))); done
   echo "$sum"
 }
-packets() {  # packets sent by agent H: probes + ack-only (lockstep_fabric_probes_answered_total)
-  ip netns exec "$LAB-h$1" curl -s http://127.0.0.1:9610/metrics |
-    awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d\n", s}'
+snapshot() {  # snapshot I: per host, its agent's metrics, threads, napi time and rails' rx packets
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    threads "${APID[$h]}" >"$OUT/t$1-h$h"
+    napi_ns "$h" >"$OUT/n$1-h$h"
+    ip netns exec "$LAB-h$h" curl -s http://127.0.0.1:9610/metrics >"$OUT/m$1-h$h"
+    ip netns exec "$LAB-h$h" sh -c 'cat /sys/class/net/rail*/statistics/rx_packets' |
+      awk '{s += $1} END {print s}' >"$OUT/r$1-h$h"
+  done
 }
-for h in $(seq 0 $((HOSTS - 1))); do
-  threads "${APID[$h]}" >"$OUT/t0-h$h"
-  napi_ns "$h" >"$OUT/n0-h$h"
-  packets "$h" >"$OUT/p0-h$h"
-done
+# Probe packets (probes + ack-only: lockstep_fabric_probes_answered_total)
+# in snapshot I that agent H sent (sent_by), or that the others sent to H
+# (sent_to: what H's rails received).
+sent_by() {
+  awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d\n", s}' "$OUT/m$1-h$2"
+}
+sent_to() {
+  local h s=0
+  for h in $(seq 0 $((HOSTS - 1))); do
+    ((h == $2)) && continue
+    s=$((s + $(awk -v p="peer=\"h$2\"" '/^lockstep_fabric_probes_(sent|answered)_total/ && index($0, p) {s += $NF}
+                END {printf "%d\n", s}' "$OUT/m$1-h$h")))
+  done
+  echo "$s"
+}
+snapshot 0
 T0=$(date +%s.%N)
 if [[ -n $LOAD ]]; then
   H1=$(jq -r '.hosts[1].rails[0].ip' "$TOPO")
@@ -208,37 +229,42 @@ else
   sleep "$SECONDS_RUN"
 fi
 T1=$(date +%s.%N)
-for h in $(seq 0 $((HOSTS - 1))); do
-  threads "${APID[$h]}" >"$OUT/t1-h$h"
-  napi_ns "$h" >"$OUT/n1-h$h"
-  packets "$h" >"$OUT/p1-h$h"
-done
+snapshot 1
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 # Paths declared down during the window (no link failed: false alarms).
 DOWNS=$(cat "$OUT"/h*.log | jq -r --argjson t0 "$T0" --argjson t1 "$T1" \
   'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' 2>/dev/null | wc -l)
 
-printf '%-4s %-18s %8s %8s %9s %9s %12s\n' host thread "user %" "sys %" "ticks %" "exact %" "exact us/pk"
+printf '%-4s %-24s %8s %8s %9s %9s %12s\n' host thread "user %" "sys %" "ticks %" "exact %" "exact us/pk"
 json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"one_hop\":$ONE_HOP,\"napi_threads\":$NAPI_THREADS,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
 sep=""
 W=$(awk -v t0="$T0" -v t1="$T1" 'BEGIN {print t1 - t0}')
 for h in $(seq 0 $((HOSTS - 1))); do
-  pk=$(( $(cat "$OUT/p1-h$h") - $(cat "$OUT/p0-h$h") ))
+  pk=$(( $(sent_by 1 "$h") - $(sent_by 0 "$h") ))
   napi=$(( $(cat "$OUT/n1-h$h") - $(cat "$OUT/n0-h$h") ))
+  rx=$(( $(cat "$OUT/r1-h$h") - $(cat "$OUT/r0-h$h") ))  # every packet its rails received
+  rxp=$(( $(sent_to 1 "$h") - $(sent_to 0 "$h") ))     # of which probes
+  # The napi threads' share that is the probes': theirs of the packets
+  # received (the rest is clock sync and ARP), at most all of it.
+  share=$(awk -v a="$rxp" -v b="$rx" 'BEGIN {s = (b > 0 ? a / b : 1); printf "%.4f", (s > 1 ? 1 : s)}')
   # Per thread name: the differences of "name utime stime run_ns" between t0 and t1.
   awk 'NR == FNR {u[$1] = $2; s[$1] = $3; x[$1] = $4; next} {print $1, $2 - u[$1], $3 - s[$1], $4 - x[$1]}' \
     "$OUT/t0-h$h" "$OUT/t1-h$h" >"$OUT/d-h$h"
-  awk -v h="h$h" -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v has_napi="$NAPI_THREADS" '
-    {printf "%-4s %-18s %8.2f %8.2f %9.2f %9.2f %12.2f\n", h, $1, 100*$2/clk/w, 100*$3/clk/w, 100*($2+$3)/clk/w,
+  awk -v h="h$h" -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v share="$share" -v has_napi="$NAPI_THREADS" '
+    {printf "%-4s %-24s %8.2f %8.2f %9.2f %9.2f %12.2f\n", h, $1, 100*$2/clk/w, 100*$3/clk/w, 100*($2+$3)/clk/w,
        100*$4/1e9/w, (pk > 0 ? $4/1e3/pk : 0)}
-    END {if (has_napi) printf "%-4s %-18s %8s %8s %9s %9.2f %12.2f\n", h, "napi (its rails)", "-", "-", "-",
-       100*napi/1e9/w, (pk > 0 ? napi/1e3/pk : 0)}' "$OUT/d-h$h"
-  line=$(awk -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v has_napi="$NAPI_THREADS" '
+    END {if (has_napi) {
+       printf "%-4s %-24s %8s %8s %9s %9.2f %12.2f\n", h, "napi (its rails), all", "-", "-", "-",
+         100*napi/1e9/w, (pk > 0 ? napi/1e3/pk : 0)
+       printf "%-4s %-24s %8s %8s %9s %9.2f %12.2f\n", h, sprintf("napi, probes (%.0f%%)", 100*share), "-", "-", "-",
+         100*share*napi/1e9/w, (pk > 0 ? share*napi/1e3/pk : 0)}}' "$OUT/d-h$h"
+  line=$(awk -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v share="$share" -v rx="$rx" -v has_napi="$NAPI_THREADS" '
     {u += $2; s += $3; x += $4} $1 == "ls-fabric" {pr = $4}
     END {
       printf "{\"cpu_percent\":%.2f,\"user_percent\":%.2f,\"sys_percent\":%.2f,\"cpu_exact_percent\":%.3f,", 100*(u+s)/clk/w, 100*u/clk/w, 100*s/clk/w, 100*x/1e9/w
       printf "\"prober_exact_percent\":%.3f,\"packets_per_s\":%.0f,\"cpu_us_per_packet\":%.2f,\"user_us_per_packet\":%.2f,\"prober_us_per_packet\":%.2f", 100*pr/1e9/w, pk/w, 1e6*(u+s)/clk/pk, 1e6*u/clk/pk, pr/1e3/pk
-      if (has_napi) printf ",\"rx_napi_percent\":%.3f,\"host_probe_percent\":%.3f", 100*napi/1e9/w, 100*(pr+napi)/1e9/w
+      if (has_napi) printf ",\"rx_packets_per_s\":%.0f,\"rx_probe_share\":%.3f,\"rx_napi_percent\":%.3f,\"host_probe_percent\":%.3f,\"host_upper_percent\":%.3f",
+        rx/w, share, 100*napi/1e9/w, 100*(pr+share*napi)/1e9/w, 100*(pr+napi)/1e9/w
       printf "}"}' "$OUT/d-h$h")
   echo "h$h all: $line"
   json+="$sep$line"
