@@ -174,12 +174,15 @@ sleep 2
 
 # The agent's pid is the ip-netns-exec child (exec replaces it).
 CLK=$(getconf CLK_TCK)
-threads() {  # threads PID: "name utime stime run_ns" per thread name (ticks, ticks, exact ns)
+# threads PID: "name utime stime run_ns runs" per thread name (ticks, ticks,
+# exact ns, times it was scheduled in: its wake-ups, preemptions aside)
+threads() {
   local t
   for t in /proc/"$1"/task/*; do
-    awk -v c="$(cat "$t/comm")" -v ns="$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)" \
-      '{sub(/^.*\) /, ""); print c, $12, $13, ns}' "$t/stat" 2>/dev/null
-  done | awk '{u[$1]+=$2; s[$1]+=$3; x[$1]+=$4} END {for (n in u) printf "%s %d %d %.0f\n", n, u[n], s[n], x[n]}'
+    read -r ns _ runs <"$t/schedstat" 2>/dev/null || continue
+    awk -v c="$(cat "$t/comm")" -v ns="$ns" -v runs="$runs" \
+      '{sub(/^.*\) /, ""); print c, $12, $13, ns, runs}' "$t/stat" 2>/dev/null
+  done | awk '{u[$1]+=$2; s[$1]+=$3; x[$1]+=$4; r[$1]+=$5} END {for (n in u) printf "%s %d %d %.0f %d\n", n, u[n], s[n], x[n], r[n]}'
 }
 napi_ns() {  # napi_ns H: exact run time (ns) of host H's rail napi threads
   local p sum=0
@@ -235,7 +238,7 @@ LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 DOWNS=$(cat "$OUT"/h*.log | jq -r --argjson t0 "$T0" --argjson t1 "$T1" \
   'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' 2>/dev/null | wc -l)
 
-printf '%-4s %-24s %8s %8s %9s %9s %12s\n' host thread "user %" "sys %" "ticks %" "exact %" "exact us/pk"
+printf '%-4s %-24s %8s %8s %9s %9s %12s %8s %8s\n' host thread "user %" "sys %" "ticks %" "exact %" "exact us/pk" "runs/s" "us/run"
 json="{\"benchmark\":\"fabric-probe-cost\",\"hosts\":$HOSTS,\"seconds\":$SECONDS_RUN,\"load\":\"${LOAD:-none}\",\"plain_tbf\":$PLAIN,\"one_hop\":$ONE_HOP,\"napi_threads\":$NAPI_THREADS,\"queue_ms\":$QUEUE_MS,\"false_downs\":$DOWNS,\"loadavg\":\"$LOADAVG\",\"agents\":["
 sep=""
 W=$(awk -v t0="$T0" -v t1="$T1" 'BEGIN {print t1 - t0}')
@@ -248,21 +251,21 @@ for h in $(seq 0 $((HOSTS - 1))); do
   # received (the rest is clock sync and ARP), at most all of it.
   share=$(awk -v a="$rxp" -v b="$rx" 'BEGIN {s = (b > 0 ? a / b : 1); printf "%.4f", (s > 1 ? 1 : s)}')
   # Per thread name: the differences of "name utime stime run_ns" between t0 and t1.
-  awk 'NR == FNR {u[$1] = $2; s[$1] = $3; x[$1] = $4; next} {print $1, $2 - u[$1], $3 - s[$1], $4 - x[$1]}' \
+  awk 'NR == FNR {u[$1] = $2; s[$1] = $3; x[$1] = $4; r[$1] = $5; next} {print $1, $2 - u[$1], $3 - s[$1], $4 - x[$1], $5 - r[$1]}' \
     "$OUT/t0-h$h" "$OUT/t1-h$h" >"$OUT/d-h$h"
   awk -v h="h$h" -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v share="$share" -v has_napi="$NAPI_THREADS" '
-    {printf "%-4s %-24s %8.2f %8.2f %9.2f %9.2f %12.2f\n", h, $1, 100*$2/clk/w, 100*$3/clk/w, 100*($2+$3)/clk/w,
-       100*$4/1e9/w, (pk > 0 ? $4/1e3/pk : 0)}
+    {printf "%-4s %-24s %8.2f %8.2f %9.2f %9.2f %12.2f %8.1f %8.1f\n", h, $1, 100*$2/clk/w, 100*$3/clk/w, 100*($2+$3)/clk/w,
+       100*$4/1e9/w, (pk > 0 ? $4/1e3/pk : 0), $5/w, ($5 > 0 ? $4/1e3/$5 : 0)}
     END {if (has_napi) {
        printf "%-4s %-24s %8s %8s %9s %9.2f %12.2f\n", h, "napi (its rails), all", "-", "-", "-",
          100*napi/1e9/w, (pk > 0 ? napi/1e3/pk : 0)
        printf "%-4s %-24s %8s %8s %9s %9.2f %12.2f\n", h, sprintf("napi, probes (%.0f%%)", 100*share), "-", "-", "-",
          100*share*napi/1e9/w, (pk > 0 ? share*napi/1e3/pk : 0)}}' "$OUT/d-h$h"
   line=$(awk -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v share="$share" -v rx="$rx" -v has_napi="$NAPI_THREADS" '
-    {u += $2; s += $3; x += $4} $1 == "ls-fabric" {pr = $4}
+    {u += $2; s += $3; x += $4} $1 == "ls-fabric" {pr = $4; prun = $5}
     END {
       printf "{\"cpu_percent\":%.2f,\"user_percent\":%.2f,\"sys_percent\":%.2f,\"cpu_exact_percent\":%.3f,", 100*(u+s)/clk/w, 100*u/clk/w, 100*s/clk/w, 100*x/1e9/w
-      printf "\"prober_exact_percent\":%.3f,\"packets_per_s\":%.0f,\"cpu_us_per_packet\":%.2f,\"user_us_per_packet\":%.2f,\"prober_us_per_packet\":%.2f", 100*pr/1e9/w, pk/w, 1e6*(u+s)/clk/pk, 1e6*u/clk/pk, pr/1e3/pk
+      printf "\"prober_exact_percent\":%.3f,\"prober_runs_per_s\":%.1f,\"packets_per_s\":%.0f,\"cpu_us_per_packet\":%.2f,\"user_us_per_packet\":%.2f,\"prober_us_per_packet\":%.2f", 100*pr/1e9/w, prun/w, pk/w, 1e6*(u+s)/clk/pk, 1e6*u/clk/pk, pr/1e3/pk
       if (has_napi) printf ",\"rx_packets_per_s\":%.0f,\"rx_probe_share\":%.3f,\"rx_napi_percent\":%.3f,\"host_probe_percent\":%.3f,\"host_upper_percent\":%.3f",
         rx/w, share, 100*napi/1e9/w, 100*(pr+share*napi)/1e9/w, 100*(pr+napi)/1e9/w
       printf "}"}' "$OUT/d-h$h")
