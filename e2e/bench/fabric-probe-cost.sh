@@ -250,7 +250,7 @@ for h in $(seq 0 $((HOSTS - 1))); do
   # The napi threads' share that is the probes': theirs of the packets
   # received (the rest is clock sync and ARP), at most all of it.
   share=$(awk -v a="$rxp" -v b="$rx" 'BEGIN {s = (b > 0 ? a / b : 1); printf "%.4f", (s > 1 ? 1 : s)}')
-  # Per thread name: the differences of "name utime stime run_ns" between t0 and t1.
+  # Per thread name: the differences of "name utime stime run_ns runs" between t0 and t1.
   awk 'NR == FNR {u[$1] = $2; s[$1] = $3; x[$1] = $4; r[$1] = $5; next} {print $1, $2 - u[$1], $3 - s[$1], $4 - x[$1], $5 - r[$1]}' \
     "$OUT/t0-h$h" "$OUT/t1-h$h" >"$OUT/d-h$h"
   awk -v h="h$h" -v clk="$CLK" -v w="$W" -v pk="$pk" -v napi="$napi" -v share="$share" -v has_napi="$NAPI_THREADS" '
