@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "commands.h"
 #include "fabric_wiring.h"
@@ -290,8 +291,14 @@ int RunAgent(const CommandLine& cl) {
              {"node_public_key", signer->public_key().base64()}});
   LogFabricStart(config, fabric->get());
   if (kube_agent) kube_agent->Start();
+  // With fabric failover the prober's thread also sends and reads the
+  // clock-sync probes after each of its wake-ups (one wake-up for both; see
+  // FabricAgent::Start) and this thread closes the windows (the solve).
+  const bool shared_loop = *fabric && service;
   if (*fabric) {
-    if (Status s = (*fabric)->Start(); !s.ok()) {
+    Status s = shared_loop ? (*fabric)->Start([&svc = *service] { svc.Exchange(); }, opts.interval)
+                           : (*fabric)->Start();
+    if (!s.ok()) {
       log::Warn("fabric failover: cannot list owned routes; retrying", {{"error", s.error().message}});
     }
     if (!(*fabric)->realtime()) {
@@ -304,7 +311,7 @@ int RunAgent(const CommandLine& cl) {
   // Key rotation: a rewritten probeKeyFile (a rotated Secret) becomes the
   // signing key; the previous one is still accepted (PacketCodec::Rotate).
   // Checked once a second, not per loop iteration: the clock-sync loop
-  // turns ~400 times a second, and a stat() each time cost more CPU than
+  // turns ~150 times a second, and a stat() each time cost more CPU than
   // the whole fabric prober's user space (a rotated Secret takes a minute
   // to reach the pod anyway).
   auto key_file = ProbeKeyFile::Open(config.probe_key_file);
@@ -319,7 +326,14 @@ int RunAgent(const CommandLine& cl) {
         if (*fabric) (*fabric)->codec().Rotate(key_file->key());
       }
     }
-    if (service) {
+    if (shared_loop) {
+      // Woken for the window, the key check, or to notice a stop signal.
+      auto now = std::chrono::steady_clock::now();
+      auto until = std::min(service->NextWindow(), now + std::chrono::milliseconds(200));
+      if (key_file.ok()) until = std::min(until, next_key_check);
+      std::this_thread::sleep_until(until);
+      service->CloseWindowIfDue();
+    } else if (service) {
       service->RunOnce(std::chrono::milliseconds(100));
     } else {
       idle.clear();

@@ -1,6 +1,7 @@
 #include "lockstep/agent/clock_sync_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_set>
 
 namespace lockstep::agent {
@@ -8,6 +9,7 @@ namespace {
 
 constexpr size_t kMaxTxRefs = 8192;
 constexpr size_t kMaxVerified = 8192;
+constexpr size_t kMaxUnfed = 65536;
 
 uint64_t SplitMix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -116,7 +118,7 @@ void ClockSyncService::PublishTargetNames() {
   std::vector<std::string> names;
   for (const auto& [id, t] : targets_) names.push_back(t.peer.name);
   std::sort(names.begin(), names.end());
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(names_mu_);
   target_names_ = std::move(names);
 }
 
@@ -126,6 +128,13 @@ MonoTime ClockSyncService::Phase(MonoTime now) {
 }
 
 void ClockSyncService::RunOnce(std::chrono::nanoseconds max_wait) {
+  Exchange(std::min(next_window_, clock_.Monotonic() + max_wait));
+  CloseWindowIfDue();
+}
+
+void ClockSyncService::Exchange() { Exchange(clock_.Monotonic()); }
+
+void ClockSyncService::Exchange(MonoTime until) {
   MonoTime now = clock_.Monotonic();
   std::optional<PeerUpdate> update;
   {
@@ -134,7 +143,7 @@ void ClockSyncService::RunOnce(std::chrono::nanoseconds max_wait) {
   }
   if (update) ApplyPeers(std::move(update->selected), std::move(update->known), now);
   SendDue(now);
-  MonoTime deadline = std::min(next_window_, now + max_wait);
+  MonoTime deadline = until;
   for (const auto& [id, t] : targets_) deadline = std::min(deadline, t.next_send);
   events_.clear();
   // Sleep until the next send or window, then read what arrived meanwhile:
@@ -145,12 +154,14 @@ void ClockSyncService::RunOnce(std::chrono::nanoseconds max_wait) {
       !s.ok()) {
     send_errors_.Inc();
   }
-  now = clock_.Monotonic();
-  Handle(events_, now);
-  if (now >= next_window_) {
-    CloseWindow();
-    while (next_window_ <= now) next_window_ += options_.window;
-  }
+  Handle(events_, clock_.Monotonic());
+}
+
+void ClockSyncService::CloseWindowIfDue() {
+  MonoTime now = clock_.Monotonic();
+  if (now < next_window_) return;
+  CloseWindow();
+  while (next_window_ <= now) next_window_ += options_.window;
 }
 
 void ClockSyncService::SendDue(MonoTime now) {
@@ -207,8 +218,10 @@ void ClockSyncService::SendTo(Target& t) {
   // The report: RX stamps we owe this peer, and a slice of the gossip.
   ReportBody report;
   report.rx = joiner_.TakeRxRecords(t.peer.id, kMaxRxRecords);
-  if (t.reports++ % static_cast<uint64_t>(std::max(options_.gossip_every, 1)) == 0) {
-    std::lock_guard lock(mu_);
+  if (t.reports % static_cast<uint64_t>(std::max(options_.gossip_every, 1)) != 0) {
+    ++t.reports;
+  } else if (std::unique_lock lock(mu_, std::try_to_lock); lock.owns_lock()) {
+    ++t.reports;  // a busy model (a solve) keeps the turn for the next report
     report.edges = model_.EdgesToGossip(kMaxEdgeRecords);
     report.models = model_.ModelsToGossip(kMaxModelRecords);
   }
@@ -270,19 +283,38 @@ void ClockSyncService::Handle(const TransportEvents& ev, MonoTime now) {
       joiner_.OnReport(p.sender, report);
       DropUnknownNodes(report);
       DropUnsigned(report);
-      std::lock_guard lock(mu_);
-      for (const EdgeRecord& e : report.edges) model_.AddRemoteEdge(e);
-      for (const ModelRecord& m : report.models) model_.AddRemoteModel(m);
+      std::move(report.edges.begin(), report.edges.end(), std::back_inserter(unfed_.edges));
+      std::move(report.models.begin(), report.models.end(), std::back_inserter(unfed_.models));
     }
   }
   std::vector<CodedPair> ready = joiner_.TakeReady();
-  if (!ready.empty()) {
-    std::lock_guard lock(mu_);
-    for (const CodedPair& pair : ready) model_.AddPair(pair);
-  }
   for (const CodedPair& pair : ready) pairs_.Inc({pair.src == self_ ? "outbound" : "inbound"});
   complete_pairs_ += ready.size();
+  unfed_.pairs.insert(unfed_.pairs.end(), ready.begin(), ready.end());
+  FeedModel();
   if (targets_changed) PublishTargetNames();
+}
+
+void ClockSyncService::FeedModel() {
+  if (unfed_.empty()) return;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // A solve runs (or a status read): keep them for the next call, within
+    // bounds (a solve lasting many windows would be the bug to look at).
+    auto trim = [](auto& v) {
+      if (v.size() > kMaxUnfed) v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() - kMaxUnfed));
+    };
+    trim(unfed_.pairs);
+    trim(unfed_.edges);
+    trim(unfed_.models);
+    return;
+  }
+  for (const EdgeRecord& e : unfed_.edges) model_.AddRemoteEdge(e);
+  for (const ModelRecord& m : unfed_.models) model_.AddRemoteModel(m);
+  for (const CodedPair& pair : unfed_.pairs) model_.AddPair(pair);
+  unfed_.pairs.clear();
+  unfed_.edges.clear();
+  unfed_.models.clear();
 }
 
 bool ClockSyncService::Knows(NodeId id) const { return id == self_ || known_.contains(id); }
@@ -382,7 +414,10 @@ ClockStatus ClockSyncService::Status(std::optional<int64_t> local_ns) const {
   s.reading = model_.Read(local_ns ? *local_ns : node_clock_.NowNs());
   s.estimate = model_.last();
   s.model = model_.model();
-  s.peers = target_names_;
+  {
+    std::lock_guard names(names_mu_);
+    s.peers = target_names_;
+  }
   s.windows = windows_;
   if (s.model.valid) s.since_model_ns = s.reading.now_ns - s.model.t_ref_ns;
   return s;

@@ -54,9 +54,11 @@ FabricAgent::FabricAgent(std::unique_ptr<FabricSocket> socket, std::unique_ptr<R
 
 FabricAgent::~FabricAgent() { Stop(); }
 
-Status FabricAgent::Start() {
+Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds rider_period) {
   Status s = service_.Start();
-  thread_ = std::thread([this] {
+  rider_ = std::move(rider);
+  const std::chrono::nanoseconds max_wait = rider_ ? rider_period : std::chrono::milliseconds(50);
+  thread_ = std::thread([this, max_wait] {
     // Probes and replies are due every few ms and a late one counts as lost:
     // on a node whose cores are busy with training, a normal-priority thread
     // can wait tens of ms for a CPU and the paths would seem to flap. With
@@ -68,7 +70,10 @@ Status FabricAgent::Start() {
     param.sched_priority = kRealtimePriority;
     realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
     started_.store(true);
-    while (!stop_.load()) service_.RunOnce(std::chrono::milliseconds(50));
+    while (!stop_.load()) {
+      service_.RunOnce(max_wait);
+      if (rider_) rider_();
+    }
   });
   while (!started_.load()) std::this_thread::yield();
   return s;

@@ -20,8 +20,14 @@
 // responder_timeout); a peer whose endpoint changed (a restarted agent) starts
 // over with fresh pair state.
 //
-// Thread-safety: RunOnce() from one thread; Read()/Status()/SetPeers() from
-// any thread.
+// The agent with fabric failover runs steps 1-2 on the fabric prober's thread
+// instead (Exchange(), after each of the prober's wake-ups, so the node wakes
+// once for both) and step 3 on another (CloseWindowIfDue()): the prober never
+// waits for a window's solve.
+//
+// Thread-safety: RunOnce() from one thread, or Exchange() from one thread and
+// NextWindow()/CloseWindowIfDue() from one other; Read()/Status()/SetPeers()
+// from any thread.
 #pragma once
 
 #include <chrono>
@@ -102,6 +108,19 @@ class ClockSyncService {
 
   // One iteration; waits at most `max_wait` for traffic.
   void RunOnce(std::chrono::nanoseconds max_wait);
+
+  // Steps 1-2 without waiting, for a thread that wakes for its own reasons
+  // (the fabric prober, every few ms): sends the pairs due by now, reads and
+  // handles what arrived. A target's pair goes out at the first call after
+  // its send time, each target keeping its own phase and rate. Never blocks
+  // on a window's solve: pairs and gossip heard meanwhile are fed to the
+  // model on a later call, and a report whose gossip turn finds the model
+  // busy goes without and gossips on the next one.
+  void Exchange();
+  // Step 3 for such a setup, from one other thread: when the next window
+  // closes, and closing it (the solve; on_window) once that time has come.
+  MonoTime NextWindow() const { return next_window_; }
+  void CloseWindowIfDue();
   // Called after each window with its estimate (e.g. to discipline the host
   // clock). REQUIRES: set before the first RunOnce().
   void OnWindow(std::function<void(const ClockEstimate&, const TimeReading&)> fn) { on_window_ = std::move(fn); }
@@ -131,6 +150,10 @@ class ClockSyncService {
     uint64_t pair_seq;
     int index;
   };
+  // Steps 1-2, waiting for traffic until `until` or the next send.
+  void Exchange(MonoTime until);
+  // Hands what Handle() collected to the model unless a solve holds it.
+  void FeedModel();
   void SendDue(MonoTime now);
   void SendTo(Target& t);
   void Handle(const TransportEvents& ev, MonoTime now);
@@ -169,6 +192,13 @@ class ClockSyncService {
   MonoTime next_window_;
   uint64_t complete_pairs_ = 0;
   TransportEvents events_;
+  // Heard but not yet in the model (a solve held it); Exchange's thread only.
+  struct Unfed {
+    std::vector<CodedPair> pairs;
+    std::vector<EdgeRecord> edges;
+    std::vector<ModelRecord> models;
+    bool empty() const { return pairs.empty() && edges.empty() && models.empty(); }
+  } unfed_;
   std::function<void(const ClockEstimate&, const TimeReading&)> on_window_;
 
   struct PeerUpdate {
@@ -186,7 +216,8 @@ class ClockSyncService {
   mutable PiMutex read_mu_;
   clocksync::ClockDiscipline published_;  // GUARDED_BY(read_mu_)
   ClockModel model_;                   // GUARDED_BY(mu_)
-  std::vector<std::string> target_names_;  // GUARDED_BY(mu_)
+  mutable std::mutex names_mu_;
+  std::vector<std::string> target_names_;  // GUARDED_BY(names_mu_)
   uint64_t windows_ = 0;               // GUARDED_BY(mu_)
 
   metrics::Family& sent_;

@@ -1,6 +1,8 @@
 // FabricAgent: fabric failover as the agent runs it: the FabricService on its
-// own thread (probes every path at the policy's interval, ~10 ms, which the
-// clock-sync loop's waits could not keep), owning its adapters. The binary
+// own thread (probes every path at the policy's interval, ~14 ms), owning its
+// adapters. The thread also carries the clock-sync sends (a rider), so the
+// node wakes once for both: on this VM a wake-up costs ~100 us of CPU, a
+// probe packet ~2.6 us (docs/benchmarks.md, "Probe cost"). The binary
 // builds the adapters (UDP socket, netlink actuator, rail discovery) and
 // hands them over; the planning from agent.yaml is pure
 // (MakeFabricServiceOptions) and unit tested.
@@ -10,6 +12,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,7 +51,12 @@ class FabricAgent {
 
   // Adopts the routes a previous run left, starts the thread. Returns the
   // adoption's error (the service runs anyway and retries the reconcile).
-  Status Start();
+  // `rider`, if set, runs on the thread after each of its wake-ups, which
+  // come at least every `rider_period`: work that must not wake the node on
+  // its own (the agent's clock-sync sends, ClockSyncService::Exchange). It
+  // runs at the prober's priority and must not block.
+  Status Start(std::function<void()> rider = {},
+               std::chrono::nanoseconds rider_period = std::chrono::milliseconds(50));
   // Stops the thread. Routes stay as they are (working pins keep working;
   // the next start adopts them).
   void Stop();
@@ -71,6 +80,7 @@ class FabricAgent {
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   bool realtime_ = false;  // written by the thread before started_
+  std::function<void()> rider_;
   std::thread thread_;
 };
 
