@@ -26,7 +26,7 @@ Result<std::unique_ptr<FabricAgent>> BuildFabricAgent(const AgentConfig& config,
   if (!rails.ok()) return rails.error();
   auto options = MakeFabricServiceOptions(config, *rails, host_address, seed, kubernetes);
   if (!options.ok()) return options.error();
-  auto socket = UdpFabricSocket::Open(config.bind_address, config.fabric.port, SystemClock::Instance());
+  auto socket = UdpFabricSocket::Open(FabricBindAddress(config.bind_address, host_address), config.fabric.port, SystemClock::Instance());
   if (!socket.ok()) return socket.error();
   auto actuator = NetlinkRouteActuator::Open({});
   if (!actuator.ok()) return actuator.error();

@@ -20,10 +20,11 @@ scored against the ground truth of their virtual clocks, side by side with
 real chrony on the same fabric in the same run.
 
 Brings up a netlab leaf-spine fabric (NAME-h0..hN-1), runs one lockstep-agent
-per host namespace (standalone mode, bound to the host's rail-0 address, every
-other host a peer, a shared random probe key, a virtual clock with a known
-offset (<= +-100 ms), drift (<= +-50 ppm) and wander, all seeded), and runs the
-scenarios in sequence on the same agents:
+per host namespace (standalone mode, clock sync only unless --fabric, bound to
+the host's rail-0 address, every other host a peer at its rail-0 address, a
+shared random probe key, a virtual clock with a known offset (<= +-100 ms),
+drift (<= +-50 ppm) and wander, all seeded), and runs the scenarios in
+sequence on the same agents:
 
   c  late join: all but the last agent start together, the last 10 s later
      (its time to LOCKED), then a short measurement with everyone
@@ -56,7 +57,23 @@ namespace through setns(), requests sent back to back); the remaining spread
 of sample instants (~0.1-1 ms) is removed with the fabric's rate against the
 base (fitted per scenario), so it contributes < 1 ns.
 
-Output: a table per scenario, then ONE JSON line (headline = scenario b).
+fabric probing (--fabric): every agent also runs fabric failover probing, as
+in production: its agent.yaml gets `fabric: {rails: [rail0, rail1],
+hostAddress: <its host address>}` and every peer its `hostAddress` (netlab's
+host addresses, topology.json .hosts[i].addr; the lab is built with --rails
+2), so each agent probes every peer on every rail on the fabric port (7312,
+7313) beside clock sync's 7311, on its host address (where path probes are
+addressed; clock sync's socket stays on the rail-0 address). Clock sync then
+runs on the fabric prober's thread, as in production.
+Before the first measurement the testbed waits (--lock-timeout-s) until every
+path of every agent delivers (up, suspect or recovering); each scenario adds
+fabric probe packets/s, misses, route changes, the path downs the agents
+logged during it (in a: false alarms) and the paths up at its end. In e the
+failover pins /32 routes to the host addresses only, so clock sync's rail-0
+probes are untouched. The rail-0 tx bandwidth then includes fabric probes.
+
+Output: a table per scenario (its header says whether fabric probing was on),
+then ONE JSON line (headline = scenario b; "fabric": true/false).
 Needs root. Everything is torn down on exit (also on Ctrl-C / errors).
 
 Tools: lockstep-agent and netlab-loadgen from $LOCKSTEP_BUILD_DIR, the build
@@ -77,6 +94,7 @@ options:
   --asymmetry-allowance-ns N  the agents' clockSync.asymmetryAllowanceNs, added to every bound (default 0:
                               score the bare estimate; the product default is 100)
   --no-chrony                 do not run chrony
+  --fabric                    agents also run fabric failover probing on both rails (see above)
   --chrony-server-host N      host index of the chrony server (default 0)
   --chrony-poll P             chrony minpoll = maxpoll, log2 seconds (default -4: 16 Hz)
   --chrony-sample-ms MS       chronyc tracking period (default 500)
@@ -172,6 +190,10 @@ Options ParseArgs(int argc, char** argv) {
       o.chrony = false;
       continue;
     }
+    if (arg == "--fabric") {
+      o.fabric = true;
+      continue;
+    }
     std::string value;
     bool inline_value = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -231,6 +253,7 @@ int Main(int argc, char** argv) {
     InstallSignalHandlers();
     double t0 = Now();
     std::map<char, ScenarioResult> results;
+    Log(std::string("fabric probing ") + (o.fabric ? "on (--fabric)" : "off"));
     if (int rc = RunTestbed(o, results); rc != 0) return rc;
     for (char k : RunOrder(results)) std::cout << Table(results.at(k));
     std::cout << "\n" << Summary(results, Now() - t0, o.asymmetry_allowance_ns).dump() << std::endl;

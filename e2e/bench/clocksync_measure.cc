@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 
 #include "clocksync_testbed.h"
@@ -45,6 +46,11 @@ std::optional<double> TxBytes(const std::string& ns) {
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
+}
+
+// Wall-clock seconds since the epoch (the agents' log timestamps).
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 template <typename Map>
@@ -124,7 +130,7 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
                                 const std::set<int>& exclude_bw, std::vector<Event> events) {
   std::stable_sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.at_s < y.at_s; });
   Snapshot s0 = Snap(idx);
-  double t0 = Now();
+  double t0 = Now(), wall_t0 = WallNow();
   std::vector<Round> rounds;
   // chrony is sampled less often than the agents (each sample is a chronyc run).
   std::vector<ChronyRound> chrony_rounds;
@@ -151,6 +157,15 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
     Sleep(a_.sample_ms / 1000.0);
   }
   while (next_event < events.size()) events[next_event++].run();  // not yet run (should not happen)
+  const double wall_t1 = WallNow();
+  std::optional<FabricPaths> fabric_end;  // --fabric: before the counters (s1 forks `ip` per host)
+  if (a_.fabric) {
+    std::vector<int> live;
+    for (int i : idx) {
+      if (AgentAlive(i)) live.push_back(i);
+    }
+    fabric_end = FabricAll(live);
+  }
   Snapshot s1 = Snap(idx);
   WriteRounds(name, rounds);
   if (a_.chrony) WriteChronyRounds(name, chrony_rounds);
@@ -176,6 +191,29 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
     }
   }
   r.probe_pkts_per_s_per_node = Scaled(Mean(sent), 1.0 / dt);
+  r.fabric = a_.fabric;
+  if (a_.fabric) {
+    // Fabric probes carry their acks; ack-only packets are counted apart.
+    std::vector<double> fabric_sent, route_changes, misses;
+    for (int i : idx) {
+      if (!s0.metrics.count(i) || !s1.metrics.count(i)) continue;
+      auto delta = [&](const char* name) { return MetricSum(s1.metrics[i], name) - MetricSum(s0.metrics[i], name); };
+      fabric_sent.push_back(delta("lockstep_fabric_probes_sent_total") +
+                            delta("lockstep_fabric_probes_answered_total"));
+      route_changes.push_back(delta("lockstep_fabric_route_changes_total"));
+      misses.push_back(delta("lockstep_fabric_probe_misses_total"));
+    }
+    r.fabric_probe_pkts_per_s_per_node = Scaled(Mean(fabric_sent), 1.0 / dt);
+    if (!route_changes.empty()) {
+      r.fabric_route_changes = 0;
+      r.fabric_misses = 0;
+      for (double v : route_changes) *r.fabric_route_changes += v;
+      for (double v : misses) *r.fabric_misses += v;
+    }
+    r.fabric_paths = fabric_end->paths;
+    r.fabric_paths_up = fabric_end->up;
+    r.fabric_path_downs = FabricDownsLogged(idx, wall_t0, wall_t1);
+  }
   r.pure_probe_fraction = Mean(pure);
   if (!pure.empty()) r.pure_probe_fraction_min = *std::min_element(pure.begin(), pure.end());
   std::set<std::string> not_locked;

@@ -87,6 +87,15 @@ Json ToJson(const ScenarioResult& r) {
     j["chrony_max_over_max"] = J(Ratio(c.max_ns, p.max_ns));
   }
   j["time_to_locked_s"] = J(RoundTo(r.time_to_locked_s, 2));
+  j["fabric"] = r.fabric;
+  if (r.fabric) {
+    j["fabric_probe_pkts_per_s_per_node"] = J(RoundTo(r.fabric_probe_pkts_per_s_per_node, 1));
+    j["fabric_misses"] = J(r.fabric_misses);
+    j["fabric_route_changes"] = J(r.fabric_route_changes);
+    j["fabric_path_downs"] = r.fabric_path_downs ? Json(*r.fabric_path_downs) : Json(nullptr);
+    j["fabric_paths"] = r.fabric_paths ? Json(*r.fabric_paths) : Json(nullptr);
+    j["fabric_paths_up"] = r.fabric_paths_up ? Json(*r.fabric_paths_up) : Json(nullptr);
+  }
   if (!r.note.empty()) j["note"] = r.note;
   if (r.shaped_link_mbit) j["shaped_link_mbit"] = RoundTo(*r.shaped_link_mbit, 1);
   if (r.probe_directions_through_shaped_link) {
@@ -98,8 +107,9 @@ Json ToJson(const ScenarioResult& r) {
 std::string Table(const ScenarioResult& r) {
   const PairScore& p = r.pairs;
   char head[256];
-  std::snprintf(head, sizeof head, "\n== scenario %s: %d nodes, %zu sampling rounds, %zu pair samples over %.1f s\n",
-                r.scenario.c_str(), r.nodes, r.rounds, p.pairs, RoundTo(r.measure_s, 1));
+  std::snprintf(head, sizeof head,
+                "\n== scenario %s: %d nodes, %zu sampling rounds, %zu pair samples over %.1f s; fabric probing %s\n",
+                r.scenario.c_str(), r.nodes, r.rounds, p.pairs, RoundTo(r.measure_s, 1), r.fabric ? "on" : "off");
   std::string out = head;
   if (!r.note.empty()) out += "   " + r.note + "\n";
   out += Row("pairwise error p50 / p99 / max (ns)", F(p.p50_ns, 1) + " / " + F(p.p99_ns, 1) + " / " + F(p.max_ns, 1));
@@ -125,8 +135,17 @@ std::string Table(const ScenarioResult& r) {
   out += Row("pure probe fraction mean (min)",
              F(r.pure_probe_fraction, 3) + " (" + F(r.pure_probe_fraction_min, 3) + ")");
   out += Row("agent CPU % (mean per agent)", F(r.agent_cpu_percent, 2));
-  out += Row("probe bandwidth per node (kbps, rail0 tx)", F(r.probe_kbps_per_node, 1));
+  out += Row(r.fabric ? "rail0 tx kbps per node (probes + fabric)" : "probe bandwidth per node (kbps, rail0 tx)",
+             F(r.probe_kbps_per_node, 1));
   out += Row("probe packets/s per node", F(r.probe_pkts_per_s_per_node, 0));
+  if (r.fabric) {
+    auto i = [](std::optional<int> v) { return v ? std::optional<double>(*v) : std::nullopt; };
+    out += Row("fabric probe packets/s per node (all rails)", F(r.fabric_probe_pkts_per_s_per_node, 0));
+    out += Row("fabric misses / route changes (all agents)",
+               F(r.fabric_misses, 0) + " / " + F(r.fabric_route_changes, 0));
+    out += Row("fabric path downs in the measurement", F(i(r.fabric_path_downs), 0));
+    out += Row("fabric paths up at the end", F(i(r.fabric_paths_up), 0) + " / " + F(i(r.fabric_paths), 0));
+  }
   out += Row("states other than LOCKED seen",
              r.non_locked_states_seen.empty() ? "none" : JoinStrings(r.non_locked_states_seen, ", "));
   out += Row("sample spread p50 (us) / fabric rate (ppm)",
@@ -142,6 +161,7 @@ Json Summary(const std::map<char, ScenarioResult>& results, double wall_s, doubl
   Json line;
   line["benchmark"] = "clocksync-testbed";
   line["headline_scenario"] = head["scenario"];
+  line["fabric"] = results.at(pick).fabric;  // --fabric: fabric failover probing ran beside clock sync
   for (const char* k : {"nodes", "p50_error_ns", "p99_error_ns", "max_error_ns", "bound_violations",
                         "chrony_p50_error_ns", "chrony_p99_error_ns", "chrony_max_error_ns", "chrony_p50_over_p50",
                         "chrony_p99_over_p99", "chrony_max_over_max", "time_to_locked_s", "pure_probe_fraction",

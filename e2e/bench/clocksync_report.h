@@ -28,6 +28,13 @@ struct ScenarioResult {
   double measure_s = 0;
   std::optional<double> time_to_locked_s;
   std::string note;
+  // --fabric: the agents also ran fabric failover probing on every rail.
+  bool fabric = false;
+  std::optional<double> fabric_probe_pkts_per_s_per_node;  // fabric probes + ack-only packets sent
+  std::optional<double> fabric_route_changes;              // failover route changes, summed over the agents
+  std::optional<double> fabric_misses;                     // fabric probes without an ack, summed
+  std::optional<int> fabric_paths, fabric_paths_up;        // the scored agents' paths at the end, and those up
+  std::optional<int> fabric_path_downs;  // path transitions to "down" during the measurement (agent logs), summed
   // Scenario b only.
   std::optional<double> shaped_link_mbit;
   std::optional<std::vector<std::string>> probe_directions_through_shaped_link;

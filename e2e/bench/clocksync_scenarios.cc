@@ -91,7 +91,11 @@ std::map<char, ScenarioResult> Testbed::Run() {
   }
   for (const auto& [i, t] : tl_first) times.push_back(t);
   double ttl_all = *std::max_element(times.begin(), times.end());
-  Log("all initial agents LOCKED; time to LOCKED max " + Fmt("%.1f s", ttl_all) + ", median " +
+  std::string slowest;
+  for (const auto& [i, t] : tl_first) {
+    if (t == ttl_all) slowest = HostName(i);
+  }
+  Log("all initial agents LOCKED; time to LOCKED max " + Fmt("%.1f s", ttl_all) + " (" + slowest + "), median " +
       Fmt("%.1f s", Median(times)));
   if (a_.chrony) {
     std::vector<int> started = first;
@@ -100,6 +104,11 @@ std::map<char, ScenarioResult> Testbed::Run() {
       Die("chrony did not synchronise every client within the timeout (logs in " + work_ + "/chrony-*)");
     }
     Log("every chronyd synchronised");
+  }
+  if (a_.fabric) {
+    std::vector<int> started = first;
+    if (a_.Has('c')) started.push_back(late);
+    WaitFabricUp(started, a_.lock_timeout_s);
   }
   if (a_.settle_s > 0) {
     Log(Fmt("settling %.0f s before measuring", a_.settle_s));

@@ -140,9 +140,15 @@ Testbed::Testbed(const Options& opts, Tools tools) : a_(opts), tools_(std::move(
 Testbed::~Testbed() { Teardown(); }
 
 void Testbed::Up() {
-  Log("netlab up --name " + a_.name + " --hosts " + std::to_string(a_.hosts));
+  std::vector<std::string> argv = {tools_.netlab, "up", "--name", a_.name, "--hosts", std::to_string(a_.hosts)};
+  // --fabric probes every rail: ask for netlab's default of 2 explicitly.
+  if (a_.fabric) argv.insert(argv.end(), {"--rails", "2"});
+  argv.push_back("--replace");
+  std::string cmd;
+  for (size_t k = 1; k + 1 < argv.size(); ++k) cmd += (cmd.empty() ? "" : " ") + argv[k];
+  Log("netlab " + cmd);
   lab_up_ = true;  // a half-built lab is torn down too
-  RunResult p = RunCapture({tools_.netlab, "up", "--name", a_.name, "--hosts", std::to_string(a_.hosts), "--replace"});
+  RunResult p = RunCapture(argv);
   if (p.rc != 0) Die("netlab up failed: " + p.err);
   std::string topo_path = LastLine(p.out);  // netlab up prints the topology.json path last
   try {
@@ -151,11 +157,21 @@ void Testbed::Up() {
       host_names_.push_back(h.at("name").get<std::string>());
       ns_.push_back(h.at("ns").get<std::string>());
       ip0_.push_back(h.at("rails").at(0).at("ip").get<std::string>());
+      host_addr_.push_back(h.value("addr", ""));
+      std::vector<std::string> rails;
+      for (const auto& r : h.at("rails")) rails.push_back(r.at("if").get<std::string>());
+      rails_.push_back(std::move(rails));
     }
   } catch (const nlohmann::json::exception& e) {
     Die("netlab up: cannot read the topology \"" + topo_path + "\": " + e.what());
   }
   if (static_cast<int>(host_names_.size()) != a_.hosts) Die("netlab up: topology has the wrong number of hosts");
+  if (a_.fabric) {
+    for (size_t i = 0; i < host_names_.size(); ++i) {
+      if (host_addr_[i].empty()) Die("netlab up: host " + host_names_[i] + " has no host address (--fabric needs one)");
+      if (rails_[i].size() < 2) Die("netlab up: host " + host_names_[i] + " has fewer than 2 rails (--fabric)");
+    }
+  }
 }
 
 std::string Testbed::NetlabCmd(const std::vector<std::string>& args, bool check) {
@@ -202,7 +218,18 @@ void Testbed::WriteConfigs() {
   for (size_t i = 0; i < host_names_.size(); ++i) {
     std::string peers;
     for (size_t j = 0; j < host_names_.size(); ++j) {
-      if (j != i) peers += "  - name: " + host_names_[j] + "\n    address: " + ip0_[j] + "\n";
+      if (j == i) continue;
+      peers += "  - name: " + host_names_[j] + "\n    address: " + ip0_[j] + "\n";
+      // --fabric: where its path probes and the failover pins for it go.
+      if (a_.fabric) peers += "    hostAddress: " + host_addr_[j] + "\n";
+    }
+    // --fabric: path probing over every rail, as in production (the
+    // fabric prober's own port, fabric.port, keeps its default).
+    std::string fabric;
+    if (a_.fabric) {
+      std::string rails;
+      for (const auto& r : rails_[i]) rails += (rails.empty() ? "" : ", ") + r;
+      fabric = "fabric:\n  rails: [" + rails + "]\n  hostAddress: " + host_addr_[i] + "\n";
     }
     std::string cfg = "nodeName: " + host_names_[i] + "\n" + "probe:\n  port: " + std::to_string(kProbePort) +
                       "\n  intervalMs: " + std::to_string(a_.interval_ms) +
@@ -210,7 +237,7 @@ void Testbed::WriteConfigs() {
                       "clockSync:\n  windowSeconds: 2\n  asymmetryAllowanceNs: " +
                       Num(a_.asymmetry_allowance_ns) + "\n" + "probeKeyFile: " + key_path + "\n" +
                       "healthAddr: 127.0.0.1:" + std::to_string(kHealthPort) +
-                      "\ntimeApiAddr: 127.0.0.1:" + std::to_string(kTimePort) + "\n" + "peers:\n" + peers;
+                      "\ntimeApiAddr: 127.0.0.1:" + std::to_string(kTimePort) + "\n" + fabric + "peers:\n" + peers;
     WriteFile(work_ + "/agent-" + host_names_[i] + ".yaml", cfg);
     // Offset <= +-100 ms, drift <= +-50 ppm: the draws of the Python testbed.
     int64_t off = rng_.RandInt(-100'000'000, 100'000'000);
@@ -232,6 +259,9 @@ void Testbed::StartAgent(int i) {
                                   "--health-addr", "127.0.0.1:" + std::to_string(kHealthPort),
                                   "--time-api-addr", "127.0.0.1:" + std::to_string(kTimePort),
                                   "--virtual-clock", vclock_[k]};
+  // With --fabric the clock-sync socket stays on rail 0's address; the
+  // fabric prober binds the host address, where its probes are addressed
+  // (FabricBindAddress).
   agents_[i] = Child::Spawn(cmd, work_ + "/agent-" + name + ".log");
   started_[i] = Now();
 }
@@ -282,6 +312,80 @@ std::map<int, double> Testbed::WaitLocked(const std::vector<int>& idx, double ti
     Sleep(0.1);
   }
   return locked;
+}
+
+FabricPaths Testbed::FabricAll(const std::vector<int>& idx) {
+  std::vector<std::string> namespaces;
+  for (int i : idx) namespaces.push_back(ns_[static_cast<size_t>(i)]);
+  auto bodies = GetMany(netns_, namespaces, "/fabric", kTimePort);
+  FabricPaths out;
+  for (int i : idx) {
+    const auto& body = bodies[ns_[static_cast<size_t>(i)]];
+    if (!body) continue;
+    nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("paths") || !j["paths"].is_array()) continue;
+    ++out.agents;
+    for (const auto& p : j["paths"]) {
+      if (!p.is_object()) continue;
+      ++out.paths;
+      std::string state = p.value("state", "");
+      if (state == "up" || state == "suspect" || state == "recovering") ++out.delivering;
+      if (state == "up") {
+        ++out.up;
+      } else {
+        out.not_up.push_back(HostName(i) + "->" + p.value("peer", "?") + " " + p.value("interface", "?") + ": " +
+                             state);
+      }
+    }
+  }
+  return out;
+}
+
+int Testbed::FabricDownsLogged(const std::vector<int>& idx, double wall_t0, double wall_t1) {
+  int downs = 0;
+  for (int i : idx) {
+    std::ifstream log(work_ + "/agent-" + HostName(i) + ".log");
+    std::string line;
+    while (std::getline(log, line)) {
+      if (line.find("fabric path state changed") == std::string::npos) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || j.value("to", "") != "down") continue;
+      double ts = j.value("ts", 0.0);
+      if (ts >= wall_t0 && ts <= wall_t1) ++downs;
+    }
+  }
+  return downs;
+}
+
+// Until every agent's every fabric path delivers (up, or suspect or
+// recovering: a path that flapped on this busy machine can be held down for
+// a while, its probes acked); Die after timeout_s.
+void Testbed::WaitFabricUp(const std::vector<int>& idx, double timeout_s) {
+  const double t0 = Now(), deadline = t0 + timeout_s;
+  // Every agent probes every other host on every rail (at least).
+  int expected = 0;
+  for (int i : idx) expected += (a_.hosts - 1) * static_cast<int>(rails_[static_cast<size_t>(i)].size());
+  FabricPaths f;
+  while (true) {
+    CheckAlive(idx);
+    f = FabricAll(idx);
+    if (f.agents == static_cast<int>(idx.size()) && f.paths >= expected && f.delivering == f.paths) break;
+    if (Now() >= deadline) {
+      std::string some;
+      for (size_t k = 0; k < f.not_up.size() && k < 8; ++k) some += (some.empty() ? "" : ", ") + f.not_up[k];
+      Die("fabric paths not all delivering after " + Num(timeout_s) + " s: " + std::to_string(f.agents) + "/" +
+          std::to_string(idx.size()) + " agents answered GET /fabric, " + std::to_string(f.delivering) + "/" +
+          std::to_string(f.paths) + " paths up, suspect or recovering (expected >= " + std::to_string(expected) +
+          ")" +
+          (some.empty() ? "" : ": " + some) + " (logs in " + work_ + ")");
+    }
+    Sleep(0.2);
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", Now() - t0);
+  Log("fabric probing: every path delivers (" + std::to_string(f.paths) + " paths over " +
+      std::to_string(f.agents) + " agents, " + std::to_string(f.up) + " up), " + buf +
+      " s after every agent was LOCKED");
 }
 
 }  // namespace lockstep::bench

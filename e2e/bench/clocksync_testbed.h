@@ -33,6 +33,7 @@ struct Options {
   double settle_s = 0;  // wait after everyone is LOCKED, before the first measurement
   double asymmetry_allowance_ns = 0;  // the agents' clockSync.asymmetryAllowanceNs
   bool chrony = true;                 // run real chrony beside the agents
+  bool fabric = false;                // agents also run fabric failover probing on every rail
   int chrony_server = 0;              // host index of the chrony server
   int chrony_poll = -4;               // minpoll = maxpoll (log2 s): -4 = 16 Hz
   double chrony_sample_ms = 500;      // chronyc tracking period per host
@@ -59,6 +60,14 @@ struct Snapshot {
   std::map<int, double> cpu_s;                          // agent CPU seconds
   std::map<int, double> tx_bytes;                       // rail0 tx bytes of the host
   std::map<int, std::map<std::string, double>> metrics;  // agent /metrics
+};
+
+// Fabric paths of some agents (their GET /fabric), --fabric only.
+struct FabricPaths {
+  int agents = 0;        // agents that answered
+  int paths = 0, up = 0;  // their paths, those in state "up"
+  int delivering = 0;     // up, suspect (a miss or two) or recovering (acked again, held down)
+  std::vector<std::string> not_up;  // "h3->h5 rail0: down"
 };
 
 // Something to do at `at_s` seconds into a measurement.
@@ -92,6 +101,12 @@ class Testbed {
   bool WaitChronySynced(const std::vector<int>& idx, double timeout_s);
   std::map<int, std::optional<nlohmann::json>> StatusAll(const std::vector<int>& idx);
   std::map<int, double> WaitLocked(const std::vector<int>& idx, double timeout_s);
+  // fabric probing (--fabric)
+  FabricPaths FabricAll(const std::vector<int>& idx);
+  void WaitFabricUp(const std::vector<int>& idx, double timeout_s);
+  // Path transitions to "down" the agents logged between two wall-clock
+  // instants (seconds since the epoch), summed over idx.
+  int FabricDownsLogged(const std::vector<int>& idx, double wall_t0, double wall_t1);
   // measurement
   Snapshot Snap(const std::vector<int>& idx);
   ScenarioResult Measure(const std::string& name, double seconds, const std::vector<int>& idx,
@@ -116,6 +131,8 @@ class Testbed {
   bool lab_up_ = false;
   nlohmann::json topo_;
   std::vector<std::string> host_names_, ns_, ip0_, vclock_;
+  std::vector<std::string> host_addr_;            // host addresses (topology .hosts[i].addr)
+  std::vector<std::vector<std::string>> rails_;  // rail interfaces per host, in rail order
   std::map<int, Child> agents_;   // host index -> agent
   std::map<int, double> started_;  // host index -> start time
   std::map<int, Child> chronyds_;  // host index -> chronyd (-x)

@@ -202,6 +202,15 @@ TEST_CASE("fabric options from agent.yaml: errors say what to write", "[daemonse
   CHECK(FailoverCoverage({"mlx5_0"}).find("mlx5_0") != std::string::npos);
 }
 
+TEST_CASE("the fabric socket listens where probes are addressed: the host address or any", "[daemonset][fabric]") {
+  const uint32_t host = *ParseIpv4("10.0.200.7");
+  CHECK(FabricBindAddress("0.0.0.0", host) == "0.0.0.0");
+  // A rail's address for clock sync (--bind-address) is not where peers
+  // send fabric probes.
+  CHECK(FabricBindAddress("10.0.0.7", host) == "10.0.200.7");
+  CHECK(FabricBindAddress("10.0.200.7", host) == "10.0.200.7");
+}
+
 TEST_CASE("fabric status prints rails, paths and where each peer's traffic goes", "[daemonset][fabric]") {
   nlohmann::json s = {
       {"node", "a"},

@@ -31,6 +31,10 @@ Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config,
   return o;
 }
 
+std::string FabricBindAddress(const std::string& bind_address, uint32_t host_address) {
+  return bind_address == "0.0.0.0" ? bind_address : FormatIpv4(host_address);
+}
+
 std::string FailoverCoverage(const std::vector<std::string>& rdma_devices) {
   if (rdma_devices.empty()) {
     return "no RDMA device present; fabric failover covers kernel-routed traffic (TCP/UDP to host addresses: gloo, "

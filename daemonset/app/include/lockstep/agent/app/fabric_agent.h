@@ -35,6 +35,12 @@ Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config,
                                                       uint32_t host_address, uint64_t seed,
                                                       bool discovered_peers = false);
 
+// The fabric socket's bind address. Probes and acks are addressed to the
+// host address, so a specific --bind-address (clock sync's socket, e.g. a
+// rail's address) would leave the prober deaf on every rail: it binds the
+// host address instead. The wildcard 0.0.0.0 stays.
+std::string FabricBindAddress(const std::string& bind_address, uint32_t host_address);
+
 // One line for the start-up log about what failover covers, given the RDMA
 // devices present ("no RDMA device present: ..." when there are none).
 std::string FailoverCoverage(const std::vector<std::string>& rdma_devices);
