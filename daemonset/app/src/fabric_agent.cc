@@ -58,10 +58,9 @@ FabricAgent::FabricAgent(std::unique_ptr<FabricSocket> socket, std::unique_ptr<R
 
 FabricAgent::~FabricAgent() { Stop(); }
 
-Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds rider_period) {
+Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds max_wait) {
   Status s = service_.Start();
   rider_ = std::move(rider);
-  const std::chrono::nanoseconds max_wait = rider_ ? rider_period : std::chrono::milliseconds(50);
   thread_ = std::thread([this, max_wait] {
     // Probes and replies are due every few ms and a late one counts as lost:
     // on a node whose cores are busy with training, a normal-priority thread

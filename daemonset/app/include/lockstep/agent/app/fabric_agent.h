@@ -57,12 +57,12 @@ class FabricAgent {
 
   // Adopts the routes a previous run left, starts the thread. Returns the
   // adoption's error (the service runs anyway and retries the reconcile).
-  // `rider`, if set, runs on the thread after each of its wake-ups, which
-  // come at least every `rider_period`: work that must not wake the node on
-  // its own (the agent's clock-sync sends, ClockSyncService::Exchange). It
-  // runs at the prober's priority and must not block.
+  // The thread wakes at least every `max_wait`. `rider`, if set, runs on it
+  // after each wake-up: work that must not wake the node on its own (the
+  // agent's clock-sync sends, ClockSyncService::Exchange). It runs at the
+  // prober's priority and must not block.
   Status Start(std::function<void()> rider = {},
-               std::chrono::nanoseconds rider_period = std::chrono::milliseconds(50));
+               std::chrono::nanoseconds max_wait = std::chrono::milliseconds(50));
   // Stops the thread. Routes stay as they are (working pins keep working;
   // the next start adopts them).
   void Stop();
