@@ -48,6 +48,14 @@ Status Int(const json& j, const char* call, const char* key, int64_t lo, int64_t
   return Status::Ok();
 }
 
+Status Bool(const json& j, const char* call, const char* key, bool& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();  // optional: the default stays
+  if (!it->is_boolean()) return InvalidArgument(std::string(call) + ": \"" + key + "\" must be true or false");
+  out = it->get<bool>();
+  return Status::Ok();
+}
+
 #define LS_TRY(expr)                            \
   do {                                          \
     Status _s = (expr);                         \
@@ -95,6 +103,8 @@ Result<Heartbeat> ParseHeartbeat(const std::string& body) {
     return InvalidArgument("heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"" + h.state +
                            "\")");
   }
+  LS_TRY(Bool(*j, call, "state_intact", h.state_intact));
+  LS_TRY(Bool(*j, call, "in_collective", h.in_collective));
   return h;
 }
 
@@ -111,6 +121,7 @@ Result<Report> ParseReport(const std::string& body) {
     return InvalidArgument("report: \"reason\" must be \"error\" or \"pause\" (got \"" + r.reason + "\")");
   }
   LS_TRY(String(*j, call, "error", r.error, false));
+  LS_TRY(Bool(*j, call, "state_intact", r.state_intact));
   return r;
 }
 
@@ -242,7 +253,15 @@ json PlanReply(const JobState& s, const std::string& member) {
     j["reason"] = "spare in the pool";
     return j;
   }
-  if (s.phase == Phase::kCollecting || s.phase == Phase::kPausing) {
+  if (s.phase == Phase::kCollecting) {
+    // The generation failed: nobody forms it or goes on in it (a member still at its
+    // store gives up at once instead of waiting out its timeout).
+    j["action"] = "wait";
+    j["reason"] = "generation " + std::to_string(g->number) + " ended (" + s.transition.cause + ")" +
+                  (m->report_generation == g->number ? "; waiting for the other ranks to report" : "; report");
+    return j;
+  }
+  if (s.phase == Phase::kPausing) {
     if (m->report_generation == g->number) {
       j["action"] = "wait";
       j["reason"] = "generation " + std::to_string(g->number) + " ended (" + s.transition.cause +
@@ -279,6 +298,12 @@ json HeartbeatReply(const JobState& s, const std::string& member) {
   if (s.phase == Phase::kPausing && s.RankOf(member) >= 0) {
     j["directive"] = "pause";
     j["pause_at_step"] = s.transition.pause_at_step;
+  }
+  if (s.phase == Phase::kCollecting && s.RankOf(member) >= 0 && m->report_generation != s.generation()) {
+    // The generation failed: a member waiting in a collective behind a peer that will
+    // never arrive abandons it and reports, instead of waiting out its timeout.
+    j["directive"] = "abort";
+    j["reason"] = "generation " + std::to_string(s.generation()) + " ended (" + s.transition.cause + ")";
   }
   return j;
 }

@@ -43,6 +43,7 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m.store_port = e.store_port;
           m.pid = e.pid;
           m.requested_rank = e.rank;
+          m.hb_intact = m.report_intact = e.role == Role::kRank;  // a spare holds no state until a transfer
           if (e.role == Role::kRank && s.phase == Phase::kAssembling) {
             std::vector<std::string> held(w);
             for (const auto& [id, o] : s.members) {
@@ -87,6 +88,8 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m->hb_generation = e.generation;
           m->hb_step = e.step;
           m->hb_state = e.state;
+          m->hb_intact = e.state_intact;
+          m->hb_in_collective = e.in_collective;
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, Report>) {
           Member* m = s.Find(e.member);
@@ -103,6 +106,7 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m->report_step = e.committed_step;
           m->report_reason = e.reason;
           m->report_error = e.error;
+          m->report_intact = e.state_intact;
           std::string who = "rank " + std::to_string(r) + " (member " + e.member + ")";
           if (s.phase == Phase::kRunning || (s.phase == Phase::kPausing && e.reason == "error")) {
             StartCollecting(s,

@@ -290,6 +290,9 @@ void Collect(JobState& s, double now, Actions& a) {
   for (const auto& id : g.members) {
     Member& m = *s.Find(id);
     if (m.status != MemberStatus::kAlive || m.report_generation == g.number) continue;
+    // Never reached g (no heartbeat in it yet): it holds what it reported before g, and
+    // it learns from its next plan poll that g ended; nothing to wait for.
+    if (s.phase == Phase::kCollecting && m.hb_generation < g.number) continue;
     double deadline;
     if (s.phase == Phase::kPausing) {
       if (s.transition.grace_from == 0) { all = false; continue; }
@@ -298,6 +301,11 @@ void Collect(JobState& s, double now, Actions& a) {
       deadline = s.transition.grace_from + s.config.report_grace_s;
       // Still forming this generation: its rendezvous may take up to the join timeout to fail.
       if (!Joined(m, g.number)) deadline = std::max(deadline, g.join_from + s.config.join_timeout_s);
+      // Waiting in a collective of g behind a peer: not hung. The heartbeat reply tells
+      // it to abort; a library that cannot abort fails the collective by its timeout.
+      if (m.hb_in_collective && m.hb_generation == g.number) {
+        deadline = std::max(deadline, s.transition.grace_from + s.config.join_timeout_s);
+      }
     }
     if (now > deadline) {
       MarkDead(s, m, "hung",
@@ -320,10 +328,15 @@ void DecideNext(JobState& s, double now, Actions& a) {
   in.resume_step = g.resume_step;
   in.max_known = g.resume_step;
   in.committed.resize(w);
+  in.intact.assign(w, false);
   for (int r = 0; r < w; ++r) {
     const Member& m = *s.Find(g.members[r]);
     in.max_known = std::max(in.max_known, m.hb_step);
-    if (m.status == MemberStatus::kAlive) in.committed[r] = m.report_generation == g.number ? m.report_step : m.hb_step;
+    if (m.status == MemberStatus::kAlive) {
+      const bool reported = m.report_generation == g.number;
+      in.committed[r] = reported ? m.report_step : m.hb_step;
+      in.intact[r] = reported ? m.report_intact : m.hb_intact;
+    }
   }
   for (const auto& mid : s.transition.migration_ids) {
     Migration* mig = FindMigration(s, mid);
@@ -340,8 +353,16 @@ void DecideNext(JobState& s, double now, Actions& a) {
     EnterTerminal(s, d.reason, now, a);
     return;
   }
+  s.spares_exhausted = false;
   if (d.kind == FailureDecision::Kind::kWaitForSpare) {
-    const std::string& reason = d.reason;
+    // Say so when none will ever come: no spare command, or its launches stopped.
+    s.spares_exhausted = !s.config.can_launch_spares || s.failed_launches >= s.config.max_failed_launches;
+    const std::string reason =
+        d.reason + (!s.spares_exhausted ? ""
+                    : !s.config.can_launch_spares
+                        ? "; no spare will be started (no --spare-command): start one with LOCKSTEP_ROLE=spare"
+                        : "; spare launches stopped after " + std::to_string(s.failed_launches) +
+                              " failed in a row (check --spare-command)");
     if (s.phase != Phase::kWaitingSpare || s.waiting_reason != reason) {
       a.push_back(Notice{"waiting_for_spare", {{"generation", Num(g.number)}, {"reason", reason}}});
     }
@@ -514,20 +535,26 @@ Outcome Decide(JobState state, const Event& event, double now) {
 FailureDecision OnFailure(const FailureInput& in) {
   FailureDecision d;
   const int w = static_cast<int>(in.committed.size());
-  std::vector<std::optional<int64_t>> staying(w);
+  std::vector<std::optional<int64_t>> staying(w), holders(w);
+  int alive = 0;
   for (int r = 0; r < w; ++r) {
     if (!in.committed[r]) {
       d.dead.push_back(r);
-    } else if (std::find(in.leaving.begin(), in.leaving.end(), r) == in.leaving.end()) {
-      staying[r] = in.committed[r];
+      continue;
     }
+    ++alive;
+    if (!in.intact.empty() && !in.intact[r]) continue;  // alive, but no state to give
+    holders[r] = in.committed[r];
+    if (std::find(in.leaving.begin(), in.leaving.end(), r) == in.leaving.end()) staying[r] = in.committed[r];
   }
   auto choice = ChooseSource(staying);
-  if (!choice) choice = ChooseSource(in.committed);
+  if (!choice) choice = ChooseSource(holders);
   if (!choice) {
     d.kind = FailureDecision::Kind::kTerminal;
-    d.reason = "no replica holds step " + Num(in.max_known) + ": every rank of generation " + Num(in.generation) +
-               " is gone";
+    d.reason = "no replica holds step " + Num(std::max(in.resume_step, in.max_known)) + ": " +
+               (alive == 0 ? "every rank of generation " + Num(in.generation) + " is gone"
+                           : "none of the " + std::to_string(alive) + " live ranks of generation " +
+                                 Num(in.generation) + " holds a verified state (their transfers did not complete)");
     return d;
   }
   if (choice->resume_step < in.resume_step) {

@@ -41,8 +41,8 @@ void from_json(const nlohmann::json& j, Phase& e) { EnumFrom(j, e, kPhases, "pha
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobConfig, job, world_size, heartbeat_timeout_s, report_grace_s,
                                                 join_timeout_s, spares, can_launch_spares, max_failed_launches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank, host, store_port, pid, seq,
-                                                registered_at, last_seen, hb_generation, hb_step, hb_state, hb_at, hb_interval,
-                                                report_generation, report_step, report_reason, report_error, status,
+                                                registered_at, last_seen, hb_generation, hb_step, hb_state, hb_at, hb_interval, hb_intact, hb_in_collective,
+                                                report_generation, report_step, report_reason, report_error, report_intact, status,
                                                 gone_cause, gone_reason, gone_at, fenced)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,
                                                 src_rank, resume_step, kind, cause, detected_at, decided_at,
@@ -79,6 +79,7 @@ nlohmann::json StateToJson(const JobState& s) {
   j["refill_active"] = s.refill_active;
   j["terminal_reason"] = s.terminal_reason;
   j["waiting_reason"] = s.waiting_reason;
+  j["spares_exhausted"] = s.spares_exhausted;
   return j;
 }
 
@@ -105,6 +106,7 @@ Result<JobState> StateFromJson(const nlohmann::json& j) {
     s.refill_active = j.value("refill_active", false);
     s.terminal_reason = j.value("terminal_reason", std::string());
     s.waiting_reason = j.value("waiting_reason", std::string());
+    s.spares_exhausted = j.value("spares_exhausted", false);
     const int w = s.config.world_size;
     if (w < 1) return InvalidArgument("state: world_size must be >= 1");
     for (const auto& g : s.history) {

@@ -82,3 +82,7 @@ class CoordinatorClient:
 
     def report(self, body):
         return self.call("POST", "/v1/report", body)
+
+    def migrate(self, body):
+        """POST /v1/migrations: {rank, kind: planned|preemptive, reason}."""
+        return self.call("POST", "/v1/migrations", body)

@@ -26,6 +26,8 @@ class Heartbeat:
         self._step = 0                # guarded by _lock
         self._state = "waiting"       # guarded by _lock
         self._directive = None        # guarded by _lock: last Directive of the current generation
+        self._intact = True           # guarded by _lock: holds a verified state (see job.py)
+        self._in_collective = False   # guarded by _lock: the training thread waits in a collective
         self.failures = 0             # heartbeats that did not reach the coordinator
         self.sent = 0
         self._outage = False
@@ -41,8 +43,13 @@ class Heartbeat:
         self._stop.set()
         self._wake.set()
 
-    def update(self, generation=None, step=None, state=None, send_now=False):
+    def update(self, generation=None, step=None, state=None, send_now=False, state_intact=None,
+               in_collective=None):
         with self._lock:
+            if state_intact is not None:
+                self._intact = state_intact
+            if in_collective is not None:
+                self._in_collective = in_collective
             if generation is not None and generation != self._generation:
                 self._generation = generation
                 self._directive = None
@@ -57,6 +64,10 @@ class Heartbeat:
         with self._lock:
             return self._directive
 
+    def state_intact(self):
+        with self._lock:
+            return self._intact
+
     def _run(self):
         while not self._stop.is_set():
             self.beat()
@@ -70,7 +81,8 @@ class Heartbeat:
             if state == "done" and self._done_refused:
                 state = "training"   # a coordinator without "done" (see docs/migration.md)
             body = {"member": self.member, "generation": self._generation,
-                    "step": self._step, "state": state}
+                    "step": self._step, "state": state, "state_intact": self._intact,
+                    "in_collective": self._in_collective}
         try:
             status, reply = self.client.heartbeat(body)
         except Unavailable as e:

@@ -8,6 +8,7 @@ Used from the training thread only; the heartbeat runs in its own daemon thread.
 import contextlib
 import datetime
 import gc
+import hashlib
 import logging
 import os
 import socket
@@ -18,12 +19,12 @@ import urllib.parse
 import torch
 import torch.distributed as dist
 
-from . import seeding
+from . import faults, seeding
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
 from .protocol import ProtocolError, new_member_id, parse_plan, settings_from
 from .reduce import GradientReducer
-from .state import TrackedState, decode_meta, encode_meta, flatten, unflatten_into
+from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
 
 log = logging.getLogger("lockstep_train")
 
@@ -31,6 +32,15 @@ POLL_S = 0.02             # plan polling while waiting, when the coordinator doe
 PLAN_WAIT_S = 1.0         # long poll: the coordinator holds GET /v1/plan up to this until news
 WAIT_LOG_S = 10.0         # "waiting for a spare" at most this often
 MAX_STEP_FAILURES = 3     # the same step failing this often in a row is not a peer's fault
+WAIT_SLICE = datetime.timedelta(milliseconds=100)   # a collective's wait, between abort checks
+POKE_S = 0.25             # blocked this long: heartbeat now (its reply may say "abort")
+TRANSFER_BUCKET_MB = 32   # the state transfer's bucket size (LOCKSTEP_TRANSFER_BUCKET_MB)
+FINGERPRINT_EVERY = 100   # replicas compare fingerprints every this many steps (0: never)
+
+
+class Aborted(RuntimeError):
+    """The coordinator ended the generation while this member waited in a collective
+    (a peer will never arrive): the collective is abandoned and the step fails."""
 
 
 class Exit(SystemExit):
@@ -62,14 +72,15 @@ class _Guard:
         return self
 
     def __exit__(self, et, ev, tb):
-        if et is None or not issubclass(et, (RuntimeError, OSError)):
+        if et is None or not issubclass(et, (RuntimeError, OSError)) or issubclass(et, JobFailed):
             return False
         return self.job._record_failure(ev)
 
 
 class Job:
     def __init__(self, settings, client, member, host, store_server, backend, hang_timeout,
-                 on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap=True):
+                 on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap=True,
+                 fingerprint_every=FINGERPRINT_EVERY, transfer_bucket_mb=TRANSFER_BUCKET_MB):
         self.settings = settings
         self.client = client
         self.member = member
@@ -93,7 +104,15 @@ class Job:
         self._fail_count = 0
         self._fail_step = -1
         self._pending_report = None
+        self.fingerprint_every = fingerprint_every
+        self.transfer_bucket_bytes = max(1, int(transfer_bucket_mb * 1024 * 1024))
+        self._check_replicas_next = False   # compare fingerprints before the next step
+        self._zombies = []            # (since, group, work) abandoned by an abort (see _reap_zombies)
         self.heartbeat = Heartbeat(client, member, heartbeat_interval)
+        # A member holds a verified copy of the training state once it formed a
+        # generation (a rank of generation 0 holds its own initial state). A spare holds
+        # none until its first transfer completes; until then it must never be a source.
+        self.heartbeat.update(state_intact=settings.role == "rank")
 
     # -- public ---------------------------------------------------------------------------
     @property
@@ -107,7 +126,7 @@ class Job:
             self._reducer.close()
         self._state = TrackedState(model, optimizer, extra)
         self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb,
-                                        overlap=self.overlap)
+                                        overlap=self.overlap, wait=self._wait)
         if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
             inner = optimizer.step
             job = self
@@ -144,6 +163,13 @@ class Job:
             step = self.step
             self._failure = None
             self._applied = False
+            if self._check_replicas_next or (self.fingerprint_every and step % self.fingerprint_every == 0):
+                with self.step_guard():
+                    self._check_replicas()
+                if self._failure is not None:
+                    self._leave("error", self._failure)
+                    continue
+            faults.hit("step", self.generation, step, on_corrupt=self._corrupt)
             self._reducer.begin(step)    # bucket all-reduces overlap the coming backward
             yield step
             if self._applied or self._failure is None:
@@ -208,7 +234,59 @@ class Job:
         self._emit("failure_detected", error=msg)
         return True
 
+    def _wait(self, work):
+        """Wait for a collective, giving it up when the coordinator says the generation
+        ended (heartbeat directive "abort": a peer will never arrive). While blocked the
+        heartbeat says so ("in_collective": the coordinator does not take this member for
+        hung) and is sent every POKE_S. NCCL waits are not sliced (NCCL's own timeout
+        and the abort in _free_group end them)."""
+        if self.backend == "nccl":
+            work.wait()
+            return
+        hb = self.heartbeat
+        t0 = None
+        try:
+            while True:
+                try:
+                    work.wait(WAIT_SLICE)
+                    return
+                except RuntimeError:
+                    # The slice ran out, or the collective failed (then it is completed,
+                    # and waiting again raises its own error).
+                    if work.is_completed():
+                        work.wait()
+                        return
+                now = time.monotonic()
+                if t0 is None:
+                    t0 = now
+                    hb.update(in_collective=True, send_now=True)
+                elif now - t0 >= POKE_S:
+                    t0 = now
+                    hb.update(send_now=True)
+                d = hb.directive()
+                if d is not None and d.kind in ("abort", "exit"):
+                    self._zombie(work)
+                    raise Aborted("generation %d ended while waiting in a collective (%s)"
+                                  % (self.generation, d.reason or d.kind))
+        finally:
+            if t0 is not None:
+                hb.update(in_collective=False)
+
+    def _zombie(self, work):
+        """Keep the group of an abandoned collective alive until the collective ends (by
+        its timeout): destroying a group whose worker is blocked would block with it."""
+        if dist.is_initialized():
+            self._zombies.append((time.monotonic(), dist.distributed_c10d._get_default_group(), work))
+
+    def _reap_zombies(self):
+        # Dropped once the abandoned collective ended and long enough after it that the
+        # group's other queued work timed out too (its destructor waits for its queue).
+        now = time.monotonic()
+        self._zombies = [z for z in self._zombies
+                         if not z[2].is_completed() or now - z[0] < 3 * self.hang_timeout]
+
     def _free_group(self):
+        self._reap_zombies()
         if dist.is_initialized():
             if self.backend == "nccl":
                 _abort_nccl()   # NCCL: without an abort the communicator can block forever
@@ -226,7 +304,8 @@ class Job:
         # deadline from then on, not by heartbeats.
         self._formed = False
         body = {"member": self.member, "generation": self.generation,
-                "committed_step": self.step, "reason": reason}
+                "committed_step": self.step, "reason": reason,
+                "state_intact": self.heartbeat.state_intact()}
         if error:
             body["error"] = error
         self.heartbeat.update(step=self.step, state="waiting")
@@ -317,7 +396,9 @@ class Job:
                        reason=plan.reason)
             error = None
             try:
+                faults.hit("plan_received", plan.generation)
                 self._init_group(plan)
+                faults.hit("group_formed", plan.generation)
                 self._sync_state(plan)
             except (RuntimeError, OSError, ValueError) as e:
                 error = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
@@ -327,14 +408,17 @@ class Job:
             self._emit("failure_detected", error=error, during="reform")
             self._leave("error", error)
         self._formed = True
+        self._check_replicas_next = self.fingerprint_every > 0 and self.world_size > 1
         self.heartbeat.update(step=self.step, state="training", send_now=True)
         self._emit("state_synced", src_rank=plan.src_rank)
+        faults.hit("state_synced", plan.generation)
 
     def _init_group(self, plan):
         t0 = time.time()
         timeout = datetime.timedelta(seconds=self.hang_timeout)
         store = dist.PrefixStore(plan.store.prefix,
                                  dist.TCPStore(plan.store.host, plan.store.port, None, False, timeout))
+        faults.hit("store_connected", plan.generation)
         self._await_members(plan, store)
         dist.init_process_group(self.backend, store=store, rank=plan.rank,
                                 world_size=plan.world_size, timeout=timeout)
@@ -342,7 +426,8 @@ class Job:
 
     def _await_members(self, plan, store):
         """Wait (polling, never blocking) until every rank of the plan is at the store, and
-        give up as soon as the coordinator moved to a newer generation. Without this,
+        give up as soon as the coordinator no longer plans this generation (it failed: a
+        member died before reaching the store; or a newer one exists). Without this,
         members stuck in the blocking rendezvous of a generation that already failed
         enter each later one at different times and every rendezvous times out."""
         key = "lockstep/present"      # a counter: add(key, 0) reads it without blocking
@@ -358,13 +443,14 @@ class Job:
                 next_poll = now + 0.1
                 try:
                     status, reply = self.client.plan(self.member)
-                    newer = status == 200 and isinstance(reply, dict) and \
-                        isinstance(reply.get("generation"), int) and reply["generation"] > plan.generation
+                    ended = status == 200 and isinstance(reply, dict) and (
+                        reply.get("action") != "train" or reply.get("generation") != plan.generation)
                 except Unavailable:
-                    newer = False
-                if newer:
-                    raise RuntimeError("generation %d was superseded by generation %d while forming"
-                                       % (plan.generation, reply["generation"]))
+                    ended = False
+                if ended:
+                    raise RuntimeError("generation %d ended while forming (the coordinator now says "
+                                       "%s in generation %s: %s)" % (plan.generation, reply.get("action"),
+                                                                     reply.get("generation"), reply.get("reason")))
             time.sleep(0.01)
 
     def _comm_device(self):
@@ -374,46 +460,123 @@ class Job:
         return torch.device("cpu") if p is None or p.device.type == "cpu" else p.device
 
     def _sync_state(self, plan):
-        """One broadcast of the meta record, one per dtype of the flat tensors."""
+        """The state transfer of a generation, all or nothing on every member:
+        1. the source broadcasts its meta record (step, optimizer structure, RNG, extra,
+           and a digest of every tensor bucket), then the buckets one at a time;
+        2. a receiver takes them into buffers of its own (its live state is untouched)
+           and checks each bucket against the source's digest;
+        3. a vote (all-reduce of "verified") over every member: only when every member
+           verified does anyone apply what it received. A failure anywhere (a member
+           dead, a digest mismatch, an abort) leaves every member with the state it had,
+           and its heartbeats and reports go on describing exactly that state.
+        Generation 0 goes through it too (rank 0's initial state reaches everyone)."""
         t0 = time.time()
-        src, me = plan.src_rank, plan.rank
+        g, src, me = plan.generation, plan.src_rank, plan.rank
         dev = self._comm_device()
+        bucket_bytes = self.transfer_bucket_bytes
         if me == src:
+            flats = flatten(self._state.sync_tensors(), dev)
+            chunks = buckets(flats, bucket_bytes)
             extra = {"layout": self._reducer.rebuilt} if self._reducer.rebuilt else {}
+            extra["digest"] = [fingerprint(c) for c in chunks]
+            extra["bucket_bytes"] = bucket_bytes
             blob = encode_meta(self._state.meta(self.step, extra))
-            n = torch.tensor([len(blob)], dtype=torch.int64, device=dev)
+            head = torch.tensor([len(blob), _blob_sum(blob)], dtype=torch.int64, device=dev)
         else:
-            n = torch.zeros(1, dtype=torch.int64, device=dev)
-        dist.broadcast(n, src)
+            head = torch.zeros(2, dtype=torch.int64, device=dev)
+        self._wait(dist.broadcast(head, src, async_op=True))
         if me == src:
             buf = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(dev)
         else:
-            buf = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
-        dist.broadcast(buf, src)
-        meta = decode_meta(buf.cpu().numpy().tobytes())
+            buf = torch.empty(int(head[0].item()), dtype=torch.uint8, device=dev)
+        self._wait(dist.broadcast(buf, src, async_op=True))
         if me != src:
-            self._state.apply_meta_before(meta)
-        tensors = self._state.sync_tensors()
-        flats = flatten(tensors, dev)
+            blob = buf.cpu().numpy().tobytes()
+            if _blob_sum(blob) != int(head[1].item()):
+                raise RuntimeError("state transfer of generation %d: the meta record arrived damaged" % g)
+        meta = decode_meta(blob)
+        faults.hit("meta_sent" if me == src else "meta_received", g)
+        if me != src:
+            flats = allocate(self._state.receive_layout(meta), dev)
+            chunks = buckets(flats, meta["bucket_bytes"])
+            if len(chunks) != len(meta["digest"]):
+                raise ValueError("state sync: the source sends %d buckets, this member expects %d: every "
+                                 "member must build the same model and optimizer"
+                                 % (len(meta["digest"]), len(chunks)))
         nbytes = 0
-        for _, flat in flats:
-            dist.broadcast(flat, src)
-            nbytes += flat.numel() * flat.element_size()
+        for k, c in enumerate(chunks):
+            self._wait(dist.broadcast(c, src, async_op=True))
+            nbytes += c.numel() * c.element_size()
+            faults.hit("bucket_sent" if me == src else "bucket_received", g, k)
+        ok = 1
         if me != src:
-            unflatten_into(tensors, flats)
-            self._state.apply_meta_after(meta)
+            bad = [k for k, c in enumerate(chunks) if fingerprint(c) != tuple(meta["digest"][k])]
+            if bad:
+                ok = 0
+                log.error("lockstep: state transfer of generation %d: %d of %d buckets from rank %d do not "
+                          "match their digest (first: %d); nothing applied", g, len(bad), len(chunks), src, bad[0])
+        faults.hit("verified", g)
+        vote = torch.tensor([ok], dtype=torch.int32, device=dev)
+        self._wait(dist.all_reduce(vote, op=dist.ReduceOp.MIN, async_op=True))
+        if int(vote.item()) != 1:
+            raise RuntimeError("state transfer of generation %d failed verification on a member; "
+                               "nothing applied" % g)
+        if me != src:
+            self._state.apply_received(meta, flats)
             if meta.get("layout"):
                 self._reducer.rebuilt = meta["layout"]
         if meta["step"] != plan.resume_step:
             log.warning("lockstep: source sent step %d, the plan said %d", meta["step"], plan.resume_step)
         self.step = meta["step"]
-        self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(buf))
+        self.heartbeat.update(step=self.step, state_intact=True)
+        self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(blob), buckets=len(chunks))
+
+    def _check_replicas(self):
+        """Every rank holds a replica of the same state: compare their fingerprints
+        (two 64-bit sums over parameters, buffers and optimizer state; an all-gather of
+        16 bytes per rank). A rank that disagrees with a strict majority is reported
+        and moved away (a pre-emptive migration: its replacement takes the majority's
+        state); without a majority the job stops, since nobody knows which is right."""
+        self._check_replicas_next = False
+        dev = self._comm_device()
+        mine = torch.tensor(self._state.fingerprint(dev), dtype=torch.int64, device=dev)
+        got = [torch.empty_like(mine) for _ in range(self.world_size)]
+        self._wait(dist.all_gather(got, mine, async_op=True))
+        fps = [tuple(int(v) for v in t.tolist()) for t in got]
+        counts = {}
+        for fp in fps:
+            counts[fp] = counts.get(fp, 0) + 1
+        if len(counts) == 1:
+            return
+        top = max(counts.values())
+        majority = [fp for fp, n in counts.items() if n == top]
+        agree = [r for r, fp in enumerate(fps) if len(majority) == 1 and fp == majority[0]]
+        odd = [r for r in range(self.world_size) if r not in agree]
+        msg = ("replica divergence at step %d in generation %d: rank%s %s disagree%s with %s"
+               % (self.step, self.generation, "s" if len(odd) > 1 else "", ",".join(map(str, odd)),
+                  "" if len(odd) > 1 else "s", "ranks " + ",".join(map(str, agree)) if agree else "each other"))
+        log.error("lockstep: %s", msg)
+        self._emit("divergence", ranks=odd, agree=agree, message=msg)
+        if len(majority) != 1 or top * 2 <= self.world_size:
+            raise JobFailed("lockstep: %s; no majority to trust, stopping" % msg)
+        if self.rank == agree[0]:
+            for r in odd:
+                try:
+                    status, reply = self.client.migrate({"rank": r, "kind": "preemptive", "reason": msg})
+                    log.warning("lockstep: asked to move rank %d away: %d %s", r, status, reply)
+                except Unavailable as e:
+                    log.warning("lockstep: could not ask to move rank %d away: %s", r, e)
+
+    def _corrupt(self):
+        """Fault injection (faults.py "corrupt"): silent data corruption of this replica."""
+        with torch.no_grad():
+            self._state.params[0].view(-1)[0] += 1e-3
 
     def _finish(self):
         """All ranks leave together (a barrier), so that the coordinator does not take the
         first exit for a failure while the others still run; then heartbeat "done"."""
         try:
-            dist.barrier()
+            self._wait(dist.barrier(async_op=True))
         except RuntimeError as e:
             log.warning("lockstep: the final barrier failed (%s); every rank committed step %d",
                         str(e).splitlines()[0], self.step)
@@ -424,6 +587,11 @@ class Job:
         # finalization, which can start before it wakes up.
         self.heartbeat.beat()
         self._emit("finished")
+
+
+def _blob_sum(blob):
+    """A 63-bit checksum of the meta record (it travels before the digests it holds)."""
+    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") >> 1
 
 
 def _abort_nccl():
@@ -461,11 +629,26 @@ def seed(step, rank):
     return seeding.seed(step, rank, _seed_base)
 
 
+def _env_number(name, default, kind):
+    v = os.environ.get(name)
+    if not v:
+        return default
+    try:
+        x = kind(v)
+    except ValueError:
+        raise ValueError("lockstep_train.join: %s must be a number (got %r)" % (name, v))
+    if x <= 0 and name == "LOCKSTEP_TRANSFER_BUCKET_MB":
+        raise ValueError("lockstep_train.join: %s must be > 0 (got %r)" % (name, v))
+    return x
+
+
 def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
          hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
-         host=None, heartbeat_interval=0.75, overlap=True):
+         host=None, heartbeat_interval=0.75, overlap=True, fingerprint_every=None):
     """Register this process with the coordinator and start heartbeating. Returns a Job;
-    the process group is formed by job.steps() (a spare waits there until assigned)."""
+    the process group is formed by job.steps() (a spare waits there until assigned).
+    fingerprint_every: replicas compare fingerprints every this many steps and after
+    every re-form (default LOCKSTEP_FINGERPRINT_EVERY or 100; 0: never)."""
     global _seed_base
     settings = settings_from(os.environ, coordinator, role, rank, world_size)
     if hang_timeout is None:
@@ -476,6 +659,11 @@ def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo"
                              % os.environ.get("LOCKSTEP_HANG_TIMEOUT"))
     if hang_timeout <= 0:
         raise ValueError("lockstep_train.join: hang_timeout must be > 0 (got %r)" % hang_timeout)
+    if fingerprint_every is None:
+        fingerprint_every = _env_number("LOCKSTEP_FINGERPRINT_EVERY", FINGERPRINT_EVERY, int)
+    if fingerprint_every < 0:
+        raise ValueError("lockstep_train.join: fingerprint_every must be >= 0 (got %r)" % fingerprint_every)
+    transfer_bucket_mb = _env_number("LOCKSTEP_TRANSFER_BUCKET_MB", TRANSFER_BUCKET_MB, float)
     if seed is not None:
         _seed_base = int(seed)
     host = host or os.environ.get("LOCKSTEP_HOST") or _local_address(settings.coordinator)
@@ -483,7 +671,8 @@ def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo"
     store_server = dist.TCPStore(host, 0, None, True, datetime.timedelta(seconds=hang_timeout),
                                  wait_for_workers=False)
     job = Job(settings, client, new_member_id(), host, store_server, backend, hang_timeout,
-              on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap)
+              on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap, fingerprint_every,
+              transfer_bucket_mb)
     job._register()
     job.heartbeat.start()
     return job

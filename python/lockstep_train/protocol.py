@@ -10,7 +10,7 @@ import socket
 from typing import List, Optional
 
 ACTIONS = ("wait", "train", "exit")
-DIRECTIVES = ("none", "pause", "exit")
+DIRECTIVES = ("none", "pause", "exit", "abort")
 
 
 class ProtocolError(ValueError):
@@ -42,8 +42,9 @@ class Plan:
 class Directive:
     """The directive part of a heartbeat reply."""
     generation: int
-    kind: str = "none"               # none | pause | exit
+    kind: str = "none"               # none | pause | exit | abort (the generation ended)
     pause_at_step: Optional[int] = None
+    reason: str = ""
 
 
 def _int(obj, key, what, minimum=0, required=True):
@@ -110,7 +111,10 @@ def parse_directive(obj) -> Directive:
     at = None
     if kind == "pause":
         at = _int(obj, "pause_at_step", "heartbeat reply")
-    return Directive(generation=gen, kind=kind, pause_at_step=at)
+    reason = obj.get("reason") or ""
+    if not isinstance(reason, str):
+        raise ProtocolError("heartbeat reply: reason must be a string (got %r)" % (reason,))
+    return Directive(generation=gen, kind=kind, pause_at_step=at, reason=reason)
 
 
 def new_member_id(host: Optional[str] = None, pid: Optional[int] = None) -> str:

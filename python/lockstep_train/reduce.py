@@ -53,10 +53,11 @@ class _Round:
 
 
 class GradientReducer:
-    def __init__(self, params, mode="ddp", bucket_cap_mb=25, overlap=True):
+    def __init__(self, params, mode="ddp", bucket_cap_mb=25, overlap=True, wait=None):
         if mode not in MODES:
             raise ValueError("reduction must be one of %s (got %r)" % ("|".join(MODES), mode))
         self.mode = mode
+        self.wait = wait or (lambda work: work.wait())   # Job passes its abortable wait
         self.overlap = overlap and mode == "ddp"
         self.params = [p for p in params if p.requires_grad]
         self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
@@ -196,7 +197,7 @@ class GradientReducer:
         else:
             if r is not None:
                 for w in r.works:       # launched before the round was spoiled
-                    w.wait()
+                    self.wait(w)
             self._reduce_after_backward(iteration, group)
         if self.mode == "ddp" and self.rebuilt is None and self._ready:
             # DDP rebuilds its buckets after the first iteration, from the order its
@@ -210,7 +211,7 @@ class GradientReducer:
                 self._fill(r, i, from_hook=False)
         self._launch_ready(r)
         for w in r.works:
-            w.wait()
+            self.wait(w)
         views = self._buffers(r.buckets)[1]
         with torch.no_grad():
             for i, p in enumerate(self.params):
@@ -240,7 +241,7 @@ class GradientReducer:
                 off += n
             works.append((dist.all_reduce(buf, group=group, async_op=True), buf))
         for w, _ in works:
-            w.wait()
+            self.wait(w)
         with torch.no_grad():
             for b, (_, buf) in zip(buckets, works):
                 off = 0

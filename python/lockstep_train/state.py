@@ -2,7 +2,9 @@
 extra state (docs/migration.md), as flat tensors plus one pickled "meta" record.
 
 TrackedState is used from the training thread only (not thread-safe). The transfer
-itself (broadcast) lives in sync.py; everything here is local and unit-tested.
+itself (broadcasts, digests, the vote) lives in job.py; everything here is local and
+unit-tested. A receiver's live state is changed only by apply_received(), after every
+bucket arrived and was verified.
 """
 import pickle
 import random
@@ -114,20 +116,52 @@ class TrackedState:
         m.update(extra_fields or {})
         return m
 
-    def apply_meta_before(self, meta):
-        """On a receiver, before the tensors arrive: optimizer structure and hyperparameters."""
-        self.materialise(meta["skeleton"])
-        if self.optimizer is not None:
+    def receive_layout(self, meta):
+        """[(shape, dtype, device)] of every tensor the source sends, in sync_tensors()
+        order, from the source's meta record. Checks that this member can take the state
+        and changes nothing: the live state is touched only by apply_received()."""
+        skeleton = meta["skeleton"]
+        if self.optimizer is None:
+            if any(sk is not None for sk in skeleton):
+                raise ValueError("state sync: the source has optimizer state but no optimizer "
+                                 "was passed to track()")
+            ps = []
+        else:
+            ps = _optimizer_params(self.optimizer)
+            if len(ps) != len(skeleton):
+                raise ValueError("state sync: the source's optimizer has %d parameters, this one %d: "
+                                 "every member must build the same model and optimizer"
+                                 % (len(skeleton), len(ps)))
             if len(meta["param_groups"]) != len(self.optimizer.param_groups):
                 raise ValueError("state sync: the source's optimizer has %d param groups, this one %d"
                                  % (len(meta["param_groups"]), len(self.optimizer.param_groups)))
+        out = [(tuple(t.shape), t.dtype, t.device) for t in self.params + self.buffers]
+        for p, sk in zip(ps, skeleton):
+            for _, (kind, *rest) in sorted((sk or {}).items()):
+                if kind == "tensor":
+                    shape, dtype, on_param = rest
+                    out.append((tuple(shape), getattr(torch, dtype), p.device if on_param else torch.device("cpu")))
+        return out
+
+    def apply_received(self, meta, flats):
+        """On a receiver, once every bucket arrived and was verified: optimizer
+        structure and hyperparameters, the tensors, RNG and extra state."""
+        self.materialise(meta["skeleton"])
+        if self.optimizer is not None:
             for g, src in zip(self.optimizer.param_groups, meta["param_groups"]):
                 g.update(src)
-
-    def apply_meta_after(self, meta):
-        """On a receiver, after the tensors arrived: RNG and extra state."""
+        unflatten_into(self.sync_tensors(), flats)
         restore_rng(meta["rng"])
         self._load_extra(meta["extra"])
+
+    def fingerprint(self, device=None):
+        """(s1, s2) of every tensor sync_tensors() holds (fingerprint() of their flat
+        buffers): replicas of the same step have the same."""
+        s1 = s2 = 0
+        for i, (_, flat) in enumerate(flatten(self.sync_tensors(), device)):
+            a, b = fingerprint(flat)
+            s1, s2 = _wrap(s1 + a), _wrap(s2 + (2 * i + 1) * b)
+        return s1, s2
 
     def _extra_state(self):
         if self.extra is None:
@@ -172,6 +206,61 @@ def encode_meta(meta):
 
 def decode_meta(data):
     return pickle.loads(data)
+
+
+def _wrap(v):
+    """v as a signed 64-bit integer (two's complement), as torch's int64 sums wrap."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+_WEIGHTS = {}      # device -> odd int64 weights 1, 3, 5, ... (FP_CHUNK of them)
+FP_CHUNK = 1 << 20
+
+
+def fingerprint(t):
+    """(s1, s2): two 64-bit sums over the bytes of a contiguous tensor read as int64
+    words (zero-padded): s1 the plain sum, s2 the sum weighted by odd position weights.
+    Any change of one word changes both; a swap of two words changes s2. Exact and
+    deterministic on every device (integer sums wrap), so a source and a receiver, or
+    two replicas, compare them bit for bit. Not a cryptographic hash: it detects
+    corruption and bugs, not an adversary."""
+    b = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    pad = (-b.numel()) % 8
+    if pad:
+        b = torch.cat([b, torch.zeros(pad, dtype=torch.uint8, device=b.device)])
+    words = b.view(torch.int64)
+    w = _WEIGHTS.get(words.device)
+    if w is None:
+        w = _WEIGHTS[words.device] = torch.arange(FP_CHUNK, dtype=torch.int64, device=words.device) * 2 + 1
+    s1 = int(words.sum())
+    s2 = 0
+    for k, off in enumerate(range(0, words.numel(), FP_CHUNK)):
+        c = words[off:off + FP_CHUNK]
+        s2 = _wrap(s2 + (2 * k + 1) * int((c * w[:c.numel()]).sum()))
+    return s1, s2
+
+
+def allocate(layout, device=None):
+    """Flat receive buffers for a receive_layout(), grouped as flatten() groups the
+    source's tensors (one per dtype, dtypes in first-seen order)."""
+    sizes = {}
+    for shape, dtype, dev in layout:
+        n = 1
+        for d in shape:
+            n *= d
+        sizes.setdefault(dtype, [0, device if device is not None else dev])[0] += n
+    return [(dtype, torch.empty(n, dtype=dtype, device=dev)) for dtype, (n, dev) in sizes.items()]
+
+
+def buckets(flats, bucket_bytes):
+    """The flat buffers cut into views of at most bucket_bytes (at least one element),
+    in order: what the transfer sends one at a time."""
+    out = []
+    for _, flat in flats:
+        n = max(1, bucket_bytes // flat.element_size())
+        out += list(flat.split(n)) if flat.numel() else [flat]
+    return out
 
 
 def flatten(tensors, device=None):

@@ -5,14 +5,14 @@ twice on a healthy rank, healthy ranks keep their processes, and the final param
 equal a fault-free plain-DDP run bit for bit."""
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from support.cluster import WORKER, Cluster  # noqa: E402
+from support.cluster import Cluster  # noqa: E402
+from support.cluster import reference_hash as cluster_reference_hash  # noqa: E402
 
 WORLD = 3
 STEPS = 40
@@ -23,25 +23,7 @@ COORD_ARGS = ["--heartbeat-timeout", "3s", "--report-grace", "3s", "--join-timeo
 
 def reference_hash():
     """Final parameters of a fault-free plain DistributedDataParallel run."""
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    procs = [subprocess.Popen([sys.executable, WORKER, "--mode", "ddp", "--steps", str(STEPS), "--port", str(port)],
-                              env=dict(os.environ, LOCKSTEP_RANK=str(r), LOCKSTEP_WORLD_SIZE=str(WORLD)),
-                              stdout=subprocess.PIPE, text=True) for r in range(WORLD)]
-    try:
-        outs = [p.communicate(timeout=180)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    import json
-    hashes = {json.loads(line)["hash"] for o in outs for line in o.splitlines() if '"end"' in line}
-    assert len(hashes) == 1, "the reference ranks disagree: %s" % hashes
-    return hashes.pop()
+    return cluster_reference_hash(WORLD, STEPS)
 
 
 class MigrationTest(unittest.TestCase):

@@ -1,5 +1,6 @@
 """State transfer pieces: flatten/unflatten, optimizer state materialised on a fresh
-optimizer, meta records (RNG, extra, hyperparameters)."""
+optimizer, meta records (RNG, extra, hyperparameters), receive layouts that change
+nothing live, fingerprints and buckets."""
 import os
 import random
 import sys
@@ -72,13 +73,16 @@ class StateTest(unittest.TestCase):
         self.assertEqual(len(dst_opt.state), 0)
         extra_dst = {"data_position": 0, "stale": 1}
         dst = st.TrackedState(dst_model, dst_opt, extra_dst)
-        dst.apply_meta_before(meta)
-        tensors = dst.sync_tensors()
-        self.assertEqual([t.shape for t in tensors], [t.shape for t in src.sync_tensors()])
-        st.unflatten_into(tensors, flats)
+        layout = dst.receive_layout(meta)
+        self.assertEqual([torch.Size(s) for s, _, _ in layout], [t.shape for t in src.sync_tensors()])
+        self.assertEqual(len(dst_opt.state), 0)          # the layout changes nothing
+        received = st.allocate(layout)
+        self.assertEqual([(d, f.numel()) for d, f in received], [(d, f.numel()) for d, f in flats])
+        for (_, r), (_, f) in zip(received, flats):
+            r.copy_(f)
         random.seed(0)
         torch.manual_seed(0)
-        dst.apply_meta_after(meta)
+        dst.apply_received(meta, received)
         self.assertEqual((random.random(), ), (want_rand[0], ))
         self.assertTrue(torch.equal(torch.rand(2), want_rand[1]))
         self.assertEqual(extra_dst, {"data_position": 123})
@@ -96,16 +100,72 @@ class StateTest(unittest.TestCase):
         dst_model, dst_opt = build(1)
         train(dst_model, dst_opt, 1)
         dst = st.TrackedState(dst_model, dst_opt)
-        dst.apply_meta_before(st.TrackedState(src_model, src_opt).meta(0))
+        src = st.TrackedState(src_model, src_opt)
+        dst.apply_received(src.meta(0), st.flatten(src.sync_tensors()))
         self.assertEqual(len(dst_opt.state), 0)
         self.assertEqual(len(dst.sync_tensors()), len(list(dst_model.parameters())) + 3)
+
+    def test_receive_layout_changes_nothing_live(self):
+        """A receiver's state is untouched until apply_received(): the layout of a source
+        whose optimizer has state neither wipes nor creates this member's state."""
+        src_model, src_opt = build(1)
+        train(src_model, src_opt, 2)
+        dst_model, dst_opt = build(2)
+        train(dst_model, dst_opt, 1)
+        before = [t.clone() for t in st.TrackedState(dst_model, dst_opt).sync_tensors()]
+        dst = st.TrackedState(dst_model, dst_opt)
+        dst.receive_layout(st.TrackedState(src_model, src_opt).meta(2))
+        after = dst.sync_tensors()
+        self.assertEqual(len(before), len(after))
+        for a, b in zip(before, after):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_fingerprint_sees_every_word_and_order(self):
+        t = torch.randn(1000)
+        fp = st.fingerprint(t)
+        self.assertEqual(fp, st.fingerprint(t.clone()))
+        for i in (0, 1, 499, 999):                       # one word changed, anywhere
+            u = t.clone()
+            u[i] = torch.nextafter(u[i], torch.tensor(1e9))   # the smallest change there is
+            a, b = st.fingerprint(u)
+            self.assertNotEqual(a, fp[0])
+            self.assertNotEqual(b, fp[1])
+        d = torch.randn(100, dtype=torch.float64)         # one value a word
+        u = d.clone()
+        u[[3, 4]] = u[[4, 3]]                             # two words swapped: s2 sees it
+        self.assertEqual(st.fingerprint(u)[0], st.fingerprint(d)[0])
+        self.assertNotEqual(st.fingerprint(u)[1], st.fingerprint(d)[1])
+        self.assertNotEqual(st.fingerprint(torch.zeros(3)), st.fingerprint(torch.zeros(5)[:3] + 1))
+        big = torch.randn(st.FP_CHUNK * 2 + 7, dtype=torch.float64)   # several chunks
+        c = big.clone()
+        c[st.FP_CHUNK + 1] += 1
+        self.assertNotEqual(st.fingerprint(big), st.fingerprint(c))
+
+    def test_state_fingerprint_equal_for_replicas_only(self):
+        a_model, a_opt = build(1)
+        b_model, b_opt = build(1)
+        train(a_model, a_opt, 2)
+        train(b_model, b_opt, 2)
+        a, b = st.TrackedState(a_model, a_opt), st.TrackedState(b_model, b_opt)
+        self.assertEqual(a.fingerprint(), b.fingerprint())
+        with torch.no_grad():                            # optimizer state differs
+            next(iter(b_opt.state.values()))["exp_avg"].view(-1)[0] += 1e-6
+        self.assertNotEqual(a.fingerprint(), b.fingerprint())
+
+    def test_buckets_cut_flats_into_views(self):
+        flats = st.flatten([torch.randn(10), torch.arange(3)])
+        bs = st.buckets(flats, 16)                        # 4 floats, 2 int64s a bucket
+        self.assertEqual([b.numel() for b in bs], [4, 4, 2, 2, 1])
+        bs[0].fill_(0)
+        self.assertTrue(torch.equal(flats[0][1][:4], torch.zeros(4)))   # views, not copies
 
     def test_extra_object_with_state_dict(self):
         model, opt = build(1)
         a, b = Scheduler(), Scheduler()
         a.epoch = 4
         meta = st.TrackedState(model, opt, a).meta(0)
-        st.TrackedState(model, opt, b).apply_meta_after(meta)
+        src = st.TrackedState(model, opt, a)
+        st.TrackedState(model, opt, b).apply_received(meta, st.flatten(src.sync_tensors()))
         self.assertEqual(b.epoch, 4)
 
     def test_mismatched_models_are_refused(self):
@@ -118,7 +178,7 @@ class StateTest(unittest.TestCase):
         train(model, opt, 1)
         meta = st.TrackedState(model, opt).meta(1)
         with self.assertRaisesRegex(ValueError, "every member must build the same model"):
-            st.TrackedState(small, small_opt).apply_meta_before(meta)
+            st.TrackedState(small, small_opt).receive_layout(meta)
         with self.assertRaisesRegex(TypeError, "track\\(extra=...\\)"):
             st.TrackedState(model, opt, extra=5)
 

@@ -53,6 +53,25 @@ TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
   REQUIRE(rep.ok());
   CHECK(rep->committed_step == 7);
   CHECK(rep->error == "reset");
+  CHECK(rep->state_intact);  // absent: an older library, whose state is always its own
+  auto spare = ParseReport(
+      R"({"member":"m","generation":2,"committed_step":7,"reason":"error","state_intact":false})");
+  REQUIRE(spare.ok());
+  CHECK_FALSE(spare->state_intact);
+  CHECK(ParseReport(R"({"member":"m","generation":2,"committed_step":7,"reason":"error","state_intact":"no"})")
+            .error()
+            .message == "report: \"state_intact\" must be true or false");
+  auto hb = ParseHeartbeat(
+      R"({"member":"m","generation":0,"step":1,"state":"training","state_intact":false,"in_collective":true})");
+  REQUIRE(hb.ok());
+  CHECK_FALSE(hb->state_intact);
+  CHECK(hb->in_collective);
+  auto plain = ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"training"})");
+  CHECK(plain->state_intact);
+  CHECK_FALSE(plain->in_collective);
+  CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"training","in_collective":1})")
+            .error()
+            .message == "heartbeat: \"in_collective\" must be true or false");
   CHECK(ParseMigration(R"({"rank":1,"kind":"now"})").error().message ==
         "migrations: \"kind\" must be \"planned\" or \"preemptive\" (got \"now\")");
   CHECK(ParseMigration(R"({"rank":1,"kind":"planned"})")->reason == "requested through the API");

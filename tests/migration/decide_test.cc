@@ -269,7 +269,10 @@ TEST_CASE("no spare: wait with a reason, resume as soon as one registers", "[mig
   CHECK(sim.state.phase == Phase::kWaitingSpare);
   auto plan = sim.Plan("m0");
   CHECK(plan["action"] == "wait");
-  CHECK(plan["reason"] == "waiting for a spare: rank 1 of generation 0 need 1, 0 registered, 0 starting");
+  CHECK(plan["reason"] ==
+        "waiting for a spare: rank 1 of generation 0 need 1, 0 registered, 0 starting; no spare will be started (no "
+        "--spare-command): start one with LOCKSTEP_ROLE=spare");
+  CHECK(sim.state.spares_exhausted);
   CHECK(sim.Notices("waiting_for_spare").size() == 1);
   CHECK(sim.All<RequestSpare>().empty());  // no spare command
   sim.now += 1;
@@ -444,9 +447,12 @@ TEST_CASE("the source dies before the state reached anyone: no replica holds the
   sim.ReportErr("m0", 0, 9);
   REQUIRE(sim.state.generation() == 1);  // m0 (step 9) is the source, s0 joins
   sim.Do(ProcessGone{"m0", "gone"});
-  sim.ReportErr("s0", 1, 0);  // s0 never received the state
+  // s0 never reached generation 1 (no heartbeat in it) and, a spare, holds no state:
+  // the job fails at once, without waiting for its report.
   REQUIRE(sim.state.phase == Phase::kTerminal);
-  CHECK(sim.state.terminal_reason == "no replica holds step 9: the survivors of generation 1 are at step 0 at most");
+  CHECK(sim.state.terminal_reason ==
+        "no replica holds step 9: none of the 1 live ranks of generation 1 holds a verified state (their transfers "
+        "did not complete)");
 }
 
 
@@ -652,7 +658,9 @@ TEST_CASE("a survivor that dies while waiting for a spare needs one too", "[migr
   sim.ReportErr("m1", 0, 4);
   REQUIRE(sim.state.phase == Phase::kWaitingSpare);
   sim.Do(ProcessGone{"m0", "gone"});
-  CHECK(sim.state.waiting_reason == "waiting for a spare: ranks 0,2 of generation 0 need 2, 0 registered, 0 starting");
+  CHECK(sim.state.waiting_reason ==
+        "waiting for a spare: ranks 0,2 of generation 0 need 2, 0 registered, 0 starting; no spare will be started "
+        "(no --spare-command): start one with LOCKSTEP_ROLE=spare");
   sim.Register("a", Role::kSpare);
   CHECK(sim.state.phase == Phase::kWaitingSpare);
   sim.Register("b", Role::kSpare);
@@ -727,6 +735,154 @@ TEST_CASE("a migration right after a re-form waits until the step rate is measur
   CHECK(sim.state.phase == Phase::kRunning);  // the rate since completion is not known yet
   sim.TrainFor(1, 4, 4);
   CHECK(sim.state.phase == Phase::kPausing);
+}
+
+// --- faults during a recovery (issue 20) ---
+
+TEST_CASE("a member without a verified state is never the source; none left: the job fails loudly", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(40);
+  sim.Do(ProcessGone{"m0", "exited (killed by signal 9)"});
+  for (const char* m : {"m1", "m2"}) sim.ReportErr(m, 0, 40);
+  REQUIRE(sim.state.generation() == 1);  // s0 takes rank 0, m1 is the source
+  CHECK(sim.state.current()->members == std::vector<std::string>{"s0", "m1", "m2"});
+  CHECK(sim.state.current()->src_rank == 1);
+  // The source dies mid-transfer. The spare (rank 0) reports step 40 but without a
+  // verified state (its transfer never completed); m2 kept its own state at 40.
+  sim.Do(ProcessGone{"m1", "exited (killed by signal 9)"});
+  Report spare{"s0", 1, 40, "error", "connection reset", false};
+  REQUIRE(sim.Do(spare).status.ok());
+  sim.ReportErr("m2", 1, 40);
+  sim.Register("s1", Role::kSpare);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->src_rank == 2);  // not rank 0 (s0), though it is alive "at step 40"
+  CHECK(sim.state.current()->resume_step == 40);
+  // Now the only intact member dies in its turn: the two left hold no verified state.
+  sim.Do(ProcessGone{"m2", "exited (killed by signal 9)"});
+  REQUIRE(sim.Do(Report{"s0", 2, 40, "error", "connection reset", false}).status.ok());
+  REQUIRE(sim.Do(Report{"s1", 2, 0, "error", "connection reset", false}).status.ok());
+  CHECK(sim.state.phase == Phase::kTerminal);
+  CHECK(sim.state.terminal_reason ==
+        "no replica holds step 40: none of the 2 live ranks of generation 2 holds a verified state (their transfers "
+        "did not complete)");
+  CHECK(sim.Plan("s0")["action"] == "exit");
+}
+
+TEST_CASE("a heartbeat without a verified state keeps a member out of the source choice", "[migration]") {
+  auto sim = Formed(2, 1);
+  sim.BeatAll(5);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 5);
+  REQUIRE(sim.state.generation() == 1);
+  // s0 heartbeats training (not intact) and m0 dies before any report: no source.
+  Heartbeat hb{"s0", 1, 5, "waiting", false, false};
+  sim.Do(hb);
+  CHECK_FALSE(sim.state.Find("s0")->hb_intact);
+  sim.Do(ProcessGone{"m0", "gone"});
+  sim.Do(Report{"s0", 1, 5, "error", "reset", false});
+  CHECK(sim.state.phase == Phase::kTerminal);
+  CHECK(sim.state.terminal_reason.rfind("no replica holds step 5", 0) == 0);
+}
+
+TEST_CASE("a failed generation: plans say wait, heartbeats say abort until the member reported", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(7);
+  CHECK(HeartbeatReply(sim.state, "m0")["directive"] == "none");
+  sim.Do(ProcessGone{"m2", "exited (killed by signal 9)"});
+  REQUIRE(sim.state.phase == Phase::kCollecting);
+  // A member still at the store (or in a collective) learns at once that g ended.
+  CHECK(sim.Plan("m0")["action"] == "wait");
+  CHECK(sim.Plan("m0")["generation"] == 0);
+  auto hb = HeartbeatReply(sim.state, "m0");
+  CHECK(hb["directive"] == "abort");
+  CHECK(hb["reason"] == "generation 0 ended (rank 2 died (member m2): process 1002 exited (killed by signal 9))");
+  CHECK(HeartbeatReply(sim.state, "s0")["directive"] == "none");  // a spare is not in g
+  sim.ReportErr("m0", 0, 7);
+  CHECK(HeartbeatReply(sim.state, "m0")["directive"] == "none");  // it reported
+  CHECK(HeartbeatReply(sim.state, "m1")["directive"] == "abort");
+}
+
+TEST_CASE("a member blocked in a collective is not hung: it gets the join timeout to report", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.BeatAll(7);
+  sim.Do(ProcessGone{"m2", "exited (killed by signal 9)"});
+  sim.ReportErr("m0", 0, 7);
+  // m1 waits in a collective behind a peer (it heartbeats so); grace is 2 s.
+  Heartbeat blocked{"m1", 0, 7, "training", true, true};
+  for (int i = 0; i < 8; ++i) {  // 4 s: twice the grace
+    sim.now += 0.5;
+    sim.Do(blocked);
+    sim.Beat("s0", -1, 0, "waiting");
+  }
+  CHECK(sim.state.Find("m1")->status == MemberStatus::kAlive);
+  CHECK(sim.All<Fence>().empty());
+  sim.ReportErr("m1", 0, 7);
+  CHECK(sim.state.generation() == 1);
+  // Without the flag the same wait is a hang: fenced after the grace.
+  auto sim2 = Formed(3, 1);
+  sim2.BeatAll(7);
+  sim2.Do(ProcessGone{"m2", "exited (killed by signal 9)"});
+  sim2.ReportErr("m0", 0, 7);
+  for (int i = 0; i < 8; ++i) {
+    sim2.now += 0.5;
+    sim2.Beat("m1", 0, 7);
+    sim2.Beat("s0", -1, 0, "waiting");
+  }
+  CHECK(sim2.state.Find("m1")->status == MemberStatus::kDead);
+  CHECK(sim2.state.Find("m1")->gone_cause == "hung");
+  // And a blocked member that never reports is fenced at the join timeout.
+  auto sim3 = Formed(3, 1);
+  sim3.BeatAll(7);
+  sim3.Do(ProcessGone{"m2", "gone"});
+  sim3.ReportErr("m0", 0, 7);
+  for (int i = 0; i < 44; ++i) {  // 22 s
+    sim3.now += 0.5;
+    sim3.Do(blocked);
+    sim3.Beat("s0", -1, 0, "waiting");
+  }
+  CHECK(sim3.state.Find("m1")->status == MemberStatus::kDead);
+  CHECK(sim3.state.Find("m1")->gone_cause == "hung");
+}
+
+TEST_CASE("a generation that fails before a member reached it is not waited on for that member", "[migration]") {
+  auto sim = Formed(3, 2);
+  sim.BeatAll(6);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 6);
+  sim.ReportErr("m2", 0, 6);
+  REQUIRE(sim.state.generation() == 1);
+  // The spare for rank 1 dies while m0 and m2 are still between groups (no heartbeat
+  // of generation 1 yet): the coordinator decides generation 2 at once.
+  sim.now += 0.2;
+  sim.Do(ProcessGone{"s0", "gone"});
+  CHECK(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s1", "m2"});
+  CHECK(sim.state.current()->resume_step == 6);
+  CHECK(sim.All<Fence>().empty());
+  // A member that did heartbeat generation 2 is waited on (it may be in a collective).
+  sim.now += 0.2;
+  sim.Beat("m0", 2, 6, "waiting");
+  sim.Do(ProcessGone{"s1", "gone"});
+  CHECK(sim.state.phase == Phase::kCollecting);
+  sim.ReportErr("m0", 2, 6);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);
+}
+
+TEST_CASE("waiting for spares that will come is not 'exhausted'", "[migration]") {
+  auto sim = Formed(2, 0, Config(2, 1, /*launch=*/true));
+  sim.BeatAll(3);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 3);
+  REQUIRE(sim.state.phase == Phase::kWaitingSpare);
+  CHECK_FALSE(sim.state.spares_exhausted);
+  CHECK(sim.All<RequestSpare>().size() == 1);
+  // Three launches that never register: launches stop, and the wait says so.
+  for (int i = 0; i < 3; ++i) {
+    sim.Do(SpareProcessExited{9000 + i, "exited with status 1"});
+    sim.Advance(0.1);
+  }
+  CHECK(sim.state.spares_exhausted);
+  CHECK(sim.state.waiting_reason.find("spare launches stopped after 3 failed in a row") != std::string::npos);
 }
 
 }  // namespace

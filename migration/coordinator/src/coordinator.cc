@@ -46,6 +46,10 @@ Coordinator::Coordinator(m::JobState initial, bool restored, CoordinatorPorts po
                          "Failure detected (or migration requested) to the next generation complete, last one.");
     spares_requested_ = &r.Counter("lockstep_migration_spares_requested_total", "Spare processes started.");
     terminal_ = &r.Gauge("lockstep_migration_terminal", "1 when the job cannot continue.");
+    waiting_spare_ = &r.Gauge("lockstep_migration_ranks_waiting_for_spare",
+                              "Dead ranks waiting for a spare; exhausted=\"true\" when no spare will be started "
+                              "(no --spare-command, or its launches stopped).",
+                              {"exhausted"});
     requests_ = &r.Counter("lockstep_migration_http_requests_total", "API calls by path and status.",
                            {"path", "status"});
   }
@@ -187,6 +191,12 @@ void Coordinator::UpdateGauges() {
   members_->Set({"dead"}, dead);
   members_->Set({"exited"}, exited);
   terminal_->Set(state_.phase == m::Phase::kTerminal ? 1 : 0);
+  double waiting = 0;
+  if (state_.phase == m::Phase::kWaitingSpare) {
+    for (const auto& id : state_.current()->members) waiting += state_.Alive(id) ? 0 : 1;
+  }
+  waiting_spare_->Set({"true"}, state_.spares_exhausted ? waiting : 0);
+  waiting_spare_->Set({"false"}, state_.spares_exhausted ? 0 : waiting);
 }
 
 void Coordinator::Tick() {

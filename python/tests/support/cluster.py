@@ -18,6 +18,29 @@ WORKER = os.path.join(HERE, "train_worker.py")
 SAFETY_S = 60      # only so that a broken run fails instead of hanging; never asserted
 
 
+def reference_hash(world, steps, args=()):
+    """Final parameters of a fault-free plain DistributedDataParallel run of the worker."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    procs = [subprocess.Popen([sys.executable, WORKER, "--mode", "ddp", "--steps", str(steps), "--port", str(port),
+                               *args],
+                              env=dict(os.environ, LOCKSTEP_RANK=str(r), LOCKSTEP_WORLD_SIZE=str(world)),
+                              stdout=subprocess.PIPE, text=True) for r in range(world)]
+    try:
+        outs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    hashes = {json.loads(line)["hash"] for o in outs for line in o.splitlines() if '"end"' in line}
+    assert len(hashes) == 1, "the reference ranks disagree: %s" % hashes
+    return hashes.pop()
+
+
 class Cluster:
     def __init__(self, binary, world_size, coordinator_args=()):
         self.dir = tempfile.mkdtemp(prefix="lockstep-pylib-")

@@ -56,6 +56,10 @@ struct FailureInput {
   int64_t max_known = 0;    // the highest step any member of g heartbeated (for messages)
   // committed[r]: rank r's committed step when it survives g, nullopt when dead.
   std::vector<std::optional<int64_t>> committed;
+  // intact[r]: rank r holds a verified state at committed[r] (empty: every survivor
+  // does). A survivor without one (a spare whose transfer did not complete) needs
+  // no spare but can never be the source.
+  std::vector<bool> intact;
   std::vector<int> leaving;  // ranks being moved (planned/pre-emptive); not the source if avoidable
   size_t spares = 0;         // registered spares ready now
   int spares_starting = 0;
@@ -67,6 +71,8 @@ struct FailureDecision {
   std::vector<int> dead;     // ranks that need a spare
   std::string reason;        // kWaitForSpare, kTerminal
 };
+// The source is chosen among the survivors that hold an intact state only; when
+// none holds g's resume step the decision is kTerminal ("no replica holds step s").
 FailureDecision OnFailure(const FailureInput& in);
 
 // True when every member of the current generation heartbeated "training"

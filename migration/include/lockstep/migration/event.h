@@ -26,6 +26,12 @@ struct Heartbeat {
   int64_t generation = -1;
   int64_t step = 0;
   std::string state;  // training | waiting | done (ran every step; about to exit)
+  // False while the member holds no verified copy of the training state (a spare
+  // before its first transfer): it is never chosen as a source.
+  bool state_intact = true;
+  // The training thread is waiting in one of the library's collectives (not
+  // hung: it reports once the collective fails or is aborted).
+  bool in_collective = false;
 };
 
 struct Report {
@@ -34,6 +40,7 @@ struct Report {
   int64_t committed_step = 0;
   std::string reason;  // error | pause
   std::string error;
+  bool state_intact = true;  // false: committed_step is not backed by a verified state
 };
 
 // GET /v1/plan: counts as a sign of life.

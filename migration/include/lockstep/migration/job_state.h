@@ -44,11 +44,14 @@ struct Member {
   std::string hb_state;  // "training" | "waiting" | "done" | "" (none yet)
   double hb_at = 0;        // time of the last heartbeat
   double hb_interval = 0;  // recent heartbeat interval (a decaying max; 0: unknown)
+  bool hb_intact = true;         // holds a verified state (see Heartbeat::state_intact)
+  bool hb_in_collective = false; // waiting in a library collective
   // Last report (it counts for the generation it names only).
   int64_t report_generation = -1;
   int64_t report_step = 0;
   std::string report_reason;  // "error" | "pause"
   std::string report_error;
+  bool report_intact = true;
   MemberStatus status = MemberStatus::kAlive;
   std::string gone_cause;   // dead: pid_gone | heartbeat_timeout | hung | join_timeout; exited: replaced | finished
   std::string gone_reason;  // a sentence for humans
@@ -129,6 +132,7 @@ struct JobState {
   bool refill_active = false;  // a generation used spares: keep K ready
   std::string terminal_reason;
   std::string waiting_reason;  // kWaitingSpare: what is missing
+  bool spares_exhausted = false;  // kWaitingSpare and no spare will be started (no command, or launches stopped)
 
   // -1 before generation 0.
   int64_t generation() const { return history.empty() ? -1 : history.back().number; }

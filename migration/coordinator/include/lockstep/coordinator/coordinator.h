@@ -118,6 +118,7 @@ class Coordinator {
   metrics::Family* recovery_ = nullptr;
   metrics::Family* spares_requested_ = nullptr;
   metrics::Family* terminal_ = nullptr;
+  metrics::Family* waiting_spare_ = nullptr;
   metrics::Family* requests_ = nullptr;
 };
 
