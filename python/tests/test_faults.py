@@ -62,5 +62,43 @@ class FaultsDuringRecoveryTest(unittest.TestCase):
                 self.assertEqual(r["divergence"], 0)
 
 
+class ReplicaFingerprintTest(unittest.TestCase):
+    """Silent data corruption on one replica (the "corrupt" fault adds 1e-3 to one
+    parameter of rank 2 at step 6): the fingerprint check finds it at the next check
+    step, names the rank, and moves it away; its replacement takes the majority's state,
+    so every rank ends with the same parameters."""
+
+    def test_a_diverged_replica_is_found_and_moved_away(self):
+        binary = os.environ.get("LOCKSTEP_COORDINATOR_BIN")
+        if not binary:
+            raise unittest.SkipTest("set LOCKSTEP_COORDINATOR_BIN")
+        c = fm.Cluster(binary, fm.WORLD, fm.COORD_ARGS)
+        try:
+            env = dict(fm.WORKER_ENV, LOCKSTEP_FINGERPRINT_EVERY="4")
+            ranks = [c.start("rank", r, steps=fm.STEPS, step_sleep=0.05,
+                             env=dict(env, LOCKSTEP_TEST_FAULT="step#6@0:corrupt") if r == 2 else env)
+                     for r in range(fm.WORLD)]
+            spare = c.start("spare", steps=fm.STEPS, env=env)
+            c.wait_exit(ranks + [spare])
+            dump = c.dump()
+            div = c.of(ranks[0], "divergence")
+            self.assertEqual(len(div), 1, dump)
+            self.assertEqual(div[0]["ranks"], [2], dump)
+            self.assertEqual(div[0]["agree"], [0, 1, 3], dump)
+            self.assertEqual(div[0]["step"], 8, dump)          # the first check after step 6
+            status, migs = c.http("GET", "/v1/migrations")
+            self.assertEqual(status, 200)
+            self.assertEqual([(m["rank"], m["kind"], m["state"]) for m in migs], [(2, "preemptive", "done")], dump)
+            self.assertIn("replica divergence at step 8 in generation 0: rank 2 disagrees with ranks 0,1,3",
+                          migs[0]["reason"])
+            self.assertEqual(c.procs[ranks[2]].returncode, 0, dump)   # replaced: it left
+            self.assertFalse(c.of(ranks[2], "end"), dump)
+            hashes = {c.of(i, "end")[0]["hash"] for i in (ranks[0], ranks[1], ranks[3], spare)}
+            self.assertEqual(len(hashes), 1, "the replicas still disagree:\n" + dump)
+            self.assertEqual(c.of(spare, "end")[0]["rank"], 2)
+        finally:
+            c.stop()
+
+
 if __name__ == "__main__":
     unittest.main()
