@@ -539,7 +539,7 @@ class Job:
         state); without a majority the job stops, since nobody knows which is right."""
         self._check_replicas_next = False
         dev = self._comm_device()
-        mine = torch.tensor(self._state.fingerprint(dev), dtype=torch.int64, device=dev)
+        mine = torch.tensor(self._state.fingerprint(), dtype=torch.int64, device=dev)
         got = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._wait(dist.all_gather(got, mine, async_op=True))
         fps = [tuple(int(v) for v in t.tolist()) for t in got]

@@ -154,13 +154,13 @@ class TrackedState:
         restore_rng(meta["rng"])
         self._load_extra(meta["extra"])
 
-    def fingerprint(self, device=None):
-        """(s1, s2) of every tensor sync_tensors() holds (fingerprint() of their flat
-        buffers): replicas of the same step have the same."""
+    def fingerprint(self):
+        """(s1, s2) over every tensor sync_tensors() holds, each in place (no copy of the
+        state), weighted by its position: replicas of the same step have the same."""
         s1 = s2 = 0
-        for i, (_, flat) in enumerate(flatten(self.sync_tensors(), device)):
-            a, b = fingerprint(flat)
-            s1, s2 = _wrap(s1 + a), _wrap(s2 + (2 * i + 1) * b)
+        for i, t in enumerate(self.sync_tensors()):
+            a, b = fingerprint(t)
+            s1, s2 = _wrap(s1 + (2 * i + 1) * a), _wrap(s2 + (2 * i + 1) * b)
         return s1, s2
 
     def _extra_state(self):
