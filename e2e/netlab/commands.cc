@@ -1,15 +1,13 @@
 #include "netlab/commands.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <set>
+#include <map>
 
 #include "netlab/lab.h"
+#include "netlab/napi.h"
 #include "netlab/parse.h"
 #include "netlab/routes.h"
 #include "netlab/shaping.h"
@@ -77,52 +75,6 @@ Status ShapeHostLinks(const Topology& t, const std::string& rate, LabState& stat
   return Status::Ok();
 }
 
-// Pids of the kernel's threaded-NAPI pollers ("napi/<dev>-<id>").
-std::set<int> NapiThreads() {
-  std::set<int> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name) && name.rfind("napi/", 0) == 0) out.insert(std::stoi(pid));
-  }
-  return out;
-}
-
-// `up --napi-threads`: the fabric's forwarding in kernel threads of its own,
-// as switches forward on their own silicon. Without it a packet's whole trip
-// through veths, routers and shapers runs in the softirq of whichever thread
-// sent it or happened to enable bottom halves, on the hosts' cores: on a
-// busy machine (and a non-preemptible kernel) a host's real-time prober can
-// spend tens of ms forwarding other hosts' traffic. Every veth gets GRO (veth
-// then hands packets to the peer's NAPI; TSO off, else they take the backlog)
-// and threaded NAPI, and the new napi threads run SCHED_FIFO 1.
-Status ThreadNapi(const Topology& t) {
-  const std::set<int> before = NapiThreads();
-  for (const auto& lk : t.links) {
-    for (const Endpoint* e : {&lk.a, &lk.b}) {
-      if (auto r = RunChecked({"ip", "netns", "exec", e->ns, "ethtool", "-K", e->ifname, "tso", "off", "gro", "on"});
-          !r.ok()) {
-        return r.error();
-      }
-      auto r = Run({"ip", "netns", "exec", e->ns, "tee", "/sys/class/net/" + e->ifname + "/threaded"}, "1\n");
-      if (!r.ok()) return r.error();
-      if (r->rc != 0) return Internal("threaded NAPI on " + e->ns + "/" + e->ifname + ": " + r->err);
-    }
-  }
-  int moved = 0;
-  for (int pid : NapiThreads()) {
-    if (before.contains(pid)) continue;
-    const sched_param param{.sched_priority = 1};
-    if (::sched_setscheduler(pid, SCHED_FIFO, &param) != 0) return Internal("SCHED_FIFO for napi thread " + std::to_string(pid));
-    ++moved;
-  }
-  if (moved == 0) return Internal("--napi-threads: no napi kernel thread appeared (kernel without threaded NAPI?)");
-  Log("lab " + t.name + ": " + std::to_string(moved) + " napi threads at SCHED_FIFO 1");
-  return Status::Ok();
-}
-
 // Builds the claimed lab and writes an all-up state.json.
 Status BringUp(const Topology& t, const std::string& link_rate, bool napi_threads) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -131,6 +83,7 @@ Status BringUp(const Topology& t, const std::string& link_rate, bool napi_thread
     if (Status s = ThreadNapi(t); !s.ok()) return s;
   }
   LabState state;
+  state.napi_threads = napi_threads;
   if (!link_rate.empty()) {
     if (Status s = ShapeHostLinks(t, link_rate, state); !s.ok()) return s;
   }
@@ -192,14 +145,27 @@ Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std:
   LabState& state = lab->state;
   const bool down = a.Get("action") == "down", silent = a.Flag("silent");
   const double delay = a.Float("delay-ms") / 1000;  // routing reacts after a BFD/BGP-like delay
+  // A veth that was admin-down comes back with a new napi thread at
+  // SCHED_OTHER: note the threads before, raise the new ones after.
+  const bool renapi = !down && state.napi_threads;
+  const auto napi_before = renapi ? NapiThreads() : std::map<int, std::string>{};
+  bool was_down = false;
+  std::vector<std::string> ifnames;
   asked = WallSeconds();
   for (const auto& n : names) {
     const Link* lk = FindLink(t, n);
     if (lk == nullptr) return NotFound("no link " + Quoted(n) + " in the lab any more");
+    was_down = was_down || !LinkUp(state, n);
+    ifnames.insert(ifnames.end(), {lk->a.ifname, lk->b.ifname});
     Status s = down ? TakeLinkDown(*lk, silent, state) : BringLinkUp(*lk, state);
     if (!s.ok()) return s.error();
   }
   changed = WallSeconds();
+  if (renapi) {
+    const auto moved = RaiseNewNapiThreads(napi_before, ifnames);
+    if (!moved.ok()) return moved.error();
+    if (*moved == 0 && was_down) Log("warning: no new napi thread for " + Join(names, ", ") + " after up");
+  }
   if (down) {
     if (Status s = SaveState(name, state); !s.ok()) return s.error();
     if (silent) return std::vector<std::string>{};
