@@ -35,8 +35,11 @@ std::vector<CommandSpec> BuildCommands() {
       {"link", "flap a link, or all links of a node",
        {kName,
         {"--silent", T::kFlag, "", {}, false, "blackhole without carrier loss or route change"},
-        {"--delay-ms", T::kFloat, "0", {}, false, "wait this long before rerouting"}},
-       {{"link", {}}, {"action", {"down", "up"}}},
+        {"--delay-ms", T::kFloat, "0", {}, false, "wait this long before rerouting"},
+        {"--count", T::kInt, "10", {}, false, "flap: down/up cycles"},
+        {"--period-ms", T::kFloat, "1000", {}, false, "flap: from one down to the next"},
+        {"--down-ms", T::kFloat, "", {}, false, "flap: from a down to its up (default half the period)"}},
+       {{"link", {}}, {"action", {"down", "up", "flap"}}},
        ""},
       {"shape", "rate-limit one direction of a link",
        {kName,
@@ -342,6 +345,9 @@ Commands (all need root):
                   [--hash-seed 1] [--link-rate 200mbit] [--napi-threads] [--replace]
   netlab down     --name N
   netlab link     --name N LINK|NODE down|up [--silent] [--delay-ms MS]
+  netlab link     --name N LINK|NODE flap [--count 10] [--period-ms 1000] [--down-ms MS]
+                  [--silent] [--delay-ms MS]   (one process keeps the timetable; prints
+                  the timing it achieved as JSON)
   netlab shape    --name N LINK --rate 100mbit [--burst 16kb] [--latency 50ms]
                   [--dir up|down|both] [--qdisc tbf|htb]
   netlab shape    --name N LINK --clear [--dir up|down|both]

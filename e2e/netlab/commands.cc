@@ -7,6 +7,7 @@
 #include <map>
 
 #include "netlab/lab.h"
+#include "netlab/links.h"
 #include "netlab/napi.h"
 #include "netlab/parse.h"
 #include "netlab/routes.h"
@@ -99,87 +100,6 @@ Status BringUp(const Topology& t, const std::string& link_rate, bool napi_thread
   return Status::Ok();
 }
 
-Status TakeLinkDown(const Link& lk, bool silent, LabState& state) {
-  if (silent) {
-    for (const auto& [ns, line] : SilentCommands(lk, true)) {
-      if (auto r = IpBatch(ns, {line}, true); !r.ok()) return r.error();
-    }
-    state.links[lk.name] = "silent";
-    return Status::Ok();
-  }
-  // Admin-down the upper end: the host (or leaf) sees carrier loss, as when a
-  // cable or a switch port dies.
-  if (auto r = IpBatch(lk.b.ns, {"link set " + lk.b.ifname + " down"}, true); !r.ok()) return r.error();
-  state.links[lk.name] = "down";
-  return Status::Ok();
-}
-
-Status BringLinkUp(const Link& lk, LabState& state) {
-  // Always clear the silent entries: a silent link may have been downed loudly since.
-  for (const auto& [ns, line] : SilentCommands(lk, false)) {
-    if (auto r = IpBatch(ns, {line}, false); !r.ok()) return r.error();
-  }
-  for (const Endpoint* e : {&lk.a, &lk.b}) {
-    if (auto r = IpBatch(e->ns, {"link set " + e->ifname + " up"}, true); !r.ok()) return r.error();
-  }
-  state.links.erase(lk.name);
-  return Status::Ok();
-}
-
-// Wall-clock seconds (what benchmarks timestamp their logs with).
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Flaps the links under the lab lock; returns the routing warnings. The link
-// changed between `asked` (just before the first `ip` command) and `changed`
-// (just after the last one returned), before routes re-converge.
-Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names, double& asked,
-                                           double& changed) {
-  const std::string name = a.Get("name");
-  auto lock = FileLock::Acquire(JoinPath(LabDir(name), ".lock"));
-  if (!lock.ok()) return lock.error();
-  auto lab = LoadLab(name);
-  if (!lab.ok()) return lab.error();
-  const Topology& t = lab->topo;
-  LabState& state = lab->state;
-  const bool down = a.Get("action") == "down", silent = a.Flag("silent");
-  const double delay = a.Float("delay-ms") / 1000;  // routing reacts after a BFD/BGP-like delay
-  // A veth that was admin-down comes back with a new napi thread at
-  // SCHED_OTHER: note the threads before, raise the new ones after.
-  const bool renapi = !down && state.napi_threads;
-  const auto napi_before = renapi ? NapiThreads() : std::map<int, std::string>{};
-  bool was_down = false;
-  std::vector<std::string> ifnames;
-  asked = WallSeconds();
-  for (const auto& n : names) {
-    const Link* lk = FindLink(t, n);
-    if (lk == nullptr) return NotFound("no link " + Quoted(n) + " in the lab any more");
-    was_down = was_down || !LinkUp(state, n);
-    ifnames.insert(ifnames.end(), {lk->a.ifname, lk->b.ifname});
-    Status s = down ? TakeLinkDown(*lk, silent, state) : BringLinkUp(*lk, state);
-    if (!s.ok()) return s.error();
-  }
-  changed = WallSeconds();
-  if (renapi) {
-    const auto moved = RaiseNewNapiThreads(napi_before, ifnames);
-    if (!moved.ok()) return moved.error();
-    if (*moved == 0 && was_down) Log("warning: no new napi thread for " + Join(names, ", ") + " after up");
-  }
-  if (down) {
-    if (Status s = SaveState(name, state); !s.ok()) return s.error();
-    if (silent) return std::vector<std::string>{};
-    SleepSeconds(delay);
-    return Converge(t, state, false);
-  }
-  if (Status s = WaitCarrier(t, names); !s.ok()) return s.error();
-  SleepSeconds(delay);
-  auto warnings = Converge(t, state, false);
-  if (!warnings.ok()) return warnings.error();
-  if (Status s = SaveState(name, state); !s.ok()) return s.error();
-  return warnings;
-}
-
 // Installs (or clears) the shapers of one link under the lab lock.
 Status ShapeLink(const Args& a, const Link& lk, const std::string& dir) {
   const std::string name = a.Get("name");
@@ -247,13 +167,15 @@ Result<int> CmdLink(const Args& a) {
   if (!lab.ok()) return lab.error();
   const auto names = ResolveLinks(lab->topo, a.Get("link"));
   if (!names.ok()) return names.error();
-  double asked = 0, changed = 0;
-  const auto warnings = FlapLinks(a, *names, asked, changed);
+  if (a.Get("action") == "flap") return RunFlapTrain(a, lab->topo, lab->state, *names);
+  const bool down = a.Get("action") == "down", silent = a.Flag("silent") && down;
+  const LinkChange change{.down = down, .silent = silent, .delay_s = a.Float("delay-ms") / 1000, .clear_silent = true};
+  ChangeTimes times;
+  const auto warnings = ChangeLinks(a.Get("name"), *names, change, SetAdminWithIp, times);
   if (!warnings.ok()) return warnings.error();
   for (const auto& w : *warnings) Log("warning: " + w);
-  const bool silent = a.Flag("silent") && a.Get("action") == "down";
   char at[96];
-  std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", changed, asked);
+  std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", times.changed, times.asked);
   Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : "") + at);
   return 0;
 }

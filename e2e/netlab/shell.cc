@@ -1,9 +1,13 @@
 #include "netlab/shell.h"
 
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -235,6 +239,70 @@ bool KernelHasLinkKind(const std::string& ns, const std::string& kind) {
   if (!added.ok() || added->rc != 0) return false;
   (void)Run({"ip", "-n", ns, "link", "del", "nlprobe0"});
   return true;
+}
+
+NetnsRtnl::~NetnsRtnl() {
+  for (const auto& [ns, fd] : fds_) ::close(fd);
+}
+
+Status NetnsRtnl::Open(const std::string& ns) {
+  if (fds_.contains(ns)) return Status::Ok();
+  const Fd home(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  const Fd target(::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC));
+  if (home.get() < 0) return Internal(Errno("open /proc/self/ns/net"));
+  if (target.get() < 0) return Internal(Errno("open /run/netns/" + ns));
+  if (::setns(target.get(), CLONE_NEWNET) != 0) return Internal(Errno("setns " + ns));
+  const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  const int socket_errno = errno;
+  if (::setns(home.get(), CLONE_NEWNET) != 0) {
+    std::perror("netlab: setns back to the root namespace");
+    std::abort();
+  }
+  if (fd < 0) return Internal("netlink socket in " + ns + ": " + std::strerror(socket_errno));
+  fds_[ns] = fd;
+  return Status::Ok();
+}
+
+Status NetnsRtnl::SetAdmin(const std::string& ns, const std::string& ifname, bool up) {
+  if (Status s = Open(ns); !s.ok()) return s;
+  if (ifname.empty() || ifname.size() >= IFNAMSIZ) return InvalidArgument("bad interface name " + Quoted(ifname));
+  const int fd = fds_.at(ns);
+  struct {
+    nlmsghdr nh;
+    ifinfomsg ifi;
+    char attrs[RTA_SPACE(IFNAMSIZ)];
+  } req{};
+  const uint32_t seq = ++seq_;
+  rtattr* name = reinterpret_cast<rtattr*>(req.attrs);
+  name->rta_type = IFLA_IFNAME;
+  name->rta_len = static_cast<unsigned short>(RTA_LENGTH(ifname.size() + 1));
+  std::memcpy(RTA_DATA(name), ifname.c_str(), ifname.size() + 1);
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(ifinfomsg)) + RTA_ALIGN(name->rta_len);
+  req.nh.nlmsg_type = RTM_SETLINK;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  req.nh.nlmsg_seq = seq;
+  req.ifi.ifi_family = AF_UNSPEC;
+  req.ifi.ifi_flags = up ? IFF_UP : 0;
+  req.ifi.ifi_change = IFF_UP;
+  const std::string what = "link " + ifname + (up ? " up" : " down") + " in " + ns;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  while (::sendto(fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
+    if (errno != EINTR) return Internal(Errno(what + ": netlink send"));
+  }
+  alignas(nlmsghdr) char buf[8192];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Internal(Errno(what + ": netlink receive"));
+    int len = int(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_seq != seq || h->nlmsg_type != NLMSG_ERROR) continue;  // a late answer to an earlier request
+      const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+      if (err->error == 0) return Status::Ok();
+      return Internal(what + ": " + std::strerror(-err->error));
+    }
+  }
 }
 
 }  // namespace lockstep::netlab

@@ -88,7 +88,7 @@ TEST_CASE("cli: usage errors read as argparse's", "[netlab]") {
   CHECK(Error({"up", "--name"}) == "netlab up: error: argument --name: expected one argument");
   CHECK(Error({"link", "--name", "a"}) == "netlab link: error: the following arguments are required: link, action");
   CHECK(Error({"link", "--name", "a", "h0", "sideways"}) ==
-        "netlab link: error: argument action: invalid choice: 'sideways' (choose from 'down', 'up')");
+        "netlab link: error: argument action: invalid choice: 'sideways' (choose from 'down', 'up', 'flap')");
   CHECK(Error({"link", "--name", "a", "h0", "down", "--silent=1"}) ==
         "netlab link: error: argument --silent: ignored explicit argument '1'");
   CHECK(Error({"link", "--name", "a", "h0", "down", "--delay-ms", "soon"}) ==
