@@ -38,6 +38,15 @@ Result<std::string> RunChecked(const std::vector<std::string>& argv);
 // error lines; with check, a failed batch is an error.
 Result<std::vector<std::string>> IpBatch(const std::string& ns, const std::vector<std::string>& lines, bool check);
 
+// Several namespaces' batches at once (up to 16 `ip` processes together):
+// the error lines of each, in order. Namespaces are independent, so this is
+// IpBatch for each without waiting for one before starting the next.
+struct NsBatch {
+  std::string ns;
+  std::vector<std::string> lines;
+};
+Result<std::vector<std::vector<std::string>>> IpBatches(const std::vector<NsBatch>& batches, bool check);
+
 // Writes /proc/sys/... inside namespace ns.
 Status SetSysctls(const std::string& ns, const Sysctls& values);
 bool KernelHasSysctl(const std::string& name);
