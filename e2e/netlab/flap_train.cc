@@ -75,8 +75,9 @@ Result<int> RunFlapTrain(const Args& a, const Topology& t, const LabState& befor
     change.down = step.down;
     ChangeTimes times;
     const auto warnings = ChangeLinks(name, names, change, set_admin, times);
-    if (!warnings.ok()) {
+    if (!warnings.ok()) {  // the links may be half-changed: bring them up below
       failed = warnings.error();
+      down = true;
       break;
     }
     for (const auto& w : *warnings) Log("warning: " + w);
@@ -87,7 +88,7 @@ Result<int> RunFlapTrain(const Args& a, const Topology& t, const LabState& befor
     events.push_back({step, wall0 + step.offset_s, times.asked, times.changed, times.converged});
     if (change.clear_silent && !step.down) change.clear_silent = silent;
   }
-  if (down) {  // stopped half-way: leave the links up
+  if (down) {  // stopped half-way (Ctrl-C or an error): leave the links up
     change.down = false;
     ChangeTimes times;
     const auto up = ChangeLinks(name, names, change, set_admin, times);
