@@ -27,8 +27,8 @@ configure. Real traffic on host addresses: a PyTorch DDP loop
 h0 -> h1 (bulk-stream). The faulted link is the one the stream really uses:
 netlab path for its 5-tuple (the FIB, the agents' /32 pins included), asked
 before and after a second of per-link byte counters; all three must agree
-(else asked again, up to 5 times). Fault times are netlab's (when its `ip`
-command started), so detection and failover times are upper bounds. The lab
+(else asked again, up to 5 times). Fault times are netlab's (just before it
+changed the link), so detection and failover times are upper bounds. The lab
 forwards in its own kernel threads (netlab up --napi-threads), as switches do
 not share the hosts' cores; otherwise forwarding runs in the softirq of
 whatever thread sent a packet, probers included.
