@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "bench_cli.h"
 #include "clocksync-sim-world.h"
 #include "lockstep/clocksync/clock_discipline.h"
 #include "lockstep/clocksync/estimator.h"
@@ -221,35 +224,32 @@ void PrintJson(const Flags& f, const std::vector<Row>& rows) {
   std::printf("]}\n");
 }
 
-int Usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--quick] [--max-nodes N] [--profile sw|nic|all] [--windows W]\n"
-               "          [--rounds R] [--seed S] [--node-asym-ns A] [--wander-ppb P] [--eval-pairs M]\n"
-               "  --quick          1k and 10k nodes, 2 windows\n"
-               "  --max-nodes N    largest N of 1000, 10000, 100000 to run (default 100000)\n"
-               "  --node-asym-ns A per-node stamping asymmetry up to A ns (undetectable by design)\n",
-               argv0);
-  return 2;
-}
-
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "--quick") { f.max_nodes = std::min<uint32_t>(f.max_nodes, 10000); f.windows = 2; }
-    else if (a == "--max-nodes" && (v = next())) f.max_nodes = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (a == "--profile" && (v = next())) f.profile = v;
-    else if (a == "--windows" && (v = next())) f.windows = std::max(1u, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
-    else if (a == "--rounds" && (v = next())) f.rounds = std::max(1u, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
-    else if (a == "--seed" && (v = next())) f.seed = std::strtoull(v, nullptr, 10);
-    else if (a == "--node-asym-ns" && (v = next())) f.node_asym_ns = std::strtod(v, nullptr);
-    else if (a == "--wander-ppb" && (v = next())) f.wander_ppb = std::strtod(v, nullptr);
-    else if (a == "--eval-pairs" && (v = next())) f.eval_pairs = std::max(1u, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
-    else return Usage(argv[0]);
+  CLI::App app{"clocksync-sim: the clocksync library on synthetic probe data for 1k, 10k and 100k nodes",
+               "clocksync-sim"};
+  bool quick = false;
+  app.add_flag("--quick", quick, "1k and 10k nodes, 2 windows (explicit flags win)");
+  CLI::Option* max_nodes = app.add_option("--max-nodes", f.max_nodes, "largest N of 1000, 10000, 100000 to run")
+                               ->capture_default_str();
+  app.add_option("--profile", f.profile, "timestamping: software, NIC, or both")
+      ->check(CLI::IsMember({"sw", "nic", "all"}))
+      ->capture_default_str();
+  CLI::Option* windows =
+      app.add_option("--windows", f.windows, "solve windows")->check(CLI::Range(1u, 1'000'000u))->capture_default_str();
+  app.add_option("--rounds", f.rounds, "probe rounds per window")->check(CLI::Range(1u, 1'000'000u))->capture_default_str();
+  app.add_option("--seed", f.seed, "synthetic data")->capture_default_str();
+  app.add_option("--node-asym-ns", f.node_asym_ns, "per-node stamping asymmetry up to A ns (undetectable by design)")
+      ->capture_default_str();
+  app.add_option("--wander-ppb", f.wander_ppb, "clock wander, ppb")->capture_default_str();
+  app.add_option("--eval-pairs", f.eval_pairs, "random node pairs scored")
+      ->check(CLI::Range(1u, 100'000'000u))
+      ->capture_default_str();
+  if (const auto rc = lockstep::bench::ParseArgs(app, argc, argv)) return *rc;
+  if (quick) {
+    if (max_nodes->count() == 0) f.max_nodes = 10000;
+    if (windows->count() == 0) f.windows = 2;
   }
-  if (f.profile != "sw" && f.profile != "nic" && f.profile != "all") return Usage(argv[0]);
   std::vector<Profile> profiles;
   if (f.profile != "nic") profiles.push_back(Profile::Software());
   if (f.profile != "sw") profiles.push_back(Profile::Nic());

@@ -1,21 +1,21 @@
 // clocksync: real lockstep-agents on a netlab namespace fabric, scored against
 // the ground truth of their virtual clocks. Needs root. Prints a table per
-// scenario, then ONE JSON line (headline = scenario b). See kHelp.
+// scenario, then ONE JSON line (headline = scenario b). See kAbout and --help.
 #include <unistd.h>
 
-#include <cstdio>
-#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
+#include <CLI/CLI.hpp>
+
+#include "bench_cli.h"
 #include "clocksync_testbed.h"
 
 namespace lockstep::bench {
 namespace {
 
-const char* kHelp = R"(usage: clocksync [options]
-
-clocksync testbed: real lockstep-agents on a netlab namespace fabric,
+const char* kAbout = R"(clocksync testbed: real lockstep-agents on a netlab namespace fabric,
 scored against the ground truth of their virtual clocks, side by side with
 real chrony on the same fabric in the same run.
 
@@ -80,136 +80,48 @@ Tools: lockstep-agent and netlab-loadgen from $LOCKSTEP_BUILD_DIR, the build
 dir this binary lives in, build/dev or build/ci ($LOCKSTEP_AGENT and
 $NETLAB_LOADGEN override); netlab from $NETLAB, <build>/e2e/netlab/netlab, or
 the repository's e2e/netlab/netlab.
-
-options:
-  --hosts N                   hosts (default 8)
-  --name NAME                 netlab lab name, namespaces NAME-hN (default csbench)
-  --scenarios LETTERS         subset of a,b,c,d,e, run in the order c a b e d (default cabed)
-  --seed N                    virtual clocks and load pattern (default 1)
-  --measure-s S               measurement period for a and b (default 20)
-  --short-measure-s S         measurement period for c, d, e (default 8)
-  --sample-ms MS              /status sampling period (default 200)
-  --late-join-s S             c: the last agent starts this much later (default 10)
-  --settle-s S                wait this long after every agent is LOCKED before measuring (default 0)
-  --asymmetry-allowance-ns N  the agents' clockSync.asymmetryAllowanceNs, added to every bound (default 0:
-                              score the bare estimate; the product default is 100)
-  --no-chrony                 do not run chrony
-  --fabric                    agents also run fabric failover probing on both rails (see above)
-  --chrony-server-host N      host index of the chrony server (default 0)
-  --chrony-poll P             chrony minpoll = maxpoll, log2 seconds (default -4: 16 Hz)
-  --chrony-sample-ms MS       chronyc tracking period (default 500)
-  --lock-timeout-s S          time allowed to reach LOCKED (default 40)
-  --link-down-s S             e: how long the link is down (default 4)
-  --shape-mbit M              b: tbf rate of the shaped direction (default 50)
-  --load-fraction F           b: mean load as a fraction of the shaped rate (default 0.8)
-  --burst-ms MS               b: mean on and off time of the bursts (default 5)
-  --load-warmup-s S           b: load before measuring (default 4)
-  --interval-ms MS            agent probe.intervalMs (default 20)
-  --peers-per-node N          agent probe.peersPerNode (default 16)
-  --wander W                  virtual clock wander, ppb/sqrt(s) (default 10)
-  --work-dir DIR              configs and agent logs (default: a new temp dir)
-  --check                     exit 1 unless every scored pair is within bound_i + bound_j and < 10 us
-  --max-violation-fraction F  --check: fraction of pair samples allowed outside bound_i + bound_j (default 0)
-  -h, --help                  this text
 )";
 
-[[noreturn]] void Usage(const std::string& msg) {
-  std::cerr << "clocksync: " << msg << " (see --help)\n";
-  std::exit(2);
-}
-
-double ParseDouble(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  try {
-    double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (const std::exception&) {
-  }
-  Usage(flag + ": not a number: \"" + v + "\"");
-}
-
-long long ParseInt(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  try {
-    long long n = std::stoll(v, &used);
-    if (used == v.size()) return n;
-  } catch (const std::exception&) {
-  }
-  Usage(flag + ": not an integer: \"" + v + "\"");
-}
-
-Options ParseArgs(int argc, char** argv) {
-  Options o;
-  using Setter = std::function<void(const std::string&, const std::string&)>;
-  auto num = [](double& field) -> Setter {
-    return [&field](const std::string& f, const std::string& v) { field = ParseDouble(f, v); };
+// The flags into o; nullopt to go on, else the exit code (--help: 0; bad usage: 2).
+std::optional<int> ParseFlags(int argc, char** argv, Options& o) {
+  CLI::App app{kAbout, "clocksync"};
+  bool no_chrony = false;
+  const auto opt = [&app](const std::string& name, auto& field, const std::string& help) {
+    return app.add_option(name, field, help)->capture_default_str();
   };
-  auto integer = [](int& field) -> Setter {
-    return [&field](const std::string& f, const std::string& v) { field = static_cast<int>(ParseInt(f, v)); };
-  };
-  auto text = [](std::string& field) -> Setter {
-    return [&field](const std::string&, const std::string& v) { field = v; };
-  };
-  std::map<std::string, Setter> flags = {
-      {"--hosts", integer(o.hosts)},
-      {"--name", text(o.name)},
-      {"--scenarios", text(o.scenarios)},
-      {"--seed", [&o](const std::string& f, const std::string& v) { o.seed = static_cast<uint64_t>(ParseInt(f, v)); }},
-      {"--measure-s", num(o.measure_s)},
-      {"--short-measure-s", num(o.short_measure_s)},
-      {"--sample-ms", num(o.sample_ms)},
-      {"--late-join-s", num(o.late_join_s)},
-      {"--settle-s", num(o.settle_s)},
-      {"--asymmetry-allowance-ns", num(o.asymmetry_allowance_ns)},
-      {"--chrony-server-host", integer(o.chrony_server)},
-      {"--chrony-poll", integer(o.chrony_poll)},
-      {"--chrony-sample-ms", num(o.chrony_sample_ms)},
-      {"--lock-timeout-s", num(o.lock_timeout_s)},
-      {"--link-down-s", num(o.link_down_s)},
-      {"--shape-mbit", num(o.shape_mbit)},
-      {"--load-fraction", num(o.load_fraction)},
-      {"--burst-ms", num(o.burst_ms)},
-      {"--load-warmup-s", num(o.load_warmup_s)},
-      {"--interval-ms", integer(o.interval_ms)},
-      {"--peers-per-node", integer(o.peers_per_node)},
-      {"--wander", num(o.wander)},
-      {"--work-dir", text(o.work_dir)},
-      {"--max-violation-fraction", num(o.max_violation_fraction)},
-  };
-  for (int k = 1; k < argc; ++k) {
-    std::string arg = argv[k];
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kHelp;
-      std::exit(0);
-    }
-    if (arg == "--check") {
-      o.check = true;
-      continue;
-    }
-    if (arg == "--no-chrony") {
-      o.chrony = false;
-      continue;
-    }
-    if (arg == "--fabric") {
-      o.fabric = true;
-      continue;
-    }
-    std::string value;
-    bool inline_value = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      inline_value = true;
-    }
-    auto it = flags.find(arg);
-    if (it == flags.end()) Usage("unknown argument: " + arg);
-    if (!inline_value) {
-      if (k + 1 >= argc) Usage(arg + ": needs a value");
-      value = argv[++k];
-    }
-    it->second(arg, value);
-  }
-  return o;
+  opt("--hosts", o.hosts, "hosts");
+  opt("--name", o.name, "netlab lab name, namespaces NAME-hN");
+  opt("--scenarios", o.scenarios, "subset of a,b,c,d,e, run in the order c a b e d");
+  opt("--seed", o.seed, "virtual clocks and load pattern");
+  opt("--measure-s", o.measure_s, "measurement period for a and b");
+  opt("--short-measure-s", o.short_measure_s, "measurement period for c, d, e");
+  opt("--sample-ms", o.sample_ms, "/status sampling period");
+  opt("--late-join-s", o.late_join_s, "c: the last agent starts this much later");
+  opt("--settle-s", o.settle_s, "wait this long after every agent is LOCKED before measuring");
+  opt("--asymmetry-allowance-ns", o.asymmetry_allowance_ns,
+      "the agents' clockSync.asymmetryAllowanceNs, added to every bound (0: score the bare estimate; the product "
+      "default is 100)");
+  app.add_flag("--no-chrony", no_chrony, "do not run chrony");
+  app.add_flag("--fabric", o.fabric, "agents also run fabric failover probing on both rails (see above)");
+  opt("--chrony-server-host", o.chrony_server, "host index of the chrony server");
+  opt("--chrony-poll", o.chrony_poll, "chrony minpoll = maxpoll, log2 seconds (-4: 16 Hz)");
+  opt("--chrony-sample-ms", o.chrony_sample_ms, "chronyc tracking period");
+  opt("--lock-timeout-s", o.lock_timeout_s, "time allowed to reach LOCKED");
+  opt("--link-down-s", o.link_down_s, "e: how long the link is down");
+  opt("--shape-mbit", o.shape_mbit, "b: tbf rate of the shaped direction");
+  opt("--load-fraction", o.load_fraction, "b: mean load as a fraction of the shaped rate");
+  opt("--burst-ms", o.burst_ms, "b: mean on and off time of the bursts");
+  opt("--load-warmup-s", o.load_warmup_s, "b: load before measuring");
+  opt("--interval-ms", o.interval_ms, "agent probe.intervalMs");
+  opt("--peers-per-node", o.peers_per_node, "agent probe.peersPerNode");
+  opt("--wander", o.wander, "virtual clock wander, ppb/sqrt(s)");
+  app.add_option("--work-dir", o.work_dir, "configs and agent logs (default: a new temp dir)");
+  app.add_flag("--check", o.check, "exit 1 unless every scored pair is within bound_i + bound_j and < 10 us");
+  opt("--max-violation-fraction", o.max_violation_fraction,
+      "--check: fraction of pair samples allowed outside bound_i + bound_j");
+  if (const auto rc = ParseArgs(app, argc, argv)) return rc;
+  o.chrony = !no_chrony;
+  return std::nullopt;
 }
 
 void Validate(const Options& o) {
@@ -246,7 +158,8 @@ int RunTestbed(const Options& o, std::map<char, ScenarioResult>& results) {
 }
 
 int Main(int argc, char** argv) {
-  Options o = ParseArgs(argc, argv);
+  Options o;
+  if (const auto rc = ParseFlags(argc, argv, o)) return *rc;
   try {
     if (::geteuid() != 0) Die("needs root (network namespaces)");
     Validate(o);

@@ -1,5 +1,5 @@
 // clock-truth: scores the clock-sync agents started by e2e/demo/clock-agents
-// against ground truth. See kUsage.
+// against ground truth. See kAbout and --help.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -8,6 +8,9 @@
 #include <regex>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
+#include "bench_cli.h"
 #include "clocksync_http.h"
 #include "clocksync_proc.h"
 #include "clocksync_truth.h"
@@ -16,9 +19,7 @@ namespace lockstep::bench {
 namespace {
 namespace fs = std::filesystem;
 
-const char* kUsage = R"(Scores the clock-sync agents started by e2e/demo/clock-agents against ground truth.
-
-  clock-truth DIR [--json]
+const char* kAbout = R"(clock-truth: scores the clock-sync agents started by e2e/demo/clock-agents against ground truth.
 
 Reads GET /status of every live agent (DIR/agents/agent-i.addr, DIR/pids/agent-i.pid).
 Each agent runs on a simulated clock with a known offset from the machine's
@@ -70,25 +71,14 @@ std::vector<std::string> LiveAgents(const std::string& dir) {
 }
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> args;
+  std::string given;
   bool json = false;
-  for (int k = 1; k < argc; ++k) {
-    std::string a = argv[k];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a.rfind("--", 0) != 0) {
-      args.push_back(a);
-    }
-  }
-  if (args.size() != 1) {
-    std::cerr << kUsage;
-    return 2;
-  }
+  CLI::App app{kAbout, "clock-truth"};
+  app.add_option("DIR", given, "the directory e2e/demo/clock-agents made")->required();
+  app.add_flag("--json", json, "one JSON document instead of the table");
+  if (const auto rc = ParseArgs(app, argc, argv)) return *rc;
   std::error_code ec;
-  std::string dir = fs::absolute(args[0], ec).lexically_normal().string();
+  std::string dir = fs::absolute(given, ec).lexically_normal().string();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   try {
     std::vector<AgentStatus> statuses;

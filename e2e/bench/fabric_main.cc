@@ -1,14 +1,14 @@
 // fabric: the failover benchmark of issue 8 on a netlab fabric. Needs root.
-// Prints a table and ONE JSON line. See kHelp.
+// Prints a table and ONE JSON line. See kAbout and --help.
 #include <limits.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <set>
 
+#include <CLI/CLI.hpp>
+
+#include "bench_cli.h"
 #include "clocksync_proc.h"
 #include "fabric_agent_arm.h"
 #include "fabric_report.h"
@@ -17,19 +17,18 @@
 namespace lockstep::bench::fabric {
 namespace {
 
-const char* kHelp = R"(usage: fabric [options]
+const char* kAbout = R"(fabric: failover benchmark on an emulated multi-rail fabric (e2e/netlab).
 
-Failover benchmark on an emulated multi-rail fabric (e2e/netlab): 4 hosts x 2
-rails, striped over 2 leaves and 2 spines, every host link rate-limited (tbf,
-both directions, a --queue-ms deep queue). Each host has a host address
+4 hosts x 2 rails, striped over 2 leaves and 2 spines, every host link
+rate-limited (tbf, both directions, a --queue-ms deep queue). Each host has a host address
 (10.B.200.(h+1) on host0) and the static-ECMP route over both rails that users
 configure. Real traffic on host addresses: a PyTorch DDP loop
 (e2e/workloads/ddp_loop.py, gloo, CPU) on every host and a TCP bulk stream
 h0 -> h1 (bulk-stream). The faulted link is the one the stream really uses:
 netlab path for its 5-tuple (the FIB, the agents' /32 pins included), asked
 before and after a second of per-link byte counters; all three must agree
-(else asked again, up to 5 times). Fault times are netlab's (when its `ip`
-command started), so detection and failover times are upper bounds. The lab
+(else asked again, up to 5 times). Fault times are netlab's (just before it
+changed the link), so detection and failover times are upper bounds. The lab
 forwards in its own kernel threads (netlab up --napi-threads), as switches do
 not share the hosts' cores; otherwise forwarding runs in the softirq of
 whatever thread sent a packet, probers included.
@@ -37,7 +36,8 @@ whatever thread sent a packet, probers included.
 Scenarios (a fresh lab for each scenario and arm):
   link-down  the sender's rail link goes down (carrier loss) for --fault-s
   flap       that link flaps 10 times: --flap-down-s down, --flap-up-s up (a
-             real flap train: seconds of retraining, brief ups)
+             real flap train: seconds of retraining, brief ups), run by one
+             `netlab link ... flap`; the timing it achieved is reported
   rail-down  the receiver's rail (NIC) its traffic back to the sender (the
              stream's acks, its gloo flows to h0) leaves by goes down for --fault-s
   repair     the sender's link down for 5 s, then up: is it used again (bytes on
@@ -56,21 +56,6 @@ the urgent timeout, whose probe timeouts were restarted), flaps, flap alerts
 The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
 loop with no step for that long is "hung". Run from the repository root as
 root after building fabric, netlab, netlab-loadgen and bulk-stream.
-
-options:
-  --scenarios a,b    only these (default: all)
-  --link-rate R      host link rate (default 200mbit)
-  --queue-ms MS      host link queue (tbf latency; default 5)
-  --softirq-fabric   forward in the senders' softirq (the lab's default before
-                     2026-11-26) instead of napi threads (netlab --napi-threads)
-  --flap-down-s S    flap: each down period (default 7)
-  --flap-up-s S      flap: each up period (default 0.5)
-  --hang-s S         collective timeout / hung threshold (default 15)
-  --fault-s S        length of the long faults (default 20)
-  --hidden N         DDP MLP width (default 128: ~82k parameters)
-  --batch N          DDP batch per rank (default 32)
-  --workdir DIR      logs (default /tmp/fabric-bench-PID)
-  -h, --help
 )";
 
 std::string SelfDir() {
@@ -112,58 +97,43 @@ std::vector<Arm> Arms() {
 
 int Main(int argc, char** argv) {
   Options o;
-  std::set<std::string> only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::cout << kHelp;
-      return 0;
-    } else if (a == "--scenarios") {
-      std::string v = value();
-      for (size_t p = 0; p <= v.size();) {
-        const size_t c = std::min(v.find(',', p), v.size());
-        only.insert(v.substr(p, c - p));
-        p = c + 1;
-      }
-    } else if (a == "--link-rate") {
-      o.link_rate = value();
-    } else if (a == "--hang-s") {
-      o.hang_s = std::atof(value().c_str());
-    } else if (a == "--fault-s") {
-      o.fault_s = std::atof(value().c_str());
-    } else if (a == "--softirq-fabric") {
-      o.napi_threads = false;
-    } else if (a == "--queue-ms") {
-      o.queue_ms = std::atoi(value().c_str());
-    } else if (a == "--flap-down-s") {
-      o.flap_down_s = std::atof(value().c_str());
-    } else if (a == "--flap-up-s") {
-      o.flap_up_s = std::atof(value().c_str());
-    } else if (a == "--hidden") {
-      o.hidden = std::atoi(value().c_str());
-    } else if (a == "--batch") {
-      o.batch = std::atoi(value().c_str());
-    } else if (a == "--workdir") {
-      o.workdir = value();
-    } else {
-      std::cerr << "fabric: unknown option " << a << "\n" << kHelp;
-      return 2;
-    }
-  }
-  if (o.hang_s <= 0 || o.fault_s <= 0 || o.queue_ms <= 0 || o.flap_down_s <= 0 || o.flap_up_s <= 0 || o.hidden <= 0 || o.batch <= 0) {
-    Die("bad option value (must be > 0)");
-  }
+  std::vector<std::string> names, only;
+  for (const auto& sc : Scenarios(o)) names.push_back(sc.name);
+  bool softirq = false;
+  CLI::App app{kAbout, "fabric"};
+  app.add_option("--scenarios", only, "only these, e.g. link-down,flap (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(names));
+  app.add_option("--link-rate", o.link_rate, "host link rate")->capture_default_str();
+  app.add_option("--queue-ms", o.queue_ms, "host link queue (tbf latency)")
+      ->check(Positive())
+      ->capture_default_str();
+  app.add_flag("--softirq-fabric", softirq,
+               "forward in the senders' softirq (the lab's default before 2026-11-26) instead of napi threads "
+               "(netlab --napi-threads)");
+  app.add_option("--flap-down-s", o.flap_down_s, "flap: each down period")
+      ->check(Positive())
+      ->capture_default_str();
+  app.add_option("--flap-up-s", o.flap_up_s, "flap: each up period")->check(Positive())->capture_default_str();
+  app.add_option("--hang-s", o.hang_s, "collective timeout / hung threshold")
+      ->check(Positive())
+      ->capture_default_str();
+  app.add_option("--fault-s", o.fault_s, "length of the long faults")->check(Positive())->capture_default_str();
+  app.add_option("--hidden", o.hidden, "DDP MLP width (128: ~82k parameters)")
+      ->check(Positive())
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "DDP batch per rank")->check(Positive())->capture_default_str();
+  app.add_option("--workdir", o.workdir, "logs (default /tmp/fabric-bench-PID)");
+  if (const auto rc = ParseArgs(app, argc, argv)) return *rc;
+  o.napi_threads = !softirq;
+  const std::set<std::string> wanted(only.begin(), only.end());
   if (::geteuid() != 0) Die("needs root (network namespaces)");
   if (o.workdir.empty()) o.workdir = "/tmp/fabric-bench-" + std::to_string(::getpid());
   if (RunCapture({"mkdir", "-p", o.workdir}).rc != 0) Die("cannot create " + o.workdir);
   const Tools tools = FindTools();
   std::vector<Scenario> scenarios;
   for (const auto& sc : Scenarios(o)) {
-    if (only.empty() || only.count(sc.name)) scenarios.push_back(sc);
+    if (wanted.empty() || wanted.count(sc.name)) scenarios.push_back(sc);
   }
   if (scenarios.empty()) Die("no scenario matches --scenarios");
   Log("logs in " + o.workdir);

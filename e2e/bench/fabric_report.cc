@@ -54,6 +54,17 @@ std::string Table(const std::vector<ScenarioResult>& results) {
   for (const auto& r : results) {
     for (const auto& a : r.arms) {
       if (a.ran && !a.score.error.empty()) out += r.scenario.name + "/" + a.arm + ": " + a.score.error + "\n";
+      if (a.ran && a.flap_timing.is_object()) {
+        const auto& f = a.flap_timing;
+        const auto spread = [&](const char* k) {
+          const auto& v = f[k];
+          return v.is_object() ? v["min"].dump() + "/" + v["median"].dump() + "/" + v["max"].dump() : std::string("-");
+        };
+        out += r.scenario.name + "/" + a.arm + ": flap train achieved down " + spread("down_ms") + " ms, up " +
+               spread("up_ms") + " ms, cycle " + spread("period_ms") + " ms (min/median/max), latest step " +
+               f["late_ms_max"].dump() + " ms late, " + f["span_s"].dump() + " s for a planned " +
+               f["planned_span_s"].dump() + " s\n";
+      }
       if (a.ran && a.arm_report.is_object()) {
         const auto& j = a.arm_report;
         auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
@@ -93,6 +104,7 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
       m["fault_lag_ms"] = std::round(a.fault_lag_ms);
       m["fault_spread_ms"] = std::round(a.fault_spread_ms);
       m["stream_rto_ms"] = a.stream_rto_ms;
+      if (!a.flap_timing.is_null()) m["flap_timing"] = a.flap_timing;  // what netlab's flap train achieved
       if (a.reused) {
         m["reused"] = *a.reused;
         m["reused_mbytes"] = a.reused_mbytes;

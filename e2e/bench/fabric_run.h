@@ -63,7 +63,9 @@ enum class Role { kSenderLink, kReceiverLink };
 struct Action {
   double at = 0;  // seconds after the first action
   Role role = Role::kSenderLink;
-  std::string what;  // "down", "silent" or "up"
+  std::string what;  // "down", "silent", "up", or "flap": a whole train (`netlab link ... flap`)
+  int count = 0;                     // flap: down/up cycles
+  double period_s = 0, down_s = 0;   // flap: from one down to the next; from a down to its up
 };
 
 struct Scenario {
@@ -89,6 +91,9 @@ struct ArmResult {
   double fault_lag_ms = 0;       // `netlab link ... down` asked -> netlab's `ip` command started
   double stream_rto_ms = 0;      // the stream socket's RTO just before the fault (ss), 0: unknown
   double fault_spread_ms = 0;    // how long that `ip` command took (the fault is somewhere in it)
+  // A flap action: the timing the train achieved (netlab's "achieved": down
+  // and up periods, cycle lengths, lateness, span), null without one.
+  nlohmann::ordered_json flap_timing;
   Score score;
   nlohmann::ordered_json arm_report;  // Arm::report's measurements (null without)
 };

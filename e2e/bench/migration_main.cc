@@ -1,4 +1,4 @@
-// migration: the live rank migration benchmark of issue 9 (see kHelp).
+// migration: the live rank migration benchmark of issue 9 (see kAbout and --help).
 // Prints a table and ONE JSON line.
 #include <limits.h>
 #include <unistd.h>
@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
-#include <set>
 
+#include <CLI/CLI.hpp>
+
+#include "bench_cli.h"
 #include "clocksync_proc.h"
 #include "migration_report.h"
 #include "migration_run.h"
@@ -15,9 +17,7 @@
 namespace lockstep::bench::migration {
 namespace {
 
-const char* kHelp = R"(usage: migration [options]
-
-Live rank migration benchmark (issue 9) with real PyTorch processes on CPU
+const char* kAbout = R"(migration: live rank migration benchmark (issue 9) with real PyTorch processes on CPU
 (Debian's torch 1.13, gloo, one thread each): 4 ranks train an MLP with Adam
 (e2e/workloads/migration_train.py; data fixed by (step, rank), fixed seed).
 The same fault schedule hits every arm but ddp:
@@ -48,29 +48,6 @@ recoveries and spare starts left out).
 Run from anywhere after building migration and lockstep-coordinator (its
 binary: $LOCKSTEP_COORDINATOR_BIN, else this build's migration/lockstep-coordinator;
 the library: $LOCKSTEP_TRAIN_PYTHONPATH, else the repository's python/).
-
-options:
-  --arms a,b,...        (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold)
-  --faults a,b,...      fault kinds to inject (default kill,stop,planned,preemptive)
-  --schedule SPEC       explicit schedule, e.g. kill:2@60,stop:1@150,planned:0@240,preemptive:3@330
-  --steps N             training steps (default 400)
-  --hidden N            MLP width; 3 layers, 5*N^2+4*N parameters (default 1024: 5.25M)
-  --batch N             per-rank batch (default 16)
-  --checkpoint-every N  checkpoint_restart's interval (default 100)
-  --hang-s S            checkpoint_restart's process group timeout (default 30)
-  --monitor-s S         torchrun --monitor_interval (default 5, torchrun's default)
-  --max-restarts N      torchrun --max_restarts (default 6)
-  --heartbeat-timeout S the coordinator's --heartbeat-timeout (default 3)
-  --arm-timeout S       give up on an arm after S seconds (default 1800)
-  --overhead-rounds N   interleaved steady-state rounds (default 4; 0: none)
-  --overhead-steps N    steps per run in those rounds (default 100)
-  --overhead-only       only the rounds (no fault arms)
-  --quick               120 steps, --hidden 256, checkpoint every 10, --hang-s 10,
-                        --arm-timeout 300, steps padded to >= 0.2 s (so a spare can start
-                        before the run ends), no overhead rounds: a functional check,
-                        not the benchmark
-  --workdir DIR         logs (default /tmp/migration-bench-PID)
-  -h, --help
 )";
 
 std::string SelfDir() {
@@ -81,19 +58,15 @@ std::string SelfDir() {
   return exe.substr(0, exe.rfind('/'));
 }
 
-std::vector<std::string> Split(const std::string& v) {
-  std::vector<std::string> out;
-  for (size_t p = 0; p <= v.size();) {
-    const size_t c = std::min(v.find(',', p), v.size());
-    if (c > p) out.push_back(v.substr(p, c - p));
-    p = c + 1;
-  }
-  return out;
-}
-
 std::vector<ScheduledFault> ParseSchedule(const std::string& spec) {
   std::vector<ScheduledFault> out;
-  for (const auto& item : Split(spec)) {
+  std::vector<std::string> items;
+  for (size_t p = 0; p <= spec.size();) {
+    const size_t c = std::min(spec.find(',', p), spec.size());
+    if (c > p) items.push_back(spec.substr(p, c - p));
+    p = c + 1;
+  }
+  for (const auto& item : items) {
     const size_t colon = item.find(':'), at = item.find('@');
     if (colon == std::string::npos || at == std::string::npos || at < colon) {
       Die("--schedule: bad item '" + item + "' (want KIND:RANK@STEP)");
@@ -116,74 +89,61 @@ int Main(int argc, char** argv) {
   bool quick = false;
   int overhead_rounds = 4, overhead_steps = 100;
   bool overhead_only = false;
-  std::set<std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      given.insert(a);
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::cout << kHelp;
-      return 0;
-    } else if (a == "--arms") {
-      arms = Split(value());
-    } else if (a == "--faults") {
-      kinds = Split(value());
-    } else if (a == "--schedule") {
-      schedule = value();
-    } else if (a == "--steps") {
-      o.steps = std::atoi(value().c_str());
-    } else if (a == "--hidden") {
-      o.hidden = std::atoi(value().c_str());
-    } else if (a == "--batch") {
-      o.batch = std::atoi(value().c_str());
-    } else if (a == "--checkpoint-every") {
-      o.checkpoint_every = std::atoi(value().c_str());
-    } else if (a == "--hang-s") {
-      o.hang_s = std::atof(value().c_str());
-    } else if (a == "--monitor-s") {
-      o.monitor_s = std::atof(value().c_str());
-    } else if (a == "--max-restarts") {
-      o.max_restarts = std::atoi(value().c_str());
-    } else if (a == "--heartbeat-timeout") {
-      o.heartbeat_timeout_s = std::atof(value().c_str());
-    } else if (a == "--arm-timeout") {
-      o.arm_timeout_s = std::atof(value().c_str());
-    } else if (a == "--overhead-rounds") {
-      overhead_rounds = std::atoi(value().c_str());
-    } else if (a == "--overhead-steps") {
-      overhead_steps = std::atoi(value().c_str());
-    } else if (a == "--overhead-only") {
-      overhead_only = true;
-    } else if (a == "--workdir") {
-      o.workdir = value();
-    } else if (a == "--quick") {
-      quick = true;
-    } else {
-      std::cerr << "migration: unknown option " << a << "\n" << kHelp;
-      return 2;
-    }
-  }
+  CLI::App app{kAbout, "migration"};
+  app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_ref"}));
+  app.add_option("--faults", kinds, "fault kinds to inject (default kill,stop,planned,preemptive)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"kill", "stop", "planned", "preemptive"}));
+  app.add_option("--schedule", schedule,
+                 "explicit schedule, e.g. kill:2@60,stop:1@150,planned:0@240,preemptive:3@330");
+  CLI::Option* steps = app.add_option("--steps", o.steps, "training steps")
+                           ->check(CLI::Range(8, 1'000'000))
+                           ->capture_default_str();
+  CLI::Option* hidden = app.add_option("--hidden", o.hidden, "MLP width; 3 layers, 5*N^2+4*N parameters (1024: 5.25M)")
+                            ->check(Positive())
+                            ->capture_default_str();
+  app.add_option("--batch", o.batch, "per-rank batch")->check(Positive())->capture_default_str();
+  CLI::Option* every = app.add_option("--checkpoint-every", o.checkpoint_every, "checkpoint_restart's interval")
+                           ->check(Positive())
+                           ->capture_default_str();
+  CLI::Option* hang = app.add_option("--hang-s", o.hang_s, "checkpoint_restart's process group timeout")
+                          ->check(Positive())
+                          ->capture_default_str();
+  app.add_option("--monitor-s", o.monitor_s, "torchrun --monitor_interval (torchrun's default)")
+      ->check(Positive())
+      ->capture_default_str();
+  app.add_option("--max-restarts", o.max_restarts, "torchrun --max_restarts")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "the coordinator's --heartbeat-timeout")
+      ->check(Positive())
+      ->capture_default_str();
+  CLI::Option* arm_timeout = app.add_option("--arm-timeout", o.arm_timeout_s, "give up on an arm after S seconds")
+                                 ->check(Positive())
+                                 ->capture_default_str();
+  CLI::Option* rounds_opt = app.add_option("--overhead-rounds", overhead_rounds, "interleaved steady-state rounds (0: none)")
+                            ->check(CLI::NonNegativeNumber)
+                            ->capture_default_str();
+  app.add_option("--overhead-steps", overhead_steps, "steps per run in those rounds")
+      ->check(CLI::Range(8, 1'000'000))
+      ->capture_default_str();
+  app.add_flag("--overhead-only", overhead_only, "only the rounds (no fault arms)");
+  app.add_flag("--quick", quick,
+               "120 steps, --hidden 256, checkpoint every 10, --hang-s 10, --arm-timeout 300, steps padded to >= "
+               "0.2 s (so a spare can start before the run ends), no overhead rounds: a functional check, not the "
+               "benchmark");
+  app.add_option("--workdir", o.workdir, "logs (default /tmp/migration-bench-PID)");
+  if (const auto rc = ParseArgs(app, argc, argv)) return *rc;
   if (quick) {  // explicit flags win over --quick's values
-    if (!given.count("--steps")) o.steps = 120;
+    if (steps->count() == 0) o.steps = 120;
     o.min_step_s = 0.2;
-    if (!given.count("--hidden")) o.hidden = 256;
-    if (!given.count("--checkpoint-every")) o.checkpoint_every = 10;
-    if (!given.count("--hang-s")) o.hang_s = 10;
-    if (!given.count("--arm-timeout")) o.arm_timeout_s = 300;
-    if (!given.count("--overhead-rounds")) overhead_rounds = 0;
-  }
-  if (o.steps < 8 || o.hidden <= 0 || o.batch <= 0 || o.checkpoint_every <= 0 || o.hang_s <= 0 || o.monitor_s <= 0 ||
-      o.max_restarts < 0 || o.heartbeat_timeout_s <= 0 || o.arm_timeout_s <= 0 || overhead_rounds < 0 ||
-      overhead_steps < 8) {
-    Die("bad option value (--steps, --overhead-steps >= 8; sizes, intervals and timeouts > 0)");
-  }
-  for (const auto& a : arms) {
-    if (a != "ddp" && a != "checkpoint_restart" && a != "lockstep_hot" && a != "lockstep_cold" && a != "lockstep_ref") {
-      Die("--arms: unknown arm '" + a + "' (ddp, checkpoint_restart, lockstep_hot, lockstep_cold, lockstep_ref)");
-    }
+    if (hidden->count() == 0) o.hidden = 256;
+    if (every->count() == 0) o.checkpoint_every = 10;
+    if (hang->count() == 0) o.hang_s = 10;
+    if (arm_timeout->count() == 0) o.arm_timeout_s = 300;
+    if (rounds_opt->count() == 0) overhead_rounds = 0;
   }
   if (!schedule.empty()) {
     o.faults = ParseSchedule(schedule);

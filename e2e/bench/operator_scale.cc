@@ -18,13 +18,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.h"
 #include "lockstep/common/log.h"
 #include "operator_scale_cluster.h"
 #include "operator_scale_round.h"
@@ -35,19 +37,9 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 
-const char* kUsage = R"(usage: operator-scale [flags]   (run from the repository root)
-  --nodes N,N,...         GPU node counts, one round each (default 100,1000)
-  --quick                 --nodes 100
-  --rate R                node creates (and deletes) per second (default 20)
-  --threads T             client threads creating nodes (default 8)
-  --idle-seconds S        idle window per round (default 60)
-  --converge-timeout S    max wait for every FabricHealth (default 300)
-  --settle-timeout S      max wait for the agent rollout before idling (default 300)
-  --operator PATH         (default build/dev/operator/lockstep-operator)
-  --operator-flag=FLAG    extra operator flag, repeatable (e.g. --operator-flag=--workers=8)
-  --repo DIR              repository root (default .)
-  --keep                  keep the temp dir with the logs
-)";
+const char* kAbout =
+    "operator-scale: the operator against a real (hermetic) control plane with fake GPU nodes; time to each "
+    "node's FabricHealth, the operator's cost, and its API traffic once idle. Run from the repository root.";
 
 struct Flags {
   std::vector<int> nodes = {100, 1000};
@@ -58,86 +50,39 @@ struct Flags {
   BenchClusterOptions cluster{};
 };
 
-Result<std::vector<int>> ParseCounts(const std::string& v) {
-  std::vector<int> out;
-  std::stringstream in(v);
-  for (std::string item; std::getline(in, item, ',');) {
-    char* end = nullptr;
-    long n = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || n < 1 || n > 20000) {
-      return InvalidArgument("--nodes takes counts from 1 to 20000 separated by commas (got \"" + v + "\")");
-    }
-    out.push_back(static_cast<int>(n));
-  }
-  if (out.empty()) return InvalidArgument("--nodes: no counts given");
-  return out;
-}
-
-Result<Flags> ParseFlags(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string value;
-    if (auto eq = a.find('='); eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    auto next = [&]() -> Result<std::string> {
-      if (!value.empty()) return value;
-      if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto number = [&](double lo, double hi) -> Result<double> {
-      auto v = next();
-      if (!v.ok()) return v.error();
-      char* end = nullptr;
-      double x = std::strtod(v->c_str(), &end);
-      if (v->empty() || *end != '\0' || x < lo || x > hi) {
-        return InvalidArgument(a + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                               " (got \"" + *v + "\")");
-      }
-      return x;
-    };
-    Result<double> num = 0.0;
-    if (a == "-h" || a == "--help") return InvalidArgument("help");
-    if (a == "--quick") {
-      f.nodes = {100};
-    } else if (a == "--keep") {
-      f.cluster.keep = true;
-    } else if (a == "--nodes") {
-      auto v = next();
-      if (!v.ok()) return v.error();
-      auto counts = ParseCounts(*v);
-      if (!counts.ok()) return counts.error();
-      f.nodes = *counts;
-    } else if (a == "--operator-flag") {
-      auto v = next();
-      if (!v.ok()) return v.error();
-      f.cluster.operator_flags.push_back(*v);
-    } else if (a == "--operator" || a == "--repo") {
-      auto v = next();
-      if (!v.ok()) return v.error();
-      (a == "--operator" ? f.cluster.operator_binary : f.cluster.repo) = *v;
-    } else if (a == "--rate") {
-      if (!(num = number(0.1, 1000)).ok()) return num.error();
-      f.pace.per_second = *num;
-    } else if (a == "--threads") {
-      if (!(num = number(1, 64)).ok()) return num.error();
-      f.pace.threads = static_cast<int>(*num);
-    } else if (a == "--idle-seconds") {
-      if (!(num = number(1, 3600)).ok()) return num.error();
-      f.idle_seconds = static_cast<int>(*num);
-    } else if (a == "--converge-timeout") {
-      if (!(num = number(1, 3600)).ok()) return num.error();
-      f.converge_timeout = static_cast<int>(*num);
-    } else if (a == "--settle-timeout") {
-      if (!(num = number(0, 3600)).ok()) return num.error();
-      f.settle_timeout = static_cast<int>(*num);
-    } else {
-      return InvalidArgument("unknown flag " + a);
-    }
-  }
-  return f;
+// The flags; nullopt to go on, else the exit code (--help: 0; bad usage: 2).
+std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
+  CLI::App app{kAbout, "operator-scale"};
+  bool quick = false;
+  CLI::Option* nodes = app.add_option("--nodes", f.nodes, "GPU node counts, one round each, e.g. 100,1000")
+                           ->delimiter(',')
+                           ->check(CLI::Range(1, 20000))
+                           ->capture_default_str();
+  app.add_flag("--quick", quick, "--nodes 100 (unless --nodes is given)");
+  app.add_option("--rate", f.pace.per_second, "node creates (and deletes) per second")
+      ->check(CLI::Range(0.1, 1000.0))
+      ->capture_default_str();
+  app.add_option("--threads", f.pace.threads, "client threads creating nodes")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--idle-seconds", f.idle_seconds, "idle window per round")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--converge-timeout", f.converge_timeout, "max wait for every FabricHealth, s")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--settle-timeout", f.settle_timeout, "max wait for the agent rollout before idling, s")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  app.add_option("--operator", f.cluster.operator_binary, "the operator binary")->capture_default_str();
+  app.add_option("--operator-flag", f.cluster.operator_flags,
+                 "extra operator flag, repeatable; give it with = (--operator-flag=--workers=8)")
+      ->allow_extra_args(false);
+  app.add_option("--repo", f.cluster.repo, "repository root")->capture_default_str();
+  app.add_flag("--keep", f.cluster.keep, "keep the temp dir with the logs");
+  if (const auto rc = ParseArgs(app, argc, argv)) return rc;
+  if (quick && nodes->count() == 0) f.nodes = {100};
+  return std::nullopt;
 }
 
 double Round1(double v) { return std::round(v * 10) / 10; }
@@ -290,15 +235,11 @@ int Run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  auto flags = bench::ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    if (flags.error().message != "help") std::cerr << "operator-scale: " << flags.error().message << "\n";
-    std::cerr << bench::kUsage;
-    return flags.error().message == "help" ? 0 : 2;
-  }
+  bench::Flags flags;
+  if (const auto rc = bench::ParseFlags(argc, argv, flags)) return *rc;
   log::SetLevel(log::Level::kWarn);
   log::SetComponent("operator-scale");
   std::signal(SIGINT, bench::OnSignal);
   std::signal(SIGTERM, bench::OnSignal);
-  return bench::Run(*flags);
+  return bench::Run(flags);
 }

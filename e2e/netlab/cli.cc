@@ -2,25 +2,27 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
+
+#include <CLI/CLI.hpp>
 
 #include "netlab/parse.h"
 
 namespace lockstep::netlab {
 namespace {
 
-const OptionSpec kName{"--name", ArgType::kString, "", {}, true, ""};
+const OptionSpec kName{"--name", ArgType::kString, "", {}, true, "the lab (at most 10 characters a-z0-9)"};
 
 std::vector<CommandSpec> BuildCommands() {
   using T = ArgType;
   return {
       {"up", "build a lab",
        {kName,
-        {"--hosts", T::kInt, "8", {}, false, ""},
-        {"--rails", T::kInt, "2", {}, false, ""},
+        {"--hosts", T::kInt, "8", {}, false, "hosts (namespaces NAME-h0...)"},
+        {"--rails", T::kInt, "2", {}, false, "rails (NICs) per host"},
         {"--leaves", T::kInt, "2", {}, false, ""},
         {"--spines", T::kInt, "2", {}, false, ""},
-        {"--layout", T::kString, "striped", {"striped", "rail"}, false, ""},
+        {"--layout", T::kString, "striped", {"striped", "rail"}, false,
+         "rail r of host h goes to leaf (h + r) % leaves (striped) or rail-optimized groups (rail)"},
         {"--hash-policy", T::kInt, "3", {"1", "3"}, false,
          "net.ipv4.fib_multipath_hash_policy on routers (3 = 5-tuple fields, see README)"},
         {"--hash-seed", T::kInt, "1", {}, false, "net.ipv4.fib_multipath_hash_seed on routers (0 = kernel's random seed)"},
@@ -30,95 +32,53 @@ std::vector<CommandSpec> BuildCommands() {
          "forward in napi kernel threads (SCHED_FIFO 1), not in the senders' softirq"},
         {"--replace", T::kFlag, "", {}, false, "tear down an existing lab of that name first"}},
        {},
-       ""},
-      {"down", "delete a lab (idempotent)", {kName}, {}, ""},
+       "", ""},
+      {"down", "delete a lab (idempotent)", {kName}, {}, "", ""},
       {"link", "flap a link, or all links of a node",
        {kName,
         {"--silent", T::kFlag, "", {}, false, "blackhole without carrier loss or route change"},
-        {"--delay-ms", T::kFloat, "0", {}, false, "wait this long before rerouting"}},
-       {{"link", {}}, {"action", {"down", "up"}}},
-       ""},
+        {"--delay-ms", T::kFloat, "0", {}, false, "wait this long before rerouting"},
+        {"--count", T::kInt, "10", {}, false, "flap: down/up cycles"},
+        {"--period-ms", T::kFloat, "1000", {}, false, "flap: from one down to the next"},
+        {"--down-ms", T::kFloat, "", {}, false, "flap: from a down to its up (default half the period)"}},
+       {{"link", {}, "a link (h3r1, l0s1) or a node, for all its links (h3, l1, s0)"},
+        {"action", {"down", "up", "flap"}, "flap: a train of --count down/up cycles in this process (prints JSON)"}},
+       "", ""},
       {"shape", "rate-limit one direction of a link",
        {kName,
-        {"--rate", T::kString, "", {}, false, ""},
+        {"--rate", T::kString, "", {}, false, "e.g. 100mbit (required unless --clear)"},
         {"--burst", T::kString, "", {}, false, "bucket size, e.g. 16kb (default ~1 ms at --rate)"},
         {"--latency", T::kString, "50ms", {}, false, "tbf: max queueing delay (sets the queue limit)"},
         {"--dir", T::kString, "up", {"up", "down", "both", "egress", "ingress"}, false,
          "up: egress at the host/leaf end; down: egress at the leaf/spine end"},
         {"--qdisc", T::kString, "tbf", {"tbf", "htb"}, false, ""},
-        {"--clear", T::kFlag, "", {}, false, ""}},
-       {{"link", {}}},
-       ""},
+        {"--clear", T::kFlag, "", {}, false, "remove the shaper"}},
+       {{"link", {}, "h3r1, l0s1"}},
+       "", ""},
       {"path", "hops a flow takes (asks each namespace's FIB)",
        {kName,
         {"--sport", T::kString, "40000", {}, false, "port or range, e.g. 40000-40063"},
         {"--dport", T::kString, "9000", {}, false, "port or range"},
         {"--proto", T::kString, "udp", {"udp", "tcp"}, false, ""},
-        {"--json", T::kFlag, "", {}, false, ""}},
-       {{"src", {}}, {"dst", {}}},
-       ""},
+        {"--json", T::kFlag, "", {}, false, "one JSON line per flow"}},
+       {{"src", {}, "h3 (rail 0), h3r1, h3a (host address) or an IP"}, {"dst", {}, "as src"}},
+       "", ""},
       {"counters", "packets and bytes per link and direction (JSON)",
-       {kName, {"--links", T::kString, "", {}, false, ""}}, {}, ""},
-      {"show", "summary", {kName}, {}, ""},
-      {"list", "labs on this machine", {}, {}, ""},
-      {"exec", "run a command in a node's namespace", {kName}, {{"node", {}}}, "cmd"},
-      {"loadgen", "run netlab-loadgen; no args: print its path", {}, {}, "args"},
+       {kName, {"--links", T::kString, "", {}, false, "only these links, e.g. l0s0,l0s1"}}, {}, "", ""},
+      {"show", "summary", {kName}, {}, "", ""},
+      {"list", "labs on this machine", {}, {}, "", ""},
+      {"exec", "run a command in a node's namespace", {kName}, {{"node", {}, "h3, l0, s1"}}, "cmd",
+       "CMD...: the command to run, after the node or a `--` (netlab exec --name N h0 -- ip -br addr)"},
+      {"loadgen", "run netlab-loadgen; no args: print its path", {}, {}, "args",
+       "ARGS...: netlab-loadgen's arguments (send|sink|owd ...), passed as they are"},
   };
 }
 
-// What argparse shows for an option's value: the choices, or the name in capitals.
+// What the help shows for an option's value: the choices, or the name in capitals.
 std::string Metavar(const OptionSpec& o) {
-  if (!o.choices.empty()) {
-    std::string s;
-    for (const auto& c : o.choices) s += (s.empty() ? "{" : ",") + c;
-    return s + "}";
-  }
+  if (!o.choices.empty()) return "{" + Join(o.choices, ",") + "}";
   std::string s = o.name.substr(2);
   std::transform(s.begin(), s.end(), s.begin(), [](char c) { return c == '-' ? '_' : char(std::toupper(c)); });
-  return s;
-}
-
-std::string Invocation(const OptionSpec& o) { return o.type == ArgType::kFlag ? o.name : o.name + " " + Metavar(o); }
-
-std::string PositionalName(const PositionalSpec& p) {
-  if (p.choices.empty()) return p.name;
-  std::string s;
-  for (const auto& c : p.choices) s += (s.empty() ? "{" : ",") + c;
-  return s + "}";
-}
-
-std::string CommandNames() {
-  std::string s;
-  for (const auto& c : NetlabCommands()) s += (s.empty() ? "" : ",") + c.name;
-  return s;
-}
-
-std::string TopUsage() { return "usage: netlab [-h] {" + CommandNames() + "} ...\n"; }
-
-std::string Usage(const CommandSpec& c) {
-  std::string s = "usage: netlab " + c.name + " [-h]";
-  for (const auto& o : c.options) s += o.required ? " " + Invocation(o) : " [" + Invocation(o) + "]";
-  for (const auto& p : c.positionals) s += " " + PositionalName(p);
-  if (!c.remainder.empty()) s += " ...";
-  return s + "\n";
-}
-
-std::string HelpLine(const std::string& invocation, const std::string& help) {
-  std::string s = "  " + invocation;
-  if (help.empty()) return s + "\n";
-  return s + (s.size() <= 22 ? std::string(24 - s.size(), ' ') : "\n" + std::string(24, ' ')) + help + "\n";
-}
-
-std::string Help(const CommandSpec& c) {
-  std::string s = Usage(c) + "\n";
-  if (!c.positionals.empty() || !c.remainder.empty()) {
-    s += "positional arguments:\n";
-    for (const auto& p : c.positionals) s += HelpLine(PositionalName(p), "");
-    if (!c.remainder.empty()) s += HelpLine(c.remainder, "");
-    s += "\n";
-  }
-  s += "options:\n" + HelpLine("-h, --help", "show this help message and exit");
-  for (const auto& o : c.options) s += HelpLine(Invocation(o), o.help);
   return s;
 }
 
@@ -128,158 +88,65 @@ std::string ChoiceList(const std::vector<std::string>& choices, bool numeric) {
   return s;
 }
 
-bool LooksLikeOption(const std::string& a) {
-  static const std::regex negative(R"(^-\d+$|^-\d*\.\d+$)");
-  return a.size() > 1 && a[0] == '-' && !std::regex_match(a, negative);
+// Checks a value's type and choices (an int is normalized: "+04" -> "4").
+CLI::Validator Check(ArgType type, const std::vector<std::string>& choices) {
+  return CLI::Validator(
+      [type, choices](std::string& v) -> std::string {
+        if (type == ArgType::kInt) {
+          const auto n = ParseInt(v);
+          if (!n.ok()) return "invalid int value: " + Quoted(v);
+          v = std::to_string(*n);
+        } else if (type == ArgType::kFloat && !ParseFloat(v).ok()) {
+          return "invalid float value: " + Quoted(v);
+        }
+        if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+          const bool numeric = type == ArgType::kInt;
+          return "invalid choice: " + (numeric ? v : Quoted(v)) + " (choose from " + ChoiceList(choices, numeric) + ")";
+        }
+        return "";
+      },
+      "");
 }
 
-class Parser {
- public:
-  // extras: unknown options that came before the command name.
-  Parser(const CommandSpec& c, std::vector<std::string> extras) : c_(c), extras_(std::move(extras)) {
-    out_.args.command = c.name;
-  }
+std::string CommandNames() {
+  std::string s;
+  for (const auto& c : NetlabCommands()) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
 
-  ParseOutcome Parse(const std::vector<std::string>& argv) {
-    for (size_t i = 0; i < argv.size() && out_.kind == ParseOutcome::kOk; ++i) {
-      const std::string& a = argv[i];
-      const bool positional = dashdash_ || !LooksLikeOption(a);
-      if (RemainderNext() && (positional || a == "--")) {  // loadgen's arguments
-        out_.args.rest.assign(argv.begin() + long(i), argv.end());
-        break;
-      }
-      if (a == "--" && !dashdash_) {
-        dashdash_ = true;
-      } else if (positional) {
-        if (Positional(a) && RemainderNext()) {  // exec's command follows its node
-          out_.args.rest.assign(argv.begin() + long(i) + 1, argv.end());
-          break;
-        }
-      } else {
-        i = Option(argv, i);
-      }
-    }
-    if (out_.kind == ParseOutcome::kOk) Finish();
-    return out_;
-  }
+ParseOutcome UsageError(const std::string& command, const std::string& message) {
+  const std::string who = command.empty() ? "netlab" : "netlab " + command;
+  return {ParseOutcome::kUsageError, {}, who + ": error: " + message + "\nRun `" + who + " --help` for usage.\n"};
+}
 
- private:
-  // True once every positional is filled and the command takes a remainder.
-  bool RemainderNext() const { return !c_.remainder.empty() && next_pos_ == c_.positionals.size(); }
-
-  // Stores the next positional; false when there is none left or on an error.
-  bool Positional(const std::string& a) {
-    if (next_pos_ == c_.positionals.size()) {
-      extras_.push_back(a);
-      return false;
-    }
-    const PositionalSpec& p = c_.positionals[next_pos_++];
-    if (!p.choices.empty() && std::find(p.choices.begin(), p.choices.end(), a) == p.choices.end()) {
-      Fail("argument " + p.name + ": invalid choice: " + Quoted(a) + " (choose from " +
-           ChoiceList(p.choices, false) + ")");
-      return false;
-    }
-    out_.args.values[p.name] = a;
-    return true;
-  }
-
-  // Handles the option at argv[i]; returns the index of the last argument used.
-  size_t Option(const std::vector<std::string>& argv, size_t i) {
-    const std::string& a = argv[i];
-    const auto eq = a.find('=');
-    const OptionSpec* o = Lookup(a.substr(0, eq), a);
-    if (o == nullptr) return i;
-    if (o->type == ArgType::kFlag && eq != std::string::npos) {
-      Fail("argument " + o->name + ": ignored explicit argument " + Quoted(a.substr(eq + 1)));
-    } else if (o->name == "--help") {
-      out_.kind = ParseOutcome::kHelp;
-      out_.text = Help(c_);
-    } else if (o->type == ArgType::kFlag) {
-      out_.args.values[o->name.substr(2)] = "1";
-    } else if (eq != std::string::npos) {
-      Store(*o, a.substr(eq + 1));
-    } else if (i + 1 < argv.size() && !LooksLikeOption(argv[i + 1])) {
-      Store(*o, argv[++i]);
-    } else {
-      Fail("argument " + o->name + ": expected one argument");
-    }
-    return i;
-  }
-
-  // The option `flag` names, exactly or as a unique prefix; nullptr when
-  // unknown (then `arg` is reported as unrecognized) or ambiguous.
-  const OptionSpec* Lookup(const std::string& flag, const std::string& arg) {
-    static const OptionSpec help{"--help", ArgType::kFlag, "", {}, false, ""};
-    if (flag == "-h") return &help;
-    std::vector<const OptionSpec*> matches;
-    if (flag.rfind("--", 0) == 0 && flag.size() > 2) {
-      if (help.name.rfind(flag, 0) == 0) matches.push_back(&help);
-      for (const auto& o : c_.options) {
-        if (o.name == flag) return &o;
-        if (o.name.rfind(flag, 0) == 0) matches.push_back(&o);
-      }
-    }
-    if (matches.size() == 1) return matches[0];
-    if (matches.empty()) {
-      extras_.push_back(arg);
-      return nullptr;
-    }
-    std::string names;
-    for (const auto* m : matches) names += (names.empty() ? "" : ", ") + m->name;
-    Fail("ambiguous option: " + flag + " could match " + names);
-    return nullptr;
-  }
-
-  void Store(const OptionSpec& o, const std::string& value) {
-    const std::string key = o.name.substr(2);
-    std::string text = value;
-    if (o.type == ArgType::kInt) {
-      const auto v = ParseInt(value);
-      if (!v.ok()) return Fail("argument " + o.name + ": invalid int value: " + Quoted(value));
-      text = std::to_string(*v);
-    } else if (o.type == ArgType::kFloat && !ParseFloat(value).ok()) {
-      return Fail("argument " + o.name + ": invalid float value: " + Quoted(value));
-    }
-    if (!o.choices.empty() && std::find(o.choices.begin(), o.choices.end(), text) == o.choices.end()) {
-      const bool numeric = o.type == ArgType::kInt;
-      return Fail("argument " + o.name + ": invalid choice: " + (numeric ? text : Quoted(text)) +
-                  " (choose from " + ChoiceList(o.choices, numeric) + ")");
-    }
-    out_.args.values[key] = text;
-  }
-
-  // Fills in defaults; reports what is missing, then what was not recognized.
-  void Finish() {
-    std::vector<std::string> missing;
-    for (const auto& o : c_.options) {
-      const std::string key = o.name.substr(2);
-      if (o.required && !out_.args.Has(key)) missing.push_back(o.name);
-      if (!o.required && !out_.args.Has(key) && !o.default_value.empty()) out_.args.values[key] = o.default_value;
-    }
-    for (size_t p = next_pos_; p < c_.positionals.size(); ++p) missing.push_back(c_.positionals[p].name);
-    if (!missing.empty()) {
-      Fail("the following arguments are required: " + Join(missing, ", "));
-    } else if (!extras_.empty()) {  // reported by the top level, as argparse does
-      out_.kind = ParseOutcome::kUsageError;
-      out_.text = TopUsage() + "netlab: error: unrecognized arguments: " + Join(extras_, " ") + "\n";
-    }
-  }
-
-  void Fail(const std::string& message) {
-    if (out_.kind != ParseOutcome::kOk) return;
-    out_.kind = ParseOutcome::kUsageError;
-    out_.text = Usage(c_) + "netlab " + c_.name + ": error: " + message + "\n";
-  }
-
-  const CommandSpec& c_;
-  std::vector<std::string> extras_;
-  ParseOutcome out_;
-  size_t next_pos_ = 0;
-  bool dashdash_ = false;
+// What a command's parse fills in: one text per option and positional (stable
+// addresses for CLI11 to write to), one bool per flag.
+struct Storage {
+  std::map<std::string, std::string> text;
+  std::map<std::string, bool> flags;
 };
 
-ParseOutcome TopError(const std::string& message) {
-  return {ParseOutcome::kUsageError, {}, TopUsage() + "netlab: error: " + message + "\n"};
+CLI::App* AddCommand(CLI::App& app, const CommandSpec& c, Storage& st) {
+  CLI::App* sub = app.add_subcommand(c.name, c.help);
+  for (const auto& o : c.options) {
+    if (o.type == ArgType::kFlag) {
+      sub->add_flag(o.name, st.flags[o.name], o.help)->disable_flag_override();
+      continue;
+    }
+    CLI::Option* opt = sub->add_option(o.name, st.text[o.name], o.help)->type_name(Metavar(o));
+    opt->transform(Check(o.type, o.choices));
+    if (o.required) opt->required();
+    if (!o.default_value.empty()) opt->default_str(o.default_value);
+  }
+  for (const auto& p : c.positionals) {
+    CLI::Option* opt = sub->add_option(p.name, st.text[p.name], p.help)->required()->type_name("");
+    if (!p.choices.empty()) opt->type_name("{" + Join(p.choices, ",") + "}")->transform(Check(ArgType::kString, p.choices));
+  }
+  if (!c.remainder.empty()) {
+    sub->prefix_command();  // the first argument after the positionals starts the remainder
+    sub->footer(c.remainder_help);
+  }
+  return sub;
 }
 
 }  // namespace
@@ -305,22 +172,66 @@ const std::vector<CommandSpec>& NetlabCommands() {
 }
 
 ParseOutcome ParseCommandLine(const std::vector<std::string>& argv) {
-  std::vector<std::string> extras;
-  size_t i = 0;
-  for (; i < argv.size() && LooksLikeOption(argv[i]); ++i) {
-    const std::string& a = argv[i];
-    if (a == "-h" || (a.size() > 2 && std::string("--help").rfind(a, 0) == 0)) {
-      return {ParseOutcome::kHelp, {}, TopUsage() + "\n" + NetlabDescription()};
-    }
-    extras.push_back(a);
-  }
-  if (i == argv.size()) return TopError("the following arguments are required: cmd");
+  // The command is the first argument that is not an option (the top level
+  // has only -h/--help).
+  const auto at = std::find_if(argv.begin(), argv.end(), [](const std::string& a) { return a.empty() || a[0] != '-'; });
+  const CommandSpec* spec = nullptr;
   for (const auto& c : NetlabCommands()) {
-    if (c.name == argv[i]) return Parser(c, extras).Parse({argv.begin() + long(i) + 1, argv.end()});
+    if (at != argv.end() && c.name == *at) spec = &c;
   }
-  std::string names;
-  for (const auto& c : NetlabCommands()) names += (names.empty() ? "" : ", ") + Quoted(c.name);
-  return TopError("argument cmd: invalid choice: " + Quoted(argv[i]) + " (choose from " + names + ")");
+  const bool help = std::any_of(argv.begin(), at, [](const std::string& a) { return a == "-h" || a == "--help"; });
+  if (spec == nullptr && !help) {
+    if (at == argv.end()) return UsageError("", "a command is required (" + CommandNames() + ")");
+    return UsageError("", "unknown command " + Quoted(*at) + " (choose from " + CommandNames() + ")");
+  }
+  // exec's command and loadgen's arguments: everything from a `--` on is
+  // theirs, untouched (CLI11 would take it as more positionals).
+  std::vector<std::string> mine(argv.begin(), argv.end());
+  std::vector<std::string> tail;
+  if (spec != nullptr && !spec->remainder.empty()) {
+    const auto dashes = std::find(at, argv.end(), "--");
+    mine.assign(argv.begin(), dashes);
+    tail.assign(dashes, argv.end());
+  }
+
+  CLI::App app("netlab: an emulated leaf-spine fabric made of Linux network namespaces", "netlab");
+  std::map<std::string, Storage> storage;  // command -> what its parse fills in
+  std::map<std::string, CLI::App*> subs;
+  for (const auto& c : NetlabCommands()) subs[c.name] = AddCommand(app, c, storage[c.name]);
+  app.require_subcommand(1);
+  app.footer(NetlabDescription());  // after the commands: theirs is their own
+  try {
+    std::vector<std::string> reversed(mine.rbegin(), mine.rend());  // CLI11 takes them from the back
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return {ParseOutcome::kHelp, {}, app.help()};
+  } catch (const CLI::CallForAllHelp&) {
+    return {ParseOutcome::kHelp, {}, app.help("", CLI::AppFormatMode::All)};
+  } catch (const CLI::ParseError& e) {
+    return UsageError(spec != nullptr ? spec->name : "", e.what());
+  }
+
+  ParseOutcome out;
+  Args& args = out.args;
+  args.command = spec->name;
+  const CLI::App* sub = subs.at(spec->name);
+  const Storage& st = storage.at(spec->name);
+  for (const auto& o : spec->options) {
+    const std::string key = o.name.substr(2);
+    if (o.type == ArgType::kFlag) {
+      if (st.flags.at(o.name)) args.values[key] = "1";
+    } else if (sub->get_option(o.name)->count() > 0) {
+      args.values[key] = st.text.at(o.name);
+    } else if (!o.default_value.empty()) {
+      args.values[key] = o.default_value;
+    }
+  }
+  for (const auto& p : spec->positionals) args.values[p.name] = st.text.at(p.name);
+  if (!spec->remainder.empty()) {
+    args.rest = sub->remaining();
+    args.rest.insert(args.rest.end(), tail.begin(), tail.end());
+  }
+  return out;
 }
 
 const std::string& NetlabDescription() {
@@ -342,6 +253,9 @@ Commands (all need root):
                   [--hash-seed 1] [--link-rate 200mbit] [--napi-threads] [--replace]
   netlab down     --name N
   netlab link     --name N LINK|NODE down|up [--silent] [--delay-ms MS]
+  netlab link     --name N LINK|NODE flap [--count 10] [--period-ms 1000] [--down-ms MS]
+                  [--silent] [--delay-ms MS]   (one process keeps the timetable; prints
+                  the timing it achieved as JSON)
   netlab shape    --name N LINK --rate 100mbit [--burst 16kb] [--latency 50ms]
                   [--dir up|down|both] [--qdisc tbf|htb]
   netlab shape    --name N LINK --clear [--dir up|down|both]

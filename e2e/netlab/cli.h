@@ -1,6 +1,6 @@
-// netlab's command line: subcommands with --options and positionals, parsed
-// the way the original argparse front end did (options anywhere, `--opt=v`,
-// unique prefixes, typed values and choices; exit code 2 on usage errors).
+// netlab's command line: subcommands with --options and positionals, declared
+// as a table (NetlabCommands) and parsed with CLI11: options anywhere,
+// `--opt=v`, typed values and choices; main exits 2 on usage errors.
 #pragma once
 
 #include <map>
@@ -23,6 +23,7 @@ struct OptionSpec {
 struct PositionalSpec {
   std::string name;
   std::vector<std::string> choices;
+  std::string help;
 };
 
 struct CommandSpec {
@@ -30,8 +31,8 @@ struct CommandSpec {
   std::vector<OptionSpec> options;
   std::vector<PositionalSpec> positionals;
   // Name of a trailing "everything else" argument (exec's command, loadgen's
-  // arguments); empty: none.
-  std::string remainder;
+  // arguments), what follows the positionals or a `--`; empty: none.
+  std::string remainder, remainder_help;
 };
 
 // A parsed command line. Values are kept as text (already checked against
@@ -51,7 +52,7 @@ struct Args {
 struct ParseOutcome {
   enum Kind { kOk, kHelp, kUsageError } kind = kOk;
   Args args;
-  std::string text;  // kHelp: the help; kUsageError: usage and error lines
+  std::string text;  // kHelp: the help; kUsageError: "netlab CMD: error: ..." and a hint
 };
 
 // netlab's subcommands and its description (the top-level --help).

@@ -1,15 +1,14 @@
 #include "netlab/commands.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <set>
+#include <map>
 
 #include "netlab/lab.h"
+#include "netlab/links.h"
+#include "netlab/napi.h"
 #include "netlab/parse.h"
 #include "netlab/routes.h"
 #include "netlab/shaping.h"
@@ -77,52 +76,6 @@ Status ShapeHostLinks(const Topology& t, const std::string& rate, LabState& stat
   return Status::Ok();
 }
 
-// Pids of the kernel's threaded-NAPI pollers ("napi/<dev>-<id>").
-std::set<int> NapiThreads() {
-  std::set<int> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name) && name.rfind("napi/", 0) == 0) out.insert(std::stoi(pid));
-  }
-  return out;
-}
-
-// `up --napi-threads`: the fabric's forwarding in kernel threads of its own,
-// as switches forward on their own silicon. Without it a packet's whole trip
-// through veths, routers and shapers runs in the softirq of whichever thread
-// sent it or happened to enable bottom halves, on the hosts' cores: on a
-// busy machine (and a non-preemptible kernel) a host's real-time prober can
-// spend tens of ms forwarding other hosts' traffic. Every veth gets GRO (veth
-// then hands packets to the peer's NAPI; TSO off, else they take the backlog)
-// and threaded NAPI, and the new napi threads run SCHED_FIFO 1.
-Status ThreadNapi(const Topology& t) {
-  const std::set<int> before = NapiThreads();
-  for (const auto& lk : t.links) {
-    for (const Endpoint* e : {&lk.a, &lk.b}) {
-      if (auto r = RunChecked({"ip", "netns", "exec", e->ns, "ethtool", "-K", e->ifname, "tso", "off", "gro", "on"});
-          !r.ok()) {
-        return r.error();
-      }
-      auto r = Run({"ip", "netns", "exec", e->ns, "tee", "/sys/class/net/" + e->ifname + "/threaded"}, "1\n");
-      if (!r.ok()) return r.error();
-      if (r->rc != 0) return Internal("threaded NAPI on " + e->ns + "/" + e->ifname + ": " + r->err);
-    }
-  }
-  int moved = 0;
-  for (int pid : NapiThreads()) {
-    if (before.contains(pid)) continue;
-    const sched_param param{.sched_priority = 1};
-    if (::sched_setscheduler(pid, SCHED_FIFO, &param) != 0) return Internal("SCHED_FIFO for napi thread " + std::to_string(pid));
-    ++moved;
-  }
-  if (moved == 0) return Internal("--napi-threads: no napi kernel thread appeared (kernel without threaded NAPI?)");
-  Log("lab " + t.name + ": " + std::to_string(moved) + " napi threads at SCHED_FIFO 1");
-  return Status::Ok();
-}
-
 // Builds the claimed lab and writes an all-up state.json.
 Status BringUp(const Topology& t, const std::string& link_rate, bool napi_threads) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -131,6 +84,7 @@ Status BringUp(const Topology& t, const std::string& link_rate, bool napi_thread
     if (Status s = ThreadNapi(t); !s.ok()) return s;
   }
   LabState state;
+  state.napi_threads = napi_threads;
   if (!link_rate.empty()) {
     if (Status s = ShapeHostLinks(t, link_rate, state); !s.ok()) return s;
   }
@@ -144,74 +98,6 @@ Status BringUp(const Topology& t, const std::string& link_rate, bool napi_thread
       (link_rate.empty() ? "" : ", host links " + link_rate) + (napi_threads ? ", threaded NAPI" : "") + ", up in " +
       secs + "s");
   return Status::Ok();
-}
-
-Status TakeLinkDown(const Link& lk, bool silent, LabState& state) {
-  if (silent) {
-    for (const auto& [ns, line] : SilentCommands(lk, true)) {
-      if (auto r = IpBatch(ns, {line}, true); !r.ok()) return r.error();
-    }
-    state.links[lk.name] = "silent";
-    return Status::Ok();
-  }
-  // Admin-down the upper end: the host (or leaf) sees carrier loss, as when a
-  // cable or a switch port dies.
-  if (auto r = IpBatch(lk.b.ns, {"link set " + lk.b.ifname + " down"}, true); !r.ok()) return r.error();
-  state.links[lk.name] = "down";
-  return Status::Ok();
-}
-
-Status BringLinkUp(const Link& lk, LabState& state) {
-  // Always clear the silent entries: a silent link may have been downed loudly since.
-  for (const auto& [ns, line] : SilentCommands(lk, false)) {
-    if (auto r = IpBatch(ns, {line}, false); !r.ok()) return r.error();
-  }
-  for (const Endpoint* e : {&lk.a, &lk.b}) {
-    if (auto r = IpBatch(e->ns, {"link set " + e->ifname + " up"}, true); !r.ok()) return r.error();
-  }
-  state.links.erase(lk.name);
-  return Status::Ok();
-}
-
-// Wall-clock seconds (what benchmarks timestamp their logs with).
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Flaps the links under the lab lock; returns the routing warnings. The link
-// changed between `asked` (just before the first `ip` command) and `changed`
-// (just after the last one returned), before routes re-converge.
-Result<std::vector<std::string>> FlapLinks(const Args& a, const std::vector<std::string>& names, double& asked,
-                                           double& changed) {
-  const std::string name = a.Get("name");
-  auto lock = FileLock::Acquire(JoinPath(LabDir(name), ".lock"));
-  if (!lock.ok()) return lock.error();
-  auto lab = LoadLab(name);
-  if (!lab.ok()) return lab.error();
-  const Topology& t = lab->topo;
-  LabState& state = lab->state;
-  const bool down = a.Get("action") == "down", silent = a.Flag("silent");
-  const double delay = a.Float("delay-ms") / 1000;  // routing reacts after a BFD/BGP-like delay
-  asked = WallSeconds();
-  for (const auto& n : names) {
-    const Link* lk = FindLink(t, n);
-    if (lk == nullptr) return NotFound("no link " + Quoted(n) + " in the lab any more");
-    Status s = down ? TakeLinkDown(*lk, silent, state) : BringLinkUp(*lk, state);
-    if (!s.ok()) return s.error();
-  }
-  changed = WallSeconds();
-  if (down) {
-    if (Status s = SaveState(name, state); !s.ok()) return s.error();
-    if (silent) return std::vector<std::string>{};
-    SleepSeconds(delay);
-    return Converge(t, state, false);
-  }
-  if (Status s = WaitCarrier(t, names); !s.ok()) return s.error();
-  SleepSeconds(delay);
-  auto warnings = Converge(t, state, false);
-  if (!warnings.ok()) return warnings.error();
-  if (Status s = SaveState(name, state); !s.ok()) return s.error();
-  return warnings;
 }
 
 // Installs (or clears) the shapers of one link under the lab lock.
@@ -281,13 +167,15 @@ Result<int> CmdLink(const Args& a) {
   if (!lab.ok()) return lab.error();
   const auto names = ResolveLinks(lab->topo, a.Get("link"));
   if (!names.ok()) return names.error();
-  double asked = 0, changed = 0;
-  const auto warnings = FlapLinks(a, *names, asked, changed);
+  if (a.Get("action") == "flap") return RunFlapTrain(a, lab->topo, lab->state, *names);
+  const bool down = a.Get("action") == "down", silent = a.Flag("silent") && down;
+  const LinkChange change{.down = down, .silent = silent, .delay_s = a.Float("delay-ms") / 1000, .clear_silent = true};
+  ChangeTimes times;
+  const auto warnings = ChangeLinks(a.Get("name"), *names, change, SetAdminWithIp, times);
   if (!warnings.ok()) return warnings.error();
   for (const auto& w : *warnings) Log("warning: " + w);
-  const bool silent = a.Flag("silent") && a.Get("action") == "down";
   char at[96];
-  std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", changed, asked);
+  std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", times.changed, times.asked);
   Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : "") + at);
   return 0;
 }

@@ -184,19 +184,28 @@ Status WaitCarrier(const Topology& t, const std::vector<std::string>& links) {
 }
 
 Result<std::vector<std::string>> Converge(const Topology& t, const LabState& s, bool strict) {
-  std::vector<std::string> warnings;
-  for (const auto& c : ConvergeCommands(t, s)) {
-    const auto errs = IpBatch(c.ns, c.apply, false);
-    if (!errs.ok()) return errs.error();
-    if (!errs->empty()) {
-      const std::vector<std::string> first(errs->begin(), errs->begin() + long(std::min<size_t>(errs->size(), 4)));
-      const std::string msg = c.ns + ": " + Join(first, "; ");
-      if (strict) return Internal("route setup failed in " + msg);
-      warnings.push_back(msg);
-    }
-    // Deleting what is already gone is fine; only a command that cannot run matters.
-    if (auto r = IpBatch(c.ns, c.cleanup, false); !r.ok()) return r.error();
+  // Every namespace's routes at once (they are independent), then every
+  // namespace's cleanup: one `ip` per namespace after another took most of a
+  // `link` call (~340 ms under load).
+  const std::vector<NsCommands> commands = ConvergeCommands(t, s);
+  std::vector<NsBatch> apply, cleanup;
+  for (const auto& c : commands) {
+    apply.push_back({c.ns, c.apply});
+    cleanup.push_back({c.ns, c.cleanup});
   }
+  const auto errs = IpBatches(apply, false);
+  if (!errs.ok()) return errs.error();
+  std::vector<std::string> warnings;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const auto& e = (*errs)[i];
+    if (e.empty()) continue;
+    const std::vector<std::string> first(e.begin(), e.begin() + long(std::min<size_t>(e.size(), 4)));
+    const std::string msg = commands[i].ns + ": " + Join(first, "; ");
+    if (strict) return Internal("route setup failed in " + msg);
+    warnings.push_back(msg);
+  }
+  // Deleting what is already gone is fine; only a command that cannot run matters.
+  if (auto r = IpBatches(cleanup, false); !r.ok()) return r.error();
   return warnings;
 }
 

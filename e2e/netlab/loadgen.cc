@@ -16,7 +16,7 @@
 // Every mode takes --ns NAME (or --a-ns/--b-ns for owd): the process joins
 // /run/netns/NAME itself, so no `ip netns exec` is needed. Results go to stdout
 // as one JSON object (owd: also a human table on stderr unless --quiet).
-// Single-threaded; no dependencies beyond libc.
+// Single-threaded; no dependencies beyond libc and CLI11 (header-only).
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -42,6 +42,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace {
 
@@ -99,36 +101,80 @@ struct Args {
   }
 };
 
-const char* kUsage =
-    "usage:\n"
-    "  netlab-loadgen send --to IP:PORT [--bind IP] [--sport P] [--flows N] [--rate 80mbit]\n"
-    "                      [--size 1200] [--on-ms 10] [--off-ms 0] [--pattern fixed|exp]\n"
-    "                      [--seed 1] [--duration 10] [--ns NETNS]\n"
-    "  netlab-loadgen sink --bind IP:PORT [--duration 10] [--ns NETNS]\n"
-    "  netlab-loadgen owd  --a IP[:PORT] --b IP[:PORT] [--a-ns NETNS] [--b-ns NETNS]\n"
-    "                      [--count 1000] [--interval-us 1000] [--size 64] [--warmup 5]\n"
-    "                      [--timeout-ms 200] [--samples FILE] [--quiet]\n"
-    "  --rate: bits/s while ON; suffixes k,m,g or kbit,mbit,gbit (x1000).\n"
-    "  Mean offered load = rate * on / (on + off). --duration is capped at 3600 s.\n";
+// One option of a mode: its name without "--", the default the mode applies
+// when it is absent (shown in --help; "" = none), and its help.
+struct OptionDoc {
+  const char* name;
+  const char* shown_default;
+  const char* help;
+};
 
+// The modes' options; values land in Args::kv as text (absent when not
+// given), checked where the mode reads them.
 Args Parse(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    std::exit(argc < 2 ? 2 : 0);
+  CLI::App app{"netlab-loadgen: paced UDP load, a sink that scores it, and one-way delay probes, each inside "
+               "a network namespace (--ns). Prints one JSON line.",
+               "netlab-loadgen"};
+  app.require_subcommand(1);
+  std::map<std::string, std::string> text;  // option -> value (stable addresses for CLI11)
+  bool quiet = false;
+  std::map<std::string, std::vector<OptionDoc>> modes = {
+      {"send",
+       {{"to", "", "IP:PORT to send to (required; port default 9000)"},
+        {"bind", "0.0.0.0", "source IP"},
+        {"sport", "0", "source port (0: any); with --flows, the first of N"},
+        {"flows", "1", "source ports P..P+N-1, round-robin"},
+        {"rate", "10mbit", "bits/s while ON; suffixes k,m,g or kbit,mbit,gbit (x1000)"},
+        {"size", "1200", "UDP payload bytes"},
+        {"on-ms", "10", "ON period (mean with --pattern exp)"},
+        {"off-ms", "0", "OFF period; mean offered load = rate * on / (on + off)"},
+        {"pattern", "fixed", "fixed or exp (exponential ON/OFF lengths)"},
+        {"seed", "1", "for --pattern exp"},
+        {"duration", "10", "seconds (at most 3600)"},
+        {"ns", "", "network namespace to run in"}}},
+      {"sink",
+       {{"bind", "", "IP:PORT to receive on (required; port default 9000)"},
+        {"duration", "10", "seconds (at most 3600)"},
+        {"ns", "", "network namespace to run in"}}},
+      {"owd",
+       {{"a", "", "IP[:PORT] of end A (required)"},
+        {"b", "", "IP[:PORT] of end B (required)"},
+        {"a-ns", "", "A's network namespace"},
+        {"b-ns", "", "B's network namespace"},
+        {"count", "1000", "probes per direction"},
+        {"interval-us", "1000", "between probes, on a fixed timetable"},
+        {"size", "64", "UDP payload bytes"},
+        {"warmup", "5", "probes sent first and not scored"},
+        {"timeout-ms", "200", "a probe not back by then is lost"},
+        {"samples", "", "write every sample to FILE"}}},
+  };
+  const std::map<std::string, std::string> about = {
+      {"send", "paced UDP at --rate while ON, silent while OFF"},
+      {"sink", "packets, bytes, flows, loss, reordering and one-way delay of what send sent"},
+      {"owd", "one-way delays A->B and B->A from kernel software timestamps (one clock)"}};
+  std::map<std::string, CLI::App*> subs;
+  for (const auto& [mode, options] : modes) {
+    CLI::App* sub = app.add_subcommand(mode, about.at(mode));
+    for (const auto& o : options) {
+      CLI::Option* opt = sub->add_option(std::string("--") + o.name, text[o.name], o.help);
+      if (*o.shown_default != '\0') opt->default_str(o.shown_default);
+    }
+    if (mode == "owd") sub->add_flag("--quiet", quiet, "no human table on stderr");
+    subs[mode] = sub;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
   }
   Args a;
-  a.mode = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k.rfind("--", 0) != 0) Die("unexpected argument: " + k);
-    k = k.substr(2);
-    if (k == "quiet") {
-      a.kv[k] = "1";
-      continue;
-    }
-    if (i + 1 >= argc) Die("--" + k + " needs a value");
-    a.kv[k] = argv[++i];
+  for (const auto& [mode, sub] : subs) {
+    if (sub->parsed()) a.mode = mode;
   }
+  for (const auto& o : modes.at(a.mode)) {
+    if (subs.at(a.mode)->get_option(std::string("--") + o.name)->count() > 0) a.kv[o.name] = text.at(o.name);
+  }
+  if (quiet) a.kv["quiet"] = "1";
   return a;
 }
 
@@ -621,7 +667,5 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (a.mode == "send") return Send(a);
   if (a.mode == "sink") return Sink(a);
-  if (a.mode == "owd") return Owd(a);
-  std::fputs(kUsage, stderr);
-  return 2;
+  return Owd(a);
 }

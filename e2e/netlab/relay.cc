@@ -32,11 +32,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace {
 
@@ -141,24 +142,28 @@ std::atomic<bool> g_stop{false};
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::pair<std::string, HostPort>> listens;
-  std::optional<HostPort> to;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--to" || a == "--listen") && i + 1 < argc) {
-      std::string v = argv[++i];
-      if (a == "--to") {
-        to = ParseHostPort(v, "--to");
-      } else {
-        auto eq = v.find('=');
-        if (eq == std::string::npos || eq == 0) Die("--listen must be NETNS=IPv4:PORT (got \"" + v + "\")");
-        listens.emplace_back(v.substr(0, eq), ParseHostPort(v.substr(eq + 1), "--listen " + v));
-      }
-    } else {
-      Die("usage: netlab-relay --to IPv4:PORT --listen NETNS=IPv4:PORT [--listen ...]");
-    }
+  std::string to_text;
+  std::vector<std::string> listen_texts;
+  CLI::App app{"netlab-relay: lets processes in network namespaces reach a TCP service on the root namespace's "
+               "loopback (see the comment at the top of relay.cc). Prints \"ready\" once every listener is open; "
+               "runs until SIGTERM/SIGINT.",
+               "netlab-relay"};
+  app.add_option("--to", to_text, "IPv4:PORT to forward to, dialled from the relay's own namespace")->required();
+  app.add_option("--listen", listen_texts, "NETNS=IPv4:PORT: a listener inside /run/netns/NETNS; repeatable")
+      ->required()
+      ->allow_extra_args(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!to || listens.empty()) Die("usage: netlab-relay --to IPv4:PORT --listen NETNS=IPv4:PORT [--listen ...]");
+  const HostPort to = ParseHostPort(to_text, "--to");
+  std::vector<std::pair<std::string, HostPort>> listens;
+  for (const auto& v : listen_texts) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) Die("--listen must be NETNS=IPv4:PORT (got \"" + v + "\")");
+    listens.emplace_back(v.substr(0, eq), ParseHostPort(v.substr(eq + 1), "--listen " + v));
+  }
   int home = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (home < 0) Die(std::string("cannot open /proc/self/ns/net: ") + std::strerror(errno));
   std::vector<int> listeners;
@@ -170,7 +175,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   ::pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  const sockaddr_in target = ToSockaddr(*to);
+  const sockaddr_in target = ToSockaddr(to);
   std::vector<std::thread> acceptors;
   for (int l : listeners) {
     acceptors.emplace_back([l, target] {

@@ -2,6 +2,7 @@
 // effects on the network. Commands run with fork/exec (no shell).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,15 @@ Result<std::string> RunChecked(const std::vector<std::string>& argv);
 // error lines; with check, a failed batch is an error.
 Result<std::vector<std::string>> IpBatch(const std::string& ns, const std::vector<std::string>& lines, bool check);
 
+// Several namespaces' batches at once (up to 16 `ip` processes together):
+// the error lines of each, in order. Namespaces are independent, so this is
+// IpBatch for each without waiting for one before starting the next.
+struct NsBatch {
+  std::string ns;
+  std::vector<std::string> lines;
+};
+Result<std::vector<std::vector<std::string>>> IpBatches(const std::vector<NsBatch>& batches, bool check);
+
 // Writes /proc/sys/... inside namespace ns.
 Status SetSysctls(const std::string& ns, const Sysctls& values);
 bool KernelHasSysctl(const std::string& name);
@@ -54,5 +64,27 @@ std::vector<int> NetnsPids(const std::string& ns);
 std::map<std::string, bool> Carriers(const std::string& ns);
 
 void SleepSeconds(double seconds);
+
+// NETLINK_ROUTE sockets opened inside lab namespaces (a socket keeps the
+// namespace it was made in) and kept open, so that setting a link admin up or
+// down costs one message and its ack instead of starting `ip` (~tens of ms on
+// a busy machine). Not thread-safe.
+class NetnsRtnl {
+ public:
+  NetnsRtnl() = default;
+  NetnsRtnl(const NetnsRtnl&) = delete;
+  NetnsRtnl& operator=(const NetnsRtnl&) = delete;
+  ~NetnsRtnl();
+
+  // Opens the socket for namespace ns (once; later calls do nothing).
+  Status Open(const std::string& ns);
+  // Admin up or down of `ifname` in namespace ns (RTM_SETLINK by name), after
+  // the kernel acknowledged it. Opens the socket if needed.
+  Status SetAdmin(const std::string& ns, const std::string& ifname, bool up);
+
+ private:
+  std::map<std::string, int> fds_;  // namespace -> socket
+  uint32_t seq_ = 0;
+};
 
 }  // namespace lockstep::netlab

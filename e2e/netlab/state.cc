@@ -19,6 +19,7 @@ nlohmann::ordered_json ToJson(const LabState& s) {
                         {"burst_bytes", sh.burst_bytes},
                         {"latency", sh.latency ? nlohmann::ordered_json(*sh.latency) : nullptr}};
   }
+  if (s.napi_threads) j["napi_threads"] = true;  // absent: false (state.json of older labs)
   return j;
 }
 
@@ -28,6 +29,7 @@ Result<LabState> StateFromJson(const nlohmann::json& j) {
     const nlohmann::json links = j.value("links", nlohmann::json::object());
     const nlohmann::json shapes = j.value("shapes", nlohmann::json::object());
     for (const auto& [name, st] : links.items()) s.links[name] = st.get<std::string>();
+    s.napi_threads = j.value("napi_threads", false);
     for (const auto& [key, sh] : shapes.items()) {
       const auto& lat = sh.at("latency");
       s.shapes[key] = {sh.at("ns").get<std::string>(),         sh.at("if").get<std::string>(),

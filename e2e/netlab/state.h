@@ -1,4 +1,5 @@
-// A lab's mutable state (state.json): link states and shapers.
+// A lab's mutable state (state.json): link states, shapers, and whether the
+// lab forwards in napi threads.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,9 @@ struct Shaper {
 struct LabState {
   std::map<std::string, std::string> links;  // link -> "down" or "silent"; absent = up
   std::map<std::string, Shaper> shapes;      // "LINK:up" / "LINK:down" -> shaper
+  // Built with `up --napi-threads`: a link that comes back up gets new napi
+  // kernel threads, which `link ... up` puts at SCHED_FIFO 1 again.
+  bool napi_threads = false;
 };
 
 // "silent" keeps its routes: only "down" counts as down for routing.

@@ -11,7 +11,7 @@
 //         timeout applies: minutes, so a dead path shows as a stall first).
 //
 // Run inside a namespace with `ip netns exec`. Both end with one JSON summary
-// line on stdout. Single-threaded; no dependencies beyond libc.
+// line on stdout. Single-threaded; no dependencies beyond libc and CLI11 (header-only).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,9 +27,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace {
 
@@ -51,43 +52,36 @@ int64_t NowNs(clockid_t id) {
 }
 
 struct Args {
-  std::string mode;
-  std::map<std::string, std::string> kv;
-  std::string Str(const std::string& k, const std::string& def = "") const {
-    const auto it = kv.find(k);
-    return it == kv.end() ? def : it->second;
-  }
-  double Num(const std::string& k, double def) const {
-    const auto it = kv.find(k);
-    if (it == kv.end()) return def;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (end == it->second.c_str() || *end != '\0') Die("--" + k + ": not a number: " + it->second);
-    return v;
-  }
+  std::string mode;  // "sink" or "send"
+  std::string bind, to, log;
+  double duration = 60;  // seconds, (0, kMaxDuration]
 };
 
-const char* kUsage =
-    "usage:\n"
-    "  bulk-stream sink --bind IP:PORT --log FILE [--duration 60]\n"
-    "  bulk-stream send --to IP:PORT [--bind IP] [--duration 60]\n"
-    "  Run inside a namespace (ip netns exec NS bulk-stream ...). --duration <= 3600 s.\n";
-
 Args Parse(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    std::exit(argc < 2 ? 2 : 0);
-  }
   Args a;
-  a.mode = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k.rfind("--", 0) != 0) Die("unexpected argument: " + k);
-    if (i + 1 >= argc) Die(k + " needs a value");
-    a.kv[k.substr(2)] = argv[++i];
+  CLI::App app{"bulk-stream: one TCP bulk transfer between two hosts of a netlab fabric. Run inside a namespace "
+               "(ip netns exec NS bulk-stream ...).",
+               "bulk-stream"};
+  app.require_subcommand(1);
+  const auto duration = [&a](CLI::App* sub) {
+    sub->add_option("--duration", a.duration, "seconds")
+        ->check(CLI::Range(0.001, kMaxDuration))
+        ->capture_default_str();
+  };
+  CLI::App* sink = app.add_subcommand("sink", "accept connections on --bind, log bytes per 10 ms to --log");
+  sink->add_option("--bind", a.bind, "IP:PORT to listen on")->required();
+  sink->add_option("--log", a.log, "JSON lines {t, bytes}, one per 10 ms interval")->required();
+  duration(sink);
+  CLI::App* send = app.add_subcommand("send", "connect to --to and write as fast as TCP lets it");
+  send->add_option("--to", a.to, "IP:PORT of the sink")->required();
+  send->add_option("--bind", a.bind, "source IP (port 0)");
+  duration(send);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
   }
-  const double d = a.Num("duration", 60);
-  if (!(d > 0 && d <= kMaxDuration)) Die("--duration must be in (0, 3600]");
+  a.mode = sink->parsed() ? "sink" : "send";
   return a;
 }
 
@@ -103,19 +97,19 @@ sockaddr_in Addr(const std::string& ip_port, bool need_port) {
 }
 
 int Sink(const Args& a) {
-  const std::string log_path = a.Str("log");
+  const std::string log_path = a.log;
   if (log_path.empty()) Die("sink needs --log FILE");
   FILE* log = std::fopen(log_path.c_str(), "w");
   if (log == nullptr) Die("cannot write " + log_path + ": " + std::strerror(errno));
   const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in sa = Addr(a.Str("bind"), true);
+  const sockaddr_in sa = Addr(a.bind, true);
   if (bind(ls, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) Die(std::string("bind: ") + std::strerror(errno));
   if (listen(ls, 8) != 0) Die(std::string("listen: ") + std::strerror(errno));
   std::vector<pollfd> fds = {{ls, POLLIN, 0}};
   const int64_t start = NowNs(CLOCK_MONOTONIC);
-  const int64_t end = start + int64_t(a.Num("duration", 60) * 1e9);
+  const int64_t end = start + int64_t(a.duration * 1e9);
   int64_t next = start + kIntervalNs, bytes = 0, total = 0, intervals = 0;
   int conns = 0;
   std::vector<char> buf(1 << 16);
@@ -152,29 +146,29 @@ int Sink(const Args& a) {
   }
   std::fclose(log);
   std::printf("{\"mode\":\"sink\",\"bind\":\"%s\",\"connections\":%d,\"bytes\":%lld,\"intervals\":%lld}\n",
-              a.Str("bind").c_str(), conns, static_cast<long long>(total + bytes), static_cast<long long>(intervals));
+              a.bind.c_str(), conns, static_cast<long long>(total + bytes), static_cast<long long>(intervals));
   return 0;
 }
 
 int Send(const Args& a) {
   const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (!a.Str("bind").empty()) {
-    const sockaddr_in local = Addr(a.Str("bind"), false);
+  if (!a.bind.empty()) {
+    const sockaddr_in local = Addr(a.bind, false);
     if (bind(s, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
       Die(std::string("bind: ") + std::strerror(errno));
     }
   }
-  const sockaddr_in to = Addr(a.Str("to"), true);
+  const sockaddr_in to = Addr(a.to, true);
   if (connect(s, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
-    Die("connect " + a.Str("to") + ": " + std::strerror(errno));
+    Die("connect " + a.to + ": " + std::strerror(errno));
   }
   sockaddr_in me{};
   socklen_t len = sizeof me;
   getsockname(s, reinterpret_cast<sockaddr*>(&me), &len);
   char ip[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &me.sin_addr, ip, sizeof ip);
-  std::fprintf(stderr, "bulk-stream: connected %s:%u -> %s\n", ip, ntohs(me.sin_port), a.Str("to").c_str());
-  const int64_t end = NowNs(CLOCK_MONOTONIC) + int64_t(a.Num("duration", 60) * 1e9);
+  std::fprintf(stderr, "bulk-stream: connected %s:%u -> %s\n", ip, ntohs(me.sin_port), a.to.c_str());
+  const int64_t end = NowNs(CLOCK_MONOTONIC) + int64_t(a.duration * 1e9);
   const timeval tv{0, 100'000};  // wake up to check the deadline while blocked
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   std::vector<char> buf(1 << 16, 'x');
@@ -191,7 +185,7 @@ int Send(const Args& a) {
   }
   close(s);
   std::printf("{\"mode\":\"send\",\"from\":\"%s\",\"sport\":%u,\"to\":\"%s\",\"bytes\":%lld,\"error\":\"%s\"}\n", ip,
-              ntohs(me.sin_port), a.Str("to").c_str(), sent, error.c_str());
+              ntohs(me.sin_port), a.to.c_str(), sent, error.c_str());
   return error.empty() ? 0 : 1;
 }
 
@@ -204,8 +198,5 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (a.mode == "sink") return Sink(a);
-  if (a.mode == "send") return Send(a);
-  std::fputs(kUsage, stderr);
-  return 2;
+  return a.mode == "sink" ? Sink(a) : Send(a);
 }

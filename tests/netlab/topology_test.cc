@@ -244,6 +244,19 @@ TEST_CASE("state.json round trip", "[netlab]") {
   CHECK(LinkUp(*back, "h0r0"));
   CHECK_FALSE(LinkUp(LabState{{{"h0r0", "down"}}, {}}, "h0r0"));
   CHECK(StateFromJson(nlohmann::json::object())->links.empty());
+  CHECK_FALSE(back->napi_threads);
+  CHECK_FALSE(j.contains("napi_threads"));  // unchanged for labs without it
+}
+
+TEST_CASE("state.json remembers --napi-threads", "[netlab]") {
+  LabState s;
+  s.napi_threads = true;
+  const auto j = ToJson(s);
+  CHECK(j.dump() == R"({"links":{},"shapes":{},"napi_threads":true})");
+  const auto back = StateFromJson(nlohmann::json::parse(j.dump()));
+  REQUIRE(back.ok());
+  CHECK(back->napi_threads);
+  CHECK_FALSE(StateFromJson(nlohmann::json::parse(R"({"napi_threads":"yes"})")).ok());
 }
 
 }  // namespace
