@@ -6,7 +6,7 @@
 # gives the time from the first failure detected to training again after both. One JSON line.
 #   python/bench/faults.sh COORDINATOR_BIN [SEEDS=3]
 set -euo pipefail
-BIN=${1:?usage: faults.sh path/to/lockstep-coordinator [seeds]}
+BIN=$(realpath "${1:?usage: faults.sh path/to/lockstep-coordinator [seeds]}")
 cd "$(dirname "$0")/../tests"
 exec "${LOCKSTEP_PYTHON:-/usr/bin/python3}" -c 'import sys; from support import fault_matrix; sys.exit(fault_matrix.main())' \
-  "$(realpath "$BIN")" --seeds "${2:-3}"
+  "$BIN" --seeds "${2:-3}"
