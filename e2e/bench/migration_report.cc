@@ -56,6 +56,7 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
   out["checkpoint_every"] = o.checkpoint_every;
   out["hang_s"] = o.hang_s;
   out["heartbeat_timeout_s"] = o.heartbeat_timeout_s;
+  out["hot_spares"] = o.hot_spares;
   ordered_json sched = ordered_json::array();
   for (const auto& f : o.faults) sched.push_back({{"kind", f.kind}, {"rank", f.rank}, {"step", f.step}});
   out["schedule"] = sched;

@@ -257,7 +257,8 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     started.children.push_back(Child::Spawn(
         {tools.coordinator, "--job", "bench-" + arm, "--world-size", std::to_string(o.world_size), "--listen",
          "127.0.0.1:0", "--port-file", port_file, "--state-file", dir + "/coordinator.state", "--heartbeat-timeout", hb,
-         "--spares", arm == "lockstep_hot" ? "1" : "0", "--spare-command", Join(spare), "--fence", "local"},
+         "--spares", arm == "lockstep_hot" ? std::to_string(o.hot_spares) : "0", "--spare-command", Join(spare),
+         "--fence", "local"},
         dir + "/coordinator.log"));
     for (int i = 0; i < 200 && ReadFile(port_file).empty(); ++i) {
       if (!started.children[0].Alive()) Die("lockstep-coordinator exited at start; see " + dir + "/coordinator.log");
@@ -266,14 +267,16 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     const std::string port = ReadFile(port_file);
     if (port.empty()) Die("lockstep-coordinator wrote no port file in 10 s; see " + dir + "/coordinator.log");
     coord_url = "http://127.0.0.1:" + std::to_string(std::atoi(port.c_str()));
-    if (arm == "lockstep_hot") {  // the spare that is already running (the coordinator refills the pool later)
+    // The spares already running (the coordinator refills the pool to --hot-spares later).
+    for (int i = 0; arm == "lockstep_hot" && i < o.hot_spares; ++i) {
+      const std::string log = dir + "/spare" + std::to_string(i) + ".log";
       std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url};
       argv.insert(argv.end(), spare.begin(), spare.end());
-      started.children.push_back(Child::Spawn(argv, dir + "/spare0.log"));
+      started.children.push_back(Child::Spawn(argv, log));
       const double until = WallNow() + 120;
-      while (SparesOf(json::parse(HttpCall("GET", coord_url + "/v1/state").body, nullptr, false)).first < 1) {
-        if (!started.children.back().Alive()) Die("the hot spare exited at start; see " + dir + "/spare0.log");
-        if (WallNow() > until) Die("the hot spare did not register in 120 s; see " + dir + "/spare0.log");
+      while (SparesOf(json::parse(HttpCall("GET", coord_url + "/v1/state").body, nullptr, false)).first < i + 1) {
+        if (!started.children.back().Alive()) Die("a hot spare exited at start; see " + log);
+        if (WallNow() > until) Die("a hot spare did not register in 120 s; see " + log);
         Sleep(0.1);
       }
     }

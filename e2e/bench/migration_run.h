@@ -43,6 +43,7 @@ struct Options {
   double monitor_s = 5;    // torchrun --monitor_interval (its default)
   int max_restarts = 6;
   double heartbeat_timeout_s = 3.0;
+  int hot_spares = 1;  // lockstep_hot: spares running from the start, and the pool kept (--spares)
   double arm_timeout_s = 1800;
   double min_step_s = 0;   // the workload pads shorter steps with a sleep (quick mode)
   std::vector<ScheduledFault> faults;
