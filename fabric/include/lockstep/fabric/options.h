@@ -23,9 +23,9 @@
 // per path).
 // Load: 71 packets/s per path each way (urgent probes only after a miss);
 // at 4 hosts x 2 rails (3 peers per rail) 214 packets/s per rail each way,
-// 74 B each at the IP layer (46 B payload), 112 B on the wire: 127 / 192
-// kbit/s per rail each way, 0.063% / 0.096% of a 200 Mbit/s link
-// (docs/benchmarks.md, "Probe cost").
+// 82 B each at the IP layer (54 B payload, version 3 with the epoch), 120 B
+// on the wire: 140 / 205 kbit/s per rail each way, 0.070% / 0.103% of a 200
+// Mbit/s link (docs/benchmarks.md, "Probe cost", measured at 46 B).
 #pragma once
 
 #include <chrono>
