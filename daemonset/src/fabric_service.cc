@@ -93,7 +93,14 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
                                       {"action", "result"})),
       stalls_(registry.Counter("lockstep_fabric_prober_stalls_total",
                                "Wake-ups of the prober later than the urgent timeout past their due time (a stalled "
-                               "node: probe timeouts that fell in the stall were restarted, not counted as misses)")),
+                               "node: within the excuse budget, probe timeouts that fell in the stall were restarted, "
+                               "not counted as misses)")),
+      stalls_judged_(registry.Counter("lockstep_fabric_prober_stalls_judged_total",
+                                      "Prober stalls beyond the excuse budget (stallExcuses per stall window): "
+                                      "judged, their probe timeouts counted as misses")),
+      prober_stalled_(registry.Gauge("lockstep_fabric_prober_stalled",
+                                     "1 while a stall was judged within the last stall window: the prober is late "
+                                     "so often that stalls are no longer excused (FabricHealth ProberStalled)")),
       urgent_limited_(registry.Counter("lockstep_fabric_urgent_replies_limited_total",
                                        "Urgent probes not answered at once because their peer's urgent reply budget "
                                        "was spent (their ack rides on the next regular packet)")),
@@ -105,6 +112,8 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
   epoch_ = options_.epoch != 0 ? options_.epoch : WallNs(clock_);
   first_seq_ = FirstSeq(epoch_);
   urgent_limited_.Inc({}, 0);
+  stalls_judged_.Inc({}, 0);
+  prober_stalled_.Set(0);
   for (FabricDrop d : kAllFabricDrops) dropped_.Inc({FabricDropName(d)}, 0);
   for (const RailInfo& r : options_.setup.rails) {
     flaps_total_.Inc({r.name}, 0);
@@ -652,7 +661,9 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   now = clock_.Monotonic();
   // Woken (or done with the last round) much later than due: the node was
   // stalled, and silence in the stall says nothing about the paths.
-  if (monitor_.ExcuseStall(due, now)) NoteStall(now, now - due);
+  if (const fabric::Stall st = monitor_.ExcuseStall(due, now); st != fabric::Stall::kNone) {
+    NoteStall(now, now - due, st);
+  }
   ApplyPendingPeers(now);
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
   // Acks first: one that arrived before its probe's timeout counts though
@@ -668,17 +679,29 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   if (now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap)) Publish(now);
 }
 
-void FabricService::NoteStall(MonoTime now, std::chrono::nanoseconds stalled) {
+void FabricService::NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict) {
   stalls_.Inc();
+  if (verdict == fabric::Stall::kJudged) {
+    stalls_judged_.Inc();
+    ++judged_unlogged_;
+    if (!stalled_published_) changed_ = true;  // the ProberStalled condition: published at once
+  }
   worst_stall_ = std::max(worst_stall_, stalled);
   ++stalls_unlogged_;
   if (now < next_stall_log_) return;
-  log::Warn("fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node overloaded?)",
+  log::Warn(judged_unlogged_ > 0
+                ? "fabric prober stalls persistently: beyond the excuse budget its stalls are judged, so paths can "
+                  "be declared down by the stalls themselves (check CPU steal and load, the agent's CPU limit and "
+                  "SCHED_FIFO)"
+                : "fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node "
+                  "overloaded?)",
             {{"stalls", std::to_string(stalls_unlogged_)},
+             {"judged", std::to_string(judged_unlogged_)},
              {"longest_ms", std::to_string(std::chrono::duration<double, std::milli>(worst_stall_).count())}});
   next_stall_log_ = now + kStallLogEvery;
   worst_stall_ = {};
   stalls_unlogged_ = 0;
+  judged_unlogged_ = 0;
 }
 
 bool FabricService::AckOnlyPaths() const {
@@ -768,6 +791,12 @@ void FabricService::Publish(MonoTime now) {
   health.flaps_last_hour = monitor_.FlapsInWindow(now);
   health.last_flap = last_flap_wall_;
   health.peers = static_cast<int>(options_.setup.peers.size());
+  const fabric::StallView stalls = monitor_.Stalls(now);
+  health.prober_stalled = stalls.persistent;
+  health.stalls = stalls.stalls;
+  health.stalls_judged = stalls.judged;
+  stalled_published_ = stalls.persistent;
+  prober_stalled_.Set(stalls.persistent ? 1 : 0);
   for (const fabric::RailView& r : monitor_.Rails(now)) {
     const std::string name = rail_name(r.rail);
     if (r.rail >= 0 && r.rail < static_cast<int>(health.rails.size())) {
@@ -806,6 +835,9 @@ void FabricService::Publish(MonoTime now) {
                            {"miss_threshold", options_.fabric.miss_threshold},
                            {"flaps_last_hour", monitor_.FlapsInWindow(now)},
                            {"last_flap_seconds_ago", last_flap},
+                           {"prober_stalls", stalls.stalls},
+                           {"prober_stalls_judged", stalls.judged},
+                           {"prober_stalled", stalls.persistent},
                            {"rails", rail_views},
                            {"paths", paths},
                            {"peers", peers}};

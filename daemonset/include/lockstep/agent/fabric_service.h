@@ -125,6 +125,10 @@ struct FabricHealthView {
   int flaps_last_hour = 0;              // all rails
   std::optional<WallTime> last_flap{};  // wall clock when the latest flap was seen
   int peers = 0;                      // peers probed
+  // The prober's stalls (fabric::StallView): persistent while one was
+  // judged (beyond the excuse budget) within the last stall window.
+  bool prober_stalled = false;
+  uint64_t stalls = 0, stalls_judged = 0;  // since the start
   bool operator==(const FabricHealthView&) const = default;
 };
 
@@ -184,7 +188,7 @@ class FabricService {
   void RefreshCarriers();
   bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
-  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled);  // metric, rate-limited warning
+  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict);  // metrics, rate-limited warning
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
   void Apply(const fabric::Decisions& d);
@@ -306,11 +310,15 @@ class FabricService {
   metrics::Family& send_errors_;
   metrics::Family& route_changes_;
   metrics::Family& stalls_;
+  metrics::Family& stalls_judged_;
+  metrics::Family& prober_stalled_;
   metrics::Family& urgent_limited_;
   metrics::Family& peer_restarts_;
   MonoTime next_stall_log_{};  // stall warnings: at most one per kStallLogEvery
   std::chrono::nanoseconds worst_stall_{};  // the longest since the last warning
   int stalls_unlogged_ = 0;
+  int judged_unlogged_ = 0;
+  bool stalled_published_ = false;  // prober_stalled as of the last publish
 };
 
 }  // namespace lockstep::agent
