@@ -40,7 +40,8 @@ uint64_t EpochOf(const std::string& name) { return name == "a" ? 1'000 : name ==
 
 struct Node {
   Node(FakeFabricNetwork& net, FakeClock& clock, const std::string& name, uint32_t self, const FabricPeer& peer,
-       FabricService::FabricNow fabric_now = {}, uint64_t epoch = 0, uint32_t renew_epoch_after = 0)
+       FabricService::FabricNow fabric_now = {}, uint64_t epoch = 0, uint32_t renew_epoch_after = 0,
+       uint64_t seed = 7)
       : socket(net, self), codec(Key()) {
     routes.AddInterface("rail0", true);
     routes.AddInterface("rail1", true);
@@ -48,7 +49,7 @@ struct Node {
     o.self_name = name;
     o.setup = SetupFor(self, {peer});
     o.peer_port = 7312;
-    o.seed = 7;
+    o.seed = seed;
     o.publish_every = 100ms;  // the tests read the status soon after a change
     o.epoch = epoch != 0 ? epoch : EpochOf(name);
     if (renew_epoch_after != 0) o.renew_epoch_after = renew_epoch_after;
@@ -73,15 +74,18 @@ void RunPair(FakeClock& clock, Node& a, Node& b, Nanos d) {
 }
 
 struct World {
-  FakeClock clock;
-  FakeFabricNetwork net{clock};
-  Node a{net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}};
-  Node b{net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}};
-  World() {
+  // skewed: the two nodes' probe ticks jittered apart (seeds differ), as on a
+  // real fabric; otherwise they tick in the same millisecond.
+  explicit World(bool skewed = false)
+      : b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}, nullptr, 0, 0, skewed ? 8 : 7) {
     REQUIRE(a.service->Start().ok());
     REQUIRE(b.service->Start().ok());
   }
   void Run(Nanos d) { RunPair(clock, a, b, d); }
+  FakeClock clock;
+  FakeFabricNetwork net{clock};
+  Node a{net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}};
+  Node b;
 };
 
 fabric::PathState StateOf(const Node& n, const std::string& peer, int rail) {
@@ -466,7 +470,7 @@ TEST_CASE("a replayed probe stream, at any rate, to either port, takes no path d
   for (Attack attack : {Attack{true, false, 1}, Attack{true, true, 1}, Attack{true, false, 0},
                         Attack{false, false, 20}, Attack{false, true, 20}, Attack{false, true, 0}}) {
     CAPTURE(attack.one_probe, attack.urgent, attack.per_ms);
-    World w;
+    World w(/*skewed=*/true);
     std::vector<FabricDatagram> captured;
     RunCapturing(w.clock, w.a, w.b, 300ms, &captured);
     REQUIRE(StateOf(w.a, "b", 0) == fabric::PathState::kUp);
@@ -518,7 +522,7 @@ TEST_CASE("a replayed probe stream, at any rate, to either port, takes no path d
 }
 
 TEST_CASE("replays of a peer's packets do not re-admit a path that is down", "[daemonset][fabric]") {
-  World w;
+  World w(/*skewed=*/true);
   const int home = HomeRail();
   std::vector<FabricDatagram> b_to_a;  // what b sent a while all was well
   RunCapturing(w.clock, w.b, w.a, 300ms, &b_to_a);
