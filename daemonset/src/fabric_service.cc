@@ -490,16 +490,21 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
   // Freshness first (fabric_probe.h, "Replays"): nothing of a stale or
   // replayed packet is used, its ack included.
   PeerState& ps = StateOf(peer);
-  if (p.epoch < ps.epoch) {
+  if (p.epoch < ps.epoch && now - ps.last_accepted <= options_.fabric.stats_window) {
     CountDrop(FabricDrop::kStale);  // a previous boot of the peer
     return;
   }
-  if (p.epoch > ps.epoch) {
+  if (p.epoch != ps.epoch) {
+    // Newer: signed evidence that the peer restarted, its seqs begin again.
+    // Older after a stats window of silence from the peer: a restart whose
+    // wall clock is behind its previous start (fabric_probe.h).
     if (ps.epoch != 0) {
-      // Signed evidence that the peer restarted: its seqs begin again.
       std::erase_if(acks_, [&](const auto& entry) { return entry.first.node == p.sender; });
       peer_restarts_.Inc({peer->name});
-      log::Info("fabric peer restarted (a newer epoch): its paths' ack windows start again", {{"peer", peer->name}});
+      log::Info(p.epoch > ps.epoch ? "fabric peer restarted (a newer epoch): its paths' ack windows start again"
+                                   : "fabric peer silent for a stats window came back with an older epoch (its "
+                                     "clock went back across a restart?): its paths' ack windows start again",
+                {{"peer", peer->name}});
     }
     ps.epoch = p.epoch;
   }
@@ -525,6 +530,7 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
         CountDrop(FabricDrop::kStale);
         return;
     }
+    ps.last_accepted = now;
     if (fresh || a.ifindex != d.ifindex) {
       a.ifindex = d.ifindex;
       a.has_carrier = HasCarrier(key, a);
@@ -537,6 +543,7 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
       }
     }
   }
+  if (!p.seq) ps.last_accepted = now;  // an ack-only packet of the current epoch
   if (p.ack) {
     auto ours = ours_.find({p.sender, p.ack_rail, p.ack_path_index});
     if (ours == ours_.end()) {

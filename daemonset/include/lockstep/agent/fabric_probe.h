@@ -58,7 +58,11 @@
 // receiver's freshness checks do (FabricService::Handle), before anything of
 // the packet is used:
 //   - epoch older than the latest seen from that sender: dropped as stale (a
-//     probe from a previous boot);
+//     probe from a previous boot), unless nothing fresh came from the sender
+//     for a stats window (10 s): then it is a restart whose wall clock is
+//     behind its previous start, let in rather than shut out for good (a
+//     replay can do that too, but only while the peer is silent anyway, and
+//     the peer's next genuine packet, newer, takes over again);
 //   - epoch newer: the sender restarted, and only then are the windows of
 //     its paths started again (signed evidence; an old seq never restarts a
 //     window, lockstep/fabric/ack_window.h);

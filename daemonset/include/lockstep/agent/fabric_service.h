@@ -46,8 +46,9 @@
 //
 // Freshness (fabric_probe.h, "Replays"): every packet carries the sender's
 // per-boot epoch under the MAC. Per known peer the service keeps the latest
-// epoch seen: an older one is stale; a newer one means the peer restarted,
-// and only that starts the ack windows of its paths again. Within an epoch
+// epoch seen: an older one is stale (unless nothing fresh came from the peer
+// for a stats window: a restart with its clock set back); a newer one means
+// the peer restarted, and only that starts the ack windows of its paths again. Within an epoch
 // a probe whose seq was already received is a replay, one before the ack
 // window stale; either is dropped whole (its ack too) before it can move
 // what we acknowledge or wake an urgent reply. Urgent replies are also
@@ -207,6 +208,7 @@ class FabricService {
     uint64_t epoch = 0;  // the latest seen; 0: none yet
     double urgent_tokens = 0;
     MonoTime urgent_refilled{};
+    MonoTime last_accepted{};  // its latest packet that passed the freshness checks
   };
   PeerState& StateOf(const FabricPeer* peer) { return peer_state_[static_cast<size_t>(peer - known_.data())]; }
   // Takes one urgent reply from the peer's budget; false when spent.
