@@ -123,7 +123,7 @@ struct FabricProbe {
 // lockstep_fabric_probe_dropped_total.
 enum class FabricDrop {
   kTruncated,        // not exactly kFabricProbeSize bytes
-  kBadMagic,         // not a fabric probe (wrong magic or version: a version 1 agent)
+  kBadMagic,         // not a fabric probe (wrong magic or version: a version 1 or 2 agent)
   kMalformed,        // bad flags, neither probe nor ack, seq 0, epoch 0
   kUnauthenticated,  // HMAC mismatch
   kMisdirected,      // for another node
