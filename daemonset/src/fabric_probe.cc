@@ -41,6 +41,8 @@ const char* FabricDropName(FabricDrop d) {
     case FabricDrop::kMisdirected: return "misdirected";
     case FabricDrop::kUnknownSender: return "unknown_sender";
     case FabricDrop::kUnmatched: return "unmatched";
+    case FabricDrop::kStale: return "stale";
+    case FabricDrop::kReplayed: return "replayed";
   }
   return "unknown";
 }
@@ -69,26 +71,27 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
   b[5] = p.path_index;
   Put(&b[6], p.sender, 4);
   Put(&b[10], p.dest, 4);
+  Put(&b[14], p.epoch, 8);
   if (p.seq) {
     flags |= kFlagProbe;
-    Put(&b[14], *p.seq, 4);
+    Put(&b[22], *p.seq, 4);
     if (p.tx_fabric) {
       flags |= kFlagTx;
-      Put(&b[18], *p.tx_fabric, 4);
+      Put(&b[26], *p.tx_fabric, 4);
     }
   }
   if (p.ack) {
     flags |= kFlagAck;
-    b[22] = p.ack_rail;
-    b[23] = p.ack_path_index;
-    Put(&b[24], p.ack->seq, 4);
-    Put(&b[28], p.ack->bitmap, 4);
+    b[30] = p.ack_rail;
+    b[31] = p.ack_path_index;
+    Put(&b[32], p.ack->seq, 4);
+    Put(&b[36], p.ack->bitmap, 4);
     if (p.ack->one_way_delay && p.ack->one_way_delay->count() >= 0 && p.ack->one_way_delay->count() < kMaxOwdNs) {
       flags |= kFlagOwd;
-      Put(&b[32], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
+      Put(&b[40], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
     }
     const int64_t held_us = std::chrono::duration_cast<std::chrono::microseconds>(p.ack->held).count();
-    Put(&b[36], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
+    Put(&b[44], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
   }
   b[3] = flags;
   const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
@@ -120,27 +123,37 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   p.path_index = b[5];
   p.sender = static_cast<uint32_t>(Get(&b[6], 4));
   p.dest = static_cast<uint32_t>(Get(&b[10], 4));
-  if (p.sender == 0) return FabricDrop::kMalformed;
+  p.epoch = Get(&b[14], 8);
+  if (p.sender == 0 || p.epoch == 0) return FabricDrop::kMalformed;
   if (flags & kFlagProbe) {
-    p.seq = static_cast<uint32_t>(Get(&b[14], 4));
+    p.seq = static_cast<uint32_t>(Get(&b[22], 4));
     if (*p.seq == 0) return FabricDrop::kMalformed;
-    if (flags & kFlagTx) p.tx_fabric = static_cast<uint32_t>(Get(&b[18], 4));
+    if (flags & kFlagTx) p.tx_fabric = static_cast<uint32_t>(Get(&b[26], 4));
   }
   if (flags & kFlagAck) {
     fabric::AckField a;
-    p.ack_rail = b[22];
-    p.ack_path_index = b[23];
-    a.seq = static_cast<uint32_t>(Get(&b[24], 4));
-    a.bitmap = static_cast<uint32_t>(Get(&b[28], 4));
+    p.ack_rail = b[30];
+    p.ack_path_index = b[31];
+    a.seq = static_cast<uint32_t>(Get(&b[32], 4));
+    a.bitmap = static_cast<uint32_t>(Get(&b[36], 4));
     if (flags & kFlagOwd) {
-      const auto owd = static_cast<int64_t>(Get(&b[32], 4));
+      const auto owd = static_cast<int64_t>(Get(&b[40], 4));
       if (owd >= kMaxOwdNs) return FabricDrop::kMalformed;
       a.one_way_delay = Nanos(owd);
     }
-    a.held = std::chrono::microseconds(Get(&b[36], 2));
+    a.held = std::chrono::microseconds(Get(&b[44], 2));
     p.ack = a;
   }
   return p;
+}
+
+uint32_t FirstSeq(uint64_t epoch) {
+  // SplitMix64's finaliser: every bit of the epoch moves every bit of the seq.
+  uint64_t z = epoch + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  const auto seq = static_cast<uint32_t>(z ^ (z >> 31));
+  return seq == 0 ? 1 : seq;
 }
 
 std::optional<int64_t> OneWayDelayNs(std::optional<uint32_t> tx_fabric, std::optional<int64_t> rx_fabric_ns) {

@@ -32,6 +32,11 @@ fabric::FabricOptions WithSelf(fabric::FabricOptions o, const std::string& self)
   return o;
 }
 
+uint64_t WallNs(const Clock& clock) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.Wall().time_since_epoch()).count();
+  return ns > 0 ? static_cast<uint64_t>(ns) : 1;
+}
+
 }  // namespace
 
 FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, const Clock& clock,
@@ -88,8 +93,27 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
                                       {"action", "result"})),
       stalls_(registry.Counter("lockstep_fabric_prober_stalls_total",
                                "Wake-ups of the prober later than the urgent timeout past their due time (a stalled "
-                               "node: probe timeouts that fell in the stall were restarted, not counted as misses)")) {
+                               "node: within the excuse budget, probe timeouts that fell in the stall were restarted, "
+                               "not counted as misses)")),
+      stalls_judged_(registry.Counter("lockstep_fabric_prober_stalls_judged_total",
+                                      "Prober stalls beyond the excuse budget (stallExcuses per stall window): "
+                                      "judged, their probe timeouts counted as misses")),
+      prober_stalled_(registry.Gauge("lockstep_fabric_prober_stalled",
+                                     "1 while a stall was judged within the last stall window: the prober is late "
+                                     "so often that stalls are no longer excused (FabricHealth ProberStalled)")),
+      urgent_limited_(registry.Counter("lockstep_fabric_urgent_replies_limited_total",
+                                       "Urgent probes not answered at once because their peer's urgent reply budget "
+                                       "was spent (their ack rides on the next regular packet)")),
+      peer_restarts_(registry.Counter("lockstep_fabric_peer_restarts_total",
+                                      "Peers seen to restart: an authenticated packet with a newer epoch (boot)",
+                                      {"peer"})) {
   known_ = options_.setup.peers;
+  peer_state_.assign(known_.size(), PeerState{});
+  epoch_ = options_.epoch != 0 ? options_.epoch : WallNs(clock_);
+  first_seq_ = FirstSeq(epoch_);
+  urgent_limited_.Inc({}, 0);
+  stalls_judged_.Inc({}, 0);
+  prober_stalled_.Set(0);
   for (FabricDrop d : kAllFabricDrops) dropped_.Inc({FabricDropName(d)}, 0);
   for (const RailInfo& r : options_.setup.rails) {
     flaps_total_.Inc({r.name}, 0);
@@ -164,7 +188,8 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
   for (fabric::PathId id = 0; id < monitor_.size(); ++id) {
     const PathKey& key = monitor_.Key(id);
     const FabricPeer* peer = PeerByName(key.peer);
-    probed_[id] = {peer, seqs_[key]};
+    // A path new in this epoch starts at FirstSeq (stored: the last one sent).
+    probed_[id] = {peer, seqs_.try_emplace(key, first_seq_ - 1).first->second};
     if (peer) ours_.emplace(WirePath{WireNodeId(peer->id), key.rail, key.index}, id);
   }
   RefreshCarriers();
@@ -253,7 +278,14 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   log::Info("fabric peers changed", {{"probed", std::to_string(probed.size())},
                                      {"known", std::to_string(known.size())}});
   options_.setup.peers = std::move(probed);
+  // Peers that stay known keep their epoch and urgent budget.
+  std::map<uint32_t, PeerState> states;
+  for (size_t i = 0; i < known_.size(); ++i) states.emplace(WireNodeId(known_[i].id), peer_state_[i]);
   known_ = std::move(known);
+  peer_state_.assign(known_.size(), PeerState{});
+  for (size_t i = 0; i < known_.size(); ++i) {
+    if (auto it = states.find(WireNodeId(known_[i].id)); it != states.end()) peer_state_[i] = it->second;
+  }
   std::set<uint32_t> known_ids;
   for (const FabricPeer& p : known_) known_ids.insert(WireNodeId(p.id));
   std::erase_if(acks_, [&](const auto& entry) { return !known_ids.contains(entry.first.node); });
@@ -317,9 +349,11 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     p.path_index = static_cast<uint8_t>(path.index);
     p.sender = self;
     p.dest = WireNodeId(peer->id);
+    p.epoch = epoch_;
     uint32_t& seq = probed.seq;
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
+    if (seq - first_seq_ >= options_.renew_epoch_after) renew_epoch_ = true;  // after this batch
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
     // Each probe carries the ack of a peer path whose probes arrive on the
     // interface it leaves by (the same path index first, else the first in
@@ -368,6 +402,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     FabricProbe p;
     p.sender = self;
     p.dest = WireNodeId(peer->id);
+    p.epoch = epoch_;
     a.window.MarkAcked();
     p.ack = a.window.Ack(now);
     p.ack_rail = static_cast<uint8_t>(key.rail);
@@ -393,23 +428,85 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     }
   }
   for (const SentProbe& p : sent_probes_) monitor_.OnProbeSent(p.path, p.seq, now, p.urgent);
+  if (renew_epoch_) RenewEpoch();
+}
+
+void FabricService::RenewEpoch() {
+  renew_epoch_ = false;
+  epoch_ = std::max(epoch_ + 1, WallNs(clock_));
+  first_seq_ = FirstSeq(epoch_);
+  for (Probed& p : probed_) p.seq = first_seq_ - 1;
+  seqs_.clear();
+  log::Info("fabric probe seqs span their limit: took a new epoch (peers start our windows again)",
+            {{"epoch", std::to_string(epoch_)}});
+}
+
+bool FabricService::TakeUrgentReply(PeerState& ps, MonoTime now) {
+  // Twice what the peer's paths can ask for: after a miss each path sends
+  // at most missThreshold - 1 urgent probes, one per urgent timeout, and the
+  // next miss comes a probe interval later.
+  const double per_interval = 2.0 * std::max(1, options_.fabric.miss_threshold - 1) *
+                              std::max<double>(1.0, static_cast<double>(options_.setup.rails.size()));
+  if (ps.urgent_refilled == MonoTime{}) {
+    ps.urgent_tokens = per_interval;
+  } else if (now > ps.urgent_refilled) {
+    ps.urgent_tokens = std::min(per_interval, ps.urgent_tokens + per_interval * (now - ps.urgent_refilled).count() /
+                                                                    static_cast<double>(options_.fabric.probe_interval.count()));
+  }
+  ps.urgent_refilled = std::max(ps.urgent_refilled, now);
+  if (ps.urgent_tokens < 1.0) return false;
+  ps.urgent_tokens -= 1.0;
+  return true;
+}
+
+void FabricService::FlushCounts() {
+  for (size_t i = 0; i < drops_pending_.size(); ++i) {
+    if (drops_pending_[i] == 0) continue;
+    dropped_.Inc({FabricDropName(kAllFabricDrops[i])}, static_cast<double>(drops_pending_[i]));
+    drops_pending_[i] = 0;
+  }
+  if (urgent_limited_pending_ > 0) {
+    urgent_limited_.Inc({}, static_cast<double>(urgent_limited_pending_));
+    urgent_limited_pending_ = 0;
+  }
 }
 
 void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now) {
   auto decoded = codec_.Decode(d.bytes());
   if (auto* drop = std::get_if<FabricDrop>(&decoded)) {
-    dropped_.Inc({FabricDropName(*drop)});
+    CountDrop(*drop);
     return;
   }
   const FabricProbe& p = std::get<FabricProbe>(decoded);
   if (p.dest != WireNodeId(self_)) {
-    dropped_.Inc({FabricDropName(FabricDrop::kMisdirected)});
+    CountDrop(FabricDrop::kMisdirected);
     return;
   }
   const FabricPeer* peer = PeerByWireId(p.sender);
   if (!peer) {
-    dropped_.Inc({FabricDropName(FabricDrop::kUnknownSender)});
+    CountDrop(FabricDrop::kUnknownSender);
     return;
+  }
+  // Freshness first (fabric_probe.h, "Replays"): nothing of a stale or
+  // replayed packet is used, its ack included.
+  PeerState& ps = StateOf(peer);
+  if (p.epoch < ps.epoch && now - ps.last_accepted <= options_.fabric.stats_window) {
+    CountDrop(FabricDrop::kStale);  // a previous boot of the peer
+    return;
+  }
+  if (p.epoch != ps.epoch) {
+    // Newer: signed evidence that the peer restarted, its seqs begin again.
+    // Older after a stats window of silence from the peer: a restart whose
+    // wall clock is behind its previous start (fabric_probe.h).
+    if (ps.epoch != 0) {
+      std::erase_if(acks_, [&](const auto& entry) { return entry.first.node == p.sender; });
+      peer_restarts_.Inc({peer->name});
+      log::Info(p.epoch > ps.epoch ? "fabric peer restarted (a newer epoch): its paths' ack windows start again"
+                                   : "fabric peer silent for a stats window came back with an older epoch (its "
+                                     "clock went back across a restart?): its paths' ack windows start again",
+                {{"peer", peer->name}});
+    }
+    ps.epoch = p.epoch;
   }
   const WirePath key{p.sender, p.rail, p.path_index};
   if (p.seq) {
@@ -422,19 +519,37 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     const bool fresh = it == acks_.end() || it->first != key;
     if (fresh) it = acks_.insert(it, {key, AckState{}});
     AckState& a = it->second;
-    a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt);
+    switch (a.window.OnReceive(*p.seq, d.received, owd ? std::optional<Nanos>(Nanos(*owd)) : std::nullopt)) {
+      case fabric::Receipt::kNew:
+      case fabric::Receipt::kLate:
+        break;
+      case fabric::Receipt::kDuplicate:
+        CountDrop(FabricDrop::kReplayed);
+        return;
+      case fabric::Receipt::kStale:
+        CountDrop(FabricDrop::kStale);
+        return;
+    }
+    ps.last_accepted = now;
     if (fresh || a.ifindex != d.ifindex) {
       a.ifindex = d.ifindex;
       a.has_carrier = HasCarrier(key, a);
     }
-    a.urgent = a.urgent || d.urgent;  // acked in this wake-up's SendDue
+    if (d.urgent && !a.urgent) {  // acked in this wake-up's SendDue, within the peer's budget
+      if (TakeUrgentReply(ps, now)) {
+        a.urgent = true;
+      } else {
+        ++urgent_limited_pending_;
+      }
+    }
   }
+  if (!p.seq) ps.last_accepted = now;  // an ack-only packet of the current epoch
   if (p.ack) {
     auto ours = ours_.find({p.sender, p.ack_rail, p.ack_path_index});
     if (ours == ours_.end()) {
       // A probe of a path we do not watch may carry an ack (the peer acks
       // what it received before we stopped); an ack alone for it is stray.
-      if (!p.seq) dropped_.Inc({FabricDropName(FabricDrop::kUnmatched)});
+      if (!p.seq) CountDrop(FabricDrop::kUnmatched);
       return;
     }
     Apply(monitor_.OnAck(ours->second, *p.ack, d.received));
@@ -553,12 +668,15 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   now = clock_.Monotonic();
   // Woken (or done with the last round) much later than due: the node was
   // stalled, and silence in the stall says nothing about the paths.
-  if (monitor_.ExcuseStall(due, now)) NoteStall(now, now - due);
+  if (const fabric::Stall st = monitor_.ExcuseStall(due, now); st != fabric::Stall::kNone) {
+    NoteStall(now, now - due, st);
+  }
   ApplyPendingPeers(now);
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
   // Acks first: one that arrived before its probe's timeout counts though
   // it is read after it.
   for (const FabricDatagram& d : inbox_) Handle(d, now, fabric_now);
+  FlushCounts();
   Apply(monitor_.Tick(now));
   SendDue(now, fabric_now);
   if (adopted_ && (now >= next_reconcile_ || now >= retry_at_)) Reconcile(now);
@@ -568,17 +686,29 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   if (now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap)) Publish(now);
 }
 
-void FabricService::NoteStall(MonoTime now, std::chrono::nanoseconds stalled) {
+void FabricService::NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict) {
   stalls_.Inc();
+  if (verdict == fabric::Stall::kJudged) {
+    stalls_judged_.Inc();
+    ++judged_unlogged_;
+    if (!stalled_published_) changed_ = true;  // the ProberStalled condition: published at once
+  }
   worst_stall_ = std::max(worst_stall_, stalled);
   ++stalls_unlogged_;
   if (now < next_stall_log_) return;
-  log::Warn("fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node overloaded?)",
+  log::Warn(judged_unlogged_ > 0
+                ? "fabric prober stalls persistently: beyond the excuse budget its stalls are judged, so paths can "
+                  "be declared down by the stalls themselves (check CPU steal and load, the agent's CPU limit and "
+                  "SCHED_FIFO)"
+                : "fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node "
+                  "overloaded?)",
             {{"stalls", std::to_string(stalls_unlogged_)},
+             {"judged", std::to_string(judged_unlogged_)},
              {"longest_ms", std::to_string(std::chrono::duration<double, std::milli>(worst_stall_).count())}});
   next_stall_log_ = now + kStallLogEvery;
   worst_stall_ = {};
   stalls_unlogged_ = 0;
+  judged_unlogged_ = 0;
 }
 
 bool FabricService::AckOnlyPaths() const {
@@ -668,6 +798,12 @@ void FabricService::Publish(MonoTime now) {
   health.flaps_last_hour = monitor_.FlapsInWindow(now);
   health.last_flap = last_flap_wall_;
   health.peers = static_cast<int>(options_.setup.peers.size());
+  const fabric::StallView stalls = monitor_.Stalls(now);
+  health.prober_stalled = stalls.persistent;
+  health.stalls = stalls.stalls;
+  health.stalls_judged = stalls.judged;
+  stalled_published_ = stalls.persistent;
+  prober_stalled_.Set(stalls.persistent ? 1 : 0);
   for (const fabric::RailView& r : monitor_.Rails(now)) {
     const std::string name = rail_name(r.rail);
     if (r.rail >= 0 && r.rail < static_cast<int>(health.rails.size())) {
@@ -706,6 +842,9 @@ void FabricService::Publish(MonoTime now) {
                            {"miss_threshold", options_.fabric.miss_threshold},
                            {"flaps_last_hour", monitor_.FlapsInWindow(now)},
                            {"last_flap_seconds_ago", last_flap},
+                           {"prober_stalls", stalls.stalls},
+                           {"prober_stalls_judged", stalls.judged},
+                           {"prober_stalled", stalls.persistent},
                            {"rails", rail_views},
                            {"paths", paths},
                            {"peers", peers}};

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr double kWireBytesPerProbe = 46 + 8 + 20;  // payload (fabric_probe.h, version 2) + UDP + IPv4
+constexpr double kWireBytesPerProbe = 54 + 8 + 20;  // payload (fabric_probe.h, version 3) + UDP + IPv4
 
 struct Running {
   std::vector<Child> agents;

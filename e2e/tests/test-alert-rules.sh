@@ -49,7 +49,7 @@ render --set prometheusRule.clockErrorBoundNs=1 --set prometheusRule.flapsPerHou
 promtool check rules "$OUT/rules-default.yaml" "$OUT/rules.yaml" >"$OUT/promtool.log" 2>&1 ||
   fail "promtool rejects the chart's rules: $(cat "$OUT/promtool.log")"
 mapfile -t ALERT_NAMES < <(grep -oP '^\s+- alert: \K\S+' "$OUT/rules.yaml")
-((${#ALERT_NAMES[@]} >= 4)) || fail "expected at least 4 alerts in the chart, got: ${ALERT_NAMES[*]}"
+((${#ALERT_NAMES[@]} >= 5)) || fail "expected at least 5 alerts in the chart, got: ${ALERT_NAMES[*]}"
 pass "the chart's ${#ALERT_NAMES[@]} alerts (${ALERT_NAMES[*]}) render and pass promtool check rules"
 JOB=$(grep -oP 'up\{job="\K[^"]+' "$OUT/rules.yaml") || fail "LockstepOperatorDown does not select the metrics Service's job"
 

@@ -26,7 +26,8 @@ Status Validate(const FabricOptions& o) {
                           range("max_hold_down", o.max_hold_down, 0ms, 24h * 7),
                           range("hold_down_decay", o.hold_down_decay, 1ms, 24h * 7),
                           range("flap_window", o.flap_window, 1s, 24h * 7),
-                          range("stats_window", o.stats_window, 1ms, 1h)}) {
+                          range("stats_window", o.stats_window, 1ms, 1h),
+                          range("stall_window", o.stall_window, 1s, 1h)}) {
     if (!s.ok()) return s;
   }
   if (!(o.jitter >= 0 && o.jitter < 1)) {
@@ -35,6 +36,10 @@ Status Validate(const FabricOptions& o) {
   if (o.miss_threshold < 1 || o.miss_threshold > 100) {
     return InvalidArgument("fabric options: miss_threshold must be between 1 and 100 (got " +
                            std::to_string(o.miss_threshold) + ")");
+  }
+  if (o.stall_excuses < 0 || o.stall_excuses > 1000) {
+    return InvalidArgument("fabric options: stall_excuses must be between 0 and 1000 (got " +
+                           std::to_string(o.stall_excuses) + ")");
   }
   if (o.flap_alert_per_hour < 1) {
     return InvalidArgument("fabric options: flap_alert_per_hour must be at least 1 (got " +
@@ -46,6 +51,10 @@ Status Validate(const FabricOptions& o) {
 Nanos WorstCaseDetection(const FabricOptions& o) {
   const double gap = static_cast<double>(o.probe_interval.count()) * (1 + o.jitter);
   return Nanos(std::llround(gap)) + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
+}
+
+Nanos WorstCaseDetectionStalled(const FabricOptions& o, Nanos lateness) {
+  return WorstCaseDetection(o) + (o.miss_threshold + 1) * lateness + o.stall_excuses * (lateness + o.reply_timeout);
 }
 
 Nanos AckTimeout(Nanos probe_interval, double jitter) {

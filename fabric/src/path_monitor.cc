@@ -105,10 +105,42 @@ Decisions PathMonitor::Tick(Time now) {
   return out;
 }
 
-bool PathMonitor::ExcuseStall(Time due, Time now) {
-  if (now - due <= options_.urgent_timeout) return false;
+const char* ToString(Stall s) {
+  switch (s) {
+    case Stall::kNone: return "none";
+    case Stall::kExcused: return "excused";
+    case Stall::kJudged: return "judged";
+  }
+  return "unknown";
+}
+
+Stall PathMonitor::ExcuseStall(Time due, Time now) {
+  if (now - due <= options_.urgent_timeout) return Stall::kNone;
+  ++stalls_.stalls;
+  const auto budget = static_cast<size_t>(options_.stall_excuses);
+  // Within budget: fewer than stall_excuses excuses in (now - stall_window, now].
+  bool excuse = false;
+  if (excused_.size() < budget) {
+    excused_.push_back(now);  // grows to the budget once
+    excuse = true;
+  } else if (budget > 0 && excused_[excused_next_] <= now - options_.stall_window) {
+    excused_[excused_next_] = now;
+    excused_next_ = (excused_next_ + 1) % budget;
+    excuse = true;
+  }
+  if (!excuse) {
+    ++stalls_.judged;
+    stalls_.last_judged = now;
+    return Stall::kJudged;
+  }
   for (Watched& w : paths_) w.health.Excuse(due, now);
-  return true;
+  return Stall::kExcused;
+}
+
+StallView PathMonitor::Stalls(Time now) const {
+  StallView v = stalls_;
+  v.persistent = v.last_judged && now - *v.last_judged < options_.stall_window;
+  return v;
 }
 
 void PathMonitor::Absorb(std::vector<Transition> transitions, Decisions& out) {

@@ -332,6 +332,59 @@ TEST_CASE("a rail without peers counts as up (Unknown); a peer's own failure lea
   CHECK(Cond(p, "Rail-rail0")["message"].get<std::string>().find("gpu-node-3") != std::string::npos);
 }
 
+TEST_CASE("a prober stalling beyond its excuse budget is the ProberStalled condition; it goes with fabric",
+          "[daemonset][fabric][kube]") {
+  Json s = BuildStatus(nullptr, Report({Up("rail0"), Up("rail1")}), "2026-01-01T00:00:00Z");
+  CHECK(Cond(s, "ProberStalled")["status"] == "False");
+  CHECK(Cond(s, "ProberStalled")["reason"] == "OnTime");
+  AgentReport stalled = Report({Up("rail0"), Up("rail1")});
+  stalled.fabric->prober_stalled = true;
+  CHECK(ReportSignature(stalled) != ReportSignature(Report({Up("rail0"), Up("rail1")})));  // written at once
+  Json t = BuildStatus(s, stalled, "2026-01-01T00:00:10Z");
+  CHECK(Cond(t, "ProberStalled")["status"] == "True");
+  CHECK(Cond(t, "ProberStalled")["reason"] == "StallsNotExcused");
+  CHECK(Cond(t, "ProberStalled")["message"].get<std::string>().find("SCHED_FIFO") != std::string::npos);
+  CHECK(Cond(t, "ProberStalled")["lastTransitionTime"] == "2026-01-01T00:00:10Z");
+  CHECK(Cond(t, "Ready")["status"] == "True");  // the rails decide Ready
+  AgentReport plain = Report({});
+  plain.fabric.reset();
+  CHECK(Cond(BuildStatus(t, plain, "t"), "ProberStalled").is_null());
+}
+
+TEST_CASE("an always-late prober spends its excuses: the health view, the gauge and FabricHealth say so; on time "
+          "again, they clear after a stall window",
+          "[daemonset][fabric][kube]") {
+  Trio t;
+  t.Mesh();
+  t.Run(300ms);
+  auto stalled = [&] { return t.a.service->Health().prober_stalled; };
+  auto gauge = [&] { return t.a.registry.Gauge("lockstep_fabric_prober_stalled", "").Get(); };
+  REQUIRE_FALSE(stalled());
+  // Woken every 20 ms: most wake-ups are past their due time by more than
+  // the 5 ms urgent timeout (a stall each).
+  for (int i = 0; i < 100; ++i) {
+    t.clock.Advance(20ms);
+    for (KubeNode* n : t.all) n->service->RunOnce(0ns);
+  }
+  t.Run(50ms);  // a change is published within 20 ms
+  CHECK(stalled());
+  CHECK(gauge() == 1);
+  const FabricHealthView v = t.a.service->Health();
+  CHECK(v.stalls > 20);
+  CHECK(v.stalls_judged == v.stalls - 5);  // the budget: 5 per 10 s
+  CHECK(t.a.registry.Counter("lockstep_fabric_prober_stalls_judged_total", "").Get() ==
+        static_cast<double>(v.stalls_judged));
+  Json s = BuildStatus(nullptr, [&] {
+    AgentReport r = Report({});
+    r.fabric = FabricSnapshotOf(v, "10.0.200.1");
+    return r;
+  }(), "t");
+  CHECK(Cond(s, "ProberStalled")["status"] == "True");
+  t.Run(10s + 1100ms);  // on time for a whole stall window (and a publish)
+  CHECK_FALSE(stalled());
+  CHECK(gauge() == 0);
+}
+
 TEST_CASE("rail conditions of rails no longer configured are removed; others' conditions kept",
           "[daemonset][fabric][kube]") {
   Json s = BuildStatus(nullptr, Report({Up("rail0"), Up("rail1")}), "t");

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
+#include <vector>
 
 #include "../support/fake_clock.h"
 #include "../support/fake_fabric_socket.h"
@@ -32,9 +34,14 @@ FabricSetup SetupFor(uint32_t self, const std::vector<FabricPeer>& peers) {
   return s;
 }
 
+// Each test node's boot epoch (fabric_probe.h): fixed per name, as a
+// restarted agent's wall clock would be later than its previous start.
+uint64_t EpochOf(const std::string& name) { return name == "a" ? 1'000 : name == "b" ? 2'000 : 3'000; }
+
 struct Node {
   Node(FakeFabricNetwork& net, FakeClock& clock, const std::string& name, uint32_t self, const FabricPeer& peer,
-       FabricService::FabricNow fabric_now = {})
+       FabricService::FabricNow fabric_now = {}, uint64_t epoch = 0, uint32_t renew_epoch_after = 0,
+       uint64_t seed = 7)
       : socket(net, self), codec(Key()) {
     routes.AddInterface("rail0", true);
     routes.AddInterface("rail1", true);
@@ -42,8 +49,10 @@ struct Node {
     o.self_name = name;
     o.setup = SetupFor(self, {peer});
     o.peer_port = 7312;
-    o.seed = 7;
+    o.seed = seed;
     o.publish_every = 100ms;  // the tests read the status soon after a change
+    o.epoch = epoch != 0 ? epoch : EpochOf(name);
+    if (renew_epoch_after != 0) o.renew_epoch_after = renew_epoch_after;
     options = o;
     service = std::make_unique<FabricService>(socket, routes, clock, codec, std::move(fabric_now), o, registry);
   }
@@ -65,15 +74,18 @@ void RunPair(FakeClock& clock, Node& a, Node& b, Nanos d) {
 }
 
 struct World {
-  FakeClock clock;
-  FakeFabricNetwork net{clock};
-  Node a{net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}};
-  Node b{net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}};
-  World() {
+  // skewed: the two nodes' probe ticks jittered apart (seeds differ), as on a
+  // real fabric; otherwise they tick in the same millisecond.
+  explicit World(bool skewed = false)
+      : b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}, nullptr, 0, 0, skewed ? 8 : 7) {
     REQUIRE(a.service->Start().ok());
     REQUIRE(b.service->Start().ok());
   }
   void Run(Nanos d) { RunPair(clock, a, b, d); }
+  FakeClock clock;
+  FakeFabricNetwork net{clock};
+  Node a{net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}};
+  Node b;
 };
 
 fabric::PathState StateOf(const Node& n, const std::string& peer, int rail) {
@@ -94,6 +106,7 @@ FabricProbe ProbeOf(const std::string& sender, const std::string& dest, int rail
   p.path_index = static_cast<uint8_t>(index);
   p.sender = WireNodeId(NodeIdFromName(sender));
   p.dest = WireNodeId(NodeIdFromName(dest));
+  p.epoch = EpochOf(sender);
   p.seq = seq;
   return p;
 }
@@ -368,7 +381,8 @@ TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent p
   // urgent port, out of the interface it arrived on.
   w.net.Cut(kHostB, home, false);
   const int other = 1 - home;
-  auto probe = w.b.codec.Encode(ProbeOf("a", "b", other, 0, 4242));
+  const uint32_t seq = FirstSeq(EpochOf("a")) + 4242;  // ahead of what a sent (its seqs start there)
+  auto probe = w.b.codec.Encode(ProbeOf("a", "b", other, 0, seq));
   FabricDatagram d{.source = kHostA, .ifindex = other + 1, .received = w.clock.Monotonic(), .urgent = true};
   d.Assign(probe);
   w.b.socket.inbox.push_back(d);
@@ -378,7 +392,7 @@ TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent p
   REQUIRE(w.a.socket.Poll(0ns, got).ok());
   const auto it = std::find_if(got.begin(), got.end(), [&](const FabricDatagram& d) {
     auto p = std::get<FabricProbe>(w.a.codec.Decode(d.bytes()));
-    return d.urgent && p.ack && p.ack->seq == 4242;
+    return d.urgent && p.ack && p.ack->seq == seq;
   });
   REQUIRE(it != got.end());
   CHECK(std::any_of(w.b.socket.sent.begin(), w.b.socket.sent.end(), [&](const FakeFabricSocket::Sent& s) {
@@ -404,6 +418,288 @@ TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daem
   locked = true;
   run(300ms);
   for (const auto& p : a.service->monitor().Paths(clock.Monotonic())) CHECK(p.stats.owd_p50.has_value());
+}
+
+
+// Replays (fabric_probe.h, "Replays"): an attacker on a rail, without the
+// key, sends genuine packets again.
+
+// Runs both agents 1 ms at a time for d; every datagram a sends b is
+// appended to `a_to_b` (as b receives it) when given.
+void RunCapturing(FakeClock& clock, Node& a, Node& b, Nanos d, std::vector<FabricDatagram>* a_to_b) {
+  for (Nanos t{0}; t < d; t += 1ms) {
+    clock.Advance(1ms);
+    a.service->RunOnce(0ns);
+    if (a_to_b) a_to_b->insert(a_to_b->end(), b.socket.inbox.begin(), b.socket.inbox.end());
+    b.service->RunOnce(0ns);
+  }
+}
+
+uint64_t Misses(const Node& n, MonoTime now) {
+  uint64_t m = 0;
+  for (const auto& p : n.service->monitor().Paths(now)) m += p.stats.misses;
+  return m;
+}
+
+int PathFlaps(const Node& n, MonoTime now) {  // path flaps (into down after delivering) in the flap window
+  int f = 0;
+  for (const auto& p : n.service->monitor().Paths(now)) f += p.flaps_in_window;
+  return f;
+}
+
+double Dropped(Node& n, const char* reason) {
+  return n.registry.Counter("lockstep_fabric_probe_dropped_total", "", {"reason"}).Get({reason});
+}
+
+size_t UrgentSent(const Node& n) {
+  return static_cast<size_t>(std::count_if(n.socket.sent.begin(), n.socket.sent.end(), [](const auto& s) {
+    return s.port == 7312 + kUrgentPortOffset;
+  }));
+}
+
+TEST_CASE("a replayed probe stream, at any rate, to either port, takes no path down and moves no traffic",
+          "[daemonset][fabric]") {
+  // One genuine probe (a's rail-0 path to b, as in the attack on netlab) or
+  // every packet a sent, replayed to b's regular or urgent port from 20/s to
+  // 20,000/s for 3 s.
+  struct Attack {
+    bool one_probe;
+    bool urgent;
+    int per_ms;     // replays per ms (0: one every 50 ms)
+  };
+  for (Attack attack : {Attack{true, false, 1}, Attack{true, true, 1}, Attack{true, false, 0},
+                        Attack{false, false, 20}, Attack{false, true, 20}, Attack{false, true, 0}}) {
+    CAPTURE(attack.one_probe, attack.urgent, attack.per_ms);
+    World w(/*skewed=*/true);
+    std::vector<FabricDatagram> captured;
+    RunCapturing(w.clock, w.a, w.b, 300ms, &captured);
+    REQUIRE(StateOf(w.a, "b", 0) == fabric::PathState::kUp);
+    REQUIRE(StateOf(w.a, "b", 1) == fabric::PathState::kUp);
+    if (attack.one_probe) {
+      auto it = std::find_if(captured.begin(), captured.end(), [&](const FabricDatagram& d) {
+        auto p = std::get<FabricProbe>(w.b.codec.Decode(d.bytes()));
+        return p.seq && p.rail == 0;
+      });
+      REQUIRE(it != captured.end());
+      captured = {*it};
+    }
+    const MonoTime t0 = w.clock.Monotonic();
+    const uint64_t misses = Misses(w.a, t0) + Misses(w.b, t0);
+    const auto routes_a = w.a.routes.routes;
+    const auto routes_b = w.b.routes.routes;
+    const size_t urgent_b = UrgentSent(w.b);
+    size_t next = 0;
+    double replayed = 0;
+    for (Nanos t{0}; t < 3s; t += 1ms) {
+      w.clock.Advance(1ms);
+      w.a.service->RunOnce(0ns);
+      // The replays sit in b's socket beside a's genuine packets (and, to
+      // the urgent port, are read first: the order changes nothing).
+      const int n = attack.per_ms > 0 ? attack.per_ms : (t % 50ms == Nanos(0) ? 1 : 0);
+      for (int i = 0; i < n; ++i) {
+        FabricDatagram d = captured[next++ % captured.size()];
+        d.received = w.clock.Monotonic();
+        d.urgent = attack.urgent;
+        w.b.socket.inbox.push_front(d);
+        ++replayed;
+      }
+      w.b.service->RunOnce(0ns);
+    }
+    const MonoTime t1 = w.clock.Monotonic();
+    CHECK(Misses(w.a, t1) + Misses(w.b, t1) == misses);  // not a single probe missed
+    for (int r : {0, 1}) {
+      CHECK(StateOf(w.a, "b", r) == fabric::PathState::kUp);
+      CHECK(StateOf(w.b, "a", r) == fabric::PathState::kUp);
+    }
+    CHECK(w.a.routes.routes == routes_a);
+    CHECK(w.b.routes.routes == routes_b);
+    CHECK(PathFlaps(w.a, t1) + PathFlaps(w.b, t1) == 0);
+    // Every replay dropped and counted under its own reason; none woke an
+    // urgent reply to a (no amplifier).
+    CHECK(Dropped(w.b, "replayed") + Dropped(w.b, "stale") == replayed);
+    CHECK(UrgentSent(w.b) == urgent_b);
+  }
+}
+
+TEST_CASE("replays of a peer's packets do not re-admit a path that is down", "[daemonset][fabric]") {
+  World w(/*skewed=*/true);
+  const int home = HomeRail();
+  std::vector<FabricDatagram> b_to_a;  // what b sent a while all was well
+  RunCapturing(w.clock, w.b, w.a, 300ms, &b_to_a);
+  w.net.Cut(kHostA, home);
+  w.Run(200ms);
+  REQUIRE(StateOf(w.a, "b", home) == fabric::PathState::kDown);
+  const auto pinned = w.a.routes.routes;
+  // 10 s of replays of everything b sent, 1,000/s to each port, on the dead
+  // rail: longer than any hold-down the path needs to be re-admitted.
+  size_t next = 0;
+  for (Nanos t{0}; t < 10s; t += 1ms) {
+    w.clock.Advance(1ms);
+    for (bool urgent : {false, true}) {
+      FabricDatagram d = b_to_a[next++ % b_to_a.size()];
+      d.received = w.clock.Monotonic();
+      d.urgent = urgent;
+      d.ifindex = home + 1;
+      w.a.socket.inbox.push_back(d);
+    }
+    w.a.service->RunOnce(0ns);
+    w.b.service->RunOnce(0ns);
+    REQUIRE(StateOf(w.a, "b", home) == fabric::PathState::kDown);
+  }
+  CHECK(w.a.routes.routes == pinned);
+  // All dropped but a few: after 10 s without a genuine probe the silent
+  // path's ack window is dropped (Sweep), and the replays then start it
+  // again once (fabric_probe.h): acks of old seqs, which deliver nothing.
+  const double dropped = Dropped(w.a, "replayed") + Dropped(w.a, "stale");
+  CHECK(dropped >= static_cast<double>(next - b_to_a.size()));
+  CHECK(dropped < static_cast<double>(next));
+  // The link back: re-admitted by the peer's real packets.
+  w.net.Cut(kHostA, home, false);
+  w.Run(3s);
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kUp);
+}
+
+TEST_CASE("a peer restart (a newer signed epoch) is recognised at once; its old boot's packets are stale",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  auto b = std::make_unique<Node>(net, clock, "b", kHostB, FabricPeer{"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b->service->Start().ok());
+  std::vector<FabricDatagram> old_boot;
+  RunCapturing(clock, *b, a, 300ms, &old_boot);
+  // b restarts: a new process, a later epoch, seqs from a new start.
+  b = std::make_unique<Node>(net, clock, "b", kHostB, FabricPeer{"a", NodeIdFromName("a"), kHostA}, nullptr,
+                             EpochOf("b") + 1'000);
+  REQUIRE(b->service->Start().ok());
+  // Within a gap and a bit, b's probes are acked: both its paths come up.
+  Nanos took{0};
+  auto both_up = [&] {
+    return StateOf(*b, "a", 0) == fabric::PathState::kUp && StateOf(*b, "a", 1) == fabric::PathState::kUp;
+  };
+  while (!both_up() && took < 200ms) {
+    RunPair(clock, a, *b, 1ms);
+    took += 1ms;
+  }
+  REQUIRE(both_up());
+  CHECK(took <= 2 * a.options.fabric.reply_timeout);
+  CHECK(a.registry.Counter("lockstep_fabric_peer_restarts_total", "", {"peer"}).Get({"b"}) == 1);
+  CHECK(Dropped(a, "stale") == 0);
+  CHECK(Dropped(a, "replayed") == 0);
+  // The old boot's packets, replayed: stale, and nothing moves.
+  const MonoTime t0 = clock.Monotonic();
+  const uint64_t misses = Misses(a, t0) + Misses(*b, t0);
+  for (const FabricDatagram& old : old_boot) {
+    FabricDatagram d = old;
+    d.received = clock.Monotonic();
+    a.socket.inbox.push_back(d);
+  }
+  RunPair(clock, a, *b, 500ms);
+  CHECK(Dropped(a, "stale") == static_cast<double>(old_boot.size()));
+  CHECK(Misses(a, clock.Monotonic()) + Misses(*b, clock.Monotonic()) == misses);
+  CHECK(a.registry.Counter("lockstep_fabric_peer_restarts_total", "", {"peer"}).Get({"b"}) == 1);
+}
+
+TEST_CASE("a peer restarted with its clock behind its previous start is let in after a stats window of silence",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  auto b = std::make_unique<Node>(net, clock, "b", kHostB, FabricPeer{"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b->service->Start().ok());
+  RunPair(clock, a, *b, 300ms);
+  // b restarts with an epoch older than its previous one (its wall clock
+  // was stepped back): stale to a at first, which cannot tell it from a
+  // replay while the old boot's packets are fresh.
+  b = std::make_unique<Node>(net, clock, "b", kHostB, FabricPeer{"a", NodeIdFromName("a"), kHostA}, nullptr,
+                             EpochOf("b") - 1);
+  REQUIRE(b->service->Start().ok());
+  RunPair(clock, a, *b, 2s);
+  CHECK(Dropped(a, "stale") > 0);
+  CHECK(StateOf(*b, "a", 0) != fabric::PathState::kUp);
+  // Nothing fresh from b for a stats window (10 s): its older epoch is let in.
+  auto& restarts = a.registry.Counter("lockstep_fabric_peer_restarts_total", "", {"peer"});
+  Nanos since_restart = 2s;
+  while (restarts.Get({"b"}) == 0 && since_restart < 20s) {
+    RunPair(clock, a, *b, 1ms);
+    since_restart += 1ms;
+  }
+  CHECK(restarts.Get({"b"}) == 1);
+  CHECK(since_restart <= a.options.fabric.stats_window + 20ms);
+  // b's paths, down meanwhile, come back after their clean period.
+  RunPair(clock, a, *b, a.options.fabric.readmit_after + 500ms);
+  CHECK(StateOf(*b, "a", 0) == fabric::PathState::kUp);
+  CHECK(StateOf(*b, "a", 1) == fabric::PathState::kUp);
+  CHECK(StateOf(a, "b", 0) == fabric::PathState::kUp);
+  CHECK(StateOf(a, "b", 1) == fabric::PathState::kUp);
+}
+
+TEST_CASE("a node takes a new epoch before its seqs could wrap; its peers follow, no path goes down",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}, nullptr, 0, /*renew_epoch_after=*/50);
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA});
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b.service->Start().ok());
+  const uint64_t first = a.service->epoch();
+  RunPair(clock, a, b, 3s);  // ~200 probes per path: a few new epochs
+  CHECK(a.service->epoch() > first);
+  CHECK(b.registry.Counter("lockstep_fabric_peer_restarts_total", "", {"peer"}).Get({"a"}) >= 3);
+  for (int r : {0, 1}) {
+    CHECK(StateOf(a, "b", r) == fabric::PathState::kUp);
+    CHECK(StateOf(b, "a", r) == fabric::PathState::kUp);
+  }
+  CHECK(PathFlaps(a, clock.Monotonic()) + PathFlaps(b, clock.Monotonic()) == 0);
+  CHECK(Dropped(b, "stale") + Dropped(b, "replayed") == 0);
+}
+
+TEST_CASE("urgent replies are rate-limited per peer; the acks still ride on the next packets", "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});
+  FakeFabricSocket b(net, kHostB);  // b's raw socket: a peer asking for far too many urgent replies
+  REQUIRE(a.service->Start().ok());
+  clock.Advance(1ms);
+  a.service->RunOnce(0ns);
+  a.socket.sent.clear();
+  // 100 fresh, authenticated urgent probes on 100 of b's paths at once.
+  for (int index = 0; index < 100; ++index) {
+    FabricProbe p = ProbeOf("b", "a", 0, index, 1'000);
+    auto bytes = a.codec.Encode(p);
+    FabricDatagram d{.source = kHostB, .ifindex = 1, .received = clock.Monotonic(), .urgent = true};
+    d.Assign(bytes);
+    a.socket.inbox.push_back(d);
+  }
+  clock.Advance(1ms);
+  a.service->RunOnce(0ns);
+  // The budget: twice (missThreshold - 1) urgent probes per rail per interval.
+  const auto budget = static_cast<size_t>(2 * (a.options.fabric.miss_threshold - 1) * 2);
+  CHECK(UrgentSent(a) == budget);
+  CHECK(a.registry.Counter("lockstep_fabric_urgent_replies_limited_total", "").Get() == 100.0 - budget);
+  // The rest are acked at the next tick, ack-only to the regular port.
+  std::set<int> acked;
+  for (int ms = 0; ms < 20; ++ms) {
+    clock.Advance(1ms);
+    a.service->RunOnce(0ns);
+  }
+  std::vector<FabricDatagram> got;
+  REQUIRE(b.Poll(0ns, got).ok());
+  for (const FabricDatagram& d : got) {
+    auto p = std::get<FabricProbe>(a.codec.Decode(d.bytes()));
+    if (p.ack && p.ack->seq == 1'000) acked.insert(p.ack_path_index);
+  }
+  CHECK(acked.size() == 100);
+  // The budget refills with time: a peer that needs urgent replies gets them.
+  a.socket.sent.clear();
+  FabricDatagram d{.source = kHostB, .ifindex = 1, .received = clock.Monotonic(), .urgent = true};
+  d.Assign(a.codec.Encode(ProbeOf("b", "a", 0, 0, 1'001)));
+  a.socket.inbox.push_back(d);
+  clock.Advance(1ms);
+  a.service->RunOnce(0ns);
+  CHECK(UrgentSent(a) == 1);
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // times, no clock.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "fabric_sim.h"
 #include "lockstep/fabric/ack_window.h"
 #include "lockstep/fabric/path_health.h"
@@ -51,7 +54,7 @@ TEST_CASE("an ack names the latest seq and the 32 before it that arrived", "[fab
   CHECK(w.Ack(At(60ms))->bitmap == 0);
 }
 
-TEST_CASE("seqs wrap at 2^32, and a restarted peer starts a new window", "[fabric]") {
+TEST_CASE("seqs wrap at 2^32; an old seq never restarts the window, Reset does", "[fabric]") {
   AckWindow w;
   w.OnReceive(0xFFFFFFFFu, At(0ms), std::nullopt);
   w.OnReceive(1, At(10ms), std::nullopt);  // 0 is skipped by senders: 2 ahead
@@ -59,12 +62,69 @@ TEST_CASE("seqs wrap at 2^32, and a restarted peer starts a new window", "[fabri
   CHECK(a->seq == 1);
   CHECK(a->bitmap == 0b10);
   CHECK(Acked(*a, 0xFFFFFFFFu));
-  w.OnReceive(5'000, At(20ms), std::nullopt);
-  w.OnReceive(1, At(30ms), std::nullopt);  // far behind: the peer started again
+  CHECK(w.OnReceive(5'000, At(20ms), std::nullopt) == Receipt::kNew);
+  w.MarkAcked();
+  // Far behind: a replay of an old probe, not "the peer restarted" (that
+  // takes authenticated evidence: the caller's Reset).
+  CHECK(w.OnReceive(1, At(30ms), std::nullopt) == Receipt::kStale);
+  CHECK_FALSE(w.pending());
   a = w.Ack(At(30ms));
+  CHECK(a->seq == 5'000);
+  CHECK(a->held == 10ms);
+  // Implausibly far ahead is long ago modulo 2^32: stale too.
+  CHECK(w.OnReceive(5'000 + kMaxSeqAdvance, At(31ms), std::nullopt) == Receipt::kStale);
+  CHECK(w.OnReceive(5'000 - kMaxSeqAdvance, At(31ms), std::nullopt) == Receipt::kStale);
+  CHECK(w.Ack(At(31ms))->seq == 5'000);
+  w.Reset();  // the peer's new epoch
+  CHECK_FALSE(w.Ack(At(32ms)));
+  CHECK(w.OnReceive(1, At(32ms), std::nullopt) == Receipt::kNew);
+  a = w.Ack(At(32ms));
   CHECK(a->seq == 1);
   CHECK(a->bitmap == 0);
   CHECK(a->held == 0ms);
+}
+
+TEST_CASE("a replayed stream, at any rate and in any order, never moves the window", "[fabric]") {
+  // The genuine stream: seqs 100.. every 14 ms, 103 lost. The attacker
+  // replays every seq it ever saw, interleaved with the genuine stream,
+  // 1 to 1,000 times per genuine probe.
+  for (int rate : {1, 10, 1'000}) {
+    AckWindow w;
+    std::vector<uint32_t> seen;
+    for (uint32_t seq = 100; seq < 200; ++seq) {
+      const Time t = At(std::chrono::milliseconds(14 * (seq - 100)));
+      if (seq != 103) {
+        const Receipt r = w.OnReceive(seq, t, 1ms);
+        CHECK(r == Receipt::kNew);
+        seen.push_back(seq);
+      }
+      const auto genuine = w.Ack(t);
+      for (int i = 0; i < rate; ++i) {
+        const uint32_t replay = seen[(static_cast<size_t>(i) * 7919u + seq) % seen.size()];
+        const Receipt r = w.OnReceive(replay, t + std::chrono::microseconds(i), std::nullopt);
+        CHECK((r == Receipt::kDuplicate || r == Receipt::kStale));
+      }
+      CHECK(w.Ack(t) == genuine);  // what we acknowledge is what the sender sent
+    }
+    const auto a = w.Ack(At(2s));
+    CHECK(a->seq == 199);
+    CHECK_FALSE(Acked(*a, 103));
+  }
+}
+
+TEST_CASE("a late probe is acked once; its repeat is a duplicate", "[fabric]") {
+  AckWindow w;
+  CHECK(w.OnReceive(10, At(0ms), std::nullopt) == Receipt::kNew);
+  CHECK(w.OnReceive(12, At(1ms), std::nullopt) == Receipt::kNew);
+  w.MarkAcked();
+  CHECK(w.OnReceive(11, At(2ms), std::nullopt) == Receipt::kLate);
+  CHECK(w.pending());
+  w.MarkAcked();
+  CHECK(w.OnReceive(11, At(3ms), std::nullopt) == Receipt::kDuplicate);
+  CHECK(w.OnReceive(10, At(3ms), std::nullopt) == Receipt::kDuplicate);
+  CHECK(w.OnReceive(12, At(3ms), std::nullopt) == Receipt::kDuplicate);
+  CHECK_FALSE(w.pending());
+  CHECK(std::string(ToString(Receipt::kStale)) == "stale");
 }
 
 TEST_CASE("an ack delivers every outstanding probe it covers, with samples from the latest", "[fabric]") {

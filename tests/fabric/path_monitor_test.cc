@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 
 #include "fabric_sim.h"
 
@@ -387,8 +388,124 @@ TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing 
   }
   PathMonitor m(FabricOptions{}, 7);
   (void)m.SetPaths(EnumeratePaths(1, {"b"}), At(0ms));
-  REQUIRE_FALSE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout));
-  REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout + 1ns));
+  REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout) == Stall::kNone);
+  REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout + 1ns) == Stall::kExcused);
+}
+
+TEST_CASE("stall excuses have a budget per sliding window; beyond it stalls are judged and persistent",
+          "[fabric]") {
+  FabricOptions o;
+  o.stall_excuses = 3;
+  o.stall_window = 10s;
+  PathMonitor m(o, 7);
+  (void)m.SetPaths(EnumeratePaths(1, {"b"}), At(0ms));
+  auto stall = [&](Time due) { return m.ExcuseStall(due, due + 20ms); };
+  CHECK(stall(At(1s)) == Stall::kExcused);
+  CHECK(stall(At(2s)) == Stall::kExcused);
+  CHECK(stall(At(3s)) == Stall::kExcused);
+  CHECK_FALSE(m.Stalls(At(3s)).persistent);
+  CHECK(stall(At(4s)) == Stall::kJudged);  // the budget is spent
+  CHECK(stall(At(10s)) == Stall::kJudged);
+  StallView v = m.Stalls(At(10s) + 20ms);
+  CHECK(v.stalls == 5);
+  CHECK(v.judged == 2);
+  CHECK(v.persistent);
+  CHECK(v.last_judged == At(10s) + 20ms);
+  // The first excuse (1 s) slid out of the window: one more is excused.
+  CHECK(stall(At(11s)) == Stall::kExcused);
+  CHECK(stall(At(11s) + 100ms) == Stall::kJudged);
+  // No judged stall for a whole window: no longer persistent.
+  CHECK(m.Stalls(At(21s)).persistent);
+  CHECK_FALSE(m.Stalls(At(21s) + 200ms).persistent);
+  // Zero: never excused.
+  FabricOptions never = o;
+  never.stall_excuses = 0;
+  PathMonitor n(never, 7);
+  (void)n.SetPaths(EnumeratePaths(1, {"b"}), At(0ms));
+  CHECK(n.ExcuseStall(At(1s), At(1s) + 20ms) == Stall::kJudged);
+  CHECK(std::string(ToString(Stall::kJudged)) == "judged");
+}
+
+TEST_CASE("a real failure while the prober is late at every wake-up is still detected within the stated bound",
+          "[fabric]") {
+  // The prober wakes 8 ms after every due time (more than the 5 ms urgent
+  // timeout: every wake-up is a stall) and excuses each stall it may. Every
+  // path acks 1 ms after a probe leaves until one path dies at 2 s. Without
+  // a budget (the control: one larger than the stalls) the excuse restarts
+  // every timeout forever and the dead path is never declared down; with it
+  // the path goes down within WorstCaseDetectionStalled, and nothing
+  // healthy does.
+  const Nanos late = 8ms;
+  const std::vector<PathKey> paths = EnumeratePaths(2, {"b", "c"});
+  const PathKey dead{0, "b", 0};
+  const Time fail_at = At(2s);
+  struct Outcome {
+    std::optional<Time> dead_down;
+    int other_downs = 0, judged = 0;
+    bool persistent = false;
+    PathState dead_state = PathState::kUnknown;
+  };
+  auto run = [&](const FabricOptions& o) {
+    PathMonitor m(o, 7);
+    Outcome out;
+    (void)m.SetPaths(paths, At(0ms));
+    Time now = At(0ms);
+    uint64_t seq = 0;
+    std::map<PathId, std::vector<std::pair<uint64_t, Time>>> pending;  // probes the peer acks: seq, sent
+    auto take = [&](const Decisions& d) {
+      for (const Transition& t : d.transitions) {
+        if (t.to != PathState::kDown) continue;
+        if (t.path == dead && t.at >= fail_at) {
+          if (!out.dead_down) out.dead_down = t.at;
+        } else {
+          ++out.other_downs;
+        }
+      }
+    };
+    auto send = [&](PathId p, bool urgent) {
+      m.OnProbeSent(p, ++seq, now, urgent);
+      if (!(m.Key(p) == dead && now >= fail_at)) pending[p].push_back({seq, now});
+    };
+    while (now < At(4s)) {
+      const Time due = *m.NextWakeup();
+      now = std::max(now, due + late);
+      out.judged += m.ExcuseStall(due, now) == Stall::kJudged ? 1 : 0;
+      for (auto& [path, probes] : pending) {
+        for (const auto& [s, sent] : probes) {
+          if (sent + 1ms <= now) take(m.OnReply(path, {s, sent + 1ms, std::nullopt}));
+        }
+        std::erase_if(probes, [&](const auto& p) { return p.second + 1ms <= now; });
+      }
+      take(m.Tick(now));
+      if (m.TakeProbeTick(now)) {
+        for (PathId p = 0; p < m.size(); ++p) send(p, false);
+      }
+      for (PathId p : m.TakeUrgent()) send(p, true);
+    }
+    out.persistent = m.Stalls(now).persistent;
+    out.dead_state = m.State(dead);
+    return out;
+  };
+  FabricOptions o;
+  REQUIRE(Validate(o).ok());
+  const Outcome bounded = run(o);
+  const Nanos bound = WorstCaseDetectionStalled(o, late);
+  const double bound_ms = std::chrono::duration<double, std::milli>(bound).count();
+  INFO("bound " << bound_ms << " ms");
+  REQUIRE(bounded.dead_down);
+  CHECK(*bounded.dead_down - fail_at <= bound);
+  CHECK(bound < 250ms);  // 207.8 ms at the defaults
+  CHECK(bounded.other_downs == 0);
+  CHECK(bounded.judged > 0);
+  CHECK(bounded.persistent);
+  CHECK(bounded.dead_state == PathState::kDown);
+
+  FabricOptions unbounded = o;  // what ExcuseStall did before it had a budget
+  unbounded.stall_excuses = 1000;
+  const Outcome control = run(unbounded);
+  CHECK_FALSE(control.dead_down);  // no transition, so no failover (PathHealth drops its
+                                   // oldest probe as a silent miss at 64 outstanding)
+  CHECK(control.judged == 0);
 }
 
 TEST_CASE("paths are numbered in key order; SetPaths renumbers them and keeps what it keeps", "[fabric]") {

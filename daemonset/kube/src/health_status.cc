@@ -86,6 +86,19 @@ kube::Condition RailCondition(const RailReport& r) {
   return c;
 }
 
+kube::Condition ProberStalledCondition(const FabricSnapshot& f) {
+  if (f.prober_stalled) {
+    return {api::kProberStalledConditionType, "True", "StallsNotExcused",
+            "the fabric prober wakes late (past the urgent timeout) more often than its stall excuse budget "
+            "allows, so paths are judged through its stalls: a failure is still detected within a bound, but if "
+            "this node's peers stalled too, paths can be declared down by the stalls themselves. Check CPU load "
+            "and steal time on the node, the agent's CPU limit, and that the prober runs SCHED_FIFO "
+            "(lockstep_fabric_prober_stalls_judged_total)"};
+  }
+  return {api::kProberStalledConditionType, "False", "OnTime",
+          "the fabric prober wakes on time, or its rare stalls are excused within their budget"};
+}
+
 Readiness Assess(const AgentReport& report) {
   Readiness clock = Assess(report.clock);
   if (!report.fabric) return clock;
@@ -107,6 +120,8 @@ std::string ReportSignature(const AgentReport& report) {
       kube::Condition c = RailCondition(r);
       s += "|" + c.type + "=" + c.status + "/" + c.reason;
     }
+    const kube::Condition c = ProberStalledCondition(*report.fabric);
+    s += "|" + c.type + "=" + c.status + "/" + c.reason;
   }
   return s;
 }
@@ -165,10 +180,14 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
     if (rail_type && std::none_of(rails.begin(), rails.end(), [&](const auto& rc) { return rc.type == type; })) {
       continue;
     }
+    if (type == api::kProberStalledConditionType && !report.fabric) continue;  // fabric failover turned off
     kept.push_back(cond);
   }
   conditions = kube::SetCondition(kept, {api::kAgentConditionType, r.status, r.reason, r.message}, std::nullopt, now);
   for (const kube::Condition& rc : rails) conditions = kube::SetCondition(conditions, rc, std::nullopt, now);
+  if (report.fabric) {
+    conditions = kube::SetCondition(conditions, ProberStalledCondition(*report.fabric), std::nullopt, now);
+  }
   s["conditions"] = conditions;
   return s;
 }

@@ -25,6 +25,7 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
                        .alerting = r.alerting});
   }
   f.flaps_last_hour = view.flaps_last_hour;
+  f.prober_stalled = view.prober_stalled;
   if (view.last_flap) f.last_flap_time = kube::FormatRfc3339(*view.last_flap);
   return f;
 }

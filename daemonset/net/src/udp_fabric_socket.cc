@@ -16,7 +16,7 @@ namespace lockstep::agent {
 namespace {
 
 constexpr size_t kBatch = 64;         // datagrams per sendmmsg / recvmmsg
-constexpr size_t kRecvBuffer = FabricDatagram::kMaxBytes;  // a probe is 46 bytes; longer ones arrive cut (and are dropped)
+constexpr size_t kRecvBuffer = FabricDatagram::kMaxBytes;  // a probe is 54 bytes; longer ones arrive cut (and are dropped)
 constexpr size_t kRecvControl = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(timespec)) + 32;
 constexpr size_t kControl = CMSG_SPACE(sizeof(in_pktinfo));
 

@@ -8,8 +8,9 @@
 //                              clockErrorBoundNs, probeAddresses, railsUp,
 //                              railsTotal, flapsLastHour, lastFlapTime, audit,
 //                              auditResult, nodePublicKey, hostAddress, the
-//                              Ready condition and one Rail-<name> condition
-//                              per fabric rail.
+//                              Ready condition, one Rail-<name> condition
+//                              per fabric rail and (with fabric failover)
+//                              the ProberStalled condition.
 //   FabricHealthOperatorStatus written by the operator (health_plan.cc):
 //                              policy and the PolicyConflict condition. Until
 //                              the agent's first report (no lastReportTime) the
@@ -99,6 +100,10 @@ inline constexpr char kOperatorConditionType[] = "PolicyConflict";
 // One agent condition per fabric rail: "Rail-" + the interface name (see
 // RailConditionType in lockstep/agent/kube/health_status.h).
 inline constexpr char kRailConditionPrefix[] = "Rail-";
+// An agent condition (with fabric failover only): True while the fabric
+// prober stalls beyond its excuse budget (ProberStalledCondition in
+// lockstep/agent/kube/health_status.h).
+inline constexpr char kProberStalledConditionType[] = "ProberStalled";
 
 // Parses .status (null: empty). Errors name the node and the field.
 Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node_name, const Json& status);

@@ -15,25 +15,32 @@
 // need not match across hosts (a striped fabric connects one host's rail 0
 // and another's rail 1 to the same leaf), so the acked path is named apart.
 //
-// Wire format, version 2 (46 bytes, big-endian):
+// Wire format, version 3 (54 bytes, big-endian):
 //   off len field
 //    0   2  magic 0x4C46 ("LF")
-//    2   1  version (2)
+//    2   1  version (3)
 //    3   1  flags: 0x01 probe (seq, tx), 0x02 ack, 0x04 tx_fabric valid
 //           (the sender's clock is LOCKED), 0x08 ack_owd valid; at least one
 //           of probe/ack; other bits 0
 //    4   1  rail, 5 1 path index: the sender's path this probe is for
 //    6   4  sender: WireNodeId (the 64-bit NodeId folded to 32 bits)
 //   10   4  destination WireNodeId
-//   14   4  seq: the sender's per-path probe sequence (0 without a probe)
-//   18   4  tx_fabric: the low 32 bits of the fabric time (ns) the probe left at
-//   22   1  ack_rail, 23 1 ack path index: the destination's path acked
-//   24   4  ack_seq: the latest of the destination's seqs received on that path
-//   28   4  ack_bitmap: bit i = ack_seq - 1 - i received too
-//   32   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
-//   36   2  ack_held_us: from receiving ack_seq to sending this (saturates)
-//   38   8  HMAC-SHA256(probe key, bytes[0, 38)) truncated to 8 bytes
-// Version 1 (72 bytes, request/reply) is dropped as bad_magic.
+//   14   8  epoch: the sender's boot (its wall clock in ns when the agent
+//           started; never 0). Newer means the sender restarted.
+//   22   4  seq: the sender's per-path probe sequence (0 without a probe)
+//   26   4  tx_fabric: the low 32 bits of the fabric time (ns) the probe left at
+//   30   1  ack_rail, 31 1 ack path index: the destination's path acked
+//   32   4  ack_seq: the latest of the destination's seqs received on that path
+//   36   4  ack_bitmap: bit i = ack_seq - 1 - i received too
+//   40   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
+//   44   2  ack_held_us: from receiving ack_seq to sending this (saturates)
+//   46   8  HMAC-SHA256(probe key, bytes[0, 46)) truncated to 8 bytes
+// Versions 1 (72 bytes, request/reply) and 2 (46 bytes, no epoch) are
+// dropped as bad_magic. Compatibility: the agents of a fabric are upgraded
+// together; during a rolling update the paths between an old and a new
+// agent look down (path flaps) until both run version 3. Accepting version
+// 2 beside it would let anyone replay captured version 2 probes, the hole
+// version 3 closes.
 //
 // Why 8 bytes of MAC are enough: a forger must guess a 64-bit tag per packet
 // (2^-64 per try, no offline attack without the key), and a probe is only
@@ -44,15 +51,37 @@
 // the caller, not a security hole.
 //
 // The key is the clock-sync probe key (probeKeyFile); the previous key is
-// still accepted after a rotation. Replays: a replayed packet only repeats
-// an ack already seen (changes nothing) or moves the receiver's ack window
-// to an old seq, which the sender's next packet moves back.
+// still accepted after a rotation.
+//
+// Replays. Anyone on a rail (no key needed) can capture a genuine probe and
+// send it again, at any rate, to either port. The MAC cannot tell; the
+// receiver's freshness checks do (FabricService::Handle), before anything of
+// the packet is used:
+//   - epoch older than the latest seen from that sender: dropped as stale (a
+//     probe from a previous boot), unless nothing fresh came from the sender
+//     for a stats window (10 s): then it is a restart whose wall clock is
+//     behind its previous start, let in rather than shut out for good (a
+//     replay can do that too, but only while the peer is silent anyway, and
+//     the peer's next genuine packet, newer, takes over again);
+//   - epoch newer: the sender restarted, and only then are the windows of
+//     its paths started again (signed evidence; an old seq never restarts a
+//     window, lockstep/fabric/ack_window.h);
+//   - same epoch: a seq already received is dropped as replayed, one before
+//     the ack window (or implausibly far ahead) as stale. The whole packet
+//     is dropped, its ack too, and a replay to the urgent port wakes no
+//     urgent reply.
+// Each path's seqs start at FirstSeq(epoch), so an ack from an old boot of
+// ours (replayed in an ack-only packet, which carries no seq of its own)
+// names seqs our new boot is unlikely to have outstanding (2^-32 x the
+// few in flight). A replayed ack-only packet of the current boots repeats
+// an acknowledgement that was true; it delivers nothing already decided.
 //
 // Pure; FabricProbeCodec is thread-safe (Rotate under a mutex).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,8 +96,8 @@
 namespace lockstep::agent {
 
 inline constexpr uint16_t kFabricProbeMagic = 0x4C46;
-inline constexpr uint8_t kFabricProbeVersion = 2;
-inline constexpr size_t kFabricProbeSize = 46;
+inline constexpr uint8_t kFabricProbeVersion = 3;
+inline constexpr size_t kFabricProbeSize = 54;
 inline constexpr size_t kFabricMacSize = 8;
 
 // A node's id on the fabric wire: NodeId folded to 32 bits.
@@ -79,6 +108,7 @@ struct FabricProbe {
   uint8_t path_index = 0;
   uint32_t sender = 0;  // WireNodeId
   uint32_t dest = 0;    // WireNodeId
+  uint64_t epoch = 0;   // the sender's boot (never 0 on the wire)
   // The sender's probe: its per-path seq (never 0) and the low 32 bits of
   // the fabric time it left at (nullopt: not LOCKED).
   std::optional<uint32_t> seq;
@@ -93,18 +123,32 @@ struct FabricProbe {
 // lockstep_fabric_probe_dropped_total.
 enum class FabricDrop {
   kTruncated,        // not exactly kFabricProbeSize bytes
-  kBadMagic,         // not a fabric probe (wrong magic or version: a version 1 agent)
-  kMalformed,        // bad flags, neither probe nor ack, seq 0
+  kBadMagic,         // not a fabric probe (wrong magic or version: a version 1 or 2 agent)
+  kMalformed,        // bad flags, neither probe nor ack, seq 0, epoch 0
   kUnauthenticated,  // HMAC mismatch
   kMisdirected,      // for another node
   kUnknownSender,    // authenticated, but not a peer we know
   kUnmatched,        // an ack-only packet for a path we do not probe
+  kStale,            // authenticated but old: an earlier epoch of the sender, or a seq before the ack window
+  kReplayed,         // authenticated, but its seq was already received (a replay or a network duplicate)
 };
 const char* FabricDropName(FabricDrop d);
 inline constexpr FabricDrop kAllFabricDrops[] = {FabricDrop::kTruncated,       FabricDrop::kBadMagic,
                                                  FabricDrop::kMalformed,       FabricDrop::kUnauthenticated,
                                                  FabricDrop::kMisdirected,     FabricDrop::kUnknownSender,
-                                                 FabricDrop::kUnmatched};
+                                                 FabricDrop::kUnmatched,       FabricDrop::kStale,
+                                                 FabricDrop::kReplayed};
+inline constexpr size_t kFabricDropKinds = std::size(kAllFabricDrops);
+static_assert([] {  // kAllFabricDrops[i] is the FabricDrop with value i (counters are indexed so)
+  for (size_t i = 0; i < kFabricDropKinds; ++i) {
+    if (static_cast<size_t>(kAllFabricDrops[i]) != i) return false;
+  }
+  return true;
+}());
+
+// The first seq of every path in the boot with this epoch (never 0): a
+// stable mix of the epoch, so seqs of different boots are unrelated.
+uint32_t FirstSeq(uint64_t epoch);
 
 class FabricProbeCodec {
  public:

@@ -40,9 +40,22 @@
 // its kernel receive time and returns it in its ack; otherwise acks carry
 // none and ranking falls back to round trips (less the time the peer held
 // the ack). Gauges and the status snapshot are published every
-// publish_every (1 s) and right after a change of path state or pin. Malformed, unauthenticated, misdirected and
-// unknown-sender datagrams are dropped and counted by reason
-// (lockstep_fabric_probe_dropped_total).
+// publish_every (1 s) and right after a change of path state or pin. Malformed, unauthenticated, misdirected,
+// unknown-sender, stale and replayed datagrams are dropped and counted by
+// reason (lockstep_fabric_probe_dropped_total, added up per wake-up).
+//
+// Freshness (fabric_probe.h, "Replays"): every packet carries the sender's
+// per-boot epoch under the MAC. Per known peer the service keeps the latest
+// epoch seen: an older one is stale (unless nothing fresh came from the peer
+// for a stats window: a restart with its clock set back); a newer one means
+// the peer restarted, and only that starts the ack windows of its paths again. Within an epoch
+// a probe whose seq was already received is a replay, one before the ack
+// window stale; either is dropped whole (its ack too) before it can move
+// what we acknowledge or wake an urgent reply. Urgent replies are also
+// rate-limited per peer (twice what its paths can legitimately ask for;
+// lockstep_fabric_urgent_replies_limited_total): the ack then rides on the
+// next regular packet. Our own epoch is the wall clock at construction;
+// before any path's seqs span renew_epoch_after we take a new one.
 //
 // Thread-safety: Start() and RunOnce() from one thread; SetPeers(),
 // StatusJson(), Health() and TakeFlapAlerts() from any thread.
@@ -84,6 +97,12 @@ struct FabricServiceOptions {
   // a visible part of the prober's user time); a change of path state or
   // pin is published at once (at most every 20 ms) whatever this says.
   std::chrono::nanoseconds publish_every = std::chrono::seconds(1);
+  // This boot's epoch on the wire (fabric_probe.h); 0: the wall clock in ns
+  // at construction. It must grow from one start of the agent to the next.
+  uint64_t epoch = 0;
+  // Probes per path after which we take a new epoch (seqs compare modulo
+  // 2^32 and a stale replay must never look newer; ~350 days at 71/s).
+  uint32_t renew_epoch_after = uint32_t{1} << 31;
 };
 
 // One local rail as FabricHealth reports it (from fabric::RailView).
@@ -107,6 +126,10 @@ struct FabricHealthView {
   int flaps_last_hour = 0;              // all rails
   std::optional<WallTime> last_flap{};  // wall clock when the latest flap was seen
   int peers = 0;                      // peers probed
+  // The prober's stalls (fabric::StallView): persistent while one was
+  // judged (beyond the excuse budget) within the last stall window.
+  bool prober_stalled = false;
+  uint64_t stalls = 0, stalls_judged = 0;  // since the start
   bool operator==(const FabricHealthView&) const = default;
 };
 
@@ -148,6 +171,8 @@ class FabricService {
   // The flap alerts raised since the last call (each raise once).
   std::vector<FabricFlapAlert> TakeFlapAlerts();
   const fabric::PathMonitor& monitor() const { return monitor_; }
+  // This boot's epoch as sent (fabric_probe.h). Read from the service thread.
+  uint64_t epoch() const { return epoch_; }
 
  private:
   // The tick's probes (each with its path's ack) and ack-only packets, in one batch.
@@ -164,7 +189,7 @@ class FabricService {
   void RefreshCarriers();
   bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
   bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
-  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled);  // metric, rate-limited warning
+  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict);  // metrics, rate-limited warning
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
   void Apply(const fabric::Decisions& d);
@@ -177,6 +202,20 @@ class FabricService {
   void ApplyPendingPeers(MonoTime now);
   void WatchPeers(const std::vector<std::string>& names, MonoTime now);
   const FabricPeer* PeerByWireId(uint32_t id) const;        // known peers
+  // What we keep per known peer (parallel to known_): its epoch, the urgent
+  // reply budget.
+  struct PeerState {
+    uint64_t epoch = 0;  // the latest seen; 0: none yet
+    double urgent_tokens = 0;
+    MonoTime urgent_refilled{};
+    MonoTime last_accepted{};  // its latest packet that passed the freshness checks
+  };
+  PeerState& StateOf(const FabricPeer* peer) { return peer_state_[static_cast<size_t>(peer - known_.data())]; }
+  // Takes one urgent reply from the peer's budget; false when spent.
+  bool TakeUrgentReply(PeerState& ps, MonoTime now);
+  void CountDrop(FabricDrop d) { ++drops_pending_[static_cast<size_t>(d)]; }
+  void FlushCounts();      // drops and limited urgent replies, into their metrics
+  void RenewEpoch();
   const FabricPeer* PeerByName(const std::string& name) const;
 
   FabricSocket& socket_;
@@ -239,6 +278,12 @@ class FabricService {
   bool changed_ = false;  // a transition or route action since the last publish
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
   std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
+  std::vector<PeerState> peer_state_;  // parallel to known_
+  uint64_t epoch_ = 0;                 // ours
+  uint32_t first_seq_ = 1;             // FirstSeq(epoch_)
+  bool renew_epoch_ = false;           // a path's seqs span renew_epoch_after
+  std::array<uint64_t, kFabricDropKinds> drops_pending_{};  // counted into dropped_ once per wake-up
+  uint64_t urgent_limited_pending_ = 0;
   bool adopted_ = false;           // the start-up route adoption ran
   std::map<std::string, int> installed_rail_;  // peer -> the rail of the pin in the kernel
   std::optional<WallTime> last_flap_wall_;
@@ -267,9 +312,15 @@ class FabricService {
   metrics::Family& send_errors_;
   metrics::Family& route_changes_;
   metrics::Family& stalls_;
+  metrics::Family& stalls_judged_;
+  metrics::Family& prober_stalled_;
+  metrics::Family& urgent_limited_;
+  metrics::Family& peer_restarts_;
   MonoTime next_stall_log_{};  // stall warnings: at most one per kStallLogEvery
   std::chrono::nanoseconds worst_stall_{};  // the longest since the last warning
   int stalls_unlogged_ = 0;
+  int judged_unlogged_ = 0;
+  bool stalled_published_ = false;  // prober_stalled as of the last publish
 };
 
 }  // namespace lockstep::agent

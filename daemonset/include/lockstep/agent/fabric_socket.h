@@ -37,7 +37,7 @@ struct FabricSend {
 
 struct FabricDatagram {
   // The bytes, inline: reading a tick's datagrams allocates nothing. A probe
-  // is 46 bytes (kFabricProbeSize); a longer datagram keeps its first
+  // is 54 bytes (kFabricProbeSize); a longer datagram keeps its first
   // kMaxBytes, which the codec drops like any datagram of the wrong size.
   static constexpr size_t kMaxBytes = 64;
   std::array<uint8_t, kMaxBytes> data{};

@@ -10,6 +10,14 @@
 // path index): what to acknowledge. Acked() is the sending side: which of
 // our seqs an acknowledgement covers. Seqs are 32-bit and wrap; comparisons
 // are modulo 2^32. Pure; thread-compatible.
+//
+// Freshness: a seq is taken once. A repeat, or one from before the window
+// (more than kAckBitmapBits behind the latest), is refused and changes
+// nothing: a replayed probe must not move what we acknowledge (an ack that
+// no longer covers the sender's recent probes would take its path down).
+// Nothing here infers that the peer restarted: the caller learns that from
+// authenticated evidence (the agent's per-boot epoch, fabric_probe.h) and
+// calls Reset().
 #pragma once
 
 #include <cstdint>
@@ -21,6 +29,22 @@ namespace lockstep::fabric {
 
 // Seqs the bitmap covers behind the latest one.
 inline constexpr uint32_t kAckBitmapBits = 32;
+
+// Seqs up to this far ahead of the latest move the window; further ahead is
+// taken for a replay from long ago (the comparison is modulo 2^32). Between
+// two probes of a live window far fewer are lost (its state is dropped
+// after seconds of silence); senders take a new epoch long before a path's
+// seqs could wrap into this range.
+inline constexpr uint32_t kMaxSeqAdvance = uint32_t{1} << 24;
+
+// What OnReceive made of a seq.
+enum class Receipt {
+  kNew,        // the latest now (or the first)
+  kLate,       // within the window, not seen before (reordered): acked in the bitmap
+  kDuplicate,  // seen already: a replay (or a network duplicate); nothing changed
+  kStale,      // before the window, or implausibly far ahead: a replay; nothing changed
+};
+const char* ToString(Receipt r);
 
 // An acknowledgement as carried by a probe.
 struct AckField {
@@ -34,10 +58,14 @@ struct AckField {
 class AckWindow {
  public:
   // A probe with `seq` arrived at `received` (kernel receive time). A seq
-  // newer than the latest moves the window; an older one within the
-  // bitmap sets its bit; one more than 2^31 behind, or far before the
-  // window (a restarted peer whose seqs began again), starts a new window.
-  void OnReceive(uint32_t seq, Time received, std::optional<Nanos> one_way_delay);
+  // newer than the latest (by less than kMaxSeqAdvance) moves the window;
+  // an older one within the bitmap not seen yet sets its bit; anything else
+  // is refused (kDuplicate, kStale) and changes nothing, not even pending().
+  // The first seq after construction or Reset() starts the window.
+  Receipt OnReceive(uint32_t seq, Time received, std::optional<Nanos> one_way_delay);
+
+  // Forgets the window (the peer restarted: its seqs begin again).
+  void Reset() { *this = AckWindow(); }
 
   // The acknowledgement to send at `now`; nullopt before the first probe.
   // REQUIRES: now >= the latest receive time (held is clamped at 0).

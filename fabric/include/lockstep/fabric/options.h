@@ -23,9 +23,9 @@
 // per path).
 // Load: 71 packets/s per path each way (urgent probes only after a miss);
 // at 4 hosts x 2 rails (3 peers per rail) 214 packets/s per rail each way,
-// 74 B each at the IP layer (46 B payload), 112 B on the wire: 127 / 192
-// kbit/s per rail each way, 0.063% / 0.096% of a 200 Mbit/s link
-// (docs/benchmarks.md, "Probe cost").
+// 82 B each at the IP layer (54 B payload, version 3 with the epoch), 120 B
+// on the wire: 140 / 205 kbit/s per rail each way, 0.070% / 0.103% of a 200
+// Mbit/s link (docs/benchmarks.md, "Probe cost", measured at 46 B).
 #pragma once
 
 #include <chrono>
@@ -69,6 +69,17 @@ struct FabricOptions {
   // Loss and one-way delay percentiles (metrics, failover ranking) over this window.
   Nanos stats_window = 10s;
 
+  // Stalls (PathMonitor::ExcuseStall): a wake-up later than urgent_timeout
+  // restarts the probe timeouts that fell in it, at most stall_excuses times
+  // per sliding stall_window; beyond that budget the stall is judged (its
+  // timeouts are misses), so a prober that is always late still detects a
+  // failure (WorstCaseDetectionStalled), and the agent reports the
+  // persistent stalls (FabricHealth condition ProberStalled, an alert).
+  // One stall of a whole machine now and then (a paused VM, a busy kernel)
+  // stays excused. 0: never excuse.
+  int stall_excuses = 5;
+  Nanos stall_window = 10s;
+
   // False: health and metrics only, no route actions (every pin is removed).
   bool failover_enabled = true;
 
@@ -96,6 +107,15 @@ Nanos AckTimeout(Nanos probe_interval, double jitter);
 
 // The longest time from a path failing to it being declared down (see above).
 Nanos WorstCaseDetection(const FabricOptions& options);
+
+// The same for a prober that wakes up to `lateness` late every time (every
+// wake-up a stall when lateness > urgent_timeout): each send and verdict
+// comes up to `lateness` late (N + 1 of them on the way to down), and at most
+// stall_excuses excused stalls (the budget per stall_window, which must be
+// longer than this) each put a verdict off by up to lateness + reply_timeout:
+//   WorstCaseDetection + (N + 1) * lateness + stall_excuses * (lateness + reply_timeout)
+// 43.8 + 4 * 8 + 5 * 26.4 = 207.8 ms at the defaults and 8 ms late.
+Nanos WorstCaseDetectionStalled(const FabricOptions& options, Nanos lateness);
 
 // The clean period a recovering path with this hold-down level needs
 // (level >= 1 after its first down): readmit_after * 2^(level-1), at most

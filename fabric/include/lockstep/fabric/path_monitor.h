@@ -87,6 +87,25 @@ struct RailView {
   bool alerting = false;  // above flap_alert_per_hour (until it slides back)
 };
 
+// What ExcuseStall made of a wake-up.
+enum class Stall {
+  kNone,     // on time (late by urgent_timeout or less)
+  kExcused,  // stalled: the timeouts in the stall were restarted
+  kJudged,   // stalled, but the excuse budget was spent: judged as it is
+};
+const char* ToString(Stall s);
+
+// The stalls so far (ExcuseStall), for metrics and FabricHealth.
+struct StallView {
+  uint64_t stalls = 0;  // excused + judged, since the start
+  uint64_t judged = 0;  // stalls beyond the budget
+  std::optional<Time> last_judged;
+  // A stall was judged within the last stall_window: the prober is late
+  // so often that failures are judged through its stalls (false downs
+  // possible when its peers stalled too).
+  bool persistent = false;
+};
+
 // A watched path's index in a PathMonitor: 0 .. size() - 1, in key order,
 // valid until the next SetPaths (which renumbers them).
 using PathId = uint32_t;
@@ -138,7 +157,13 @@ class PathMonitor {
   // timeout again from now, and this returns true. Call it before handing
   // in what arrived meanwhile (acks received in time still count as such).
   // A real failure during a stall is detected up to one timeout later.
-  bool ExcuseStall(Time due, Time now);
+  // The excuse has a budget: options.stall_excuses per sliding
+  // options.stall_window. A stall beyond it is judged (nothing restarted,
+  // kJudged): a prober that is always late would otherwise never declare a
+  // path down (WorstCaseDetectionStalled bounds detection then).
+  // REQUIRES: now does not go back.
+  Stall ExcuseStall(Time due, Time now);
+  StallView Stalls(Time now) const;
 
   // When to call Tick or TakeProbeTick next (the earliest probe, timeout,
   // re-admission or decay); nullopt when no path is watched.
@@ -181,6 +206,10 @@ class PathMonitor {
   std::optional<Time> last_flap_;
   std::set<std::string> dirty_peers_;  // to plan again
   std::vector<PathId> urgent_;         // TakeUrgent
+  // The latest stall_excuses excuses (a ring: no allocation per stall).
+  std::vector<Time> excused_;
+  size_t excused_next_ = 0;  // the oldest once full
+  StallView stalls_;
 };
 
 }  // namespace lockstep::fabric

@@ -53,6 +53,9 @@ struct FabricSnapshot {
   std::vector<RailReport> rails{};  // rail order
   int flaps_last_hour = 0;
   std::optional<std::string> last_flap_time{};  // RFC 3339
+  // A stall of the prober was judged (beyond its excuse budget) within the
+  // last stall window (FabricHealthView::prober_stalled).
+  bool prober_stalled = false;
 };
 
 struct AgentReport {
@@ -102,13 +105,23 @@ Readiness Assess(const AgentReport& report);
 // A rail flapping above flapAlertPerHour says so in the message.
 kube::Condition RailCondition(const RailReport& rail);
 
+// The fabric prober's condition, type ProberStalled (only with fabric):
+//   True  StallsNotExcused  the prober woke late more often than its stall
+//                           excuse budget allows: paths are judged through
+//                           its stalls (false downs possible if its peers
+//                           stalled too); check CPU load and steal
+//   False OnTime            on time, or its rare stalls are excused
+// The message holds no counts (a write per change, not per stall).
+kube::Condition ProberStalledCondition(const FabricSnapshot& fabric);
+
 // "Rail-" + the interface name with characters a condition type may not
 // hold (it allows [-A-Za-z0-9_.], alphanumeric last) replaced by '-', and an
 // 'x' appended when it would not end alphanumeric.
 std::string RailConditionType(const std::string& rail_name);
 
 // What a write is due for at once (subject to the reporter's rate limit):
-// the Ready reason and every rail condition's status and reason.
+// the Ready reason, every rail condition's status and reason, and
+// ProberStalled's.
 std::string ReportSignature(const AgentReport& report);
 
 // The full status to write: `existing` (the object's .status, or null) with
