@@ -33,6 +33,14 @@ hot=$(jq -c '.arms.lockstep_hot' <<<"$line")
 jq -e '.ran and .completed' <<<"$hot" >/dev/null || fail "lockstep_hot did not complete training: $hot"
 jq -e '.final_step == 119 and (.faults | length) == 3' <<<"$hot" >/dev/null ||
   fail "lockstep_hot: not every rank reached the last step or a fault is missing: $hot"
+# Every fault happened and was recovered from: kill, stop and the planned move, each
+# with a detection and a recovery time; the planned one reached "done".
+jq -e '[.faults[].kind] == ["kill","stop","planned"]' <<<"$hot" >/dev/null ||
+  fail "lockstep_hot: the faults injected are not kill, stop, planned: $hot"
+jq -e 'all(.faults[]; .detect_s != null and .recover_s != null)' <<<"$hot" >/dev/null ||
+  fail "lockstep_hot: a fault was never detected or never recovered from: $hot"
+jq -e '.faults[] | select(.kind == "planned") | .note | test("^migration [^ ]+ done, paused after step")' \
+  <<<"$hot" >/dev/null || fail "lockstep_hot: the planned migration did not complete: $hot"
 jq -e '.lost_steps == 0 and (.step_went_back | not)' <<<"$hot" >/dev/null || fail "lockstep_hot lost committed steps: $hot"
 jq -e '.healthy_restarts == 0' <<<"$hot" >/dev/null || fail "lockstep_hot restarted healthy ranks: $hot"
 jq -e '.bit_identical == true' <<<"$hot" >/dev/null ||
