@@ -119,7 +119,10 @@ def check(c, ref, ranks, spares, first_rank, victim, finishers):
     assert last["status"] == "complete" or state["phase"] == "finished", dump
     # From the first failure detected to training again after both faults.
     rec = last["complete_at"] - hist[1]["detected_at"] if len(hist) > 1 and last.get("complete_at") else None
-    return {"ok": True, "generations": len(hist), "recovery_s": rec,
+    # Members that waited out their timeout at the store instead of learning at once
+    # that the generation had ended.
+    waited = [e for e in c.of() if "not every rank reached the store" in str(e.get("error", ""))]
+    return {"ok": True, "generations": len(hist), "recovery_s": rec, "store_timeouts": len(waited),
             "divergence": sum(len(c.of(i, "divergence")) for i in finishers)}
 
 
