@@ -6,7 +6,7 @@
 #include <utility>
 #include <variant>
 
-#include "lockstep/agent/route_plan.h"
+#include "lockstep/agent/route_reconcile.h"
 #include "lockstep/common/log.h"
 
 namespace lockstep::agent {

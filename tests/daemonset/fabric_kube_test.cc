@@ -18,7 +18,7 @@
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/kube/peer_directory.h"
 #include "lockstep/agent/kube/peer_discovery.h"
-#include "lockstep/fabric/route_plan.h"
+#include "lockstep/fabric/failover_choice.h"
 #include "lockstep/kube/time_format.h"
 
 namespace lockstep::agent {

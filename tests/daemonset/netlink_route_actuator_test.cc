@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/agent/net/netlink_route_actuator.h"
-#include "lockstep/agent/route_plan.h"
+#include "lockstep/agent/route_reconcile.h"
 #include "test_netns.h"
 
 namespace lockstep::agent {

@@ -9,7 +9,7 @@
 // paths, the agent maps a path to a nexthop.
 // Adapters: NetlinkRouteActuator (lockstep/agent/net/netlink_route_actuator.h,
 // libnl-route-3) and tests/support/fake_route_actuator.h. The reconcile
-// planning over this port is in lockstep/agent/route_plan.h.
+// planning over this port is in lockstep/agent/route_reconcile.h.
 // Implementations are used from one thread at a time.
 #pragma once
 

@@ -35,7 +35,7 @@
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path_health.h"
 #include "lockstep/fabric/probe_schedule.h"
-#include "lockstep/fabric/route_plan.h"
+#include "lockstep/fabric/failover_choice.h"
 
 namespace lockstep::fabric {
 

@@ -1,7 +1,7 @@
 // Failover choice per peer, as a pure function of path states and delays.
 #include <catch2/catch.hpp>
 
-#include "lockstep/fabric/route_plan.h"
+#include "lockstep/fabric/failover_choice.h"
 
 namespace lockstep::fabric {
 namespace {

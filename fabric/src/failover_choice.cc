@@ -1,4 +1,4 @@
-#include "lockstep/fabric/route_plan.h"
+#include "lockstep/fabric/failover_choice.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "lockstep/agent/route_plan.h"
+#include "lockstep/agent/route_reconcile.h"
 
 #include <algorithm>
 #include <map>
