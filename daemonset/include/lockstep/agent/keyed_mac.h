@@ -13,7 +13,7 @@
 #include <optional>
 #include <span>
 
-#include "lockstep/agent/probe_packet.h"
+#include "lockstep/agent/probe_key.h"
 
 namespace lockstep::agent {
 

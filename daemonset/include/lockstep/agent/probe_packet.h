@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "lockstep/agent/node_id.h"
+#include "lockstep/agent/probe_key.h"
 #include "lockstep/common/result.h"
 
 namespace lockstep::agent {
@@ -76,7 +77,6 @@ namespace lockstep::agent {
 inline constexpr uint32_t kProbeMagic = 0x4C4B5350;
 inline constexpr uint8_t kProbeVersion = 3;
 inline constexpr size_t kHeaderSize = 32;
-inline constexpr size_t kMacSize = 16;
 inline constexpr size_t kProbeBodySize = 48;
 inline constexpr size_t kReportFixedSize = 8;
 inline constexpr size_t kRxRecordSize = 24;
@@ -183,18 +183,6 @@ struct Packet {
   std::variant<ProbeBody, ReportBody> body;
   PacketType type() const { return body.index() == 0 ? PacketType::kProbe : PacketType::kReport; }
   bool operator==(const Packet&) const = default;
-};
-
-// The shared probe key (from probeKeyFile; a Secret in Kubernetes).
-class ProbeKey {
- public:
-  // REQUIRES nothing; rejects keys shorter than 16 or longer than 4096 bytes.
-  static Result<ProbeKey> FromBytes(std::string bytes);
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  explicit ProbeKey(std::string b) : bytes_(std::move(b)) {}
-  std::string bytes_;
 };
 
 // Thread-safe: Encode/Decode are const and work on copies of immutable keyed
