@@ -118,9 +118,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "the coordinator's --heartbeat-timeout")
-  app.add_option("--hot-spares", o.hot_spares, "lockstep_hot: spares running from the start and kept ready (--spares)")
-      ->check(CLI::Range(1, 8));
       ->check(Positive())
+      ->capture_default_str();
+  app.add_option("--hot-spares", o.hot_spares, "lockstep_hot: spares running from the start and kept ready (--spares)")
+      ->check(CLI::Range(1, 8))
       ->capture_default_str();
   CLI::Option* arm_timeout = app.add_option("--arm-timeout", o.arm_timeout_s, "give up on an arm after S seconds")
                                  ->check(Positive())
