@@ -1,6 +1,5 @@
 #include <yaml-cpp/yaml.h>
 
-#include <functional>
 #include <set>
 
 #include "lockstep/api/agent_config.h"
@@ -22,11 +21,8 @@ class MapReader {
     YAML::Node v = Get(key);
     if (!v) return;
     int64_t x = 0;
-    std::string text = v.IsScalar() ? v.Scalar() : "<" + Kind(v) + ">";
-    try {
-      if (!v.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not scalar");
-      x = v.as<int64_t>();
-    } catch (const YAML::Exception&) {
+    if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x)) {
+      std::string text = v.IsScalar() ? v.Scalar() : "<" + Kind(v) + ">";
       Fail(Path(key) + " must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi) + hint +
            " (got \"" + text + "\")");
       return;
@@ -46,12 +42,12 @@ class MapReader {
   void Bool(const char* key, bool& out) {
     YAML::Node v = Get(key);
     if (!v) return;
-    try {
-      if (!v.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not scalar");
-      out = v.as<bool>();
-    } catch (const YAML::Exception&) {
+    bool x = false;
+    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, x)) {
       Fail(Path(key) + " must be true or false (got \"" + (v.IsScalar() ? v.Scalar() : Kind(v)) + "\")");
+      return;
     }
+    out = x;
   }
   void String(const char* key, std::string& out, bool allow_empty = true) {
     YAML::Node v = Get(key);
@@ -182,10 +178,12 @@ Status ParsePeerList(const YAML::Node& list, const std::string& prefix, const st
   return Status::Ok();
 }
 
-template <typename T>
-Result<T> Guarded(const std::string& source, const std::function<Result<T>()>& fn) {
+// The one call into yaml-cpp that reports errors by throwing (a syntax error):
+// its exception becomes an error here. Everything after it reads the tree with
+// calls that do not throw (IsMap/IsScalar checks first, convert<T>::decode).
+Result<YAML::Node> LoadYaml(const std::string& yaml_text, const std::string& source) {
   try {
-    return fn();
+    return YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source + ": not valid YAML: " + e.what());
   }
@@ -205,92 +203,93 @@ void RejectUnsupported(const YAML::Node& root, const std::string& source, std::s
 }  // namespace
 
 Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source) {
-  return Guarded<AgentConfig>(source, [&]() -> Result<AgentConfig> {
-    YAML::Node root = YAML::Load(yaml_text);
-    AgentConfig c;
-    if (root.IsNull()) return c;
-    if (!root.IsMap()) return InvalidArgument(source + ": the top level must be a map");
-    std::string err;
-    const YAML::Node& croot = root;
-    RejectUnsupported(croot, source, err);
-    if (!err.empty()) return InvalidArgument(err);
-    MapReader top(root, "", source, err);
-    top.String("policy", c.policy, false);
-    top.String("nodeName", c.node_name);
-    {
-      MapReader r(top.Child("probe"), "probe", source, err);
-      r.Int("port", 0, 65535, c.probe.port, " (0 picks a free port)");
-      r.Int("intervalMs", 1, kMaxProbeIntervalMs, c.probe.interval_ms);
-      r.Int("peersPerNode", 1, kMaxPeersPerNode, c.probe.peers_per_node);
-      r.Int("pathIntervalMs", 1, kMaxProbeIntervalMs, c.probe.path_interval_ms);
-      r.Int("missThreshold", 1, kMaxMissThreshold, c.probe.miss_threshold);
-      r.RejectUnknown();
+  Result<YAML::Node> loaded = LoadYaml(yaml_text, source);
+  if (!loaded.ok()) return loaded.error();
+  const YAML::Node& root = *loaded;
+  AgentConfig c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) return InvalidArgument(source + ": the top level must be a map");
+  std::string err;
+  RejectUnsupported(root, source, err);
+  if (!err.empty()) return InvalidArgument(err);
+  MapReader top(root, "", source, err);
+  top.String("policy", c.policy, false);
+  top.String("nodeName", c.node_name);
+  {
+    MapReader r(top.Child("probe"), "probe", source, err);
+    r.Int("port", 0, 65535, c.probe.port, " (0 picks a free port)");
+    r.Int("intervalMs", 1, kMaxProbeIntervalMs, c.probe.interval_ms);
+    r.Int("peersPerNode", 1, kMaxPeersPerNode, c.probe.peers_per_node);
+    r.Int("pathIntervalMs", 1, kMaxProbeIntervalMs, c.probe.path_interval_ms);
+    r.Int("missThreshold", 1, kMaxMissThreshold, c.probe.miss_threshold);
+    r.RejectUnknown();
+  }
+  {
+    MapReader r(top.Child("clockSync"), "clockSync", source, err);
+    r.Bool("enabled", c.clock_sync.enabled);
+    r.Int("windowSeconds", 1, kMaxWindowSeconds, c.clock_sync.window_seconds);
+    r.Bool("disciplineHostClock", c.clock_sync.discipline_host_clock);
+    r.Int("maxErrorBoundNs", 1, kMaxMaxErrorBoundNs, c.clock_sync.max_error_bound_ns);
+    r.Int("asymmetryAllowanceNs", 0, kMaxAsymmetryAllowanceNs, c.clock_sync.asymmetry_allowance_ns);
+    r.RejectUnknown();
+  }
+  {
+    MapReader r(top.Child("failover"), "failover", source, err);
+    r.Bool("enabled", c.failover.enabled);
+    r.Int("readmitAfterSeconds", 1, kMaxReadmitAfterSeconds, c.failover.readmit_after_seconds);
+    r.Int("maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds, c.failover.max_hold_down_seconds);
+    r.RejectUnknown();
+    if (err.empty() && c.failover.max_hold_down_seconds < c.failover.readmit_after_seconds) {
+      r.Fail(FailoverOrderMessage("failover", c.failover.readmit_after_seconds, c.failover.max_hold_down_seconds));
     }
-    {
-      MapReader r(top.Child("clockSync"), "clockSync", source, err);
-      r.Bool("enabled", c.clock_sync.enabled);
-      r.Int("windowSeconds", 1, kMaxWindowSeconds, c.clock_sync.window_seconds);
-      r.Bool("disciplineHostClock", c.clock_sync.discipline_host_clock);
-      r.Int("maxErrorBoundNs", 1, kMaxMaxErrorBoundNs, c.clock_sync.max_error_bound_ns);
-      r.Int("asymmetryAllowanceNs", 0, kMaxAsymmetryAllowanceNs, c.clock_sync.asymmetry_allowance_ns);
-      r.RejectUnknown();
+  }
+  top.Int("flapAlertPerHour", 1, kMaxFlapAlertPerHour, c.flap_alert_per_hour);
+  {
+    MapReader r(top.Child("fabric"), "fabric", source, err);
+    r.StringList("rails", c.fabric.rails);
+    r.String("hostInterface", c.fabric.host_interface, false);
+    r.String("hostAddress", c.fabric.host_address);
+    r.Int("port", 0, 65535, c.fabric.port, " (0 picks a free port)");
+    r.RejectUnknown();
+    if (err.empty() && !c.fabric.host_address.empty() && !IsIpv4(c.fabric.host_address)) {
+      r.Fail("fabric.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + c.fabric.host_address + "\")");
     }
-    {
-      MapReader r(top.Child("failover"), "failover", source, err);
-      r.Bool("enabled", c.failover.enabled);
-      r.Int("readmitAfterSeconds", 1, kMaxReadmitAfterSeconds, c.failover.readmit_after_seconds);
-      r.Int("maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds, c.failover.max_hold_down_seconds);
-      r.RejectUnknown();
-      if (err.empty() && c.failover.max_hold_down_seconds < c.failover.readmit_after_seconds) {
-        r.Fail(FailoverOrderMessage("failover", c.failover.readmit_after_seconds, c.failover.max_hold_down_seconds));
+    std::set<std::string> seen;
+    for (const std::string& rail : c.fabric.rails) {
+      if (err.empty() && !seen.insert(rail).second) r.Fail("fabric.rails names \"" + rail + "\" twice");
+      if (err.empty() && !IsInterfaceName(rail)) {
+        r.Fail("fabric.rails: \"" + rail + "\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
       }
     }
-    top.Int("flapAlertPerHour", 1, kMaxFlapAlertPerHour, c.flap_alert_per_hour);
-    {
-      MapReader r(top.Child("fabric"), "fabric", source, err);
-      r.StringList("rails", c.fabric.rails);
-      r.String("hostInterface", c.fabric.host_interface, false);
-      r.String("hostAddress", c.fabric.host_address);
-      r.Int("port", 0, 65535, c.fabric.port, " (0 picks a free port)");
-      r.RejectUnknown();
-      if (err.empty() && !c.fabric.host_address.empty() && !IsIpv4(c.fabric.host_address)) {
-        r.Fail("fabric.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + c.fabric.host_address + "\")");
-      }
-      std::set<std::string> seen;
-      for (const std::string& rail : c.fabric.rails) {
-        if (err.empty() && !seen.insert(rail).second) r.Fail("fabric.rails names \"" + rail + "\" twice");
-        if (err.empty() && !IsInterfaceName(rail)) {
-          r.Fail("fabric.rails: \"" + rail + "\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
-        }
-      }
-    }
-    top.String("probeKeyFile", c.probe_key_file, false);
-    top.String("nodeKeyFile", c.node_key_file);
-    top.Addr("healthAddr", c.health_addr);
-    top.Addr("timeApiAddr", c.time_api_addr);
-    YAML::Node peers = top.Child("peers");
-    top.RejectUnknown();
-    if (!err.empty()) return InvalidArgument(err);
-    if (Status s = ParsePeerList(peers, "peers", source, c.peers); !s.ok()) return s.error();
-    return c;
-  });
+  }
+  top.String("probeKeyFile", c.probe_key_file, false);
+  top.String("nodeKeyFile", c.node_key_file);
+  top.Addr("healthAddr", c.health_addr);
+  top.Addr("timeApiAddr", c.time_api_addr);
+  YAML::Node peers = top.Child("peers");
+  top.RejectUnknown();
+  if (!err.empty()) return InvalidArgument(err);
+  if (Status s = ParsePeerList(peers, "peers", source, c.peers); !s.ok()) return s.error();
+  return c;
 }
 
 Result<std::vector<PeerConfig>> ParsePeers(const std::string& yaml_text, const std::string& source) {
-  return Guarded<std::vector<PeerConfig>>(source, [&]() -> Result<std::vector<PeerConfig>> {
-    YAML::Node root = YAML::Load(yaml_text);
-    std::vector<PeerConfig> out;
-    YAML::Node list = root;
-    if (root.IsMap()) {
-      std::string err;
-      MapReader r(root, "", source, err);
-      list = r.Child("peers");
-      r.RejectUnknown();
-      if (!err.empty()) return InvalidArgument(err);
-    }
-    if (Status s = ParsePeerList(list, "peers", source, out); !s.ok()) return s.error();
+  Result<YAML::Node> loaded = LoadYaml(yaml_text, source);
+  if (!loaded.ok()) return loaded.error();
+  const YAML::Node& root = *loaded;
+  std::vector<PeerConfig> out;
+  if (!root.IsMap()) {
+    if (Status s = ParsePeerList(root, "peers", source, out); !s.ok()) return s.error();
     return out;
-  });
+  }
+  std::string err;
+  MapReader r(root, "", source, err);
+  // Copied, never assigned: assigning a YAML::Node writes through to the node it refers to.
+  const YAML::Node list = r.Child("peers");
+  r.RejectUnknown();
+  if (!err.empty()) return InvalidArgument(err);
+  if (Status s = ParsePeerList(list, "peers", source, out); !s.ok()) return s.error();
+  return out;
 }
 
 std::string RenderAgentConfigYaml(const AgentConfig& c) {

@@ -2,13 +2,24 @@
 
 #include <openssl/evp.h>
 
-#include <vector>
+#include <memory>
 
 namespace lockstep::agent {
+namespace {
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+
+}  // namespace
 
 struct NodePublicKey::Key {
-  EVP_PKEY* pkey = nullptr;
-  ~Key() { EVP_PKEY_free(pkey); }
+  PkeyPtr pkey;
 };
 
 namespace {
@@ -22,19 +33,26 @@ std::string Base64(std::span<const uint8_t> raw) {
   return out;
 }
 
-std::shared_ptr<const NodePublicKey::Key> Wrap(EVP_PKEY* pkey) {
+std::shared_ptr<const NodePublicKey::Key> Wrap(PkeyPtr pkey) {
   auto k = std::make_shared<NodePublicKey::Key>();
-  k->pkey = pkey;
+  k->pkey = std::move(pkey);
   return k;
 }
 
-Result<std::string> RawPublicBase64(EVP_PKEY* pkey) {
+Result<std::string> RawPublicBase64(const EVP_PKEY* pkey) {
   std::array<uint8_t, kRawKeySize> raw{};
   size_t len = raw.size();
   if (EVP_PKEY_get_raw_public_key(pkey, raw.data(), &len) != 1 || len != raw.size()) {
     return Internal("OpenSSL could not export an Ed25519 public key");
   }
   return Base64(raw);
+}
+
+// The public half of a key pair, as peers see it (exported and parsed back).
+Result<NodePublicKey> PublicKeyOf(const EVP_PKEY* pkey) {
+  auto b64 = RawPublicBase64(pkey);
+  if (!b64.ok()) return b64.error();
+  return NodePublicKey::FromBase64(*b64);
 }
 
 }  // namespace
@@ -49,63 +67,44 @@ Result<NodePublicKey> NodePublicKey::FromBase64(const std::string& text) {
       text[42] == '=') {
     return InvalidArgument("node public key is not valid base64 of 32 bytes");
   }
-  EVP_PKEY* pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw.data(), kRawKeySize);
+  PkeyPtr pkey(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw.data(), kRawKeySize));
   if (pkey == nullptr) return InvalidArgument("node public key is not an Ed25519 key");
-  return NodePublicKey(Wrap(pkey), text);
+  return NodePublicKey(Wrap(std::move(pkey)), text);
 }
 
 bool NodePublicKey::Verify(std::span<const uint8_t> message, const Signature& sig) const {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  bool ok = ctx != nullptr && EVP_DigestVerifyInit(ctx, nullptr, nullptr, nullptr, key_->pkey) == 1 &&
-            EVP_DigestVerify(ctx, sig.data(), sig.size(), message.data(), message.size()) == 1;
-  EVP_MD_CTX_free(ctx);
-  return ok;
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  return ctx != nullptr && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_->pkey.get()) == 1 &&
+         EVP_DigestVerify(ctx.get(), sig.data(), sig.size(), message.data(), message.size()) == 1;
 }
 
 Result<NodeSigner> NodeSigner::Generate() {
-  EVP_PKEY* pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
+  PkeyPtr pkey(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (pkey == nullptr) return Internal("OpenSSL could not generate an Ed25519 key pair");
-  auto b64 = RawPublicBase64(pkey);
-  if (!b64.ok()) {
-    EVP_PKEY_free(pkey);
-    return b64.error();
-  }
-  auto pub = NodePublicKey::FromBase64(*b64);
-  if (!pub.ok()) {
-    EVP_PKEY_free(pkey);
-    return pub.error();
-  }
-  return NodeSigner(Wrap(pkey), *pub);
+  auto pub = PublicKeyOf(pkey.get());
+  if (!pub.ok()) return pub.error();
+  return NodeSigner(Wrap(std::move(pkey)), *pub);
 }
 
 Result<NodeSigner> NodeSigner::FromSeed(std::span<const uint8_t> seed) {
   if (seed.size() != kRawKeySize) {
     return InvalidArgument("node private key must be 32 bytes (an Ed25519 seed), got " + std::to_string(seed.size()));
   }
-  EVP_PKEY* pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, seed.data(), seed.size());
+  PkeyPtr pkey(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, seed.data(), seed.size()));
   if (pkey == nullptr) return InvalidArgument("OpenSSL rejected the Ed25519 private key");
-  auto b64 = RawPublicBase64(pkey);
-  if (!b64.ok()) {
-    EVP_PKEY_free(pkey);
-    return b64.error();
-  }
-  auto pub = NodePublicKey::FromBase64(*b64);
-  if (!pub.ok()) {
-    EVP_PKEY_free(pkey);
-    return pub.error();
-  }
-  return NodeSigner(Wrap(pkey), *pub);
+  auto pub = PublicKeyOf(pkey.get());
+  if (!pub.ok()) return pub.error();
+  return NodeSigner(Wrap(std::move(pkey)), *pub);
 }
 
 Signature NodeSigner::Sign(std::span<const uint8_t> message) const {
   Signature sig{};
   size_t len = sig.size();
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  if (ctx == nullptr || EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key_->pkey) != 1 ||
-      EVP_DigestSign(ctx, sig.data(), &len, message.data(), message.size()) != 1) {
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_->pkey.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), sig.data(), &len, message.data(), message.size()) != 1) {
     sig.fill(0);  // verifies against nothing
   }
-  EVP_MD_CTX_free(ctx);
   return sig;
 }
 

@@ -76,6 +76,26 @@ TEST_CASE("bad values name the key and the allowed range", "[daemonset][config]"
   REQUIRE(ErrorOf("probe: {\n").find("not valid YAML") != std::string::npos);
 }
 
+TEST_CASE("values of the wrong kind are errors, not exceptions", "[daemonset][config]") {
+  REQUIRE(ErrorOf("probe: {port: 99999999999999999999}\n") ==
+          "agent.yaml: probe.port must be an integer between 0 and 65535 (0 picks a free port) "
+          "(got \"99999999999999999999\")");
+  REQUIRE(ErrorOf("probe: {intervalMs: 2.5}\n") ==
+          "agent.yaml: probe.intervalMs must be an integer between 1 and 60000 (got \"2.5\")");
+  REQUIRE(ErrorOf("probe: {intervalMs: {a: 1}}\n") ==
+          "agent.yaml: probe.intervalMs must be an integer between 1 and 60000 (got \"<map>\")");
+  REQUIRE(ErrorOf("clockSync: {enabled: [true]}\n") == "agent.yaml: clockSync.enabled must be true or false (got \"list\")");
+  REQUIRE(ErrorOf("clockSync: {enabled: }\n") == "agent.yaml: clockSync.enabled must be true or false (got \"null\")");
+  REQUIRE(ErrorOf("- a\n") == "agent.yaml: the top level must be a map");
+  REQUIRE(ErrorOf("peers: [5]\n") == "agent.yaml: peers[0] must be a map");
+  auto p = ParsePeers("peers: 5\n", "peers.yaml");
+  REQUIRE_FALSE(p.ok());
+  REQUIRE(p.error().message == "peers.yaml: peers must be a list of {name, address[, port]}");
+  auto q = ParsePeers("[{name: x\n", "peers.yaml");
+  REQUIRE_FALSE(q.ok());
+  REQUIRE(q.error().message.find("peers.yaml: not valid YAML") == 0);
+}
+
 TEST_CASE("loadBalancing is rejected until contention handling exists; failover keys are typed", "[daemonset][config]") {
   REQUIRE(ErrorOf("loadBalancing: true\n") ==
           "agent.yaml: loadBalancing is not supported by this agent version (load balancing is not implemented yet); "
@@ -92,7 +112,9 @@ TEST_CASE("a peers file is a list or a map with peers", "[daemonset][config]") {
   auto b = ParsePeers("peers:\n  - {name: y, address: 10.0.0.8, port: 9000}\n", "peers.yaml");
   REQUIRE(b.ok());
   REQUIRE((*b)[0].port == 9000);
-  REQUIRE_FALSE(ParsePeers("nodes: []\n", "peers.yaml").ok());
+  auto c = ParsePeers("nodes: []\n", "peers.yaml");
+  REQUIRE_FALSE(c.ok());
+  REQUIRE(c.error().message == "peers.yaml: unknown key nodes (allowed: peers)");
 }
 
 TEST_CASE("validation after flags needs a node name and distinct peers", "[daemonset][config]") {

@@ -71,7 +71,8 @@ struct Rig {
   }
   json Plan(const std::string& id) { return Get("/v1/plan?member=" + id).Json(); }
   void Tick() { coord.Tick(); }
-  // Until `n` plan polls are held (generous limit: the machine is shared).
+  // Until `n` plan polls are held (generous limit: the machine is shared). Polls
+  // another thread, not time: the coordinator has no notification for a held poll.
   bool WaitHeld(int n) {
     for (int i = 0; i < 4000; ++i) {
       if (coord.HeldPlanPolls() == n) return true;
@@ -230,15 +231,12 @@ TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "
   rig.Register("m0", "rank", 0, 101);
   rig.Register("m1", "rank", 1, 102);
   rig.Register("s0", "spare", -1, 103);
-  rig.probe.Kill(102);
-  // Poll (generous limit: the machine is shared); heartbeats keep coming meanwhile.
-  bool dead = false;
-  for (int i = 0; i < 3000 && !dead; ++i) {
-    rig.Beat("m0", 0, 1);
-    dead = !rig.coord.Snapshot().Alive("m1");
-    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE(dead);
+  const int waits = rig.probe.Kill(102);
+  // Heartbeats arrive while the tick thread runs; the fake probe wakes the thread at
+  // once, and two more waits mean a whole tick began after the kill.
+  for (int i = 0; i < 20; ++i) rig.Beat("m0", 0, 1);
+  REQUIRE(rig.probe.AwaitWaits(waits + 2));
+  REQUIRE_FALSE(rig.coord.Snapshot().Alive("m1"));
   rig.Report("m0", 0, 1);
   CHECK(rig.Plan("s0")["rank"] == 1);
   rig.coord.Stop();

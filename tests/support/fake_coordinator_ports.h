@@ -4,6 +4,8 @@
 // coordinator's tick thread may call them).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -48,6 +50,9 @@ class FakeLauncher final : public SpareLauncher {
   std::vector<Exited> exited_;
 };
 
+// Like the pidfd probe, Wait() returns at once when a pid was killed since the
+// previous Wait(). Each Wait() is counted, so a test can block until the tick
+// thread has run a whole tick after a Kill() (AwaitWaits(Kill(pid) + 2)).
 class FakeProbe final : public ProcessProbe {
  public:
   std::optional<std::string> Gone(int pid) override {
@@ -55,11 +60,33 @@ class FakeProbe final : public ProcessProbe {
     if (gone_.count(pid)) return std::string("is gone");
     return std::nullopt;
   }
-  void Kill(int pid) { std::lock_guard l(mu_); gone_.insert(pid); }
+  void Wait(std::chrono::milliseconds timeout) override {
+    std::unique_lock l(mu_);
+    ++waits_;
+    cv_.notify_all();
+    cv_.wait_for(l, timeout, [this] { return killed_; });
+    killed_ = false;
+  }
+  // Returns how many Wait() calls had begun when the pid went.
+  int Kill(int pid) {
+    std::lock_guard l(mu_);
+    gone_.insert(pid);
+    killed_ = true;
+    cv_.notify_all();
+    return waits_;
+  }
+  // Blocks until `n` Wait() calls have begun (false after `limit`: a hung tick thread).
+  bool AwaitWaits(int n, std::chrono::milliseconds limit = std::chrono::minutes(1)) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, limit, [&] { return waits_ >= n; });
+  }
 
  private:
   std::mutex mu_;
+  std::condition_variable cv_;
   std::set<int> gone_;
+  bool killed_ = false;  // since the last Wait() returned
+  int waits_ = 0;
 };
 
 class MemoryStateStore final : public StateStore {

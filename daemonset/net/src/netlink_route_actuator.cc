@@ -31,9 +31,13 @@ struct LinkFree {
 struct AddrFree {
   void operator()(nl_addr* a) const { nl_addr_put(a); }
 };
+struct SockFree {
+  void operator()(nl_sock* s) const { nl_socket_free(s); }
+};
 using CachePtr = std::unique_ptr<nl_cache, CacheFree>;
 using RoutePtr = std::unique_ptr<rtnl_route, RouteFree>;
 using AddrPtr = std::unique_ptr<nl_addr, AddrFree>;
+using SockPtr = std::unique_ptr<nl_sock, SockFree>;
 
 AddrPtr Ipv4Addr(uint32_t host_order, int prefix_length) {
   uint32_t be = htonl(host_order);
@@ -75,17 +79,17 @@ int OnKernelError(sockaddr_nl*, nlmsgerr* e, void* arg) {
 }  // namespace
 
 Result<std::unique_ptr<NetlinkRouteActuator>> NetlinkRouteActuator::Open(Options options) {
-  nl_sock* sock = nl_socket_alloc();
+  SockPtr sock(nl_socket_alloc());
   if (sock == nullptr) return Internal("netlink: out of memory allocating a socket");
-  if (int err = nl_connect(sock, NETLINK_ROUTE); err < 0) {
-    nl_socket_free(sock);
+  if (int err = nl_connect(sock.get(), NETLINK_ROUTE); err < 0) {
     return Unavailable(std::string("cannot open a NETLINK_ROUTE socket: ") + nl_geterror(err));
   }
   int one = 1;  // best effort: kernel error texts and short error replies
-  ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
-  ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  auto actuator = std::unique_ptr<NetlinkRouteActuator>(new NetlinkRouteActuator(sock, options));
-  nl_socket_modify_err_cb(sock, NL_CB_CUSTOM, OnKernelError, &actuator->last_);
+  ::setsockopt(nl_socket_get_fd(sock.get()), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+  ::setsockopt(nl_socket_get_fd(sock.get()), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+  nl_sock* raw = sock.get();
+  auto actuator = std::unique_ptr<NetlinkRouteActuator>(new NetlinkRouteActuator(sock.release(), options));
+  nl_socket_modify_err_cb(raw, NL_CB_CUSTOM, OnKernelError, &actuator->last_);
   return actuator;
 }
 
