@@ -195,6 +195,10 @@ TEST_CASE("binary: crash of a real process, a cold spare from --spare-command, r
   // A late report of generation 0 is stale.
   CHECK(bin.Post("/v1/report", {{"member", "m0"}, {"generation", 0}, {"committed_step", 12}, {"reason", "error"}})
             .first == 409);
+  // m0 picked up generation 1 (its heartbeat says so): the coordinator waits for its
+  // report when generation 1 fails.
+  CHECK(bin.Post("/v1/heartbeat", {{"member", "m0"}, {"generation", 1}, {"step", 12}, {"state", "waiting"}})
+            .first == 200);
   // The spare is the coordinator's child: when it dies, the coordinator reaps it
   // and the member is dead (generation 1 fails).
   REQUIRE(::kill(spare_pid, SIGKILL) == 0);
@@ -210,7 +214,10 @@ TEST_CASE("binary: crash of a real process, a cold spare from --spare-command, r
   CHECK(st["phase"] == "collecting");
   CHECK(bin.Member("m1")["status"] == "dead");
   CHECK(st["history"][1]["members"][1] == spare);
-  CHECK(Call(bin.port, "/v1/plan?member=m0").second["action"] == "train");  // m0 has not reported g1 yet
+  // m0 has not reported g1 yet: its plan says wait (g1 ended), its heartbeat says abort.
+  CHECK(Call(bin.port, "/v1/plan?member=m0").second["action"] == "wait");
+  CHECK(bin.Post("/v1/heartbeat", {{"member", "m0"}, {"generation", 1}, {"step", 12}, {"state", "waiting"}})
+            .second["directive"] == "abort");
   bin.Stop();
   ::waitpid(r1, nullptr, 0);
   cleanup.pids.erase(r1);
