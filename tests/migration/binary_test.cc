@@ -142,7 +142,7 @@ TEST_CASE("binary: crash of a real process, a cold spare from --spare-command, r
   // The spare registers itself with its own pid, then becomes `sleep` (same pid).
   {
     std::ofstream s(cleanup.dir / "spare.sh");
-    s << "curl -s --noproxy '*' -d \"{\\\"member\\\":\\\"cold-$$\\\",\\\"role\\\":\\\"spare\\\",\\\"host\\\":"
+    s << "curl -s -m 5 --noproxy '*' -d \"{\\\"member\\\":\\\"cold-$$\\\",\\\"role\\\":\\\"spare\\\",\\\"host\\\":"
          "\\\"127.0.0.1\\\",\\\"store_port\\\":29600,\\\"pid\\\":$$}\" \"$LOCKSTEP_COORDINATOR/v1/register\" "
          ">/dev/null\nexec sleep 600\n";
   }
