@@ -33,11 +33,12 @@ hot=$(jq -c '.arms.lockstep_hot' <<<"$line")
 jq -e '.ran and .completed' <<<"$hot" >/dev/null || fail "lockstep_hot did not complete training: $hot"
 jq -e '.final_step == 119 and (.faults | length) == 3' <<<"$hot" >/dev/null ||
   fail "lockstep_hot: not every rank reached the last step or a fault is missing: $hot"
-# Every fault happened and was recovered from: kill, stop and the planned move, each
-# with a detection and a recovery time; the planned one reached "done".
+# Every fault happened and was recovered from: kill and stop each with a detection
+# time, all three with a recovery time; the planned move reached "done" (it has no
+# detection: it is requested).
 jq -e '[.faults[].kind] == ["kill","stop","planned"]' <<<"$hot" >/dev/null ||
   fail "lockstep_hot: the faults injected are not kill, stop, planned: $hot"
-jq -e 'all(.faults[]; .detect_s != null and .recover_s != null)' <<<"$hot" >/dev/null ||
+jq -e 'all(.faults[]; .recover_s != null and (.kind == "planned" or .detect_s != null))' <<<"$hot" >/dev/null ||
   fail "lockstep_hot: a fault was never detected or never recovered from: $hot"
 jq -e '.faults[] | select(.kind == "planned") | .note | test("^migration [^ ]+ done, paused after step")' \
   <<<"$hot" >/dev/null || fail "lockstep_hot: the planned migration did not complete: $hot"
