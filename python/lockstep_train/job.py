@@ -637,8 +637,6 @@ def _env_number(name, default, kind):
         x = kind(v)
     except ValueError:
         raise ValueError("lockstep_train.join: %s must be a number (got %r)" % (name, v))
-    if x <= 0 and name == "LOCKSTEP_TRANSFER_BUCKET_MB":
-        raise ValueError("lockstep_train.join: %s must be > 0 (got %r)" % (name, v))
     return x
 
 
@@ -664,6 +662,9 @@ def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo"
     if fingerprint_every < 0:
         raise ValueError("lockstep_train.join: fingerprint_every must be >= 0 (got %r)" % fingerprint_every)
     transfer_bucket_mb = _env_number("LOCKSTEP_TRANSFER_BUCKET_MB", TRANSFER_BUCKET_MB, float)
+    if transfer_bucket_mb <= 0:
+        raise ValueError("lockstep_train.join: LOCKSTEP_TRANSFER_BUCKET_MB must be > 0 (got %r)"
+                         % transfer_bucket_mb)
     if seed is not None:
         _seed_base = int(seed)
     host = host or os.environ.get("LOCKSTEP_HOST") or _local_address(settings.coordinator)
