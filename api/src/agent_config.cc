@@ -19,6 +19,7 @@ AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPol
   c.failover.enabled = spec.failover.enabled;
   c.failover.readmit_after_seconds = spec.failover.readmit_after_seconds;
   c.failover.max_hold_down_seconds = spec.failover.max_hold_down_seconds;
+  c.failover.hold_down_decay_seconds = spec.failover.hold_down_decay_seconds;
   c.flap_alert_per_hour = spec.flap_alert_per_hour;
   c.fabric.rails = spec.rails;
   c.fabric.host_interface = spec.host_interface;

@@ -238,6 +238,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     r.Bool("enabled", c.failover.enabled);
     r.Int("readmitAfterSeconds", 1, kMaxReadmitAfterSeconds, c.failover.readmit_after_seconds);
     r.Int("maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds, c.failover.max_hold_down_seconds);
+    r.Int("holdDownDecaySeconds", 1, kMaxHoldDownDecaySeconds, c.failover.hold_down_decay_seconds);
     r.RejectUnknown();
     if (err.empty() && c.failover.max_hold_down_seconds < c.failover.readmit_after_seconds) {
       r.Fail(FailoverOrderMessage("failover", c.failover.readmit_after_seconds, c.failover.max_hold_down_seconds));
@@ -312,7 +313,8 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
   y << YAML::Key << "failover" << YAML::Value << YAML::BeginMap
     << YAML::Key << "enabled" << YAML::Value << c.failover.enabled
     << YAML::Key << "readmitAfterSeconds" << YAML::Value << c.failover.readmit_after_seconds
-    << YAML::Key << "maxHoldDownSeconds" << YAML::Value << c.failover.max_hold_down_seconds << YAML::EndMap;
+    << YAML::Key << "maxHoldDownSeconds" << YAML::Value << c.failover.max_hold_down_seconds
+    << YAML::Key << "holdDownDecaySeconds" << YAML::Value << c.failover.hold_down_decay_seconds << YAML::EndMap;
   y << YAML::Key << "flapAlertPerHour" << YAML::Value << c.flap_alert_per_hour;
   y << YAML::Key << "fabric" << YAML::Value << YAML::BeginMap << YAML::Key << "rails" << YAML::Value
     << YAML::Flow << c.fabric.rails << YAML::Key << "hostInterface" << YAML::Value << c.fabric.host_interface;

@@ -161,6 +161,8 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
         p.failover.readmit_after_seconds);
   r.Int(fo, "maxHoldDownSeconds", "spec.failover.maxHoldDownSeconds", 1, kMaxMaxHoldDownSeconds,
         p.failover.max_hold_down_seconds);
+  r.Int(fo, "holdDownDecaySeconds", "spec.failover.holdDownDecaySeconds", 1, kMaxHoldDownDecaySeconds,
+        p.failover.hold_down_decay_seconds);
   if (r.ok() && p.failover.max_hold_down_seconds < p.failover.readmit_after_seconds) {
     r.Fail(FailoverOrderMessage("spec.failover", p.failover.readmit_after_seconds, p.failover.max_hold_down_seconds));
   }
@@ -264,7 +266,8 @@ Json ToJson(const FabricPolicySpec& p) {
                          {"asymmetryAllowanceNs", p.clock_sync.asymmetry_allowance_ns}}},
           {"failover", {{"enabled", p.failover.enabled},
                         {"readmitAfterSeconds", p.failover.readmit_after_seconds},
-                        {"maxHoldDownSeconds", p.failover.max_hold_down_seconds}}},
+                        {"maxHoldDownSeconds", p.failover.max_hold_down_seconds},
+                        {"holdDownDecaySeconds", p.failover.hold_down_decay_seconds}}},
           {"flapAlertPerHour", p.flap_alert_per_hour},
           {"rails", p.rails},
           {"hostInterface", p.host_interface},

@@ -68,4 +68,11 @@ Nanos RequiredCleanPeriod(const FabricOptions& o, int level) {
   return std::min(d, cap);
 }
 
+int HoldDownLevelCap(const FabricOptions& o) {
+  const Nanos cap = std::max(o.readmit_after, o.max_hold_down);
+  int level = 1;
+  while (RequiredCleanPeriod(o, level) < cap) ++level;
+  return level;
+}
+
 }  // namespace lockstep::fabric

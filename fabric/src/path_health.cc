@@ -180,7 +180,7 @@ void PathHealth::Deliver(Time at, std::vector<Transition>& out) {
 void PathHealth::Move(PathState to, Time at, std::vector<Transition>& out) {
   if (to == state_) return;
   const bool flap = to == PathState::kDown && state_ != PathState::kUnknown;
-  if (flap) ++level_;
+  if (flap && level_ < HoldDownLevelCap(options_)) ++level_;
   if (to == PathState::kDown) clean_since_.reset();
   out.push_back({key_, state_, to, at, flap});
   state_ = to;

@@ -33,6 +33,7 @@ TEST_CASE("FabricPolicy: the CRD's defaults are the C++ defaults", "[api]") {
   const Json& fo = schema["properties"]["spec"]["properties"]["failover"]["properties"];
   REQUIRE(fo["readmitAfterSeconds"]["maximum"] == kMaxReadmitAfterSeconds);
   REQUIRE(fo["maxHoldDownSeconds"]["maximum"] == kMaxMaxHoldDownSeconds);
+  REQUIRE(fo["holdDownDecaySeconds"]["maximum"] == kMaxHoldDownDecaySeconds);
   REQUIRE(schema["properties"]["spec"]["properties"]["flapAlertPerHour"]["maximum"] == kMaxFlapAlertPerHour);
 }
 

@@ -35,6 +35,7 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.failover.enabled == spec.failover.enabled);
   REQUIRE(c.failover.readmit_after_seconds == spec.failover.readmit_after_seconds);
   REQUIRE(c.failover.max_hold_down_seconds == spec.failover.max_hold_down_seconds);
+  REQUIRE(c.failover.hold_down_decay_seconds == spec.failover.hold_down_decay_seconds);
   REQUIRE(c.flap_alert_per_hour == spec.flap_alert_per_hour);
   REQUIRE(c.fabric.rails == spec.rails);
   REQUIRE(c.fabric.host_interface == spec.host_interface);
@@ -67,7 +68,8 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
     const int64_t readmit = pick(1, kMaxReadmitAfterSeconds);
     j["failover"] = {{"enabled", pick(0, 1) == 1},
                      {"readmitAfterSeconds", readmit},
-                     {"maxHoldDownSeconds", pick(readmit, kMaxMaxHoldDownSeconds)}};
+                     {"maxHoldDownSeconds", pick(readmit, kMaxMaxHoldDownSeconds)},
+                     {"holdDownDecaySeconds", pick(1, kMaxHoldDownDecaySeconds)}};
     Json rails = Json::array();
     for (int64_t r = 0, n = pick(0, kMaxRails); r < n; ++r) rails.push_back("ens" + std::to_string(r) + "f" + std::to_string(i));
     j["rails"] = rails;

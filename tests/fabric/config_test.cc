@@ -18,6 +18,7 @@ TEST_CASE("the default policy's settings are the core's defaults and meet the de
   REQUIRE(o->miss_threshold == d.miss_threshold);
   REQUIRE(o->readmit_after == d.readmit_after);
   REQUIRE(o->max_hold_down == d.max_hold_down);
+  REQUIRE(o->hold_down_decay == d.hold_down_decay);
   REQUIRE(o->flap_alert_per_hour == d.flap_alert_per_hour);
   REQUIRE(o->failover_enabled);
   REQUIRE(WorstCaseDetection(*o) <= 50ms);
@@ -26,7 +27,7 @@ TEST_CASE("the default policy's settings are the core's defaults and meet the de
 TEST_CASE("every failover setting reaches the options", "[fabric]") {
   auto c = api::ParseAgentConfig(
       "probe: {pathIntervalMs: 25, missThreshold: 5}\n"
-      "failover: {enabled: false, readmitAfterSeconds: 7, maxHoldDownSeconds: 70}\n"
+      "failover: {enabled: false, readmitAfterSeconds: 7, maxHoldDownSeconds: 70, holdDownDecaySeconds: 9}\n"
       "flapAlertPerHour: 3\n",
       "agent.yaml");
   REQUIRE(c.ok());
@@ -38,6 +39,7 @@ TEST_CASE("every failover setting reaches the options", "[fabric]") {
   REQUIRE_FALSE(o->failover_enabled);
   REQUIRE(o->readmit_after == 7s);
   REQUIRE(o->max_hold_down == 70s);
+  REQUIRE(o->hold_down_decay == 9s);
   REQUIRE(o->flap_alert_per_hour == 3);
 }
 

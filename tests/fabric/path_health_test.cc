@@ -184,9 +184,10 @@ TEST_CASE("repeated flaps double the hold-down up to the cap, and staying up dec
   d.Probe(At(0ms), true);
   Time t = At(10ms);
   std::vector<Nanos> clean_periods;
+  REQUIRE(HoldDownLevelCap(o) == 5);  // 2 s * 2^4 = 32 s >= 20 s
   for (int flap = 1; flap <= 6; ++flap) {
     Time down = Fail(d, t);
-    REQUIRE(d.h.hold_down_level() == flap);
+    REQUIRE(d.h.hold_down_level() == std::min(flap, 5));  // a flap at the cap does not raise the level
     d.Run(down, down + 30ms, [](Time) { return true; });  // recovering
     const Time first = down + 100us;
     const Time readmit = *d.h.ReadmitAt();
@@ -202,7 +203,28 @@ TEST_CASE("repeated flaps double the hold-down up to the cap, and staying up dec
   REQUIRE(d.h.hold_down_level() == level - 1);
   d.Run(t + 61s, t + 200s, [](Time) { return true; });
   REQUIRE(d.h.hold_down_level() == level - 3);
-  REQUIRE(RequiredCleanPeriod(o, d.h.hold_down_level() + 1) == 16s);
+  REQUIRE(RequiredCleanPeriod(o, d.h.hold_down_level() + 1) == 8s);
+}
+
+TEST_CASE("a burst of flaps is forgiven after HoldDownLevelCap decay periods up, however long it was", "[fabric]") {
+  FabricOptions o;  // readmit 2 s, cap 300 s, decay 60 s
+  o.hold_down_decay = 10s;
+  REQUIRE(HoldDownLevelCap(o) == 9);
+  REQUIRE(HoldDownLevelCap(FabricOptions{}) == 9);
+  Driver d(Immediate(o));
+  d.Probe(At(0ms), true);
+  Time t = At(10ms);
+  for (int flap = 1; flap <= 30; ++flap) {  // down, then one good probe: recovering, never re-admitted
+    t = Fail(d, t);
+    d.Probe(t, true);
+    t += 10ms;
+  }
+  REQUIRE(d.h.hold_down_level() == 9);
+  REQUIRE(*d.h.ReadmitAt() - (t - 10ms + 100us) == 300s);
+  // Clean from here: re-admitted after the cap, then one level per decay period up.
+  d.Run(t, t + 300s + 9 * 10s + 1s, [](Time) { return true; });
+  REQUIRE(d.h.state() == PathState::kUp);
+  REQUIRE(d.h.hold_down_level() == 0);
 }
 
 TEST_CASE("loss and delay percentiles cover the recent window only", "[fabric]") {

@@ -10,6 +10,7 @@ Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
   o.failover_enabled = config.failover.enabled;
   o.readmit_after = std::chrono::seconds(config.failover.readmit_after_seconds);
   o.max_hold_down = std::chrono::seconds(config.failover.max_hold_down_seconds);
+  o.hold_down_decay = std::chrono::seconds(config.failover.hold_down_decay_seconds);
   o.flap_alert_per_hour = config.flap_alert_per_hour;
   if (Status s = Validate(o); !s.ok()) {
     return InvalidArgument("agent.yaml probe/failover settings: " + s.error().message);

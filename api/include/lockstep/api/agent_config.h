@@ -54,6 +54,7 @@ struct AgentConfig {
     bool enabled = true;  // false: monitor and report paths, never steer routes
     int readmit_after_seconds = kReadmitAfterSeconds;
     int max_hold_down_seconds = kMaxHoldDownSeconds;  // >= readmit_after_seconds
+    int hold_down_decay_seconds = kHoldDownDecaySeconds;
     bool operator==(const Failover&) const = default;
   } failover;
   int flap_alert_per_hour = kFlapAlertPerHour;

@@ -40,6 +40,7 @@ inline constexpr int kPathProbeIntervalMs = 14;
 inline constexpr int kMissThreshold = 3;
 inline constexpr int kReadmitAfterSeconds = 2;   // clean period before a recovered path carries traffic
 inline constexpr int kMaxHoldDownSeconds = 300;  // cap of the exponential hold-down of flapping paths
+inline constexpr int kHoldDownDecaySeconds = 60;  // each this long up lowers a path's hold-down level by one
 inline constexpr int kFlapAlertPerHour = 8;
 
 // Bounds shared by the CRD schema, the operator and the agent.
@@ -52,6 +53,7 @@ inline constexpr int64_t kMaxAsymmetryAllowanceNs = 1'000'000;
 inline constexpr int kMaxMissThreshold = 100;
 inline constexpr int kMaxReadmitAfterSeconds = 3600;
 inline constexpr int kMaxMaxHoldDownSeconds = 86400;
+inline constexpr int kMaxHoldDownDecaySeconds = 86400;
 inline constexpr int kMaxFlapAlertPerHour = 10000;
 inline constexpr int kMaxRails = 16;  // spec.rails
 

@@ -64,6 +64,7 @@ struct FailoverSpec {
   bool enabled = true;  // false: monitor and report only, never steer routes
   int readmit_after_seconds = kReadmitAfterSeconds;  // 1..3600
   int max_hold_down_seconds = kMaxHoldDownSeconds;   // 1..86400, >= readmit_after_seconds
+  int hold_down_decay_seconds = kHoldDownDecaySeconds;  // 1..86400
   bool operator==(const FailoverSpec&) const = default;
 };
 

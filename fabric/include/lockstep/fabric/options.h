@@ -56,7 +56,9 @@ struct FabricOptions {
 
   // Re-admission: a recovered path carries traffic again after a clean period
   // (no miss) of readmit_after * 2^(level-1), capped at max_hold_down, where
-  // level counts recent downs; each hold_down_decay spent up lowers it by one.
+  // level counts recent downs (up to HoldDownLevelCap); each hold_down_decay
+  // spent up lowers it by one. docs/architecture.md "Re-admission and
+  // hold-down" gives the policy's reasons.
   Nanos readmit_after = 2s;
   Nanos max_hold_down = 300s;
   Nanos hold_down_decay = 60s;
@@ -121,5 +123,11 @@ Nanos WorstCaseDetectionStalled(const FabricOptions& options, Nanos lateness);
 // (level >= 1 after its first down): readmit_after * 2^(level-1), at most
 // max(readmit_after, max_hold_down).
 Nanos RequiredCleanPeriod(const FabricOptions& options, int level);
+
+// The lowest hold-down level whose clean period is the cap (9 at the defaults:
+// 2 s * 2^8 >= 300 s). A path's level stops rising there, so any burst of flaps,
+// ten or a thousand, is forgiven after at most this many hold_down_decay periods
+// up (9 minutes at the defaults).
+int HoldDownLevelCap(const FabricOptions& options);
 
 }  // namespace lockstep::fabric
