@@ -32,16 +32,22 @@ Arms, one after another:
   checkpoint_restart  torchrun --max_restarts, a checkpoint every --checkpoint-every steps,
                       process group timeout --hang-s (finds the hang); planned and
                       pre-emptive become what a drain does without Lockstep: SIGTERM
-                      to the rank's process
+                      to the rank's process, which saves a checkpoint at the next step
+                      boundary and exits (--save-on-sigterm, as its users write it)
   lockstep_hot        lockstep_train + lockstep-coordinator (--spares 1: a spare is running)
   lockstep_cold       the same with --spares 0 (a spare is started when one is needed)
+  lockstep_remote     lockstep_hot as if every rank ran on another host: the coordinator
+                      neither watches pids nor fences (--pid-check off --fence none), so
+                      failures are found by the ranks' reports and heartbeat timeouts
   lockstep_ref        (not by default) lockstep_train without faults: the library's
                       own fault-free reference, if it differs from plain DDP
 
 Then, with ddp and lockstep_hot among the arms, --overhead-rounds interleaved
 fault-free rounds of --overhead-steps steps: ddp and lockstep_hot (library,
 coordinator, one idle hot spare) back to back, ABBA order. overhead_percent (top
-level) is the median of the rounds' ratios of rank 0's median step time; the arms'
+level) is the mean of the rounds' ratios of rank 0's mean step time, with its 95%
+interval (overhead_ci95_percent; not resolvable below its half-width where it holds
+0); overhead_median_step_percent the median of median-step ratios; the arms'
 inrun_overhead_percent compares arms run minutes apart (steps during faults,
 recoveries and spare starts left out).
 
@@ -83,16 +89,16 @@ std::vector<ScheduledFault> ParseSchedule(const std::string& spec) {
 
 int Main(int argc, char** argv) {
   Options o;
-  std::vector<std::string> arms = {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold"};
+  std::vector<std::string> arms = {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote"};
   std::vector<std::string> kinds = {"kill", "stop", "planned", "preemptive"};
   std::string schedule;
   bool quick = false;
   int overhead_rounds = 4, overhead_steps = 100;
   bool overhead_only = false;
   CLI::App app{kAbout, "migration"};
-  app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold)")
+  app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold,lockstep_remote)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_ref"}));
+      ->check(CLI::IsMember({"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref"}));
   app.add_option("--faults", kinds, "fault kinds to inject (default kill,stop,planned,preemptive)")
       ->delimiter(',')
       ->check(CLI::IsMember({"kill", "stop", "planned", "preemptive"}));

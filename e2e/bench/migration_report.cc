@@ -62,28 +62,46 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
   out["schedule"] = sched;
   out["uptime"] = uptime;
   // The steady-state overhead: interleaved fault-free rounds (see docs/benchmarks.md).
-  std::vector<Round> rs;
+  std::vector<Round> rs, rs_mean;
   ordered_json ddp_ms = ordered_json::array(), ls_ms = ordered_json::array(), order = ordered_json::array();
+  ordered_json ddp_mean_ms = ordered_json::array(), ls_mean_ms = ordered_json::array();
   bool rounds_ok = !rounds.empty();
   for (const auto& r : rounds) {
     rs.push_back({r.ddp.score.step_s, r.lockstep.score.step_s});
+    rs_mean.push_back({r.ddp.score.step_mean_s, r.lockstep.score.step_mean_s});
+    ddp_mean_ms.push_back(r.ddp.score.step_mean_s ? Opt(*r.ddp.score.step_mean_s * 1000, 2) : ordered_json(nullptr));
+    ls_mean_ms.push_back(r.lockstep.score.step_mean_s ? Opt(*r.lockstep.score.step_mean_s * 1000, 2)
+                                                      : ordered_json(nullptr));
     ddp_ms.push_back(r.ddp.score.step_s ? Opt(*r.ddp.score.step_s * 1000, 2) : ordered_json(nullptr));
     ls_ms.push_back(r.lockstep.score.step_s ? Opt(*r.lockstep.score.step_s * 1000, 2) : ordered_json(nullptr));
     order.push_back(r.ddp_first ? "ddp,lockstep_hot" : "lockstep_hot,ddp");
     rounds_ok = rounds_ok && r.ddp.completed && r.lockstep.completed && r.ddp.sha256 && r.lockstep.sha256 &&
                 *r.ddp.sha256 == *r.lockstep.sha256;
   }
-  const RoundsScore score = ScoreRounds(rs);
-  out["overhead_percent"] = Opt(score.median_percent, 2);
+  const RoundsScore score = ScoreRounds(rs), mean = ScoreRounds(rs_mean);
+  // The headline: the mean over rounds of the ratio of mean step times (every step,
+  // periodic checks included), with its 95% interval; "not resolvable below" the
+  // half-width where the interval holds 0.
+  out["overhead_percent"] = Opt(mean.mean_percent, 2);
+  out["overhead_ci95_percent"] = mean.ci95_low ? ordered_json::array({Opt(mean.ci95_low, 2), Opt(mean.ci95_high, 2)})
+                                               : ordered_json(nullptr);
+  out["overhead_resolvable"] = mean.mean_percent ? ordered_json(mean.resolvable) : ordered_json(nullptr);
+  out["overhead_not_resolvable_below_percent"] =
+      mean.ci95_half_width && !mean.resolvable ? Opt(mean.ci95_half_width, 2) : ordered_json(nullptr);
+  out["overhead_median_step_percent"] = Opt(score.median_percent, 2);  // the median of median-step ratios
   ordered_json steady;
   steady["rounds"] = rounds.size();
   steady["steps"] = round_steps;
   steady["order"] = order;
   steady["ddp_step_ms"] = ddp_ms;
   steady["lockstep_hot_step_ms"] = ls_ms;
-  ordered_json pct = ordered_json::array();
+  steady["ddp_mean_step_ms"] = ddp_mean_ms;
+  steady["lockstep_hot_mean_step_ms"] = ls_mean_ms;
+  ordered_json pct = ordered_json::array(), pct_mean = ordered_json::array();
   for (const auto& p : score.round_percent) pct.push_back(Opt(p, 2));
-  steady["round_overhead_percent"] = pct;
+  for (const auto& p : mean.round_percent) pct_mean.push_back(Opt(p, 2));
+  steady["round_overhead_percent"] = pct_mean;
+  steady["round_median_step_overhead_percent"] = pct;
   steady["all_completed_and_equal"] = rounds.empty() ? ordered_json(nullptr) : ordered_json(rounds_ok);
   out["steady_state"] = steady;
   ordered_json js = ordered_json::object();
@@ -124,6 +142,7 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
                     {"target_step", f.target_step},
                     {"detect_s", Opt(f.detect_s)},
                     {"recover_s", Opt(f.recover_s)},
+                    {"stall_s", Opt(f.stall_s)},
                     {"note", f.fault.note}});
     }
     j["faults"] = fs;
@@ -156,15 +175,23 @@ std::string Table(const ordered_json& summary) {
   if (st["rounds"].get<size_t>() > 0) {
     out += "\nsteady-state overhead (lockstep_hot with an idle hot spare vs ddp, " + std::to_string(st["rounds"].get<size_t>()) +
            " interleaved fault-free rounds of " + std::to_string(st["steps"].get<int>()) +
-           " steps, ABBA): median " + Num(summary["overhead_percent"]) + "%; rounds:";
+           " steps, ABBA; mean step times): mean " + Num(summary["overhead_percent"]) + "%";
+    if (summary["overhead_ci95_percent"].is_array()) {
+      out += ", 95% interval [" + Num(summary["overhead_ci95_percent"][0]) + ", " +
+             Num(summary["overhead_ci95_percent"][1]) + "]%";
+      if (!summary["overhead_not_resolvable_below_percent"].is_null()) {
+        out += ": not resolvable below " + Num(summary["overhead_not_resolvable_below_percent"]) + "%";
+      }
+    }
+    out += "; median-step median " + Num(summary["overhead_median_step_percent"]) + "%; rounds:";
     for (size_t i = 0; i < st["round_overhead_percent"].size(); ++i) {
-      out += " " + Num(st["round_overhead_percent"][i]) + "% (" + Num(st["ddp_step_ms"][i], "%.1f") + " / " +
-             Num(st["lockstep_hot_step_ms"][i], "%.1f") + " ms)";
+      out += " " + Num(st["round_overhead_percent"][i]) + "% (" + Num(st["ddp_mean_step_ms"][i], "%.1f") + " / " +
+             Num(st["lockstep_hot_mean_step_ms"][i], "%.1f") + " ms)";
     }
     out += "; every round completed with equal hashes: " + Num(st["all_completed_and_equal"]) + "\n";
   }
-  out += "\nfaults (detect: fault -> the job noticed; recover: fault -> every rank committed a step >= target;\n"
-         "planned/preemptive under Lockstep: from the paused step boundary):\n";
+  out += "\nfaults (detect: fault -> the job noticed; recover: fault or request -> every rank committed a step >= "
+         "target;\nstall: Lockstep's planned/preemptive moves, from the paused step boundary):\n";
   for (const auto& [name, a] : summary["arms"].items()) {
     if (!a["ran"].get<bool>()) continue;
     if (a.contains("note")) out += "  " + name + ": " + a["note"].get<std::string>() + "\n";
@@ -172,6 +199,7 @@ std::string Table(const ordered_json& summary) {
       out += "  " + name + ": " + f["kind"].get<std::string>() + " rank " + std::to_string(f["rank"].get<int>()) +
              " (target step " + std::to_string(f["target_step"].get<int>()) + "): detect " + Num(f["detect_s"]) +
              " s, recover " + Num(f["recover_s"]) + " s" +
+             (f["stall_s"].is_null() ? "" : ", stall " + Num(f["stall_s"]) + " s") +
              (f["note"].get<std::string>().empty() ? "" : " (" + f["note"].get<std::string>() + ")") + "\n";
     }
   }

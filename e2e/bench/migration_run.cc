@@ -244,10 +244,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     argv.insert(argv.end(), wl.begin(), wl.end());
     argv.insert(argv.end(), {"--mode", "ddp", "--hang-s", std::to_string(o.hang_s)});
     if (arm == "checkpoint_restart") {
-      argv.insert(argv.end(), {"--checkpoint-dir", dir + "/ckpt", "--checkpoint-every", std::to_string(o.checkpoint_every)});
+      argv.insert(argv.end(), {"--checkpoint-dir", dir + "/ckpt", "--checkpoint-every", std::to_string(o.checkpoint_every),
+                               "--save-on-sigterm"});
     }
     started.children.push_back(Child::Spawn(argv, dir + "/torchrun.log"));
   } else {
+    const bool hot = arm != "lockstep_cold", remote = arm == "lockstep_remote";
     const std::string port_file = dir + "/coordinator.port";
     std::vector<std::string> spare = {"env", "LOCKSTEP_ROLE=spare", "PYTHONPATH=" + tools.pylib, tools.python};
     spare.insert(spare.end(), wl.begin(), wl.end());
@@ -257,8 +259,10 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     started.children.push_back(Child::Spawn(
         {tools.coordinator, "--job", "bench-" + arm, "--world-size", std::to_string(o.world_size), "--listen",
          "127.0.0.1:0", "--port-file", port_file, "--state-file", dir + "/coordinator.state", "--heartbeat-timeout", hb,
-         "--spares", arm == "lockstep_hot" ? std::to_string(o.hot_spares) : "0", "--spare-command", Join(spare),
-         "--fence", "local"},
+         "--spares", hot ? std::to_string(o.hot_spares) : "0", "--spare-command", Join(spare),
+         // lockstep_remote: as if every rank ran on another host (no pid watch, no local
+         // fence): failures are found by the ranks' reports and heartbeat timeouts only.
+         "--fence", remote ? "none" : "local", "--pid-check", remote ? "off" : "auto"},
         dir + "/coordinator.log"));
     for (int i = 0; i < 200 && ReadFile(port_file).empty(); ++i) {
       if (!started.children[0].Alive()) Die("lockstep-coordinator exited at start; see " + dir + "/coordinator.log");
@@ -268,7 +272,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     if (port.empty()) Die("lockstep-coordinator wrote no port file in 10 s; see " + dir + "/coordinator.log");
     coord_url = "http://127.0.0.1:" + std::to_string(std::atoi(port.c_str()));
     // The spares already running (the coordinator refills the pool to --hot-spares later).
-    for (int i = 0; arm == "lockstep_hot" && i < o.hot_spares; ++i) {
+    for (int i = 0; hot && i < o.hot_spares; ++i) {
       const std::string log = dir + "/spare" + std::to_string(i) + ".log";
       std::vector<std::string> argv = {"env", "LOCKSTEP_COORDINATOR=" + coord_url};
       argv.insert(argv.end(), spare.begin(), spare.end());
@@ -327,7 +331,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       } else if (live.rank_pid.count(f.rank)) {
         ::kill(live.rank_pid[f.rank], SIGTERM);  // a drain without Lockstep: the rank's process is stopped
       }
-      faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt, ""});
+      faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt, "", std::nullopt});
     }
     bool done = false;
     if (!IsLockstep(arm)) {
@@ -368,7 +372,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   const WorkloadLog log = ParseWorkloadLog(ReadFile(log_path));
   for (const auto& e : log.events) {
     if (e.event != "fault") continue;
-    Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt, ""};
+    Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt, "", std::nullopt};
     f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
     if (IsLockstep(arm)) {
       const auto c = DetectedByCoordinator(state, f.t);
@@ -376,11 +380,29 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     }
     faults.push_back(f);
   }
-  // Planned and pre-emptive migrations: the stall is measured from the step
-  // boundary the job paused at (pause_at_step, committed by every rank) to the
-  // next step committed by every rank.
+  // Planned and pre-emptive moves, both arms timed from the request (the POST, or
+  // the SIGTERM a drain sends without Lockstep) to every rank committing the first
+  // step after the move. Lockstep: the step after the boundary the job paused at
+  // (pause_at_step); the note gives the stall from that boundary too. Checkpoint-
+  // restart: the step the restarted group resumes from (its save-on-SIGTERM
+  // checkpoint), or the step after the last one committed, if that is later.
   for (auto& f : faults) {
-    if ((f.kind != "planned" && f.kind != "preemptive") || !IsLockstep(arm)) continue;
+    if (f.kind != "planned" && f.kind != "preemptive") continue;
+    if (!IsLockstep(arm)) {
+      int target = -1;
+      for (const auto& c : log.commits) {
+        if (c.t <= f.t) target = std::max(target, c.step + 1);
+      }
+      for (const auto& e : log.events) {
+        if (e.event == "resume" && e.t > f.t) {
+          target = std::max(target, e.step);
+          f.note = "restarted from step " + std::to_string(e.step);
+          break;
+        }
+      }
+      if (target >= 0) f.target_step = target;
+      continue;
+    }
     f.target_step = o.steps;  // none unless the migration paused the job (a pending one never did)
     f.note = "the migration did not happen before training ended";
     if (!migrations.is_array()) continue;
@@ -388,14 +410,15 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       if (!m.is_object() || m.value("rank", -1) != f.rank || m.value("kind", "") != f.kind) continue;
       if (!m.contains("pause_at_step") || !m["pause_at_step"].is_number_integer()) continue;
       const int s = m["pause_at_step"].get<int>();
-      double last = 0;
+      double paused = 0;
       for (const auto& c : log.commits) {
-        if (c.step == s && c.t > f.t) last = std::max(last, c.t);
+        if (c.step == s && c.t > f.t) paused = std::max(paused, c.t);
       }
-      if (last > 0) {
-        f.t = last;
+      if (paused > 0) {
         f.target_step = s + 1;
-        f.note = "migration " + m.value("id", std::string("?")) + " " + m.value("state", std::string("?")) + ", paused after step " + std::to_string(s);
+        f.paused_t = paused;
+        f.note = "migration " + m.value("id", std::string("?")) + " " + m.value("state", std::string("?")) +
+                 ", paused after step " + std::to_string(s);
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "migration_score.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -40,6 +41,15 @@ std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, doub
     worst = std::max(worst, *f);
   }
   return worst;
+}
+
+// The 97.5th percentile of Student's t with `df` degrees of freedom (df >= 1).
+double StudentT975(int df) {
+  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                  2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                  2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df <= 30) return kTable[df - 1];
+  return df <= 60 ? 2.000 : df <= 120 ? 1.980 : 1.960;
 }
 
 }  // namespace
@@ -113,6 +123,7 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
       fs.recover_s = *done - f.t;
       recovers.push_back(*fs.recover_s);
     }
+    if (done && f.paused_t && *f.paused_t <= *done) fs.stall_s = *done - *f.paused_t;
     windows.push_back({f.t, done ? *done : 1e300});
     s.faults.push_back(fs);
   }
@@ -166,7 +177,12 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
     for (const auto& [from, to] : windows) in_fault = in_fault || (b.t > from && a.t < to);
     if (!in_fault) dts.push_back(b.t - a.t);
   }
-  if (!dts.empty()) s.step_s = Median(dts);
+  if (!dts.empty()) {
+    double sum = 0;
+    for (double d : dts) sum += d;
+    s.step_mean_s = sum / double(dts.size());
+    s.step_s = Median(dts);
+  }
   s.steady_steps = static_cast<int>(dts.size());
   return s;
 }
@@ -179,6 +195,19 @@ RoundsScore ScoreRounds(const std::vector<Round>& rounds) {
     if (out.round_percent.back()) ok.push_back(*out.round_percent.back());
   }
   if (!ok.empty()) out.median_percent = Median(ok);
+  if (ok.size() >= 2) {
+    const size_t n = ok.size();
+    double sum = 0, sq = 0;
+    for (double p : ok) sum += p;
+    const double mean = sum / double(n);
+    for (double p : ok) sq += (p - mean) * (p - mean);
+    const double half = StudentT975(int(n) - 1) * std::sqrt(sq / double(n - 1)) / std::sqrt(double(n));
+    out.mean_percent = mean;
+    out.ci95_low = mean - half;
+    out.ci95_high = mean + half;
+    out.ci95_half_width = half;
+    out.resolvable = mean - half > 0 || mean + half < 0;
+  }
   return out;
 }
 

@@ -49,6 +49,7 @@ struct Fault {
   std::optional<int> target_step;
   std::optional<double> detected_t;  // when the job noticed it (unplanned faults)
   std::string note;                  // e.g. what became of a requested migration
+  std::optional<double> paused_t;    // a Lockstep move: when every rank had committed the step it paused after
 };
 
 struct FaultScore {
@@ -56,6 +57,7 @@ struct FaultScore {
   int target_step = 0;
   std::optional<double> detect_s;   // detected_t - t
   std::optional<double> recover_s;  // t -> every rank committed a step >= target_step
+  std::optional<double> stall_s;    // paused_t -> every rank committed a step >= target_step
 };
 
 struct Stat {
@@ -79,6 +81,7 @@ struct ArmScore {
   int lost_steps = 0;        // committed steps computed again (max over ranks)
   int healthy_restarts = 0;  // pid changes of a rank not explained by a fault on that rank
   std::optional<double> step_s;  // median rank-0 step time outside fault and `busy` windows
+  std::optional<double> step_mean_s;  // their mean (periodic costs, e.g. fingerprint checks, count)
   int steady_steps = 0;          // how many rank-0 step intervals that median is over
   int final_step = -1;           // highest step committed by every rank
   bool step_went_back = false;   // some rank committed a step it had committed before
@@ -101,6 +104,11 @@ struct Round {
 struct RoundsScore {
   std::vector<std::optional<double>> round_percent;  // per round
   std::optional<double> median_percent;
+  // The mean of the rounds' percents and its 95% confidence interval (Student's t,
+  // rounds - 1 degrees of freedom; none below two rounds). An interval that holds 0
+  // cannot tell the overhead from noise: it is "not resolvable below" its half-width.
+  std::optional<double> mean_percent, ci95_low, ci95_high, ci95_half_width;
+  bool resolvable = false;
 };
 RoundsScore ScoreRounds(const std::vector<Round>& rounds);
 

@@ -42,6 +42,8 @@ jq -e 'all(.faults[]; .recover_s != null and (.kind == "planned" or .detect_s !=
   fail "lockstep_hot: a fault was never detected or never recovered from: $hot"
 jq -e '.faults[] | select(.kind == "planned") | .note | test("^migration [^ ]+ done, paused after step")' \
   <<<"$hot" >/dev/null || fail "lockstep_hot: the planned migration did not complete: $hot"
+jq -e '.faults[] | select(.kind == "planned") | .stall_s != null and .stall_s <= .recover_s' <<<"$hot" >/dev/null ||
+  fail "lockstep_hot: the planned migration has no stall from its paused step boundary: $hot"
 jq -e '.lost_steps == 0 and (.step_went_back | not)' <<<"$hot" >/dev/null || fail "lockstep_hot lost committed steps: $hot"
 jq -e '.healthy_restarts == 0' <<<"$hot" >/dev/null || fail "lockstep_hot restarted healthy ranks: $hot"
 jq -e '.bit_identical == true' <<<"$hot" >/dev/null ||

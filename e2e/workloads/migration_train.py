@@ -9,6 +9,11 @@ Run with Debian's /usr/bin/python3 (torch 1.13, gloo, CPU), one thread per proce
                    --checkpoint-every steps (torch.save, write + rename) and every
                    rank resumes from the latest one at start: the
                    checkpoint-restart arm under `torchrun --max-restarts N`.
+                   With --save-on-sigterm too (what users of checkpoint-restart
+                   write for drains and pre-emptions): a rank sent SIGTERM saves a
+                   checkpoint at the next step boundary (its replica is every
+                   rank's under DDP), logs it and exits 143, so torchrun restarts
+                   the group from that step and no committed step is run again.
                    A collective error logs an `error` event and exits 1.
   --mode lockstep  the same loop on the lockstep_train library (python/lockstep_train,
                    docs/migration.md): LOCKSTEP_COORDINATOR, LOCKSTEP_ROLE=rank|spare,
@@ -29,7 +34,7 @@ Log (--log FILE, appended, one JSON line per event, `t` = time.time()):
   {"event":"step","rank":r,"step":s,"pid":..,"loss":..,"t":..}   step s committed (optimizer applied it)
   {"event":"fault","kind":"kill"|"stop","rank":r,"step":s,"pid":..,"t":..}
   {"event":"error","rank":r,"step":s,"error":..,"t":..}          ddp: a collective failed
-  {"event":"checkpoint","step":s,"t":..} / {"event":"resume","step":s,"t":..}
+  {"event":"checkpoint","step":s,"t":..,"reason":"periodic"|"sigterm"} / {"event":"resume","step":s,"t":..}
   {"event":"lib", ...}                                            lockstep_train's on_event events
   {"event":"end","rank":r,"steps":n,"sha256":..(rank 0),"t":..}
 Rank 0 writes the sha256 of the final parameters (their exact bytes, in
@@ -144,6 +149,24 @@ def latest_checkpoint(d):
     return best
 
 
+def save_checkpoint(a, rank, step, model, opt, reason):
+    """Write ckpt-<step>.pt (write + rename; the temporary name is this process's own, as
+    ranks sent SIGTERM together may save the same step) and remove older ones."""
+    import torch
+
+    path = os.path.join(a.checkpoint_dir, "ckpt-%d.pt" % step)
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, tmp)
+    os.replace(tmp, path)
+    for old in glob.glob(os.path.join(a.checkpoint_dir, "ckpt-*.pt")):
+        if old != path:
+            try:
+                os.unlink(old)
+            except FileNotFoundError:  # another rank's save removed it first
+                pass
+    log({"event": "checkpoint", "rank": rank, "step": step, "pid": os.getpid(), "reason": reason})
+
+
 def run_ddp(a, faults):
     import torch
     import torch.distributed as dist
@@ -166,6 +189,10 @@ def run_ddp(a, faults):
             log({"event": "resume", "rank": rank, "step": start, "pid": os.getpid()})
     ddp = nn.parallel.DistributedDataParallel(model)
     step = start
+    term = {"asked": False}
+    if a.save_on_sigterm:
+        # Only a flag here: the save happens between steps, where the state is consistent.
+        signal.signal(signal.SIGTERM, lambda *_: term.__setitem__("asked", True))
     try:
         while step < a.steps:
             t0 = time.time()
@@ -178,14 +205,12 @@ def run_ddp(a, faults):
             log({"event": "step", "rank": rank, "step": step, "pid": os.getpid(), "loss": round(loss.item(), 6)})
             pad(a, t0)
             step += 1
+            if term["asked"] and step < a.steps:
+                save_checkpoint(a, rank, step, model, opt, "sigterm")
+                log({"event": "exit", "rank": rank, "step": step, "pid": os.getpid(), "reason": "sigterm"})
+                return 143  # as if the signal had ended it: torchrun restarts the group
             if a.checkpoint_dir and rank == 0 and step % a.checkpoint_every == 0 and step < a.steps:
-                path = os.path.join(a.checkpoint_dir, "ckpt-%d.pt" % step)
-                torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, path + ".tmp")
-                os.replace(path + ".tmp", path)
-                for old in glob.glob(os.path.join(a.checkpoint_dir, "ckpt-*.pt")):
-                    if old != path:
-                        os.unlink(old)
-                log({"event": "checkpoint", "rank": rank, "step": step})
+                save_checkpoint(a, rank, step, model, opt, "periodic")
     except Exception as e:  # noqa: BLE001 - a collective failed: a peer died or hung past the timeout
         log({"event": "error", "rank": rank, "step": step, "pid": os.getpid(), "error": str(e).splitlines()[0][:300]})
         return 1
@@ -254,12 +279,16 @@ def main():
     p.add_argument("--marker-dir", help="where fault markers live (each fault fires once)")
     p.add_argument("--checkpoint-dir", help="ddp: checkpoint here and resume from the latest")
     p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--save-on-sigterm", action="store_true",
+                   help="ddp with --checkpoint-dir: on SIGTERM, checkpoint at the next step boundary and exit 143")
     p.add_argument("--hash-file", help="rank 0 writes the final parameters' sha256 here")
     p.add_argument("--hang-s", type=float, default=30.0, help="ddp: process group timeout (gloo default: 1800)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--min-step-s", type=float, default=0.0,
                    help="sleep after a step that took less (the benchmark's quick mode: time for spares to start)")
     a = p.parse_args()
+    if a.save_on_sigterm and not a.checkpoint_dir:
+        p.error("--save-on-sigterm needs --checkpoint-dir")
     if a.log:
         LOG["fd"] = os.open(a.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     # Before the seconds of `import torch`: the benchmark leaves a spare's start out of

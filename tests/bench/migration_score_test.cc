@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "migration_score.h"
 
 namespace lockstep::bench::migration {
@@ -31,7 +33,7 @@ TEST_CASE("migration score: a spare replays the interrupted step", "[bench]") {
   WorkloadLog log;
   Run(log, 0, 10, 0, {10, 11, 12, 13});   // steps 0-9 at t 0..9
   Run(log, 10, 20, 11.5, {10, 11, 99, 13});  // rank 2 is now the spare (pid 99)
-  Fault kill{"kill", 2, 9.5, 10, 9.6, ""};
+  Fault kill{"kill", 2, 9.5, 10, 9.6, "", std::nullopt};
   const ArmScore s = ScoreArm(log, {kill}, 4);
   REQUIRE(s.faults.size() == 1);
   CHECK(*s.faults[0].detect_s == Approx(0.1));
@@ -47,7 +49,7 @@ TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts eve
   WorkloadLog log;
   Run(log, 0, 15, 0, {10, 11, 12, 13});
   Run(log, 10, 20, 20, {20, 21, 22, 23});  // all restarted from the checkpoint at step 10
-  Fault kill{"kill", 2, 14.5, std::nullopt, std::nullopt, ""};
+  Fault kill{"kill", 2, 14.5, std::nullopt, std::nullopt, "", std::nullopt};
   const ArmScore s = ScoreArm(log, {kill}, 4);
   CHECK(s.faults[0].target_step == 15);  // highest committed at the fault + 1
   CHECK(*s.faults[0].recover_s == Approx(25.03 - 14.5));
@@ -60,7 +62,7 @@ TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts eve
 TEST_CASE("migration score: a rank that never recovers has no recover time", "[bench]") {
   WorkloadLog log;
   Run(log, 0, 5, 0, {10, 11, 12, 13});
-  const ArmScore s = ScoreArm(log, {{"stop", 1, 4.5, 5, std::nullopt, ""}}, 4);
+  const ArmScore s = ScoreArm(log, {{"stop", 1, 4.5, 5, std::nullopt, "", std::nullopt}}, 4);
   CHECK_FALSE(s.faults[0].recover_s);
   CHECK_FALSE(s.recover_s.p50);
   CHECK(s.final_step == 4);
@@ -99,6 +101,45 @@ TEST_CASE("migration score: interleaved rounds give the median of their overhead
   CHECK_FALSE(r.round_percent[2]);  // a round without both times is left out
   CHECK(*r.median_percent == Approx(2.0));
   CHECK_FALSE(ScoreRounds({}).median_percent);
+}
+
+TEST_CASE("migration score: the rounds' mean overhead with its 95% interval, and whether it is resolvable", "[bench]") {
+  // Percents 2, -1, 5: mean 2, sample sd 3, half-width t(2) * 3 / sqrt(3) = 4.303 * 1.732.
+  const RoundsScore noisy = ScoreRounds({{1.0, 1.02}, {1.0, 0.99}, {1.0, 1.05}});
+  CHECK(*noisy.mean_percent == Approx(2.0));
+  CHECK(*noisy.ci95_half_width == Approx(4.303 * std::sqrt(3.0)).epsilon(1e-4));
+  CHECK(*noisy.ci95_low == Approx(2.0 - 4.303 * std::sqrt(3.0)).epsilon(1e-4));
+  CHECK_FALSE(noisy.resolvable);  // the interval holds 0
+  // Percents 3, 4, 5, 4: mean 4, sd 0.8165, half-width t(3) * 0.8165 / 2 = 1.299: above 0.
+  const RoundsScore clear = ScoreRounds({{1.0, 1.03}, {1.0, 1.04}, {1.0, 1.05}, {1.0, 1.04}});
+  CHECK(*clear.mean_percent == Approx(4.0));
+  CHECK(*clear.ci95_low == Approx(4.0 - 3.182 * std::sqrt(2.0 / 3.0) / 2).epsilon(1e-4));
+  CHECK(clear.resolvable);
+  CHECK_FALSE(ScoreRounds({{1.0, 1.03}}).mean_percent);  // one round: no interval
+}
+
+TEST_CASE("migration score: a planned move is timed from the request, its stall from the paused boundary", "[bench]") {
+  WorkloadLog log;
+  Run(log, 0, 10, 0, {10, 11, 12, 13});      // steps 0-9 at t 0..9
+  Run(log, 10, 20, 10.5, {10, 11, 12, 99});  // rank 3 moved to pid 99 after step 9
+  Fault planned{"planned", 3, 7.2, 10, std::nullopt, "", 9.03};  // asked at 7.2; every rank had step 9 at 9.03
+  const ArmScore s = ScoreArm(log, {planned}, 4);
+  CHECK(*s.faults[0].recover_s == Approx(10.53 - 7.2));
+  CHECK(*s.faults[0].stall_s == Approx(10.53 - 9.03));
+  CHECK(s.healthy_restarts == 0);  // rank 3's new pid is the move
+  Fault unplanned{"kill", 2, 9.5, 10, 9.6, "", std::nullopt};
+  CHECK_FALSE(ScoreArm(log, {unplanned}, 4).faults[0].stall_s);
+}
+
+TEST_CASE("migration score: mean step time counts the slow steps the median hides", "[bench]") {
+  WorkloadLog log;
+  for (int s = 0; s < 11; ++s) {  // 1 s steps; step 5 -> 6 takes 3 s (a periodic check)
+    const double t = s + (s >= 6 ? 2.0 : 0.0);
+    for (int r = 0; r < 4; ++r) log.commits.push_back({r, s, 10 + r, t});
+  }
+  const ArmScore s = ScoreArm(log, {}, 4);
+  CHECK(*s.step_s == Approx(1.0));
+  CHECK(*s.step_mean_s == Approx(12.0 / 10));
 }
 
 TEST_CASE("migration score: summaries and overhead", "[bench]") {
