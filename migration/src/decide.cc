@@ -333,9 +333,14 @@ void DecideNext(JobState& s, double now, Actions& a) {
     const Member& m = *s.Find(g.members[r]);
     in.max_known = std::max(in.max_known, m.hb_step);
     if (m.status == MemberStatus::kAlive) {
-      const bool reported = m.report_generation == g.number;
-      in.committed[r] = reported ? m.report_step : m.hb_step;
-      in.intact[r] = reported ? m.report_intact : m.hb_intact;
+      // Its latest word on the state it holds: its report of g, else whichever is newer
+      // of its last heartbeat and its report of an earlier generation. A survivor that
+      // failed g before it heartbeated in g still holds what it reported for g - 1,
+      // which is often ahead of its last heartbeat (steps faster than heartbeats).
+      const bool report = m.report_generation == g.number ||
+                          (m.report_generation >= 0 && m.report_generation >= m.hb_generation);
+      in.committed[r] = report ? m.report_step : m.hb_step;
+      in.intact[r] = report ? m.report_intact : m.hb_intact;
     }
   }
   for (const auto& mid : s.transition.migration_ids) {
