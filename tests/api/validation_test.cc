@@ -99,7 +99,7 @@ TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers
 namespace lockstep::api {
 namespace {
 
-TEST_CASE("rails: interface names, distinct, at most 16; hostInterface an interface name", "[api]") {
+TEST_CASE("rails: interface names, distinct, at most 16, hostInterface an interface name", "[api]") {
   auto ok = ParseFabricPolicySpec("p", Json::parse(R"({"rails":["eth2","eth3"],"hostInterface":"lo"})"));
   REQUIRE(ok.ok());
   REQUIRE(ok->rails == std::vector<std::string>{"eth2", "eth3"});

@@ -72,7 +72,7 @@ TEST_CASE("clock state machine: FREERUN, LOCKED, HOLDOVER, FREERUN", "[clocksync
   CHECK(clock.State(81 * kSec) == ClockState::kLocked);
 }
 
-TEST_CASE("a new good fit during holdover locks again; stale and invalid models are ignored", "[clocksync]") {
+TEST_CASE("a new good fit during holdover locks again, stale and invalid models are ignored", "[clocksync]") {
   ClockDiscipline clock({.lock_threshold_ns = 1000});
   REQUIRE(clock.Update(Model(10 * kSec, 100), 10 * kSec));
   CHECK(clock.State(20 * kSec) == ClockState::kHoldover);
@@ -83,7 +83,7 @@ TEST_CASE("a new good fit during holdover locks again; stale and invalid models 
   CHECK(clock.State(22 * kSec) == ClockState::kLocked);
 }
 
-TEST_CASE("the first lock needs a confirmed track; later a restarted track is adopted", "[clocksync]") {
+TEST_CASE("the first lock needs a confirmed track, later a restarted track is adopted", "[clocksync]") {
   ClockDiscipline clock({.lock_threshold_ns = 1000});
   REQUIRE(DisciplineOptions{}.lock_min_track_windows == 2);
   NodeModel first = Model(10 * kSec, 100);

@@ -142,7 +142,7 @@ TEST_CASE("disconnected components each get their own mean-zero gauge", "[clocks
   CHECK(std::abs(PairError(s, x, 11, 20)) < 1e-3);
 }
 
-TEST_CASE("a per-edge error shows up in that edge's residual; a per-node one does not", "[clocksync]") {
+TEST_CASE("a per-edge error shows up in that edge's residual, a per-node one does not", "[clocksync]") {
   const uint32_t n = 200;
   auto g = RandomGraph(n, 5, 9);
   auto x = RandomOffsets(n, 10);

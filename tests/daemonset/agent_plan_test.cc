@@ -26,7 +26,7 @@ AgentConfig Config() {
   return c;
 }
 
-TEST_CASE("static peers resolve to probe targets; own node skipped", "[daemonset]") {
+TEST_CASE("static peers resolve to probe targets, own node skipped", "[daemonset]") {
   auto known = ResolvePeers(Config());
   REQUIRE(known.ok());
   REQUIRE(known->size() == 3);

@@ -96,7 +96,7 @@ TEST_CASE("values of the wrong kind are errors, not exceptions", "[daemonset][co
   REQUIRE(q.error().message.find("peers.yaml: not valid YAML") == 0);
 }
 
-TEST_CASE("loadBalancing is rejected until contention handling exists; failover keys are typed", "[daemonset][config]") {
+TEST_CASE("loadBalancing is rejected until contention handling exists, failover keys are typed", "[daemonset][config]") {
   REQUIRE(ErrorOf("loadBalancing: true\n") ==
           "agent.yaml: loadBalancing is not supported by this agent version (load balancing is not implemented yet); "
           "remove it");

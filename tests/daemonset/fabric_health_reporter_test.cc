@@ -97,7 +97,7 @@ TEST_CASE("reporter waits for the operator's FabricHealth, then writes its statu
   REQUIRE(f.registry.Render().find("lockstep_agent_health_reports_total{result=\"not_found\"} 1") != std::string::npos);
 }
 
-TEST_CASE("a clock state change is reported at once; otherwise every interval", "[daemonset][kube]") {
+TEST_CASE("a clock state change is reported at once, otherwise every interval", "[daemonset][kube]") {
   Fixture f;
   f.OperatorCreates();
   REQUIRE(f.reporter.Tick() == Outcome::kWritten);
@@ -154,7 +154,7 @@ TEST_CASE("the operator's writes in between are kept (409, re-read, retry)", "[d
   REQUIRE(f.Status()["phase"] == "Healthy");
 }
 
-TEST_CASE("API errors back off and recover; endless conflicts give up for a while", "[daemonset][kube]") {
+TEST_CASE("API errors back off and recover, endless conflicts give up for a while", "[daemonset][kube]") {
   Fixture f;
   f.OperatorCreates();
   f.api.FailNext(3, ErrorCode::kUnavailable);

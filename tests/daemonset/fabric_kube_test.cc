@@ -106,7 +106,7 @@ TEST_CASE("without peers yet the rails have no paths and owned routes wait for t
   CHECK(a.service->monitor().Pin("b")->rail == 1);
 }
 
-TEST_CASE("discovered peers are probed; a peer that did not select us is still answered",
+TEST_CASE("discovered peers are probed, a peer that did not select us is still answered",
           "[daemonset][fabric][kube]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
@@ -145,7 +145,7 @@ TEST_CASE("bad peer entries are ignored: ourselves, our address, no address, a s
   for (const auto& p : paths) CHECK(p.path.peer == "b");
 }
 
-TEST_CASE("a removed peer's paths and pin go; the health view names the failed peers of each rail",
+TEST_CASE("a removed peer's paths and pin go, the health view names the failed peers of each rail",
           "[daemonset][fabric][kube]") {
   Trio t;
   for (KubeNode* n : t.all) REQUIRE(n->service->Start().ok());
@@ -195,7 +195,7 @@ TEST_CASE("a removed peer's paths and pin go; the health view names the failed p
   CHECK(t.a.service->Health().peers == 1);
 }
 
-TEST_CASE("a peer set change renumbers the paths; probes and acks of the paths kept go on without a miss",
+TEST_CASE("a peer set change renumbers the paths, probes and acks of the paths kept go on without a miss",
           "[daemonset][fabric][kube]") {
   Trio t;
   for (KubeNode* n : t.all) REQUIRE(n->service->Start().ok());
@@ -315,7 +315,7 @@ TEST_CASE("FabricHealth from the fabric: rails up/total, one condition per rail,
   CHECK(Assess(holdover).reason == Assess(holdover.clock).reason);
 }
 
-TEST_CASE("a rail without peers counts as up (Unknown); a peer's own failure leaves the rail up",
+TEST_CASE("a rail without peers counts as up (Unknown), a peer's own failure leaves the rail up",
           "[daemonset][fabric][kube]") {
   Json s = BuildStatus(nullptr, Report({{.name = "rail0"}, {.name = "rail1"}}), "2026-01-01T00:00:00Z");
   CHECK(s["railsUp"] == 2);
@@ -332,7 +332,7 @@ TEST_CASE("a rail without peers counts as up (Unknown); a peer's own failure lea
   CHECK(Cond(p, "Rail-rail0")["message"].get<std::string>().find("gpu-node-3") != std::string::npos);
 }
 
-TEST_CASE("a prober stalling beyond its excuse budget is the ProberStalled condition; it goes with fabric",
+TEST_CASE("a prober stalling beyond its excuse budget is the ProberStalled condition, it goes with fabric",
           "[daemonset][fabric][kube]") {
   Json s = BuildStatus(nullptr, Report({Up("rail0"), Up("rail1")}), "2026-01-01T00:00:00Z");
   CHECK(Cond(s, "ProberStalled")["status"] == "False");
@@ -351,7 +351,7 @@ TEST_CASE("a prober stalling beyond its excuse budget is the ProberStalled condi
   CHECK(Cond(BuildStatus(t, plain, "t"), "ProberStalled").is_null());
 }
 
-TEST_CASE("an always-late prober spends its excuses: the health view, the gauge and FabricHealth say so; on time "
+TEST_CASE("an always-late prober spends its excuses: the health view, the gauge and FabricHealth say so, on time "
           "again, they clear after a stall window",
           "[daemonset][fabric][kube]") {
   Trio t;
@@ -385,7 +385,7 @@ TEST_CASE("an always-late prober spends its excuses: the health view, the gauge 
   CHECK(gauge() == 0);
 }
 
-TEST_CASE("rail conditions of rails no longer configured are removed; others' conditions kept",
+TEST_CASE("rail conditions of rails no longer configured are removed, others' conditions kept",
           "[daemonset][fabric][kube]") {
   Json s = BuildStatus(nullptr, Report({Up("rail0"), Up("rail1")}), "t");
   s["conditions"].push_back({{"type", "PolicyConflict"}, {"status", "False"}});
@@ -522,7 +522,7 @@ TEST_CASE("the report's fabric part mirrors the service's view", "[daemonset][fa
   CHECK(f.last_flap_time == kube::FormatRfc3339(*v.last_flap));
 }
 
-TEST_CASE("fabric peers: clock sync's selection with host addresses; every known node with one is answered",
+TEST_CASE("fabric peers: clock sync's selection with host addresses, every known node with one is answered",
           "[daemonset][fabric][kube]") {
   auto health = [](const std::string& name, const std::string& host) {
     Json h = {{"metadata", {{"name", name}, {"labels", {{"lockstep.dev/policy", "default"}}}}},

@@ -161,7 +161,7 @@ TEST_CASE("without home pins, healthy peers are left to ECMP", "[daemonset][fabr
   CHECK(service.StatusJson()["peers"][0]["via"] == "ecmp");
 }
 
-TEST_CASE("a dead home rail moves both directions to the other rail; re-admission brings them home",
+TEST_CASE("a dead home rail moves both directions to the other rail, re-admission brings them home",
           "[daemonset][fabric]") {
   World w;
   w.Run(300ms);
@@ -559,7 +559,7 @@ TEST_CASE("replays of a peer's packets do not re-admit a path that is down", "[d
   CHECK(StateOf(w.a, "b", home) == fabric::PathState::kUp);
 }
 
-TEST_CASE("a peer restart (a newer signed epoch) is recognised at once; its old boot's packets are stale",
+TEST_CASE("a peer restart (a newer signed epoch) is recognised at once, its old boot's packets are stale",
           "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
@@ -636,7 +636,7 @@ TEST_CASE("a peer restarted with its clock behind its previous start is let in a
   CHECK(StateOf(a, "b", 1) == fabric::PathState::kUp);
 }
 
-TEST_CASE("a node takes a new epoch before its seqs could wrap; its peers follow, no path goes down",
+TEST_CASE("a node takes a new epoch before its seqs could wrap, its peers follow, no path goes down",
           "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
@@ -656,7 +656,7 @@ TEST_CASE("a node takes a new epoch before its seqs could wrap; its peers follow
   CHECK(Dropped(b, "stale") + Dropped(b, "replayed") == 0);
 }
 
-TEST_CASE("urgent replies are rate-limited per peer; the acks still ride on the next packets", "[daemonset][fabric]") {
+TEST_CASE("urgent replies are rate-limited per peer, the acks still ride on the next packets", "[daemonset][fabric]") {
   FakeClock clock;
   FakeFabricNetwork net(clock);
   Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB});

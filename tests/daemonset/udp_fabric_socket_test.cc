@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kLoopback = 0x7f000001;
 
-TEST_CASE("the urgent port ends the prober's sleep at once; the regular port waits its turn", "[daemonset][udp]") {
+TEST_CASE("the urgent port ends the prober's sleep at once, the regular port waits its turn", "[daemonset][udp]") {
   const Clock& clock = SystemClock::Instance();
   auto opened = UdpFabricSocket::Open("127.0.0.1", 0, clock);
   REQUIRE(opened.ok());

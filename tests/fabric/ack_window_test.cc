@@ -54,7 +54,7 @@ TEST_CASE("an ack names the latest seq and the 32 before it that arrived", "[fab
   CHECK(w.Ack(At(60ms))->bitmap == 0);
 }
 
-TEST_CASE("seqs wrap at 2^32; an old seq never restarts the window, Reset does", "[fabric]") {
+TEST_CASE("seqs wrap at 2^32, an old seq never restarts the window, Reset does", "[fabric]") {
   AckWindow w;
   w.OnReceive(0xFFFFFFFFu, At(0ms), std::nullopt);
   w.OnReceive(1, At(10ms), std::nullopt);  // 0 is skipped by senders: 2 ahead
@@ -112,7 +112,7 @@ TEST_CASE("a replayed stream, at any rate and in any order, never moves the wind
   }
 }
 
-TEST_CASE("a late probe is acked once; its repeat is a duplicate", "[fabric]") {
+TEST_CASE("a late probe is acked once, its repeat is a duplicate", "[fabric]") {
   AckWindow w;
   CHECK(w.OnReceive(10, At(0ms), std::nullopt) == Receipt::kNew);
   CHECK(w.OnReceive(12, At(1ms), std::nullopt) == Receipt::kNew);

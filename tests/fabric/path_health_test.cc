@@ -121,7 +121,7 @@ TEST_CASE("a miss asks for an urgent probe, and urgent misses confirm the fault 
   REQUIRE(d.h.Stats(At(30ms)).misses == 4);
 }
 
-TEST_CASE("an answered urgent probe clears the suspicion; paths never up get no urgent probes", "[fabric]") {
+TEST_CASE("an answered urgent probe clears the suspicion, paths never up get no urgent probes", "[fabric]") {
   Driver d;
   d.Probe(At(0ms), true);
   d.h.OnProbeSent(++d.seq, At(10ms));  // lost

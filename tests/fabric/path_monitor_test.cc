@@ -70,7 +70,7 @@ TEST_CASE("ECMP mode: a cut rail is detected within the worst case, the peer mov
   for (const PathView& v : m.Paths(At(5100ms))) REQUIRE(v.flaps_in_window == (v.path == PathKey{0, "b", 0} ? 1 : 0));
 }
 
-TEST_CASE("urgent probes keep detection within the worst case wherever the fault falls; without them it takes gaps more", "[fabric]") {
+TEST_CASE("urgent probes keep detection within the worst case wherever the fault falls, without them it takes gaps more", "[fabric]") {
   // 300 cuts of one path at times spread over a probe gap, each in a fresh
   // monitor and simulation: the slowest detection with urgent probes is
   // within WorstCaseDetection; an agent that ignores them needs up to
@@ -179,7 +179,7 @@ TEST_CASE("a peer's link flapping is a path flap, not a flap of our rail: no ale
   for (const RailView& r : m.Rails(At(13s))) REQUIRE_FALSE(r.alerting);
 }
 
-TEST_CASE("a rail that is dead from the start does not flap; once it delivered, going down is a flap", "[fabric]") {
+TEST_CASE("a rail that is dead from the start does not flap, once it delivered, going down is a flap", "[fabric]") {
   PathMonitor m(FabricOptions{}, 4);
   Faults f{{{At(0s), At(2s), 0, ""}, {At(5s), At(6s), 0, ""}}};
   FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
@@ -310,7 +310,7 @@ TEST_CASE("random faults: peers with a working path are always routed, and route
   }
 }
 
-TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "[fabric]") {
+TEST_CASE("dropping a peer's paths unpins it, failover disabled pins nothing", "[fabric]") {
   PathMonitor m(FabricOptions{}, 5);
   Faults f{{{At(0s), At(1h), 0, ""}}};
   FabricSim sim(m, [&](const PathKey& p, Time t) { return f.Delivers(p, t); });
@@ -333,7 +333,7 @@ TEST_CASE("dropping a peer's paths unpins it; failover disabled pins nothing", "
   REQUIRE(sim2.route_changes() == 0);
 }
 
-TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing down; a shorter lateness excuses nothing", "[fabric]") {
+TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing down, a shorter lateness excuses nothing", "[fabric]") {
   // Every path delivers (acks 1 ms after a probe leaves) until the whole
   // machine stalls for 40 ms: nothing is sent or answered in it, and the
   // peers, catching up, answer what was sent until 12 ms after it only then
@@ -392,7 +392,7 @@ TEST_CASE("a machine-wide stall longer than the urgent timeout declares nothing 
   REQUIRE(m.ExcuseStall(At(10ms), At(10ms) + FabricOptions{}.urgent_timeout + 1ns) == Stall::kExcused);
 }
 
-TEST_CASE("stall excuses have a budget per sliding window; beyond it stalls are judged and persistent",
+TEST_CASE("stall excuses have a budget per sliding window, beyond it stalls are judged and persistent",
           "[fabric]") {
   FabricOptions o;
   o.stall_excuses = 3;
@@ -508,7 +508,7 @@ TEST_CASE("a real failure while the prober is late at every wake-up is still det
   CHECK(control.judged == 0);
 }
 
-TEST_CASE("paths are numbered in key order; SetPaths renumbers them and keeps what it keeps", "[fabric]") {
+TEST_CASE("paths are numbered in key order, SetPaths renumbers them and keeps what it keeps", "[fabric]") {
   PathMonitor m(FabricOptions{}, 7);
   (void)m.SetPaths(EnumeratePaths(2, {"b", "c"}), At(0ms));
   REQUIRE(m.size() == 4);

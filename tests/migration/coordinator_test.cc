@@ -95,7 +95,7 @@ struct Rig {
   Coordinator coord;
 };
 
-TEST_CASE("runtime: a gone pid is a crash; the hot spare takes the rank", "[migration]") {
+TEST_CASE("runtime: a gone pid is a crash, the hot spare takes the rank", "[migration]") {
   Rig rig(*m::NewJob(Config(2)));
   REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
   REQUIRE(rig.Register("m1", "rank", 1, 102).status == 200);
@@ -139,7 +139,7 @@ TEST_CASE("runtime: a silent member is fenced through the fencer", "[migration]"
   CHECK(rig.coord.Snapshot().phase == m::Phase::kCollecting);
 }
 
-TEST_CASE("runtime: cold spares are launched; a launch that never registers is retried", "[migration]") {
+TEST_CASE("runtime: cold spares are launched, a launch that never registers is retried", "[migration]") {
   Rig rig(*m::NewJob(Config(2, 0, true)));
   rig.Register("m0", "rank", 0, 101);
   rig.Register("m1", "rank", 1, 102);
@@ -259,7 +259,7 @@ m::JobConfig SlowHeartbeats(int world) {
   return c;
 }
 
-TEST_CASE("runtime: a held plan poll is answered when the member's plan becomes news; other calls go on",
+TEST_CASE("runtime: a held plan poll is answered when the member's plan becomes news, other calls go on",
           "[migration]") {
   Rig rig(*m::NewJob(SlowHeartbeats(2)), false, 0, LongPolls(2));
   REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);

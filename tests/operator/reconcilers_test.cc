@@ -258,7 +258,7 @@ TEST_CASE("wiring: agent status reports on FabricHealth queue nothing", "[operat
   CHECK(Drain(policy) == std::set<std::string>{"q"});
 }
 
-TEST_CASE("leadership: a standby holds keys without work; the leader's writes stop at the renew deadline",
+TEST_CASE("leadership: a standby holds keys without work, the leader's writes stop at the renew deadline",
           "[operator][leader]") {
   Synced s(Options(/*leader_elect=*/true));
   auto& ctl = s.op->policy_controller();
