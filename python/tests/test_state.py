@@ -141,6 +141,15 @@ class StateTest(unittest.TestCase):
         c[st.FP_CHUNK + 1] += 1
         self.assertNotEqual(st.fingerprint(big), st.fingerprint(c))
 
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device here")
+    def test_fingerprint_is_the_same_on_cpu_and_cuda(self):
+        # A source and a receiver may hold their state on different devices: the digest
+        # of the same bytes must not depend on where they are.
+        g = torch.Generator().manual_seed(3)
+        for t in (torch.randn(1000, generator=g), torch.randn(3, 7, generator=g).double(),
+                  torch.randint(-9, 9, (77,), generator=g, dtype=torch.int32), torch.zeros(0)):
+            self.assertEqual(st.fingerprint(t), st.fingerprint(t.cuda()))
+
     def test_state_fingerprint_equal_for_replicas_only(self):
         a_model, a_opt = build(1)
         b_model, b_opt = build(1)

@@ -5,7 +5,9 @@ Adam, JSON lines on stdout ({"ev": ...}). Modes:
 Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
 --hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
 all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
-as a plan arrives (before forming the group)."""
+as a plan arrives (before forming the group). LOCKSTEP_TEST_DEVICE=cuda: the model, its
+optimizer state and the batches on the GPU (gloo with CUDA tensors; the batches are drawn
+on the CPU, so the data is the same on every device)."""
 import argparse
 import datetime
 import hashlib
@@ -21,6 +23,7 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
 IN, HID, OUT, BATCH = 16, 64, 8, 8   # --hidden H: the benchmark's H-2H-H-H model instead
+DEVICE = torch.device(os.environ.get("LOCKSTEP_TEST_DEVICE", "cpu"))
 
 
 def emit(ev, **fields):
@@ -31,7 +34,7 @@ def emit(ev, **fields):
 
 def build():
     torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT))
+    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT)).to(DEVICE)
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
 
 
@@ -41,7 +44,7 @@ def set_hidden(h):
 
     def build_big():
         torch.manual_seed(1)
-        model = nn.Sequential(nn.Linear(h, 2 * h), nn.ReLU(), nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, h))
+        model = nn.Sequential(nn.Linear(h, 2 * h), nn.ReLU(), nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, h)).to(DEVICE)
         return model, torch.optim.Adam(model.parameters(), lr=1e-3)
     IN, OUT, BATCH, build = h, h, 16, build_big
 
@@ -77,11 +80,11 @@ class StepTimer:
 def batch(step, rank):
     import lockstep_train as ls
     ls.seeding.seed(step, rank)
-    return torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
+    return torch.randn(BATCH, IN).to(DEVICE), torch.randn(BATCH, OUT).to(DEVICE)
 
 
 def digest(model):
-    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    return hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
 
 
 def run_ddp(a):
