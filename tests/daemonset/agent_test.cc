@@ -289,7 +289,7 @@ Nanos LatestPair(const std::vector<MonoTime>& pairs) {
   return latest;
 }
 
-TEST_CASE("the prober carries the clock-sync pairs, each sent when due; the main loop wakes for windows and keys",
+TEST_CASE("the prober carries the clock-sync pairs, each sent when due, and the main loop wakes for windows and keys",
           "[daemonset][agent]") {
   World w;
   w.RunFor(10500ms);
@@ -346,7 +346,7 @@ TEST_CASE("a slow window solve on the main loop delays no probe", "[daemonset][a
   REQUIRE(a.agent->clock_sync()->Status().windows == windows + 1);
 }
 
-TEST_CASE("a rotated key reaches both codecs; the previous key is still accepted", "[daemonset][agent]") {
+TEST_CASE("a rotated key reaches both codecs, and the previous key is still accepted", "[daemonset][agent]") {
   World w;
   w.RunFor(2s);
   auto drops = [](Node& n) {
@@ -373,7 +373,7 @@ TEST_CASE("a rotated key reaches both codecs; the previous key is still accepted
   REQUIRE(drops(w.a) == 0);
 }
 
-TEST_CASE("a stopped agent leaves its working pins; the next start adopts them", "[daemonset][agent]") {
+TEST_CASE("a stopped agent leaves its working pins and the next start adopts them", "[daemonset][agent]") {
   World w;
   w.RunFor(2s);
   // Rail 0 of host a fails: each side pins the other to rail 1.
