@@ -446,5 +446,37 @@ TEST_CASE("BuildAgent: a fabric section without a peer host address is a configu
   REQUIRE((*alone)->clock_sync() != nullptr);
 }
 
+TEST_CASE("the Kubernetes side's options and the host-clock decision come from the settings", "[daemonset][agent]") {
+  AgentSettings s{.config = ConfigFor("a", "b", "10.0.0.2", ""), .seed = 9};
+  s.config.policy = "gold";
+  s.config.probe.peers_per_node = 4;
+  s.config.bind_address = "10.0.0.1";
+  s.node_address_fallback = false;
+  s.advertise_address = "192.0.2.1";
+  s.report_interval = 3s;
+  KubeAgentOptions o = MakeKubeAgentOptions(s, 40123, "cHVibGlj", "10.0.200.1");
+  REQUIRE(o.node_name == "a");
+  REQUIRE(o.policy == "gold");
+  REQUIRE(o.policy_probe_port == 7311);
+  REQUIRE(o.peers_per_node == 4);
+  REQUIRE(o.seed == 9);
+  REQUIRE_FALSE(o.node_address_fallback);
+  REQUIRE(o.advertise_address == "192.0.2.1");
+  REQUIRE(o.bind_address == "10.0.0.1");
+  REQUIRE(o.bound_port == 40123);
+  REQUIRE(o.node_public_key == "cHVibGlj");
+  REQUIRE(o.report_interval == 3s);
+  REQUIRE(o.fabric_host_address == "10.0.200.1");
+
+  REQUIRE_FALSE(DisciplinesHostClock(s));  // not asked for
+  s.config.clock_sync.discipline_host_clock = true;
+  REQUIRE(DisciplinesHostClock(s));
+  s.simulated_clock = true;  // --virtual-clock: the host clock is left alone
+  REQUIRE_FALSE(DisciplinesHostClock(s));
+  s.simulated_clock = false;
+  s.config.clock_sync.enabled = false;  // nothing to steer it by
+  REQUIRE_FALSE(DisciplinesHostClock(s));
+}
+
 }  // namespace
 }  // namespace lockstep::agent

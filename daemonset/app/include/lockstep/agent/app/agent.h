@@ -108,7 +108,8 @@ KubeAgentOptions MakeKubeAgentOptions(const AgentSettings& settings, int bound_p
 class Agent {
  public:
   // kThreads: the agent runs its loops on its own threads (the binary).
-  // kManual: the caller turns them with Turn() and ProberTurn() (tests).
+  // kManual: the caller turns them with Turn() and ProberTurn() (tests);
+  // the Kubernetes side, which has its own thread, is not started.
   enum class Drive { kThreads, kManual };
 
   // How long a turn of the main loop waits at most (a stop is noticed at once).
