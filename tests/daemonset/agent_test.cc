@@ -18,6 +18,7 @@
 
 #include "../support/fake_clock.h"
 #include "../support/fake_fabric_socket.h"
+#include "../support/fake_kube_api.h"
 #include "../support/fake_route_actuator.h"
 #include "fake_network.h"
 #include "lockstep/agent/app/agent.h"
@@ -444,6 +445,42 @@ TEST_CASE("BuildAgent: a fabric section without a peer host address is a configu
   REQUIRE(alone.ok());
   REQUIRE((*alone)->fabric() == nullptr);
   REQUIRE((*alone)->clock_sync() != nullptr);
+}
+
+TEST_CASE("Kubernetes mode: fabric failover waits for discovered peers", "[daemonset][agent][kube]") {
+  FakeClock clock;
+  kube::FakeKubeApi api{clock};
+  test::FakeNetwork net(clock, 1);
+  test::SimNodeClock node_clock(clock);
+  auto transport = net.Attach({*ParseIpv4("10.0.0.1"), 7311}, node_clock);
+  FakeKeySource keys(Key('k'));
+  FakeFabricNetwork fabric_net(clock);
+  FakeRouteActuator routes;
+  routes.AddInterface("rail0", true);
+  routes.AddInterface("rail1", true);
+  metrics::Registry registry;
+  AgentConfig config = ConfigFor("a", "b", "10.0.0.2", "");
+  config.peers.clear();  // no static peers: they come from FabricHealth discovery
+  AgentAdapters adapters{.transport = transport.get(), .node_clock = &node_clock, .keys = &keys};
+  adapters.fabric_socket = std::make_unique<FakeFabricSocket>(fabric_net, kHostA);
+  adapters.route_actuator = std::make_unique<ForwardingActuator>(routes);
+  adapters.rails = Rails();
+  adapters.host_address = kHostA;
+  adapters.kube_api = &api;
+  auto built = BuildAgent({.config = config}, std::move(adapters), clock, registry);
+  REQUIRE(built.ok());
+  Agent& agent = **built;
+  REQUIRE(agent.kube() != nullptr);
+  REQUIRE(agent.fabric()->options().await_peers);
+  REQUIRE(agent.Start(Agent::Drive::kManual).ok());
+  for (int i = 0; i < 100; ++i) {
+    clock.Advance(1ms);
+    agent.ProberTurn();
+    agent.Turn();
+  }
+  REQUIRE(agent.fabric()->service().Health().peers == 0);
+  REQUIRE(routes.log.empty());
+  agent.Stop();
 }
 
 TEST_CASE("the Kubernetes side's options and the host-clock decision come from the settings", "[daemonset][agent]") {
