@@ -71,9 +71,11 @@ int RunAgent(const CommandLine& cl) {
   if (Status s = time_api.Start(config.time_api_addr.host, config.time_api_addr.port); !s.ok()) {
     return Failure("cannot start the time API", s.error());
   }
-  LogAgentStart(cl, config, agent, (*transport)->local().ToString(), health.port(), time_api.port(),
-                setup->kube ? setup->kube->server : "");
-  (void)agent.Start();  // a failed route adoption is logged; the service retries it
+  // A failed route adoption is logged; the fabric service retries it.
+  (void)agent.Start(Agent::Drive::kThreads, [&] {
+    LogAgentStart(cl, config, agent, (*transport)->local().ToString(), health.port(), time_api.port(),
+                  setup->kube ? setup->kube->server : "");
+  });
   int signal = 0;
   sigwait(&signals, &signal);
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});

@@ -126,9 +126,11 @@ void Agent::OnWindow() {
   }
 }
 
-Status Agent::Start(Drive drive) {
+Status Agent::Start(Drive drive, const std::function<void()>& announce) {
   if (started_) return Status::Ok();
   started_ = true;
+  ready_ = true;
+  if (announce) announce();
   next_key_check_ = clock_.Monotonic();
   if (kube_ && drive == Drive::kThreads) kube_->Start();
   Status adopted = Status::Ok();
@@ -146,7 +148,6 @@ Status Agent::Start(Drive drive) {
     }
   }
   if (drive == Drive::kThreads) loop_ = std::thread([this] { Run(); });
-  ready_ = true;
   return adopted;
 }
 

@@ -127,11 +127,14 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  // Starts the Kubernetes side, the prober (adopting the routes a previous
-  // run left) and, with kThreads, the loops' threads; ready() from then on.
-  // Returns the route adoption's error (logged; the agent runs anyway and
-  // the fabric service retries the reconcile).
-  Status Start(Drive drive = Drive::kThreads);
+  // Marks the agent ready (its services are built; the binary's HTTP
+  // servers are up), runs `announce` (the binary's start-up log lines: they
+  // come before anything the agent's threads log, and a client that reads
+  // them finds /readyz ready), then starts the Kubernetes side, the prober
+  // (adopting the routes a previous run left) and, with kThreads, the loops'
+  // threads. Returns the route adoption's error (logged; the agent runs
+  // anyway and the fabric service retries the reconcile).
+  Status Start(Drive drive = Drive::kThreads, const std::function<void()>& announce = {});
   // The shutdown order (see above). Idempotent.
   void Stop();
 
