@@ -7,6 +7,8 @@
 // leaves working routes for the next start to adopt.
 #include <catch2/catch.hpp>
 
+#include <net/if.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <map>
@@ -22,6 +24,9 @@
 #include "../support/fake_route_actuator.h"
 #include "fake_network.h"
 #include "lockstep/agent/app/agent.h"
+#include "lockstep/agent/net/system_node_clock.h"
+#include "lockstep/agent/net/udp_fabric_socket.h"
+#include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "sim_node_clock.h"
 
 namespace lockstep::agent {
@@ -401,23 +406,36 @@ TEST_CASE("a stopped agent leaves its working pins and the next start adopts the
   }
 }
 
-TEST_CASE("the agent's own threads start and stop", "[daemonset][agent]") {
-  World w;
-  Node& a = w.a;
-  a.agent.reset();
-  a.registry = std::make_unique<metrics::Registry>();
-  auto s = std::make_unique<RecordingSocket>(w.fabric_net, kHostA);
-  AgentAdapters adapters{.transport = &a.transport, .node_clock = &a.node_clock, .keys = &a.keys};
-  adapters.fabric_socket = std::move(s);
-  adapters.route_actuator = std::make_unique<ForwardingActuator>(a.routes);
-  adapters.rails = Rails();
-  adapters.host_address = kHostA;
-  auto built = BuildAgent({.config = a.config, .seed = 1}, std::move(adapters), w.clock, *a.registry);
+// Real threads need sockets that block: loopback ones (a fake's Poll returns
+// at once, and the prober, real-time when the test runs as root, would spin).
+TEST_CASE("the agent's own threads run on loopback sockets and stop", "[daemonset][agent]") {
+  SystemNodeClock node_clock;
+  auto transport = UdpTimestampedTransport::Open("127.0.0.1", 0, node_clock);
+  REQUIRE(transport.ok());
+  auto socket = UdpFabricSocket::Open("127.0.0.1", 0, SystemClock::Instance());
+  REQUIRE(socket.ok());
+  FakeKeySource keys(Key('k'));
+  FakeRouteActuator routes;
+  routes.AddInterface("lo", true);
+  const uint32_t loopback = *ParseIpv4("127.0.0.1");
+  // One peer, on loopback too (nothing answers there): nothing leaves the host.
+  AgentConfig config = ConfigFor("a", "b", "127.0.0.2", "127.0.0.2");
+  config.fabric.rails = {"lo"};
+  config.fabric.port = (*socket)->port();
+  AgentAdapters adapters{.transport = transport->get(), .node_clock = &node_clock, .keys = &keys};
+  adapters.fabric_socket = std::move(*socket);
+  adapters.route_actuator = std::make_unique<ForwardingActuator>(routes);
+  adapters.rails = {{"lo", static_cast<int>(::if_nametoindex("lo")), loopback, {loopback, "lo", true}}};
+  adapters.host_address = loopback;
+  metrics::Registry registry;
+  auto built = BuildAgent({.config = config}, std::move(adapters), SystemClock::Instance(), registry);
   REQUIRE(built.ok());
-  REQUIRE((*built)->Start().ok());
-  REQUIRE((*built)->ready());
-  (*built)->Stop();  // returns at once: the main loop's wait ends on the stop
-  REQUIRE_FALSE((*built)->ready());
+  Agent& agent = **built;
+  bool announced = false;
+  REQUIRE(agent.Start(Agent::Drive::kThreads, [&] { announced = agent.ready(); }).ok());
+  REQUIRE(announced);  // ready before the announcement
+  agent.Stop();  // the main loop's wait ends on the stop; the prober's within a probe interval
+  REQUIRE_FALSE(agent.ready());
 }
 
 TEST_CASE("BuildAgent: a fabric section without a peer host address is a configuration error", "[daemonset][agent]") {
