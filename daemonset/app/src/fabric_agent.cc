@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <future>
+
 #include "lockstep/fabric/config.h"
 
 namespace lockstep::agent {
@@ -58,10 +60,23 @@ FabricAgent::FabricAgent(std::unique_ptr<FabricSocket> socket, std::unique_ptr<R
 
 FabricAgent::~FabricAgent() { Stop(); }
 
-Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds max_wait) {
-  Status s = service_.Start();
+Status FabricAgent::StartManual(std::function<void()> rider) {
   rider_ = std::move(rider);
-  thread_ = std::thread([this, max_wait] {
+  return service_.Start();
+}
+
+void FabricAgent::RunOnce(std::chrono::nanoseconds max_wait) {
+  service_.RunOnce(max_wait);
+  if (rider_) rider_();
+}
+
+Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds max_wait) {
+  Status s = StartManual(std::move(rider));
+  // The thread reports whether it got its real-time priority; Start()
+  // returns once it has (realtime() is valid from then on).
+  std::promise<bool> realtime;
+  std::future<bool> got_realtime = realtime.get_future();
+  thread_ = std::thread([this, max_wait, realtime = std::move(realtime)]() mutable {
     // Probes and replies are due every few ms and a late one counts as lost:
     // on a node whose cores are busy with training, a normal-priority thread
     // can wait tens of ms for a CPU and the paths would seem to flap. With
@@ -71,14 +86,10 @@ Status FabricAgent::Start(std::function<void()> rider, std::chrono::nanoseconds 
     pthread_setname_np(pthread_self(), "ls-fabric");  // per-thread CPU in /proc, top -H, perf
     sched_param param{};
     param.sched_priority = kRealtimePriority;
-    realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
-    started_.store(true);
-    while (!stop_.load()) {
-      service_.RunOnce(max_wait);
-      if (rider_) rider_();
-    }
+    realtime.set_value(pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0);
+    while (!stop_.load()) RunOnce(max_wait);
   });
-  while (!started_.load()) std::this_thread::yield();
+  realtime_ = got_realtime.get();
   return s;
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "owned_fd.h"
+
 namespace lockstep::agent {
 namespace {
 
@@ -53,14 +55,11 @@ void Fill(SendSlot& slot, mmsghdr& m, std::span<const uint8_t> bytes, uint32_t d
 }
 
 // One probe socket bound to bind_address:port (0: any free port).
-Result<int> OpenOne(const std::string& bind_address, int port) {
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable(std::string("fabric probe socket: ") + std::strerror(errno));
-  auto fail = [&](const std::string& what) {
-    std::string m = what + ": " + std::strerror(errno);
-    ::close(fd);
-    return Unavailable(m);
-  };
+Result<OwnedFd> OpenOne(const std::string& bind_address, int port) {
+  OwnedFd owned(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!owned.valid()) return Unavailable(std::string("fabric probe socket: ") + std::strerror(errno));
+  const int fd = owned.get();  // closed by `owned` on every error return
+  auto fail = [](const std::string& what) { return Unavailable(what + ": " + std::strerror(errno)); };
   int on = 1;
   if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0) return fail("IP_PKTINFO");
   // The kernel's receive time on each datagram: the prober reads its socket
@@ -81,14 +80,13 @@ Result<int> OpenOne(const std::string& bind_address, int port) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   if (::inet_pton(AF_INET, bind_address.c_str(), &a.sin_addr) != 1) {
-    ::close(fd);
     return InvalidArgument("fabric probe socket: bind address \"" + bind_address + "\" is not IPv4");
   }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     return fail("fabric probe socket: bind " + bind_address + ":" + std::to_string(port) +
                 " (is another agent running, or fabric.port or fabric.port + 1 taken?)");
   }
-  return fd;
+  return owned;
 }
 
 int BoundPort(int fd) {
@@ -106,11 +104,13 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
   for (int attempt = 0;; ++attempt) {
     auto fd = OpenOne(bind_address, port);
     if (!fd.ok()) return fd.error();
-    const int bound = BoundPort(*fd);
+    const int bound = BoundPort(fd->get());
     auto urgent = bound < 65535 ? OpenOne(bind_address, bound + kUrgentPortOffset)
-                                : Result<int>(Unavailable("fabric probe socket: no port above 65535"));
-    if (urgent.ok()) return std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(*fd, *urgent, bound, clock));
-    ::close(*fd);
+                                : Result<OwnedFd>(Unavailable("fabric probe socket: no port above 65535"));
+    if (urgent.ok()) {
+      return std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(fd->release(), urgent->release(), bound, clock));
+    }
+    // fd closes here: the next try picks another port.
     if (port != 0 || attempt >= 20) return urgent.error();
   }
 }

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "owned_fd.h"
+
 namespace lockstep::agent {
 namespace {
 
@@ -46,26 +48,27 @@ Result<std::unique_ptr<UdpTimestampedTransport>> UdpTimestampedTransport::Open(c
                                                                                const NodeClock& clock) {
   auto ep = Endpoint::Parse(host, port);
   if (!ep.ok()) return InvalidArgument("probe bind address: " + ep.error().message);
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable(std::string("probe socket: ") + std::strerror(errno));
-  auto fail = [&](const std::string& what) {
-    std::string msg = what + ": " + std::strerror(errno);
-    ::close(fd);
-    return Error{ErrorCode::kUnavailable, msg};
+  OwnedFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Unavailable(std::string("probe socket: ") + std::strerror(errno));
+  // fd closes itself on every return below but the last.
+  auto fail = [](const std::string& what) {
+    return Error{ErrorCode::kUnavailable, what + ": " + std::strerror(errno)};
   };
   unsigned flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
                    SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
-  if (::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) != 0) {
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) != 0) {
     return fail("probe socket: SO_TIMESTAMPING");
   }
   sockaddr_in addr = ToSockaddr(*ep);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     return fail("probe socket: cannot bind " + ep->ToString());
   }
   socklen_t len = sizeof addr;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return fail("probe socket: getsockname");
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return fail("probe socket: getsockname");
+  }
   Endpoint local{ntohl(addr.sin_addr.s_addr), ntohs(addr.sin_port)};
-  return std::unique_ptr<UdpTimestampedTransport>(new UdpTimestampedTransport(fd, local, clock));
+  return std::unique_ptr<UdpTimestampedTransport>(new UdpTimestampedTransport(fd.release(), local, clock));
 }
 
 UdpTimestampedTransport::~UdpTimestampedTransport() {

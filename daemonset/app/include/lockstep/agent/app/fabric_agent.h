@@ -7,8 +7,8 @@
 // hands them over; the planning from agent.yaml is pure
 // (MakeFabricServiceOptions) and unit tested.
 //
-// Thread-safety: Start()/Stop() from the owner; StatusJson() and codec()
-// from any thread.
+// Thread-safety: Start()/Stop() (or StartManual()/RunOnce()) from the
+// owner; StatusJson() and codec() from any thread.
 #pragma once
 
 #include <atomic>
@@ -67,6 +67,13 @@ class FabricAgent {
   // the next start adopts them).
   void Stop();
 
+  // Start() without the thread, for a caller that turns the prober itself
+  // (tests on a fake clock): adopts the routes, keeps `rider`.
+  Status StartManual(std::function<void()> rider = {});
+  // One wake-up of the prober: the service's RunOnce, then the rider.
+  // REQUIRES: StartManual() (the thread calls it after Start()).
+  void RunOnce(std::chrono::nanoseconds max_wait);
+
   nlohmann::json StatusJson() const { return service_.StatusJson(); }
   FabricProbeCodec& codec() { return codec_; }
   int port() const { return socket_->port(); }
@@ -84,8 +91,7 @@ class FabricAgent {
   FabricProbeCodec codec_;
   FabricService service_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> started_{false};
-  bool realtime_ = false;  // written by the thread before started_
+  bool realtime_ = false;  // set by Start() from what the thread reports
   std::function<void()> rider_;
   std::thread thread_;
 };
