@@ -57,6 +57,12 @@
 // next regular packet. Our own epoch is the wall clock at construction;
 // before any path's seqs span renew_epoch_after we take a new one.
 //
+// Its parts: the service drains the socket, batches the probes, takes new
+// peer sets and its epoch, and drives the monitor; AckBook (pure) keeps
+// the ack state and judges freshness; RouteApplier carries pins out on the
+// RouteActuator and reconciles; FabricPublisher publishes the metrics, the
+// status snapshot and the health view.
+//
 // Thread-safety: Start() and RunOnce() from one thread; SetPeers(),
 // StatusJson(), Health() and TakeFlapAlerts() from any thread.
 #pragma once
@@ -72,10 +78,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/agent/ack_book.h"
 #include "lockstep/agent/fabric_probe.h"
+#include "lockstep/agent/fabric_publisher.h"
 #include "lockstep/agent/fabric_setup.h"
 #include "lockstep/agent/fabric_socket.h"
 #include "lockstep/agent/route_actuator.h"
+#include "lockstep/agent/route_applier.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
 #include "lockstep/fabric/options.h"
@@ -103,41 +112,6 @@ struct FabricServiceOptions {
   // Probes per path after which we take a new epoch (seqs compare modulo
   // 2^32 and a stale replay must never look newer; ~350 days at 71/s).
   uint32_t renew_epoch_after = uint32_t{1} << 31;
-};
-
-// One local rail as FabricHealth reports it (from fabric::RailView).
-struct FabricRailHealth {
-  std::string name{};  // the rail's interface
-  int paths = 0;       // one per probed peer
-  int usable = 0;      // up or suspect
-  int failed = 0;    // down or recovering
-  bool down = false;  // every path with a verdict failed (and at least one did)
-  int flaps_last_hour = 0;
-  bool alerting = false;  // flaps above flapAlertPerHour
-  std::vector<std::string> failed_peers{};  // peers whose path on this rail is down or recovering, by name
-  bool operator==(const FabricRailHealth&) const = default;
-};
-
-// What FabricHealth needs from the service: one entry per configured rail,
-// in rail order, as of the last publish (publish_every, 1 s, and at once
-// after a change).
-struct FabricHealthView {
-  std::vector<FabricRailHealth> rails{};
-  int flaps_last_hour = 0;              // all rails
-  std::optional<WallTime> last_flap{};  // wall clock when the latest flap was seen
-  int peers = 0;                      // peers probed
-  // The prober's stalls (fabric::StallView): persistent while one was
-  // judged (beyond the excuse budget) within the last stall window.
-  bool prober_stalled = false;
-  uint64_t stalls = 0, stalls_judged = 0;  // since the start
-  bool operator==(const FabricHealthView&) const = default;
-};
-
-// A rail's flap alert as raised (once per raise; see fabric::FlapAlert).
-struct FabricFlapAlert {
-  std::string rail{};
-  int flaps_last_hour = 0;
-  int threshold = 0;  // flapAlertPerHour
 };
 
 class FabricService {
@@ -179,148 +153,74 @@ class FabricService {
   void SendDue(MonoTime now, std::optional<int64_t> fabric_now);
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
-  struct WirePath;
-  struct AckState;
-  // A probe of ours leaves through the interface the peer path's probes
-  // arrive on. Kept in AckState::has_carrier: set when its interface
-  // changes and when the watched paths change (RefreshCarriers), read on
-  // every wake-up.
-  bool HasCarrier(const WirePath& key, const AckState& a) const;
-  void RefreshCarriers();
-  bool AckOnlyDue() const;    // an ack no probe of ours can carry is pending, or an urgent one
-  bool AckOnlyPaths() const;  // a peer path no probe of ours can carry
-  void NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict);  // metrics, rate-limited warning
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
   void Sweep(MonoTime now);
+  // The monitor's decisions: published (logs, counters) and carried out on the routes.
   void Apply(const fabric::Decisions& d);
-  // RouteActuator::ReleaseUnresolvedNeighbours (errors logged; what was
-  // released too when log_released: not in the 200 ms sweep of a down rail).
-  void ReleaseNeighbours(int rail, bool log_released);
   void Reconcile(MonoTime now);
-  void Publish(MonoTime now);  // gauges and the status snapshot
   Status Adopt(MonoTime now);  // re-learns owned routes (see Start); the List error
   void ApplyPendingPeers(MonoTime now);
   void WatchPeers(const std::vector<std::string>& names, MonoTime now);
-  const FabricPeer* PeerByWireId(uint32_t id) const;        // known peers
-  // What we keep per known peer (parallel to known_): its epoch, the urgent
-  // reply budget.
-  struct PeerState {
-    uint64_t epoch = 0;  // the latest seen; 0: none yet
-    double urgent_tokens = 0;
-    MonoTime urgent_refilled{};
-    MonoTime last_accepted{};  // its latest packet that passed the freshness checks
-  };
-  PeerState& StateOf(const FabricPeer* peer) { return peer_state_[static_cast<size_t>(peer - known_.data())]; }
-  // Takes one urgent reply from the peer's budget; false when spent.
-  bool TakeUrgentReply(PeerState& ps, MonoTime now);
+  const FabricPeer* PeerByName(const std::string& name) const;
+  void SetKnown(std::vector<FabricPeer> known);  // known_ and the ack book's peers
   void CountDrop(FabricDrop d) { ++drops_pending_[static_cast<size_t>(d)]; }
   void FlushCounts();      // drops and limited urgent replies, into their metrics
   void RenewEpoch();
-  const FabricPeer* PeerByName(const std::string& name) const;
 
   FabricSocket& socket_;
-  RouteActuator& actuator_;
   const Clock& clock_;
   const FabricProbeCodec& codec_;
   FabricNow fabric_now_;
   FabricServiceOptions options_;
   NodeId self_;
   fabric::PathMonitor monitor_;
+  AckBook acks_;           // what we acknowledge, and our paths as the peers' acks name them
+  RouteApplier routes_;    // pins -> kernel routes
+  FabricPublisher publisher_;  // metrics, status, health, logs of changes
   // Peer names stay at the edges (metrics, status, routes, logs): per
   // received datagram and per probe sent, paths are found by integers.
-  // A path as the wire names it: a node's 32-bit wire id, a rail and a path
-  // index of that node (a peer's path, or ours as a peer's ack names it).
-  struct WirePath {
-    uint32_t node = 0;  // WireNodeId
-    int rail = 0;
-    int index = 0;
-    auto operator<=>(const WirePath&) const = default;
-  };
   // Each watched path of ours, by fabric::PathId (rebuilt by WatchPeers).
   struct Probed {
     const FabricPeer* peer = nullptr;  // in options_.setup.peers
     uint32_t seq = 0;                  // its last probe seq
   };
   std::vector<Probed> probed_;
-  std::map<WirePath, fabric::PathId> ours_;  // our watched paths as the peers' acks name them
   std::map<fabric::PathKey, uint32_t> seqs_;  // last seqs, kept across WatchPeers (a re-added path goes on)
-  // What we received of each peer path (peer, its rail and path index), to ack.
-  struct AckState {
-    fabric::AckWindow window;
-    int ifindex = 0;  // where its probes arrive (ack-only packets leave there)
-    bool has_carrier = false;  // HasCarrier for this ifindex and the watched paths
-    bool carried = false;  // SendDue: a probe of this tick carries its ack
-    bool urgent = false;   // an urgent probe arrived: ack it at once, to the peer's urgent port
-  };
-  // Sorted by WirePath (a peer's paths adjacent), in one block: the prober
-  // wakes with cold caches, and a map's nodes cost a miss each.
-  std::vector<std::pair<WirePath, AckState>> acks_;
-  // acks_'s first entry at or after `key`.
-  std::vector<std::pair<WirePath, AckState>>::iterator AckAtOrAfter(const WirePath& key);
+  std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included); AckBook's peer indices
   std::vector<FabricDatagram> inbox_;
-  // The batch being sent (one tick's packets), kept to reuse their storage.
-  std::vector<std::array<uint8_t, kFabricProbeSize>> out_bytes_;
-  std::vector<FabricSend> out_;
-  std::vector<int> out_rail_;                // the rail of each probe; -1: ack-only
-  std::vector<const FabricPeer*> reply_peer_;  // the peer of each (valid during SendDue)
-  struct SentProbe {
-    fabric::PathId path = 0;
-    uint32_t seq = 0;
-    bool urgent = false;
+  // The batch being sent (one tick's packets), kept to reuse their storage:
+  // every container is reused tick after tick, no allocation per probe once
+  // they have grown.
+  struct Batch {
+    std::vector<std::array<uint8_t, kFabricProbeSize>> bytes;
+    std::vector<FabricSend> sends;
+    std::vector<int> rail;                  // the rail of each probe; -1: ack-only
+    std::vector<const FabricPeer*> peer;    // the peer of each
+    struct Probe {
+      fabric::PathId path = 0;
+      uint32_t seq = 0;
+      bool urgent = false;
+    };
+    std::vector<Probe> probes;              // each probe of the batch
+    std::vector<AckBook::AckOnly> ack_only;
   };
-  std::vector<SentProbe> sent_probes_;  // SendDue: each probe of the batch
-  std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
-  MonoTime retry_at_ = MonoTime::max();  // after a failed route change
-  MonoTime next_reconcile_{};
-  MonoTime next_publish_{};
+  Batch out_;
   MonoTime next_sweep_{};
-  MonoTime last_publish_{};
-  bool changed_ = false;  // a transition or route action since the last publish
-  std::map<fabric::PathKey, fabric::PathStats> published_totals_;
-  std::vector<FabricPeer> known_;  // whose probes we answer (probed peers included)
-  std::vector<PeerState> peer_state_;  // parallel to known_
   uint64_t epoch_ = 0;                 // ours
   uint32_t first_seq_ = 1;             // FirstSeq(epoch_)
   bool renew_epoch_ = false;           // a path's seqs span renew_epoch_after
   std::array<uint64_t, kFabricDropKinds> drops_pending_{};  // counted into dropped_ once per wake-up
   uint64_t urgent_limited_pending_ = 0;
   bool adopted_ = false;           // the start-up route adoption ran
-  std::map<std::string, int> installed_rail_;  // peer -> the rail of the pin in the kernel
-  std::optional<WallTime> last_flap_wall_;
 
   mutable std::mutex mu_;
-  nlohmann::json status_;  // GUARDED_BY(mu_)
-  FabricHealthView health_;  // GUARDED_BY(mu_)
-  std::vector<FabricFlapAlert> alerts_raised_;  // GUARDED_BY(mu_)
   std::optional<std::pair<std::vector<FabricPeer>, std::vector<FabricPeer>>> pending_peers_;  // GUARDED_BY(mu_)
 
-  metrics::Family& state_;
-  metrics::Family& loss_;
-  metrics::Family& owd_;
-  metrics::Family& rtt_;
-  metrics::Family& sent_;
   metrics::Family& urgent_;
-  metrics::Family& replies_;
-  metrics::Family& misses_;
-  metrics::Family& peer_rail_;
-  metrics::Family& flaps_window_;
-  metrics::Family& flaps_total_;
-  metrics::Family& alerts_;
-  metrics::Family& rail_down_;
   metrics::Family& dropped_;
-  metrics::Family& answered_;
   metrics::Family& send_errors_;
-  metrics::Family& route_changes_;
-  metrics::Family& stalls_;
-  metrics::Family& stalls_judged_;
-  metrics::Family& prober_stalled_;
   metrics::Family& urgent_limited_;
   metrics::Family& peer_restarts_;
-  MonoTime next_stall_log_{};  // stall warnings: at most one per kStallLogEvery
-  std::chrono::nanoseconds worst_stall_{};  // the longest since the last warning
-  int stalls_unlogged_ = 0;
-  int judged_unlogged_ = 0;
-  bool stalled_published_ = false;  // prober_stalled as of the last publish
 };
 
 }  // namespace lockstep::agent
