@@ -299,9 +299,7 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
   for (size_t e = 0; e < edges.size(); ++e) {
     const EdgeSummary& f = edges[e].fit;
     if (!f.drift_identified) continue;
-    // A queueing excess over a window biases the slope too: up to excess / 1 s.
-    const double ds = std::hypot(f.drift_sigma, options_.margin_excess_sigmas * edges[e].margin_excess_ns * 1e-9);
-    de.push_back({f.a, f.b, f.drift * (1.0 + warm[f.a]), 1.0 / (ds * ds)});
+    de.push_back({f.a, f.b, f.drift * (1.0 + warm[f.a]), 1.0 / (f.drift_sigma * f.drift_sigma)});
   }
   NetworkOptions dopt = options_.network;
   dopt.abs_tolerance = options_.cg_drift_tolerance;

@@ -121,8 +121,9 @@ struct EstimatorOptions {
   // estimator keeps each edge's smallest margin seen (its quiet margin; it
   // rises by margin_floor_rise_ns per window it is not met, so a path that
   // became longer for good is re-learned in minutes) and adds the excess to
-  // the edge's offset sigma (and excess / 1 s to its drift sigma) before the
-  // network solve. Such an edge then weighs little, and a node whose edges
+  // the edge's offset sigma before the network solve (not to its drift sigma:
+  // a steady excess does not tilt the line, and excess / 1 s there made the
+  // tracked drifts too slow to follow, 2.5 us p99 in a testbed run). Such an edge then weighs little, and a node whose edges
   // are all loaded gets a bound that covers it. On the loaded testbed the
   // edges through a shaped link kept margins 0.6-0.8 us above their quiet
   // 3.7 us while their offsets were off by 0.3-0.6 us (their loop residuals),
