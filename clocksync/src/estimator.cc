@@ -82,6 +82,10 @@ Result<Estimator> Estimator::Create(const EstimatorOptions& o) {
   if (!(o.track_warmup_sigma_multiple >= 0) || !std::isfinite(o.track_warmup_sigma_multiple)) {
     return InvalidArgument("clocksync: track_warmup_sigma_multiple must be finite and >= 0");
   }
+  if (!(o.margin_excess_sigmas >= 0) || !std::isfinite(o.margin_excess_sigmas) || !(o.margin_floor_rise_ns >= 0) ||
+      !std::isfinite(o.margin_floor_rise_ns)) {
+    return InvalidArgument("clocksync: margin_excess_sigmas and margin_floor_rise_ns must be finite and >= 0");
+  }
   if (!(o.bound_sigmas > 0) || !(o.asymmetry_allowance_ns >= 0)) {
     return InvalidArgument("clocksync: bound_sigmas must be > 0 and asymmetry_allowance_ns >= 0");
   }
@@ -353,7 +357,8 @@ void Estimator::SolveNetworkAndGauge(Prepared& prep, Solution& sol) {
     const double dt = static_cast<double>(t_solve - f.t_ref_ns);
     const double beta_sigma = solved ? std::hypot(dsig[f.a], dsig[f.b]) : f.drift_sigma;
     moved[e] = f.offset_ns + beta[e] * dt;
-    const double sigma = std::hypot(f.offset_sigma_ns, beta_sigma * dt);
+    const double sigma = std::hypot(std::hypot(f.offset_sigma_ns, beta_sigma * dt),
+                                    options_.margin_excess_sigmas * edges[e].margin_excess_ns);
     oe[e] = {f.a, f.b, moved[e], 1.0 / (sigma * sigma)};
   }
   std::vector<double> xhat(n, 0.0);
@@ -518,6 +523,26 @@ void Estimator::Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, 
   prep.track[v] = s;
 }
 
+void Estimator::ApplyMarginExcess(int64_t window_end_ns, Solution& sol) {
+  if (!(options_.margin_excess_sigmas > 0)) return;
+  for (EdgeReport& rep : sol.edges) {
+    const double m = rep.fit.margin_ns;
+    if (!std::isfinite(m)) continue;
+    const uint64_t key = (uint64_t{rep.fit.a} << 32) | rep.fit.b;
+    auto [it, fresh] = margin_floor_.try_emplace(key, MarginFloor{m, window_end_ns});
+    MarginFloor& f = it->second;
+    if (!fresh) {
+      rep.margin_excess_ns = std::max(0.0, m - f.floor_ns);
+      f.floor_ns = std::min(f.floor_ns + options_.margin_floor_rise_ns, m);
+      f.seen_ns = window_end_ns;
+    }
+  }
+  // Edges not seen for a while (a peer gone) are forgotten.
+  std::erase_if(margin_floor_, [&](const auto& kv) {
+    return window_end_ns - kv.second.seen_ns > options_.continuity_max_age_ns;
+  });
+}
+
 Result<Solution> Estimator::Solve(int64_t window_end_ns) {
   if (!TimeInRange(window_end_ns)) return InvalidArgument("clocksync: window end must be within +-2^62 ns");
   if (have_prev_ && window_end_ns <= prev_t_ref_) {
@@ -570,6 +595,7 @@ Result<Solution> Estimator::Solve(int64_t window_end_ns) {
   anchors_.clear();
 
   FitEdges(window_end_ns, prep, sol);
+  ApplyMarginExcess(window_end_ns, sol);
   // The offset solve's instant: the median reference (data centre) of the
   // local edges, i.e. the middle of this window; t_ref if there are none.
   std::vector<int64_t> centres;

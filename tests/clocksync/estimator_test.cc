@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -122,6 +123,55 @@ TEST_CASE("edge fits are not moved by asymmetric queueing", "[clocksync]") {
   for (const EdgeReport& r : sol->edges) huygens.push_back(sc.EdgeError(r, kWindow));
   INFO("huygens p50 " << Quantile(huygens, 0.5));
   CHECK(Quantile(huygens, 0.5) < 100);
+}
+
+TEST_CASE("queueing that even the fastest probes keep: the margin's rise weighs the edge down", "[clocksync]") {
+  // Quiet windows teach each edge its margin; then three of node 0's edges
+  // carry 1.5 us of extra queueing in one direction that no probe escapes
+  // (the max-margin line cannot see it: every edge's offset is off by 750 ns).
+  // With the margin's excess in the edge sigmas those edges weigh little:
+  // node 0's error stays small and inside its bound; without it, it neither.
+  auto run = [](double excess_sigmas, double& worst_err, double& worst_ratio) {
+    Scenario sc(16, 4, 21, Typical());
+    sc.rounds = 48;
+    ProbeGen gen(22);
+    gen.stamp_jitter_ns = 30;
+    EstimatorOptions o;
+    o.margin_excess_sigmas = excess_sigmas;
+    Estimator est = Make(o);
+    worst_err = worst_ratio = 0;
+    int loaded = 0;
+    for (int w = 0; w < 8; ++w) {
+      if (w == 4) {
+        for (size_t e = 0; e < sc.graph.size() && loaded < 3; ++e) {
+          if (sc.graph[e].first == 0 || sc.graph[e].second == 0) {
+            sc.links[e].d_fwd += 1500;
+            ++loaded;
+          }
+        }
+      }
+      const double t0 = w * kWindow;
+      sc.Window(t0, gen, 23 + static_cast<uint64_t>(w), [&](const ProbePair& p) { REQUIRE(est.AddPair(p).ok()); });
+      Result<Solution> sol = est.Solve(static_cast<int64_t>(t0 + kWindow));
+      REQUIRE(sol.ok());
+      if (w < 5) continue;
+      for (NodeId j = 1; j < sc.n; ++j) {
+        if (!sol->nodes[j].valid) continue;
+        const double e = std::abs(sc.PairError(*sol, 0, j, t0 + kWindow));
+        worst_err = std::max(worst_err, e);
+        worst_ratio = std::max(worst_ratio, e / (sol->nodes[0].error_bound_ns + sol->nodes[j].error_bound_ns));
+      }
+    }
+    REQUIRE(loaded == 3);
+  };
+  double err_on = 0, ratio_on = 0, err_off = 0, ratio_off = 0;
+  run(1.0, err_on, ratio_on);
+  run(0.0, err_off, ratio_off);
+  INFO("with the excess: worst error " << err_on << " ns, error / bound " << ratio_on);
+  INFO("without: worst error " << err_off << " ns, error / bound " << ratio_off);
+  CHECK(ratio_on <= 1.0);
+  CHECK(err_on < 0.6 * err_off);
+  CHECK(ratio_off > 1.0);
 }
 
 TEST_CASE("losing a node: ids keep their meaning and fabric time does not jump", "[clocksync]") {
@@ -456,6 +506,12 @@ TEST_CASE("Create validates options", "[clocksync]") {
   EstimatorOptions w;
   w.track_warmup_sigma_multiple = -1;
   CHECK(Estimator::Create(w).code() == ErrorCode::kInvalidArgument);
+  EstimatorOptions m;
+  m.margin_excess_sigmas = -1;
+  CHECK(Estimator::Create(m).code() == ErrorCode::kInvalidArgument);
+  EstimatorOptions r;
+  r.margin_floor_rise_ns = std::numeric_limits<double>::infinity();
+  CHECK(Estimator::Create(r).code() == ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -112,6 +112,24 @@ struct EstimatorOptions {
   // be overconfident on the testbed in the first seconds after LOCKED.
   uint32_t track_warmup_windows = 3;
   double track_warmup_sigma_multiple = 2.0;
+  // Queueing that the max-margin line cannot see. An edge's fitted offset is
+  // off by half the difference of the queueing its two directions kept even
+  // in their fastest probes (u_fwd - u_rev) / 2, and those fastest probes
+  // also widen the gap between the envelopes: margin = quiet margin +
+  // (u_fwd + u_rev) / 2. So |offset error| <= margin - quiet margin (plus the
+  // path's intrinsic asymmetry, which asymmetry_allowance_ns budgets). The
+  // estimator keeps each edge's smallest margin seen (its quiet margin; it
+  // rises by margin_floor_rise_ns per window it is not met, so a path that
+  // became longer for good is re-learned in minutes) and adds the excess to
+  // the edge's offset sigma before the network solve (not to its drift sigma:
+  // a steady excess does not tilt the line, and excess / 1 s there made the
+  // tracked drifts too slow to follow, 2.5 us p99 in a testbed run). Such an edge then weighs little, and a node whose edges
+  // are all loaded gets a bound that covers it. On the loaded testbed the
+  // edges through a shaped link kept margins 0.6-0.8 us above their quiet
+  // 3.7 us while their offsets were off by 0.3-0.6 us (their loop residuals),
+  // with window sigmas of 40-50 ns. 0 disables.
+  double margin_excess_sigmas = 1.0;
+  double margin_floor_rise_ns = 1.0;
   NodeId max_node_id = 1u << 24;       // larger ids are rejected (InvalidArgument)
 };
 
@@ -136,6 +154,7 @@ struct EdgeReport {
   double d_min_fwd_ns = 0;  // = margin - residual: min one-way delay a->b
   double d_min_rev_ns = 0;  // = margin + residual: min one-way delay b->a
   double weight = 0;        // final offset weight (after Huber)
+  double margin_excess_ns = 0;  // margin above the edge's quiet margin (see margin_excess_sigmas)
 };
 
 struct NodeEstimate {
@@ -247,6 +266,13 @@ class Estimator {
     return options_.track_wander_ppb_per_sqrt_s > 0 && options_.gauge != GaugeMode::kMeanZero;
   }
   void Track(NodeId v, double x_solve, double x_sigma, Prepared& prep, Solution& sol);
+  // Each edge's quiet margin (smallest seen, rising slowly), by (a << 32 | b).
+  struct MarginFloor {
+    double floor_ns = 0;
+    int64_t seen_ns = 0;  // window end it was last updated
+  };
+  std::unordered_map<uint64_t, MarginFloor> margin_floor_;
+  void ApplyMarginExcess(int64_t window_end_ns, Solution& sol);
   bool have_prev_ = false;
   int64_t prev_t_ref_ = 0;
   std::vector<PrevNode> prev_;
