@@ -82,7 +82,7 @@ TEST_CASE("publisher: the snapshot, the gauges and the health view follow the mo
   CHECK_FALSE(h.last_flap);
 }
 
-TEST_CASE("publisher: a decision is published within the change gap; flaps and alerts are counted by rail name",
+TEST_CASE("publisher: a decision is published within the change gap, flaps and alerts are counted by rail name",
           "[daemonset][fabric]") {
   Fixture f;
   const MonoTime now = f.clock.Monotonic();
@@ -113,7 +113,7 @@ TEST_CASE("publisher: a decision is published within the change gap; flaps and a
   CHECK(f.publisher.Health().last_flap == f.clock.Wall());
 }
 
-TEST_CASE("publisher: stalls are counted; a judged one is published at once", "[daemonset][fabric]") {
+TEST_CASE("publisher: stalls are counted, a judged one is published at once", "[daemonset][fabric]") {
   Fixture f;
   const MonoTime now = f.clock.Monotonic();
   f.publisher.Publish(now, f.monitor);
@@ -127,7 +127,7 @@ TEST_CASE("publisher: stalls are counted; a judged one is published at once", "[
   CHECK(f.publisher.Due(now + 20ms));
 }
 
-TEST_CASE("publisher: ack-only packets are counted at the publish; a peer that left takes its series along",
+TEST_CASE("publisher: ack-only packets are counted at the publish, a peer that left takes its series along",
           "[daemonset][fabric]") {
   Fixture f;
   const MonoTime now = f.clock.Monotonic();

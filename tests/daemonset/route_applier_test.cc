@@ -83,7 +83,7 @@ TEST_CASE("route applier: a failed listing is returned and retried by the reconc
   CHECK(f.routes.ReconcileDue(now + 1s + 30s));  // the periodic one
 }
 
-TEST_CASE("route applier: pins replace the peer's route, unpins delete it; the rail traffic left is released",
+TEST_CASE("route applier: pins replace the peer's route, unpins delete it, the rail traffic left is released",
           "[daemonset][fabric]") {
   Fixture f;
   f.routes.Apply({fabric::PinPeer{"b", {0, "b", 0}}, fabric::PinPeer{"c", {1, "c", 0}}});
