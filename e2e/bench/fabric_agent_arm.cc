@@ -116,7 +116,7 @@ bool AllPathsUp(const std::string& agent, const std::string& ns) {
 Arm MakeAgentArm(const std::string& agent) {
   auto run = std::make_shared<Running>();
   Arm arm;
-  arm.name = "agent";
+  arm.name = "lockstep";
   arm.start = [agent, run](const LabInfo& info) {
     *run = Running{};
     const std::string key = info.log_prefix + "-probe-key";
@@ -148,17 +148,22 @@ Arm MakeAgentArm(const std::string& agent) {
   arm.stop = [run](const LabInfo&) {
     for (auto& c : run->agents) c.Stop(3);
   };
-  arm.report = [run](const LabInfo&, double fault, double end) {
+  arm.report = [run](const LabInfo& info, double fault, double end) {
     std::optional<double> first_down, first_pin, first_alert;
     int alerts = 0, flaps = 0, early_downs = 0;
-    for (const auto& path : run->logs) {
-      std::istringstream in(ReadFile(path));
+    std::vector<PathDown> downs;
+    for (size_t i = 0; i < run->logs.size(); ++i) {
+      const std::string host = i < info.topo.hosts.size() ? info.topo.hosts[i].name : std::to_string(i);
+      std::istringstream in(ReadFile(run->logs[i]));
       std::string line;
       while (std::getline(in, line)) {
         const json j = json::parse(line, nullptr, false);
         if (!j.is_object()) continue;
         const double ts = j.value("ts", 0.0);
         const std::string msg = j.value("msg", "");
+        if (msg == "fabric path state changed" && j.value("to", "") == "down") {
+          downs.push_back({host, j.value("path", ""), ts});
+        }
         // Paths declared down while every link was up (after the agents were
         // ready, before the fault): false alarms (congestion, CPU starvation).
         if (ts >= run->ready && ts < fault && msg == "fabric path state changed" && j.value("to", "") == "down") {
@@ -204,8 +209,16 @@ Arm MakeAgentArm(const std::string& agent) {
       if (!t) return nullptr;
       return std::round((*t - fault) * 1000.0);
     };
-    return ordered_json{{"detect_ms", ms(first_down)},
-                        {"first_pin_ms", ms(first_pin)},
+    const Detection d = ScoreDetection(downs, info.affected, run->ready, fault, end);
+    ordered_json out = ToJson(d);
+    out["faulted_link"] = info.faulted_link;
+    std::vector<std::string> affected;
+    for (const auto& p : info.affected) affected.push_back(p.host + ":" + p.path);
+    out["affected"] = affected;
+    // The earliest down on any path (the figure reported as detect_ms before
+    // 2026-11-28: a coincident false down counted as detection).
+    out["first_down_any_path_ms"] = ms(first_down);
+    const ordered_json more{{"first_pin_ms", ms(first_pin)},
                         {"flaps_declared", flaps},
                         {"paths_down_before_fault", early_downs},
                         {"prober_stalls", stalls},
@@ -219,6 +232,8 @@ Arm MakeAgentArm(const std::string& agent) {
                         {"fabric_cpu_ms_per_1000_packets",
                          packets > 0 ? ordered_json(std::round(fabric_s / packets * 1e6 * 100) / 100) : ordered_json(nullptr)},
                         {"probe_kbps_per_node", std::round(kbps * 10) / 10}};
+    for (const auto& [k, v] : more.items()) out[k] = v;
+    return out;
   };
   return arm;
 }

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -43,19 +44,31 @@ Scenarios (a fresh lab for each scenario and arm):
   repair     the sender's link down for 5 s, then up: is it used again (bytes on
              it in the 10 s after the repair)?
   silent     the sender's link drops everything, carrier and routes up, for --fault-s
+  far-link-down  the receiver's link the stream arrives on loses carrier for --fault-s
+  fabric-gray    a lab with 4 leaves, the stream h0 -> h2 (they share no leaf):
+             the leaf-spine link the stream crosses first drops everything,
+             carrier and routes up, for --fault-s
+  one-way    the sender's link drops only what the sender sends (netlab
+             --silent --one-way up), for --fault-s
 
-Arms: baseline (static ECMP, kernel defaults, no agent) and agent (one
-standalone lockstep-agent per host namespace: fabric.rails [rail0, rail1],
-every peer's host address; started before the workloads once every path is
-up, stopped after). The agent arm also reports detection (fault -> first path
-declared down, from the agents' logs), the first pin, paths declared down
-before the fault (false alarms), prober stalls (wake-ups late by more than
-the urgent timeout, whose probe timeouts were restarted), flaps, flap alerts
-(flapAlertPerHour 8), agent CPU, RSS and fabric probe bandwidth per node.
+Arms: static_untuned (static ECMP, kernel defaults: ignore_routes_with_linkdown=0,
+rto_min 200 ms), static_tuned (the same route with rto_min 10ms and
+ignore_routes_with_linkdown=1: the kernel routes around a rail that lost
+carrier by itself) and lockstep (one standalone lockstep-agent per host
+namespace: fabric.rails [rail0, rail1], every peer's host address; started
+before the workloads once every path is up, stopped after). Every arm reports
+the training loop's longest step stall and the stream's total stalled time,
+for the scenario and per fault. The lockstep arm also reports detection per
+affected path (the probe paths whose probes or acks cross the faulted link,
+by netlab path for their 5-tuples: median, max, never detected), false downs
+before the fault and after it (paths that do not cross the link), the first
+pin, prober stalls, flaps, flap alerts (flapAlertPerHour 8), agent CPU, RSS
+and fabric probe bandwidth per node.
 
-The DDP loop's collective timeout is --hang-s (gloo's default is 30 min); a
-loop with no step for that long is "hung". Run from the repository root as
-root after building fabric, netlab, netlab-loadgen and bulk-stream.
+The DDP loop's collective timeout is --hang-s (default gloo's 30 min, so a
+stall is measured, not cut short); a loop survived when no rank failed and it
+was stepping at the end of observation. Run from the repository root as root
+after building fabric, netlab, netlab-loadgen and bulk-stream.
 )";
 
 std::string SelfDir() {
@@ -85,25 +98,29 @@ Tools FindTools() {
 // The arms, in the order they run (the agent arm: fabric_agent_arm.h).
 std::vector<Arm> Arms() {
   std::vector<Arm> arms;
-  arms.push_back({"baseline", true, "", nullptr, nullptr, nullptr});
+  arms.push_back({"static_untuned", true, "", nullptr, nullptr, nullptr});
+  arms.push_back({"static_tuned", true, "", TuneStaticHosts, nullptr, nullptr});
   const std::string agent = SelfDir() + "/../../daemonset/lockstep-agent";
   if (Executable(agent)) {
     arms.push_back(MakeAgentArm(agent));
   } else {
-    arms.push_back({"agent", false, "no lockstep-agent at " + agent + " (build it)", nullptr, nullptr, nullptr});
+    arms.push_back({"lockstep", false, "no lockstep-agent at " + agent + " (build it)", nullptr, nullptr, nullptr});
   }
   return arms;
 }
 
 int Main(int argc, char** argv) {
   Options o;
-  std::vector<std::string> names, only;
+  std::vector<std::string> names, only, only_arms;
   for (const auto& sc : Scenarios(o)) names.push_back(sc.name);
   bool softirq = false;
   CLI::App app{kAbout, "fabric"};
   app.add_option("--scenarios", only, "only these, e.g. link-down,flap (default: all)")
       ->delimiter(',')
       ->check(CLI::IsMember(names));
+  app.add_option("--arms", only_arms, "only these arms, e.g. static_tuned,lockstep (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"static_untuned", "static_tuned", "lockstep"}));
   app.add_option("--link-rate", o.link_rate, "host link rate")->capture_default_str();
   app.add_option("--queue-ms", o.queue_ms, "host link queue (tbf latency)")
       ->check(Positive())
@@ -115,7 +132,7 @@ int Main(int argc, char** argv) {
       ->check(Positive())
       ->capture_default_str();
   app.add_option("--flap-up-s", o.flap_up_s, "flap: each up period")->check(Positive())->capture_default_str();
-  app.add_option("--hang-s", o.hang_s, "collective timeout / hung threshold")
+  app.add_option("--hang-s", o.hang_s, "the loop's collective timeout (gloo's default 1800 s)")
       ->check(Positive())
       ->capture_default_str();
   app.add_option("--fault-s", o.fault_s, "length of the long faults")->check(Positive())->capture_default_str();
@@ -141,6 +158,7 @@ int Main(int argc, char** argv) {
   for (const auto& sc : scenarios) {
     ScenarioResult r{sc, {}};
     for (const auto& arm : Arms()) {
+      if (!only_arms.empty() && std::find(only_arms.begin(), only_arms.end(), arm.name) == only_arms.end()) continue;
       Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
       r.arms.push_back(RunArm(tools, o, sc, arm));
     }

@@ -28,8 +28,8 @@ std::string Row(const std::vector<std::string>& cells, const std::vector<int>& w
 }  // namespace
 
 std::string Table(const std::vector<ScenarioResult>& results) {
-  const std::vector<int> w = {10, 9, 6, 9, 9, 9, 9, 6, 5, 9, 6};
-  std::string out = Row({"scenario", "arm", "link", "survived", "flows ms", "stalled", "max stall", "lost", "dip%",
+  const std::vector<int> w = {13, 14, 6, 12, 9, 9, 9, 6, 5, 9, 6};
+  std::string out = Row({"scenario", "arm", "link", "survived", "max stall", "stalled", "flows ms", "lost", "dip%",
                          "full ms", "reused"},
                         w);
   for (const auto& r : results) {
@@ -39,21 +39,33 @@ std::string Table(const std::vector<ScenarioResult>& results) {
         continue;
       }
       const Score& s = a.score;
-      out += Row({r.scenario.name, a.arm, a.link, s.survived ? "yes" : (s.hung ? "NO hung" : "NO"),
-                  Ms(s.failover_ms, "never"), Ms(s.stream_stalled_ms, ""), Ms(s.max_step_stall_ms, ""),
+      out += Row({r.scenario.name, a.arm, a.link,
+                  s.survived ? "yes" : (!s.error.empty() ? "NO error" : (s.stalled_at_end ? "NO stalled" : "NO")),
+                  Ms(s.max_step_stall_ms, ""), Ms(s.stream_stalled_ms, ""), Ms(s.failover_ms, "never"),
                   std::to_string(s.lost_steps), Ms(s.dip_pct, ""), Ms(s.recover_full_speed_ms, "never"),
                   a.reused ? (*a.reused ? "yes" : "no") : "-"},
                   w);
     }
   }
   out +=
-      "flows ms: fault -> the stream flows again (two 50 ms windows at >= 10% of its pre-fault rate; 0 = it never\n"
-      "stopped); stalled: ms in 50 ms windows below 10%; max stall: longest gap between training steps (rank 0);\n"
+      "survived: no rank failed and the loop was stepping at the end (NO stalled: still stalled there);\n"
+      "max stall: longest gap between training steps (rank 0) from the fault on; stalled: ms of the stream in\n"
+      "50 ms windows below 10% of its pre-fault rate, every fault; flows ms: fault -> the stream flows again (two\n"
+      "50 ms windows at >= 10%) after the first fault's own stall (0 = it never stopped);\n"
       "lost: steps not made at the pre-fault pace; dip%: worst 100 ms throughput below the pre-fault rate;\n"
       "full ms: fault -> a 300 ms window at >= 80% of it.\n";
   for (const auto& r : results) {
     for (const auto& a : r.arms) {
       if (a.ran && !a.score.error.empty()) out += r.scenario.name + "/" + a.arm + ": " + a.score.error + "\n";
+      if (a.ran && a.score.per_fault.size() > 1) {
+        std::string per;
+        for (const auto& f : a.score.per_fault) {
+          char b[96];
+          std::snprintf(b, sizeof b, " %.0f/%.0f", f.max_step_stall_ms, f.stream_stalled_ms);
+          per += b;
+        }
+        out += r.scenario.name + "/" + a.arm + ": per fault, max step stall / stream stalled ms:" + per + "\n";
+      }
       if (a.ran && a.flap_timing.is_object()) {
         const auto& f = a.flap_timing;
         const auto spread = [&](const char* k) {
@@ -68,8 +80,11 @@ std::string Table(const std::vector<ScenarioResult>& results) {
       if (a.ran && a.arm_report.is_object()) {
         const auto& j = a.arm_report;
         auto v = [&](const char* k) { return j.contains(k) && !j[k].is_null() ? j[k].dump() : std::string("-"); };
-        out += r.scenario.name + "/" + a.arm + ": detect " + v("detect_ms") + " ms, first pin " + v("first_pin_ms") +
-               " ms, paths declared down before the fault " + v("paths_down_before_fault") +
+        out += r.scenario.name + "/" + a.arm + ": " + v("affected_paths") + " probe paths cross " +
+               v("faulted_link") + ": detected median " + v("detect_ms_median") + " ms, max " + v("detect_ms_max") +
+               " ms, never " + v("never_detected") + "; false downs before the fault " + v("false_downs_before") +
+               ", after it " + v("false_downs_after") + "; first down on any path " + v("first_down_any_path_ms") +
+               " ms, first pin " + v("first_pin_ms") + " ms" +
                ", prober stalls " + v("prober_stalls") +
                ", flaps declared " + v("flaps_declared") + ", flap alerts " + v("flap_alerts") + " (first " + v("first_flap_alert_ms") + " ms)" + ", agent CPU " +
                v("agent_cpu_percent") + "% (max " + v("agent_cpu_percent_max") + "%, system " +
@@ -88,12 +103,11 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
   for (const auto& r : results) {
     ordered_json j = ordered_json::object();
     j["what"] = r.scenario.what;
+    ordered_json arms = ordered_json::object();
     for (const auto& a : r.arms) {
       if (!a.ran) {
-        if (a.arm == "agent") {
-          j["survived"] = nullptr;  // not measured
-          agent_note = a.note;
-        }
+        arms[a.arm] = {{"ran", false}, {"note", a.note}};
+        if (a.arm == "lockstep") agent_note = a.note;
         continue;
       }
       ordered_json m = ToJson(a.score);
@@ -110,20 +124,17 @@ ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& result
         m["reused_mbytes"] = a.reused_mbytes;
         m["stream_path_at_end"] = a.stream_path_at_end;
       }
-      if (a.arm == "baseline") j["baseline_survived"] = a.score.survived;
-      if (a.arm == "agent") {
-        // The per-scenario keys are the agent arm's.
-        j["survived"] = a.score.survived;
-        for (const char* k : {"failover_ms", "recover_full_speed_ms", "lost_steps", "max_step_stall_ms"}) {
-          if (m.contains(k)) j[k] = m[k];
-        }
-        for (const auto& [k, v] : a.arm_report.items()) {
-          m[k] = v;
-          j[k] = v;
+      if (a.arm_report.is_object()) {
+        for (const auto& [k, v] : a.arm_report.items()) m[k] = v;
+        // Detection is the lockstep arm's, per scenario.
+        for (const char* k : {"affected_paths", "never_detected", "detect_ms_median", "detect_ms_max",
+                              "false_downs_before", "false_downs_after"}) {
+          if (a.arm_report.contains(k)) j[k] = a.arm_report[k];
         }
       }
-      j[a.arm] = m;
+      arms[a.arm] = m;
     }
+    j["arms"] = arms;
     scen[r.scenario.name] = j;
   }
   return {{"benchmark", "fabric"},

@@ -19,8 +19,12 @@ struct ScenarioResult {
 
 std::string Table(const std::vector<ScenarioResult>& results);
 
-// {"benchmark":"fabric", ..., "scenarios": {name: {"baseline_survived": ..,
-// "survived": null (agent arm not run), "baseline": {...}}}}
+// {"benchmark":"fabric", ..., "scenarios": {name: {"what": .., "arms":
+// {"static_untuned": {"survived", "max_step_stall_ms", "stream_stalled_ms",
+// "per_fault": [..], ...}, "static_tuned": {..}, "lockstep": {.., detection}},
+// "detect_ms_median", "detect_ms_max", "never_detected", "affected_paths",
+// "false_downs_before", "false_downs_after"}}}; an arm that did not run:
+// {"ran": false, "note"}.
 nlohmann::ordered_json Summary(const Options& o, const std::vector<ScenarioResult>& results);
 
 }  // namespace lockstep::bench::fabric

@@ -22,6 +22,7 @@ using nlohmann::json;
 
 constexpr int kStreamPort = 5001;
 constexpr int kMasterPort = 29500;
+constexpr int kProbePort = 7312;  // the agents' fabric.port (default)
 
 double Wall() {
   timeval tv{};
@@ -63,6 +64,7 @@ double NetlabLink(const Tools& t, std::vector<std::string> args, double fallback
 // (while the train goes on); returns when the train is over.
 struct FlapTrain {
   double last_up = 0;  // netlab's `asked` of the last up
+  std::vector<double> downs;  // netlab's `asked` of every down
   nlohmann::ordered_json achieved;
 };
 
@@ -103,6 +105,7 @@ FlapTrain RunFlapTrain(const Tools& t, const std::string& lab, const std::string
   FlapTrain f;
   for (const auto& e : report["events"]) {
     if (e.value("action", "") == "up") f.last_up = e.value("asked", 0.0);
+    if (e.value("action", "") == "down") f.downs.push_back(e.value("asked", 0.0));
   }
   f.achieved = nlohmann::ordered_json::parse(report["achieved"].dump());
   return f;
@@ -112,10 +115,10 @@ FlapTrain RunFlapTrain(const Tools& t, const std::string& lab, const std::string
 // its namespaces) on destruction, even when the run throws.
 class LabGuard {
  public:
-  LabGuard(const Tools& t, const Options& o) : t_(t) {
+  LabGuard(const Tools& t, const Options& o, int leaves) : t_(t) {
     info_.name = "fb" + std::to_string(::getpid() % 100000);
     std::vector<std::string> up = {"up",     "--name",   info_.name, "--hosts",     std::to_string(o.hosts),
-                                   "--rails", "2",     "--leaves", "2",        "--spines", "2",
+                                   "--rails", "2",     "--leaves", std::to_string(leaves),        "--spines", "2",
                                    "--link-rate", o.link_rate, "--replace"};
     if (o.napi_threads) up.push_back("--napi-threads");
     const std::string path = Netlab(t, up);
@@ -182,7 +185,66 @@ long long HostLinkUpBytes(const Tools& t, const std::string& lab, const std::str
   return c[link].value("up_bytes", 0LL);
 }
 
+
+// The links a probe of `from`'s agent takes to `to` out of `rail` (the
+// agents send from the host address to the peer's host address, fabric.port
+// on both ends, bound to the rail's interface), by the lab's FIB.
+std::vector<std::string> ProbeLinks(const Tools& t, const std::string& lab, const netlab::Host& from,
+                                    const netlab::Host& to, const std::string& rail) {
+  const std::string port = std::to_string(kProbePort);
+  const json p = json::parse(Netlab(t, {"path", "--name", lab, from.addr, to.addr, "--proto", "udp", "--sport", port,
+                                        "--dport", port, "--oif", rail, "--json"}),
+                             nullptr, false);
+  std::vector<std::string> links;
+  if (p.is_object() && p.contains("links")) {
+    for (const auto& l : p["links"]) links.push_back(l.get<std::string>());
+  }
+  return links;
+}
+
 }  // namespace
+
+std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link) {
+  std::vector<PathRef> out;
+  const auto& hosts = info.topo.hosts;
+  for (const auto& a : hosts) {
+    for (const auto& b : hosts) {
+      if (a.name == b.name) continue;
+      for (size_t r = 0; r < a.rails.size(); ++r) {
+        const auto there = ProbeLinks(t, info.name, a, b, a.rails[r].ifname);
+        bool crosses = std::find(there.begin(), there.end(), link) != there.end();
+        // The acks come back on the peer's probes out of the interface the
+        // probes arrived on.
+        std::string back_rail;
+        for (const auto& br : b.rails) {
+          if (!there.empty() && br.link == there.back()) back_rail = br.ifname;
+        }
+        if (!crosses && !back_rail.empty()) {
+          const auto back = ProbeLinks(t, info.name, b, a, back_rail);
+          crosses = std::find(back.begin(), back.end(), link) != back.end();
+        }
+        if (crosses) out.push_back({a.name, b.name + "/rail" + std::to_string(r)});
+      }
+    }
+  }
+  return out;
+}
+
+void TuneStaticHosts(const LabInfo& info) {
+  for (const auto& h : info.topo.hosts) {
+    std::vector<std::string> cmd = {"ip", "netns", "exec", h.ns, "sysctl", "-qw",
+                                    "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
+                                    "net.ipv4.conf.default.ignore_routes_with_linkdown=1"};
+    for (const auto& r : h.rails) cmd.push_back("net.ipv4.conf." + r.ifname + ".ignore_routes_with_linkdown=1");
+    if (const RunResult rr = RunCapture(cmd); rr.rc != 0) Die("static_tuned: sysctl in " + h.ns + ": " + rr.err);
+    // netlab's static-ECMP route (routes.cc HostEcmpRoute) with rto_min 10ms.
+    std::vector<std::string> route = {"ip", "-n", h.ns, "route", "replace", info.topo.host_subnet, "src", h.addr,
+                                      "proto", "static", "rto_min", "10ms"};
+    for (const auto& r : h.rails) route.insert(route.end(), {"nexthop", "via", r.gateway, "dev", r.ifname, "onlink"});
+    if (const RunResult rr = RunCapture(route); rr.rc != 0) Die("static_tuned: ip route in " + h.ns + ": " + rr.err);
+  }
+}
+
 
 std::vector<Scenario> Scenarios(const Options& o) {
   const double f = o.fault_s;
@@ -212,6 +274,28 @@ std::vector<Scenario> Scenarios(const Options& o) {
   out.push_back({"silent", "the sender's link drops every packet, carrier and routes stay up, for " +
                                std::to_string(int(f)) + " s",
                  {{0, Role::kSenderLink, "silent"}, {f, Role::kSenderLink, "up"}}, f + 5, false});
+  // Faults the sender's kernel cannot see. The far side: the link the stream
+  // arrives on at the receiver loses carrier (the fabric withdraws it and
+  // reroutes the stream to the receiver's other link over a spine).
+  out.push_back({"far-link-down", "the receiver's link the stream arrives on goes down (carrier loss) for " +
+                                      std::to_string(int(f)) + " s",
+                 {{0, Role::kReceiverInLink, "down"}, {f, Role::kReceiverInLink, "up"}}, f + 5, false});
+  // A gray failure inside the fabric: with 4 leaves h0 and h2 share none, so
+  // the stream crosses a spine; the first leaf-spine link on its path drops
+  // everything with carrier and routes up (ECMP keeps hashing onto it).
+  Scenario gray{"fabric-gray", "the leaf-spine link on the stream's path (h0 -> h2, 4 leaves) drops every packet, "
+                               "carrier and routes up, for " + std::to_string(int(f)) + " s",
+                {{0, Role::kFabricLink, "silent"}, {f, Role::kFabricLink, "up"}}, f + 5, false};
+  gray.leaves = 4;
+  gray.stream_to = 2;
+  out.push_back(gray);
+  // One direction: the sender's link drops what the sender sends (data
+  // lost, acks and probes towards the sender still arrive).
+  Action one{0, Role::kSenderLink, "silent"};
+  one.one_way = "up";
+  out.push_back({"one-way", "the sender's link drops what the sender sends (the other direction flows), carrier "
+                            "and routes up, for " + std::to_string(int(f)) + " s",
+                 {one, {f, Role::kSenderLink, "up"}}, f + 5, false});
   return out;
 }
 
@@ -222,7 +306,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     res.note = arm.note;
     return res;
   }
-  LabGuard lab(tools, o);
+  LabGuard lab(tools, o, sc.leaves);
   const std::string prefix = o.workdir + "/" + sc.name + "-" + arm.name;
   LabInfo info = lab.info();
   info.log_prefix = prefix;
@@ -238,9 +322,11 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
 
   Children kids;
   const std::string sink_log = prefix + "-stream.jsonl";
-  const std::string dst = hosts[1].addr + ":" + std::to_string(kStreamPort);
+  const auto& receiver = hosts[size_t(sc.stream_to)];
+  const std::string rname = receiver.name;
+  const std::string dst = receiver.addr + ":" + std::to_string(kStreamPort);
   Child& sink = kids.Add(Child::Spawn(
-      InNs(hosts[1].ns, {tools.bulk_stream, "sink", "--bind", dst, "--log", sink_log, "--duration", "3600"}),
+      InNs(receiver.ns, {tools.bulk_stream, "sink", "--bind", dst, "--log", sink_log, "--duration", "3600"}),
       prefix + "-sink.out"));
   Sleep(0.3);
   const std::string send_out = prefix + "-send.out";
@@ -280,7 +366,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   // and the check is repeated (up to 5 times) so the fault hits the link that
   // carries the stream.
   const auto stream_path = [&] {
-    const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", "h1a", "--proto", "tcp",
+    const json path = json::parse(Netlab(tools, {"path", "--name", info.name, "h0a", rname + "a", "--proto", "tcp",
                                                  "--sport", sport, "--dport", std::to_string(kStreamPort), "--json"}),
                                   nullptr, false);
     if (!path.is_object() || path["links"].size() < 2) Die("netlab path gave no links for the stream");
@@ -318,15 +404,33 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   // included): the one whose loss the baseline cannot route around. The link
   // the stream arrives on may be h1's other rail, whose loss the fabric
   // repairs for the baseline too (its leaf reroutes over a spine).
-  const json back = json::parse(Netlab(tools, {"path", "--name", info.name, "h1a", "h0a", "--proto", "tcp", "--sport",
+  const json back = json::parse(Netlab(tools, {"path", "--name", info.name, rname + "a", "h0a", "--proto", "tcp", "--sport",
                                                std::to_string(kStreamPort), "--dport", sport, "--json"}),
                                 nullptr, false);
   if (!back.is_object() || back["links"].empty()) Die("netlab path gave no links for the stream's acks");
   const std::string sender_link = links.front(), receiver_link = back["links"].front().get<std::string>();
+  std::string fabric_link;  // the first leaf-spine link the stream crosses
+  for (const auto& l : links) {
+    const netlab::Link* lk = netlab::FindLink(info.topo, l);
+    if (fabric_link.empty() && lk && lk->kind == "fabric") fabric_link = l;
+  }
 
   // The faults, on their timetable.
-  const auto link_of = [&](Role role) { return role == Role::kSenderLink ? sender_link : receiver_link; };
+  const auto link_of = [&](Role role) -> std::string {
+    switch (role) {
+      case Role::kSenderLink: return sender_link;
+      case Role::kReceiverLink: return receiver_link;
+      case Role::kReceiverInLink: return links.back();
+      case Role::kFabricLink:
+        if (fabric_link.empty()) Die(sc.name + ": the stream crosses no leaf-spine link (" + res.stream_path + ")");
+        return fabric_link;
+    }
+    return sender_link;
+  };
   res.link = link_of(sc.actions.front().role);
+  info.faulted_link = res.link;
+  // The agents' probe paths that cross it (only for an arm that reports on them).
+  if (arm.report) info.affected = AffectedPaths(tools, info, res.link);
   // The stream's TCP state just before the fault (ss -tin: rto, rtt): its
   // retransmission timer decides when it resumes after a path change.
   {
@@ -337,7 +441,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   }
   Log(sc.name + " / " + arm.name + ": fault on " + res.link + " (stream " + local + " -> " + dst + " via " +
       res.stream_path + ")");
-  Window w{0, 0, 0, o.hang_s};
+  Window w{0, 0, 0, o.hang_s, {}};
   const double t0 = Now();
   long long at_repair = 0;
   // How the stream's TCP recovers: its socket (ss -tin) and h0's qdiscs,
@@ -370,6 +474,8 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
       });
       w.repair = f.last_up;
       res.flap_timing = f.achieved;
+      w.faults = f.downs;
+      if (!w.faults.empty()) w.faults.front() = w.fault;  // the first as for a single fault: netlab's `ip` start
       continue;
     }
     if (a.what == "up") {
@@ -378,14 +484,17 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
     } else {
       std::vector<std::string> cmd = {"link", "--name", info.name, link, "down"};
       if (a.what == "silent") cmd.push_back("--silent");
+      if (!a.one_way.empty()) cmd.insert(cmd.end(), {"--one-way", a.one_way});
       const double asked = Wall();
       double spread = 0;
       const double at = NetlabLink(tools, cmd, asked, &spread);
       if (w.fault == 0) first_fault(at, asked, spread);
+      w.faults.push_back(at);
     }
   }
   Sleep(std::max(0.0, t0 + sc.observe_s - Now()));
   w.end = Wall();
+  info.faults = w.faults;
   if (arm.report) res.arm_report = arm.report(info, w.fault, w.end);
   if (sc.check_reuse) {
     const long long d = HostLinkUpBytes(tools, info.name, res.link) - at_repair;

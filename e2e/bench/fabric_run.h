@@ -28,7 +28,7 @@ struct Options {
   int hidden = 128, batch = 32;       // the DDP loop's MLP (~82k parameters: ~60 ms steps here)
   int queue_ms = 5;                   // tbf queue of every host link (netlab shape --latency)
   bool napi_threads = true;           // the lab forwards in napi threads (netlab up --napi-threads)
-  double hang_s = 15;                 // the loop's collective timeout, and "hung" for the score
+  double hang_s = 1800;               // the loop's collective timeout (gloo's default); "hung" if reached
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
   double flap_down_s = 7, flap_up_s = 0.5;  // one flap of the flap scenario's 10 (see Scenarios)
   double warmup_s = 4;                // steady workloads before the first fault
@@ -40,6 +40,12 @@ struct LabInfo {
   std::string name;
   netlab::Topology topo;
   std::string log_prefix;  // WORKDIR/SCENARIO-ARM: where the run's logs go
+  std::string faulted_link;  // set before the first fault
+  // The probe paths ("peer/railN" of a host's agent) whose probes or acks
+  // cross the faulted link, by the lab's FIB before the fault; only for arms
+  // with a report (the agent arm).
+  std::vector<PathRef> affected;
+  std::vector<double> faults;  // every fault (each down of a flap train), wall seconds
 };
 
 // One way of handling faults. The workloads and faults are the same for every
@@ -58,12 +64,17 @@ struct Arm {
 
 // Which link a fault hits, found from the stream's path (netlab path, i.e. the
 // FIB, for its real 5-tuple): the sender's rail link or the receiver's.
-enum class Role { kSenderLink, kReceiverLink };
+// kReceiverLink: the receiver's link its traffic back to the sender leaves by;
+// kReceiverInLink: the receiver's link the stream arrives on (the far side of
+// the fabric for the sender); kFabricLink: the leaf-spine link the stream
+// crosses first.
+enum class Role { kSenderLink, kReceiverLink, kReceiverInLink, kFabricLink };
 
 struct Action {
   double at = 0;  // seconds after the first action
   Role role = Role::kSenderLink;
   std::string what;  // "down", "silent", "up", or "flap": a whole train (`netlab link ... flap`)
+  std::string one_way = {};          // silent: "up" or "down" drops that direction only (netlab --one-way)
   int count = 0;                     // flap: down/up cycles
   double period_s = 0, down_s = 0;   // flap: from one down to the next; from a down to its up
 };
@@ -73,6 +84,8 @@ struct Scenario {
   std::vector<Action> actions;
   double observe_s = 0;      // after the first action
   bool check_reuse = false;  // is the repaired link carrying traffic again?
+  int leaves = 2;            // the lab's leaves (4: some host pairs share no leaf, their traffic crosses a spine)
+  int stream_to = 1;         // the stream's receiver (host index); h0 sends
 };
 
 std::vector<Scenario> Scenarios(const Options& o);
@@ -99,5 +112,16 @@ struct ArmResult {
 };
 
 ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const Arm& arm);
+
+// The agents' probe paths ({host, "peer/railN"}) whose probes (fabric.port to
+// fabric.port, host address to host address out of the rail) or whose acks
+// (the peer's probes back out of the interface they arrived on) cross `link`,
+// by `netlab path` for their 5-tuples in the lab as it is now.
+std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link);
+
+// The static_tuned arm's hosts: ignore_routes_with_linkdown=1 (a rail that
+// lost carrier leaves the ECMP hash) and rto_min 10ms on the ECMP route (as
+// docs/benchmarks.md's tcp-resume section recommends).
+void TuneStaticHosts(const LabInfo& info);
 
 }  // namespace lockstep::bench::fabric

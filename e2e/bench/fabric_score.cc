@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 namespace lockstep::bench::fabric {
@@ -93,12 +94,44 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
   }
   if (prev > 0) stall = std::max(stall, stop - prev);
   s.max_step_stall_ms = Round1(stall * 1000);
+  // Per fault: from it to the next one (the last: to the end).
+  std::vector<double> faults = w.faults.empty() ? std::vector<double>{w.fault} : w.faults;
+  std::sort(faults.begin(), faults.end());
+  const auto fault_index = [&](double t) {  // the fault whose share t falls in; -1 before the first
+    const auto it = std::upper_bound(faults.begin(), faults.end(), t);
+    return int(it - faults.begin()) - 1;
+  };
+  for (double f : faults) s.per_fault.push_back({f, 0, 0});
+  {
+    double p = 0;
+    for (double t : times) {
+      if (t > w.end) break;
+      if (p > 0) {
+        const int k = fault_index(t);
+        if (k >= 0 && t > faults[size_t(k)]) {
+          auto& pf = s.per_fault[size_t(k)];
+          pf.max_step_stall_ms = std::max(pf.max_step_stall_ms, Round1((t - p) * 1000));
+        }
+      }
+      p = t;
+    }
+    if (p > 0 && stop > faults.front()) {
+      const int k = fault_index(stop);
+      auto& pf = s.per_fault[size_t(std::max(0, k))];
+      pf.max_step_stall_ms = std::max(pf.max_step_stall_ms, Round1((stop - p) * 1000));
+    }
+  }
   if (s.pre_step_ms > 0) {
     const double expected = (w.end - w.fault) / (s.pre_step_ms / 1000);
     s.lost_steps = std::max(0LL, static_cast<long long>(std::llround(expected)) - after);
   }
   s.hung = stall >= w.hang_s;
-  s.survived = errors == 0 && !s.hung && after > 0;
+  // Survived: no rank failed and the loop was stepping at the end of
+  // observation (its last step within max(2 s, 20 steps) of the end). How
+  // long it stalled on the way is max_step_stall_ms, not a threshold.
+  const double tail = prev > 0 ? stop - prev : w.end - w.fault;
+  s.stalled_at_end = tail > std::max(2.0, 20 * s.pre_step_ms / 1000);
+  s.survived = errors == 0 && !s.hung && after > 0 && !s.stalled_at_end;
 
   // ---- the bulk stream
   double pre_bytes = 0;
@@ -132,10 +165,15 @@ Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const W
   for (size_t i = 0; i < last; ++i) {
     const bool low = !flowing(i);
     if (low) s.stream_stalled_ms += kInterval * 1000;
+    if (low) {
+      const int k = fault_index(post[i].t - kInterval);
+      s.per_fault[size_t(std::max(0, k))].stream_stalled_ms += kInterval * 1000;
+    }
     if (stall_at == post.size() && post[i].t - w.fault <= kFaultReach && (low || post[i].bytes == 0)) stall_at = i;
     if (low) s.stream_stalled = true;
   }
   s.stream_stalled_ms = Round1(s.stream_stalled_ms);
+  for (auto& pf : s.per_fault) pf.stream_stalled_ms = Round1(pf.stream_stalled_ms);
   const auto since_fault = [&](size_t i) { return Round1(std::max(0.0, post[i].t - kInterval - w.fault) * 1000); };
   if (stall_at == post.size()) {
     s.failover_ms = 0.0;
@@ -176,6 +214,7 @@ nlohmann::ordered_json ToJson(const Score& s) {
   const auto opt = [](const std::optional<double>& v) { return v ? oj(*v) : oj(nullptr); };
   return {{"survived", s.survived},
           {"hung", s.hung},
+          {"stalled_at_end", s.stalled_at_end},
           {"error", s.error},
           {"pre_step_ms", Round1(s.pre_step_ms)},
           {"max_step_stall_ms", s.max_step_stall_ms},
@@ -184,7 +223,72 @@ nlohmann::ordered_json ToJson(const Score& s) {
           {"failover_ms", opt(s.failover_ms)},
           {"stream_stalled_ms", s.stream_stalled_ms},
           {"dip_pct", s.dip_pct},
-          {"recover_full_speed_ms", opt(s.recover_full_speed_ms)}};
+          {"recover_full_speed_ms", opt(s.recover_full_speed_ms)},
+          {"per_fault", [&] {
+             oj v = oj::array();
+             for (const auto& f : s.per_fault) {
+               v.push_back({{"at_s", std::round((f.at - s.per_fault.front().at) * 100) / 100},
+                            {"max_step_stall_ms", f.max_step_stall_ms},
+                            {"stream_stalled_ms", f.stream_stalled_ms}});
+             }
+             return v;
+           }()}};
+}
+
+std::string PathPrefix(const std::string& key) {
+  const auto slash = key.rfind('/');
+  return slash == std::string::npos || key.find('/') == slash ? key : key.substr(0, slash);
+}
+
+Detection ScoreDetection(const std::vector<PathDown>& downs, const std::vector<PathRef>& affected, double ready,
+                         double fault, double end) {
+  Detection d;
+  std::vector<PathRef> hit(affected);
+  std::sort(hit.begin(), hit.end());
+  hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
+  d.affected = int(hit.size());
+  std::map<PathRef, double> first;
+  for (const auto& e : downs) {
+    if (e.t >= ready && e.t < fault) {
+      ++d.false_downs_before;
+      continue;
+    }
+    if (e.t < fault || e.t > end) continue;
+    const PathRef ref{e.host, PathPrefix(e.path)};
+    if (!std::binary_search(hit.begin(), hit.end(), ref)) {
+      ++d.false_downs_after;
+      continue;
+    }
+    auto [it, added] = first.emplace(ref, e.t);
+    if (!added) it->second = std::min(it->second, e.t);
+  }
+  for (const auto& ref : hit) {
+    const auto it = first.find(ref);
+    if (it == first.end()) {
+      ++d.never_detected;
+    } else {
+      d.detect_ms.push_back(Round1((it->second - fault) * 1000));
+    }
+  }
+  std::sort(d.detect_ms.begin(), d.detect_ms.end());
+  if (!d.detect_ms.empty()) {
+    const size_t n = d.detect_ms.size();
+    d.detect_ms_median = Round1(n % 2 ? d.detect_ms[n / 2] : (d.detect_ms[n / 2 - 1] + d.detect_ms[n / 2]) / 2);
+    d.detect_ms_max = d.detect_ms.back();
+  }
+  return d;
+}
+
+nlohmann::ordered_json ToJson(const Detection& d) {
+  using oj = nlohmann::ordered_json;
+  const auto opt = [](const std::optional<double>& v) { return v ? oj(*v) : oj(nullptr); };
+  return {{"affected_paths", d.affected},
+          {"never_detected", d.never_detected},
+          {"detect_ms_median", opt(d.detect_ms_median)},
+          {"detect_ms_max", opt(d.detect_ms_max)},
+          {"detect_ms_per_path", d.detect_ms},
+          {"false_downs_before", d.false_downs_before},
+          {"false_downs_after", d.false_downs_after}};
 }
 
 }  // namespace lockstep::bench::fabric

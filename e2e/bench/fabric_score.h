@@ -48,10 +48,22 @@ struct Window {
   double repair = 0;  // last repair action (0: none)
   double end = 0;     // end of observation
   double hang_s = 15; // a loop with no step for this long is hung
+  // Every fault (each down of a flap train), ascending; empty: {fault}. The
+  // stalls are also reported per fault, from one fault to the next.
+  std::vector<double> faults;
+};
+
+// One fault's share: from its time to the next fault's (the last: to the end).
+struct FaultStall {
+  double at = 0;                  // wall seconds
+  double max_step_stall_ms = 0;   // longest gap between rank 0's steps ending in it (the last: or running to its end)
+  double stream_stalled_ms = 0;   // 50 ms windows below 10% of the pre-fault rate starting in it
 };
 
 struct Score {
-  bool survived = false, hung = false;
+  // survived: no rank error, and the loop was stepping at the end (not
+  // stalled_at_end); hung: a stall reached the collective timeout (hang_s).
+  bool survived = false, hung = false, stalled_at_end = false;
   std::string error;                       // first rank error, if any
   double pre_step_ms = 0;                  // median step before the fault
   double max_step_stall_ms = 0;            // longest gap between steps (rank 0) around/after the fault
@@ -65,11 +77,46 @@ struct Score {
   double stream_stalled_ms = 0;            // total time (50 ms windows) below 10% after the fault
   double dip_pct = 0;                      // 100 - worst 100 ms throughput in % of pre_mbps
   std::optional<double> recover_full_speed_ms;  // fault -> a 300 ms window at >= 80% of pre_mbps
+  std::vector<FaultStall> per_fault;       // every fault of the scenario, not only the first
 };
 
 Score ScoreArm(const LoopLog& loop, const std::vector<Interval>& stream, const Window& w);
 
 nlohmann::ordered_json ToJson(const Score& s);
+
+// ---- detection per affected path (the agent arm)
+
+// "fabric path state changed" to down, from one agent's log.
+struct PathDown {
+  std::string host;  // the agent that declared it (h0)
+  std::string path;  // its path key, "h1/rail0/path0"
+  double t = 0;
+};
+
+// A path crosses the faulted link when the probes of `host` for it (or the
+// acks coming back) do; `path` is the key's prefix "peer/railN" (every index).
+struct PathRef {
+  std::string host, path;
+  bool operator<(const PathRef& o) const { return host != o.host ? host < o.host : path < o.path; }
+  bool operator==(const PathRef& o) const { return host == o.host && path == o.path; }
+};
+
+struct Detection {
+  int affected = 0;                    // paths that cross the faulted link
+  int never_detected = 0;              // of those, never declared down in [fault, end]
+  std::vector<double> detect_ms;       // per detected affected path: fault -> its first down
+  std::optional<double> detect_ms_median, detect_ms_max;
+  int false_downs_before = 0;          // downs in [ready, fault): every link was up
+  int false_downs_after = 0;           // downs in [fault, end] of paths that do not cross the faulted link
+};
+
+// "h1/rail0/path0" -> "h1/rail0".
+std::string PathPrefix(const std::string& key);
+
+Detection ScoreDetection(const std::vector<PathDown>& downs, const std::vector<PathRef>& affected, double ready,
+                         double fault, double end);
+
+nlohmann::ordered_json ToJson(const Detection& d);
 
 // When `netlab link` changed the link, from its log line
 // "netlab: h0r0: down (changed at B, after A)": the change happened between A

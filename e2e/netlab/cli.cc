@@ -37,6 +37,8 @@ std::vector<CommandSpec> BuildCommands() {
       {"link", "flap a link, or all links of a node",
        {kName,
         {"--silent", T::kFlag, "", {}, false, "blackhole without carrier loss or route change"},
+        {"--one-way", T::kString, "", {"", "up", "down"}, false,
+         "with --silent: drop only one direction (up: what the lower end sends, down: the upper end)"},
         {"--delay-ms", T::kFloat, "0", {}, false, "wait this long before rerouting"},
         {"--count", T::kInt, "10", {}, false, "flap: down/up cycles"},
         {"--period-ms", T::kFloat, "1000", {}, false, "flap: from one down to the next"},
@@ -60,6 +62,7 @@ std::vector<CommandSpec> BuildCommands() {
         {"--sport", T::kString, "40000", {}, false, "port or range, e.g. 40000-40063"},
         {"--dport", T::kString, "9000", {}, false, "port or range"},
         {"--proto", T::kString, "udp", {"udp", "tcp"}, false, ""},
+        {"--oif", T::kString, "", {}, false, "the source host's interface, e.g. rail1 (a rail-bound socket)"},
         {"--json", T::kFlag, "", {}, false, "one JSON line per flow"}},
        {{"src", {}, "h3 (rail 0), h3r1, h3a (host address) or an IP"}, {"dst", {}, "as src"}},
        "", ""},
@@ -252,7 +255,7 @@ Commands (all need root):
                   [--layout striped|rail] [--subnet 10.X.0.0/16] [--hash-policy 3|1]
                   [--hash-seed 1] [--link-rate 200mbit] [--napi-threads] [--replace]
   netlab down     --name N
-  netlab link     --name N LINK|NODE down|up [--silent] [--delay-ms MS]
+  netlab link     --name N LINK|NODE down|up [--silent [--one-way up|down]] [--delay-ms MS]
   netlab link     --name N LINK|NODE flap [--count 10] [--period-ms 1000] [--down-ms MS]
                   [--silent] [--delay-ms MS]   (one process keeps the timetable; prints
                   the timing it achieved as JSON)
@@ -260,6 +263,7 @@ Commands (all need root):
                   [--dir up|down|both] [--qdisc tbf|htb]
   netlab shape    --name N LINK --clear [--dir up|down|both]
   netlab path     --name N FROM TO [--sport P|P1-P2] [--dport P|P1-P2] [--proto udp|tcp]
+                  [--oif rail1]
                   [--json]   (FROM/TO: h3, h3r1 or an IP)
   netlab counters --name N [--links L1,L2]
   netlab show     --name N            netlab list

@@ -169,14 +169,17 @@ Result<int> CmdLink(const Args& a) {
   if (!names.ok()) return names.error();
   if (a.Get("action") == "flap") return RunFlapTrain(a, lab->topo, lab->state, *names);
   const bool down = a.Get("action") == "down", silent = a.Flag("silent") && down;
-  const LinkChange change{.down = down, .silent = silent, .delay_s = a.Float("delay-ms") / 1000, .clear_silent = true};
+  const std::string one_way = silent ? a.Get("one-way") : "";
+  if (!a.Get("one-way").empty() && !silent) return InvalidArgument("--one-way needs --silent and down");
+  const LinkChange change{
+      .down = down, .silent = silent, .one_way = one_way, .delay_s = a.Float("delay-ms") / 1000, .clear_silent = true};
   ChangeTimes times;
   const auto warnings = ChangeLinks(a.Get("name"), *names, change, SetAdminWithIp, times);
   if (!warnings.ok()) return warnings.error();
   for (const auto& w : *warnings) Log("warning: " + w);
   char at[96];
   std::snprintf(at, sizeof at, " (changed at %.6f, after %.6f)", times.changed, times.asked);
-  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent)" : "") + at);
+  Log(Join(*names, ", ") + ": " + a.Get("action") + (silent ? " (silent" + (one_way.empty() ? "" : ", " + one_way + " only") + ")" : "") + at);
   return 0;
 }
 

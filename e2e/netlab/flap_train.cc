@@ -56,7 +56,7 @@ Result<int> RunFlapTrain(const Args& a, const Topology& t, const LabState& befor
     const Link* lk = FindLink(t, n);
     if (lk == nullptr) return NotFound("no link " + Quoted(n));
     // A link left silent before the train: its first up clears that too.
-    if (before.links.contains(n) && before.links.at(n) == "silent") change.clear_silent = true;
+    if (before.links.contains(n) && before.links.at(n).starts_with("silent")) change.clear_silent = true;
     for (const Endpoint* e : {&lk->a, &lk->b}) {
       if (Status s = rtnl.Open(e->ns); !s.ok()) return s.error();
     }

@@ -12,12 +12,13 @@
 namespace lockstep::netlab {
 namespace {
 
-Status TakeLinkDown(const Link& lk, bool silent, const SetAdmin& set_admin, LabState& state) {
+Status TakeLinkDown(const Link& lk, bool silent, const std::string& one_way, const SetAdmin& set_admin,
+                    LabState& state) {
   if (silent) {
-    for (const auto& [ns, line] : SilentCommands(lk, true)) {
+    for (const auto& [ns, line] : SilentCommands(lk, true, one_way)) {
       if (auto r = IpBatch(ns, {line}, true); !r.ok()) return r.error();
     }
-    state.links[lk.name] = "silent";
+    state.links[lk.name] = one_way.empty() ? "silent" : "silent-" + one_way;
     return Status::Ok();
   }
   // Admin-down the upper end: the host (or leaf) sees carrier loss, as when a
@@ -71,7 +72,7 @@ Result<std::vector<std::string>> ChangeLinks(const std::string& name, const std:
     if (lk == nullptr) return NotFound("no link " + Quoted(n) + " in the lab any more");
     was_down = was_down || !LinkUp(state, n);
     ifnames.insert(ifnames.end(), {lk->a.ifname, lk->b.ifname});
-    Status s = c.down ? TakeLinkDown(*lk, c.silent, set_admin, state) : BringLinkUp(*lk, c.clear_silent, set_admin, state);
+    Status s = c.down ? TakeLinkDown(*lk, c.silent, c.one_way, set_admin, state) : BringLinkUp(*lk, c.clear_silent, set_admin, state);
     if (!s.ok()) return s.error();
   }
   times.changed = times.converged = WallSeconds();

@@ -14,6 +14,7 @@ namespace lockstep::netlab {
 struct LinkChange {
   bool down = true;
   bool silent = false;       // down: blackhole, carrier and routes stay
+  std::string one_way = {};  // silent: "up" or "down" drops only that direction; "" both
   double delay_s = 0;        // wait this long before rerouting (BFD/BGP reaction time)
   bool clear_silent = true;  // up: also forget the silent neighbour entries
 };

@@ -94,13 +94,15 @@ Result<FlowEnd> FindFlowEnd(const Topology& t, const std::string& spec) {
   return FlowEnd{r->host, r->rail->ip};
 }
 
+// `oif`: the source host's interface (a rail-bound socket), "" for its FIB's choice.
 Result<Trace> TraceFlow(const Peers& peers, const FlowEnd& src, const FlowEnd& dst, const std::string& proto,
-                        int sport, int dport) {
+                        int sport, int dport, const std::string& oif) {
   Trace tr{{src.host->name}, {}, false};
   std::string ns = src.host->ns, iif;
   for (int hop = 0; hop < 16; ++hop) {
     std::vector<std::string> cmd = {"ip", "-n", ns, "-j", "route", "get", dst.ip, "from", src.ip};
     if (!iif.empty()) cmd.insert(cmd.end(), {"iif", iif});
+    if (hop == 0 && !oif.empty()) cmd.insert(cmd.end(), {"oif", oif});
     cmd.insert(cmd.end(), {"ipproto", proto, "sport", std::to_string(sport), "dport", std::to_string(dport)});
     const auto r = Run(cmd);
     if (!r.ok()) return r.error();
@@ -223,7 +225,7 @@ Result<int> CmdPath(const Args& a) {
   bool all_ok = true;
   for (int sport = sports->lo; sport <= sports->hi; ++sport) {
     for (int dport = dports->lo; dport <= dports->hi; ++dport) {
-      const auto tr = TraceFlow(peers, *src, *dst, a.Get("proto"), sport, dport);
+      const auto tr = TraceFlow(peers, *src, *dst, a.Get("proto"), sport, dport, a.Get("oif"));
       if (!tr.ok()) return tr.error();
       all_ok = all_ok && tr->reachable;
       if (a.Flag("json")) {

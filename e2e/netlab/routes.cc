@@ -306,9 +306,11 @@ Sysctls RouterSysctls(const Topology& t, bool kernel_has_seed) {
   return v;
 }
 
-std::vector<std::pair<std::string, std::string>> SilentCommands(const Link& lk, bool on) {
+std::vector<std::pair<std::string, std::string>> SilentCommands(const Link& lk, bool on, const std::string& one_way) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [near, far] : {std::pair{&lk.a, &lk.b}, std::pair{&lk.b, &lk.a}}) {
+    if (on && one_way == "up" && near != &lk.a) continue;
+    if (on && one_way == "down" && near != &lk.b) continue;
     out.emplace_back(near->ns, on ? "neigh replace " + far->ip + " lladdr " + kBogusMac + " dev " + near->ifname +
                                         " nud permanent"
                                   : "neigh del " + far->ip + " dev " + near->ifname);

@@ -41,6 +41,10 @@ Sysctls RouterSysctls(const Topology& t, bool kernel_has_seed);
 
 // A --silent failure: each end resolves the far end's IP to a MAC nobody has
 // (on), or forgets that entry (off). Returns (namespace, batch line) per end.
-std::vector<std::pair<std::string, std::string>> SilentCommands(const Link& lk, bool on);
+// `one_way` "up" poisons only the lower end's entry (what it sends is lost,
+// the other direction flows), "down" only the upper end's; "" both. Off
+// always forgets both.
+std::vector<std::pair<std::string, std::string>> SilentCommands(const Link& lk, bool on,
+                                                                const std::string& one_way = "");
 
 }  // namespace lockstep::netlab

@@ -53,6 +53,14 @@ TEST_CASE("cli: options and positionals in any order", "[netlab]") {
   CHECK(a.Get("dst") == "h1r0");
   CHECK(a.Get("dport") == "9000");
   CHECK(a.Get("proto") == "udp");
+  CHECK(a.Get("oif").empty());
+  a = Ok({"path", "--name", "lab", "h0a", "h1a", "--oif", "rail1"});
+  CHECK(a.Get("oif") == "rail1");
+  a = Ok({"link", "--name", "lab", "l0s1", "down", "--silent", "--one-way", "up"});
+  CHECK(a.Get("one-way") == "up");
+  CHECK(Ok({"link", "--name", "lab", "l0s1", "down", "--silent"}).Get("one-way").empty());
+  CHECK(Error({"link", "--name", "lab", "l0s1", "down", "--silent", "--one-way", "left"})
+            .rfind("netlab link: error: ", 0) == 0);
 }
 
 TEST_CASE("cli: link flap", "[netlab]") {

@@ -213,5 +213,16 @@ TEST_CASE("silent failure: both ends point at a MAC nobody has", "[netlab]") {
         std::vector<P>{{"lab-l0", "neigh del 10.77.128.2 dev s1"}, {"lab-s1", "neigh del 10.77.128.3 dev l0"}});
 }
 
+TEST_CASE("silent failure one way: only the sending end's entry is poisoned, both are forgotten", "[netlab]") {
+  const Topology t = Lab4();
+  const Link& lk = *FindLink(t, "l0s1");
+  using P = std::pair<std::string, std::string>;
+  CHECK(SilentCommands(lk, true, "up") ==
+        std::vector<P>{{"lab-l0", "neigh replace 10.77.128.2 lladdr 02:00:5e:00:53:ff dev s1 nud permanent"}});
+  CHECK(SilentCommands(lk, true, "down") ==
+        std::vector<P>{{"lab-s1", "neigh replace 10.77.128.3 lladdr 02:00:5e:00:53:ff dev l0 nud permanent"}});
+  CHECK(SilentCommands(lk, false, "up") == SilentCommands(lk, false));
+}
+
 }  // namespace
 }  // namespace lockstep::netlab
