@@ -39,6 +39,10 @@ double Median(std::vector<double> v) {
 
 double Round1(double v) { return std::round(v * 10) / 10; }
 
+nlohmann::ordered_json OrNull(const std::optional<double>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
 }  // namespace
 
 void ParseLoopLog(const std::string& text, LoopLog& into) {
@@ -211,7 +215,6 @@ std::optional<LinkChange> ParseLinkChange(const std::string& text) {
 
 nlohmann::ordered_json ToJson(const Score& s) {
   using oj = nlohmann::ordered_json;
-  const auto opt = [](const std::optional<double>& v) { return v ? oj(*v) : oj(nullptr); };
   return {{"survived", s.survived},
           {"hung", s.hung},
           {"stalled_at_end", s.stalled_at_end},
@@ -220,10 +223,10 @@ nlohmann::ordered_json ToJson(const Score& s) {
           {"max_step_stall_ms", s.max_step_stall_ms},
           {"lost_steps", s.lost_steps},
           {"pre_mbps", s.pre_mbps},
-          {"failover_ms", opt(s.failover_ms)},
+          {"failover_ms", OrNull(s.failover_ms)},
           {"stream_stalled_ms", s.stream_stalled_ms},
           {"dip_pct", s.dip_pct},
-          {"recover_full_speed_ms", opt(s.recover_full_speed_ms)},
+          {"recover_full_speed_ms", OrNull(s.recover_full_speed_ms)},
           {"per_fault", [&] {
              oj v = oj::array();
              for (const auto& f : s.per_fault) {
@@ -280,12 +283,10 @@ Detection ScoreDetection(const std::vector<PathDown>& downs, const std::vector<P
 }
 
 nlohmann::ordered_json ToJson(const Detection& d) {
-  using oj = nlohmann::ordered_json;
-  const auto opt = [](const std::optional<double>& v) { return v ? oj(*v) : oj(nullptr); };
   return {{"affected_paths", d.affected},
           {"never_detected", d.never_detected},
-          {"detect_ms_median", opt(d.detect_ms_median)},
-          {"detect_ms_max", opt(d.detect_ms_max)},
+          {"detect_ms_median", OrNull(d.detect_ms_median)},
+          {"detect_ms_max", OrNull(d.detect_ms_max)},
           {"detect_ms_per_path", d.detect_ms},
           {"false_downs_before", d.false_downs_before},
           {"false_downs_after", d.false_downs_after}};

@@ -389,10 +389,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   for (auto& f : faults) {
     if (f.kind != "planned" && f.kind != "preemptive") continue;
     if (!IsLockstep(arm)) {
-      int target = -1;
-      for (const auto& c : log.commits) {
-        if (c.t <= f.t) target = std::max(target, c.step + 1);
-      }
+      int target = HighestCommittedAt(log.commits, f.t) + 1;
       for (const auto& e : log.events) {
         if (e.event == "resume" && e.t > f.t) {
           target = std::max(target, e.step);
@@ -400,7 +397,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
           break;
         }
       }
-      if (target >= 0) f.target_step = target;
+      f.target_step = target;
       continue;
     }
     f.target_step = o.steps;  // none unless the migration paused the job (a pending one never did)

@@ -18,15 +18,6 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Highest step index committed by any rank at or before t (-1: none).
-int HighestCommittedAt(const std::vector<Commit>& commits, double t) {
-  int best = -1;
-  for (const auto& c : commits) {
-    if (c.t <= t) best = std::max(best, c.step);
-  }
-  return best;
-}
-
 // When every rank 0..world-1 has committed a step >= target after t.
 std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, double t, int target, int world) {
   std::vector<std::optional<double>> first(static_cast<size_t>(world));
@@ -53,6 +44,14 @@ double StudentT975(int df) {
 }
 
 }  // namespace
+
+int HighestCommittedAt(const std::vector<Commit>& commits, double t) {
+  int best = -1;
+  for (const auto& c : commits) {
+    if (c.t <= t) best = std::max(best, c.step);
+  }
+  return best;
+}
 
 WorkloadLog ParseWorkloadLog(const std::string& text) {
   WorkloadLog out;

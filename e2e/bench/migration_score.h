@@ -39,6 +39,9 @@ struct WorkloadLog {
 // The workload's JSON lines; other lines are counted in bad_lines.
 WorkloadLog ParseWorkloadLog(const std::string& text);
 
+// Highest step index committed by any rank at or before t (-1: none).
+int HighestCommittedAt(const std::vector<Commit>& commits, double t);
+
 // kill (SIGKILL), stop (SIGSTOP: a hang), planned, preemptive.
 struct Fault {
   std::string kind;

@@ -25,7 +25,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch
 EOF
 
 declare -A rc secs
-part() {  # name, timeout, env..., -- tests...
+part() {  # name, timeout, [VAR=value...] -- tests...
   local name=$1 limit=$2; shift 2
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
@@ -36,10 +36,10 @@ part() {  # name, timeout, env..., -- tests...
   secs[$name]=$((SECONDS - t0))
   echo "$name: rc ${rc[$name]} in ${secs[$name]} s: $(grep -E '^(OK|FAILED)' "$OUT/$name.log" | tail -1)"
 }
-part unit 100 X=1 -- test_protocol test_state test_reduce test_job
-part migration_cpu 140 X=1 -- test_migration
+part unit 240 -- test_protocol test_state test_reduce test_job
+part migration_cpu 140 -- test_migration
 part migration_cuda 160 LOCKSTEP_TEST_DEVICE=cuda -- test_migration
-part faults_cpu 140 X=1 -- test_faults
+part faults_cpu 140 -- test_faults
 printf '{"check":"lockstep_train-gpu","torch":"%s"' "$(awk '{print $2}' "$OUT/env.txt")"
 for n in unit migration_cpu migration_cuda faults_cpu; do printf ',"%s":{"rc":%s,"s":%s}' "$n" "${rc[$n]}" "${secs[$n]}"; done
 echo "}"
