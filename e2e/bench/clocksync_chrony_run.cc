@@ -24,6 +24,8 @@ void Testbed::StartChrony(int i) {
   WriteFile(dir + "/chrony.conf", cfg);
   // -x: never touch the clock; -d: foreground, log to stderr; -u root: no
   // privilege drop (the socket dir is root's).
+  chrony_started_[i] = Now();
+  chrony_first_sync_.erase(i);
   chronyds_[i] = Child::Spawn({"ip", "netns", "exec", ns_[k], tools_.chronyd, "-x", "-d", "-u", "root", "-f",
                                dir + "/chrony.conf"},
                               dir + "/chronyd.log");
@@ -49,9 +51,23 @@ ChronyRound Testbed::ChronyAll(const std::vector<int>& idx) {
   return rnd;
 }
 
+void Testbed::NoteChronyFirstSync() {
+  std::vector<int> pending;
+  for (const auto& [i, c] : chronyds_) {
+    if (!chrony_first_sync_.count(i)) pending.push_back(i);
+  }
+  if (pending.empty()) return;
+  ChronyRound rnd = ChronyAll(pending);
+  const double now = Now();
+  for (const auto& [i, t] : rnd) {
+    if (t.Synced()) chrony_first_sync_[i] = now - chrony_started_[i];
+  }
+}
+
 bool Testbed::WaitChronySynced(const std::vector<int>& idx, double timeout_s) {
   double deadline = Now() + timeout_s;
   while (Now() < deadline) {
+    NoteChronyFirstSync();
     ChronyRound rnd = ChronyAll(idx);
     bool all = true;
     for (int i : idx) all = all && rnd.count(i) && rnd[i].Synced();

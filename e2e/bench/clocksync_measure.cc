@@ -175,6 +175,9 @@ ScenarioResult Testbed::Measure(const std::string& name, double seconds, const s
   r.nodes = static_cast<int>(idx.size());
   r.rounds = rounds.size();
   r.pairs = ScorePairs(rounds);
+  for (const auto& rnd : rounds) {
+    for (const auto& [i, smp] : rnd) r.unsynced_samples += Scored(smp.state) ? 0 : 1;
+  }
   if (r.pairs.worst) r.worst_pair = {HostName(r.pairs.worst->first), HostName(r.pairs.worst->second)};
   double dt = s1.t - s0.t;
   r.measure_s = dt;

@@ -87,6 +87,9 @@ Json ToJson(const ScenarioResult& r) {
     j["chrony_max_over_max"] = J(Ratio(c.max_ns, p.max_ns));
   }
   j["time_to_locked_s"] = J(RoundTo(r.time_to_locked_s, 2));
+  j["time_to_first_sync_s"] = {{"lockstep", J(RoundTo(r.time_to_locked_s, 2))},
+                               {"chrony", J(RoundTo(r.chrony_time_to_first_sync_s, 2))}};
+  j["lockstep_unsynced_samples"] = r.unsynced_samples;
   j["fabric"] = r.fabric;
   if (r.fabric) {
     j["fabric_probe_pkts_per_s_per_node"] = J(RoundTo(r.fabric_probe_pkts_per_s_per_node, 1));
@@ -131,7 +134,9 @@ std::string Table(const ScenarioResult& r) {
                std::to_string(c.violations) + " / " + F(c.bound_p50_ns, 0));
     if (c.unsynced_samples) out += Row("chrony samples not synchronised", std::to_string(c.unsynced_samples));
   }
-  out += Row("time to LOCKED (s)", F(r.time_to_locked_s, 1));
+  out += Row("time to first sync (s): Lockstep LOCKED / chrony",
+             F(r.time_to_locked_s, 1) + " / " + F(r.chrony_time_to_first_sync_s, 1));
+  if (r.unsynced_samples) out += Row("Lockstep samples not synchronised", std::to_string(r.unsynced_samples));
   out += Row("pure probe fraction mean (min)",
              F(r.pure_probe_fraction, 3) + " (" + F(r.pure_probe_fraction_min, 3) + ")");
   out += Row("agent CPU % (mean per agent)", F(r.agent_cpu_percent, 2));
@@ -164,13 +169,18 @@ Json Summary(const std::map<char, ScenarioResult>& results, double wall_s, doubl
   line["fabric"] = results.at(pick).fabric;  // --fabric: fabric failover probing ran beside clock sync
   for (const char* k : {"nodes", "p50_error_ns", "p99_error_ns", "max_error_ns", "bound_violations",
                         "chrony_p50_error_ns", "chrony_p99_error_ns", "chrony_max_error_ns", "chrony_p50_over_p50",
-                        "chrony_p99_over_p99", "chrony_max_over_max", "time_to_locked_s", "pure_probe_fraction",
-                        "agent_cpu_percent", "probe_kbps_per_node"}) {
+                        "chrony_p99_over_p99", "chrony_max_over_max", "time_to_locked_s", "time_to_first_sync_s",
+                        "pure_probe_fraction", "agent_cpu_percent", "probe_kbps_per_node"}) {
     line[k] = head.contains(k) ? head[k] : Json(nullptr);
   }
   line["asymmetry_allowance_ns"] = asymmetry_allowance_ns;
   std::optional<double> p50 = RoundTo(results.at(pick).pairs.p50_ns, 1);
   std::optional<double> p99 = RoundTo(results.at(pick).pairs.p99_ns, 1);
+  line["scoring_rule"] =
+      "both systems from the same instant (each scenario's window starts once every agent is LOCKED and every "
+      "chronyd synchronised); a sample counts when its own system says it is synchronised (Lockstep LOCKED or "
+      "HOLDOVER, chrony a synchronised leap status); the others are counted (lockstep_unsynced_samples, "
+      "chrony_unsynced_samples); time to first sync from each daemon's start";
   line["chrony_note"] = results.at(pick).chrony
                             ? "real chronyd -x (one server, every other host a client, minpoll/maxpoll -4, xleave) "
                               "in the same run; its error is its tracking 'System time' correction (the shared "

@@ -26,7 +26,15 @@ struct ScenarioResult {
   std::optional<double> agent_cpu_percent, probe_kbps_per_node, probe_pkts_per_s_per_node;
   std::vector<std::string> non_locked_states_seen;  // "h3:HOLDOVER"
   double measure_s = 0;
+  // One rule for both systems: a sample counts when its system says it is
+  // synchronised (Lockstep: LOCKED or HOLDOVER; chrony: synchronised leap
+  // status), both from the window's start; each one's other samples counted.
+  size_t unsynced_samples = 0;  // Lockstep samples in the window in FREERUN
+  // Time to first sync, each from its own daemon's start: Lockstep's to
+  // LOCKED, chrony's to its first synchronised tracking (c: the late host;
+  // else the slowest initial host, chrony's server excluded).
   std::optional<double> time_to_locked_s;
+  std::optional<double> chrony_time_to_first_sync_s;
   std::string note;
   // --fabric: the agents also ran fabric failover probing on every rail.
   bool fabric = false;

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 
 #include "clocksync_testbed.h"
@@ -110,6 +111,21 @@ std::map<char, ScenarioResult> Testbed::Run() {
     if (a_.Has('c')) started.push_back(late);
     WaitFabricUp(started, a_.lock_timeout_s);
   }
+  // chrony's time to its first synchronised tracking, timed like the agents'
+  // time to LOCKED (from each daemon's start): the slowest initial client,
+  // and the late one for c. The server is its own reference (stratum 1).
+  std::optional<double> chrony_first_all, chrony_first_late;
+  if (a_.chrony) {
+    for (int i : first) {
+      if (i == a_.chrony_server || !chrony_first_sync_.count(i)) continue;
+      chrony_first_all = std::max(chrony_first_all.value_or(0.0), chrony_first_sync_[i]);
+    }
+    if (a_.Has('c') && late != a_.chrony_server && chrony_first_sync_.count(late)) {
+      chrony_first_late = chrony_first_sync_[late];
+    }
+    Log("chrony's first sync: slowest initial client " + (chrony_first_all ? Fmt("%.1f s", *chrony_first_all) : "-") +
+        (a_.Has('c') ? ", late host " + (chrony_first_late ? Fmt("%.1f s", *chrony_first_late) : "-") : ""));
+  }
   if (a_.settle_s > 0) {
     Log(Fmt("settling %.0f s before measuring", a_.settle_s));
     Sleep(a_.settle_s);
@@ -120,24 +136,29 @@ std::map<char, ScenarioResult> Testbed::Run() {
     Log("late agent LOCKED " + Fmt("%.1f s", tl_late[late]) + " after it started");
     ScenarioResult r = Measure("c_late_join", a_.short_measure_s, everyone);
     r.time_to_locked_s = tl_late[late];
+    r.chrony_time_to_first_sync_s = chrony_first_late;
     r.note = HostName(late) + Fmt(" started %.0f s after the others", a_.late_join_s);
     results['c'] = r;
   }
   if (a_.Has('a')) {
     results['a'] = Measure("a_idle", a_.measure_s, everyone);
     results['a'].time_to_locked_s = ttl_all;
+    results['a'].chrony_time_to_first_sync_s = chrony_first_all;
   }
   if (a_.Has('b')) {
     results['b'] = ScenarioLoad(everyone);
     results['b'].time_to_locked_s = ttl_all;
+    results['b'].chrony_time_to_first_sync_s = chrony_first_all;
   }
   if (a_.Has('e')) {
     results['e'] = ScenarioLinkDown(everyone);
     results['e'].time_to_locked_s = ttl_all;
+    results['e'].chrony_time_to_first_sync_s = chrony_first_all;
   }
   if (a_.Has('d')) {
     results['d'] = ScenarioNodeDies(everyone);
     results['d'].time_to_locked_s = ttl_all;
+    results['d'].chrony_time_to_first_sync_s = chrony_first_all;
   }
   return results;
 }

@@ -305,6 +305,7 @@ std::map<int, double> Testbed::WaitLocked(const std::vector<int>& idx, double ti
     }
     auto st = StatusAll(pending);
     double now = Now();
+    if (a_.chrony) NoteChronyFirstSync();  // chrony's first sync, timed like the agents' LOCKED
     for (const auto& [i, s] : st) {
       if (s && s->value("state", "") == "LOCKED") locked[i] = now - started_[i];
     }

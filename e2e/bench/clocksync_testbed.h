@@ -99,6 +99,9 @@ class Testbed {
   void StopChrony(int i);
   ChronyRound ChronyAll(const std::vector<int>& idx);
   bool WaitChronySynced(const std::vector<int>& idx, double timeout_s);
+  // Notes each running chronyd's first synchronised tracking (seconds from
+  // its start) in chrony_first_sync_; polled while the agents lock, too.
+  void NoteChronyFirstSync();
   std::map<int, std::optional<nlohmann::json>> StatusAll(const std::vector<int>& idx);
   std::map<int, double> WaitLocked(const std::vector<int>& idx, double timeout_s);
   // fabric probing (--fabric)
@@ -136,6 +139,8 @@ class Testbed {
   std::map<int, Child> agents_;   // host index -> agent
   std::map<int, double> started_;  // host index -> start time
   std::map<int, Child> chronyds_;  // host index -> chronyd (-x)
+  std::map<int, double> chrony_started_;     // host index -> its chronyd's start time
+  std::map<int, double> chrony_first_sync_;  // host index -> seconds from start to first synchronised
   std::vector<Child> aux_;         // loadgen
   // The origin of every base instant.
   std::optional<int64_t> origin_;

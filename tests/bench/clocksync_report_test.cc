@@ -23,6 +23,8 @@ ScenarioResult Result(const std::string& name, double p50, double p99, size_t vi
   r.chrony = c;
   r.measure_s = 6.04;
   r.time_to_locked_s = 5.123;
+  r.chrony_time_to_first_sync_s = 2.345;
+  r.unsynced_samples = 3;
   r.agent_cpu_percent = 1.234;
   r.probe_kbps_per_node = 123.45;
   r.pure_probe_fraction = 0.9;
@@ -44,6 +46,9 @@ TEST_CASE("the JSON line carries the headline scenario's figures at the top leve
   }
   CHECK(j["p99_error_ns"] == 100.0);
   CHECK(j["time_to_locked_s"] == 5.12);
+  CHECK(j["time_to_first_sync_s"]["lockstep"] == 5.12);
+  CHECK(j["time_to_first_sync_s"]["chrony"] == 2.35);
+  CHECK(j["scenarios"][1]["lockstep_unsynced_samples"] == 3);
   CHECK(j["chrony_p99_error_ns"] == 300.1);
   CHECK(j["chrony_p50_over_p50"] == 4.0);
   CHECK(j["chrony_p99_over_p99"] == 3.0);
