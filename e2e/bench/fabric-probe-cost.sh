@@ -15,6 +15,7 @@
 #        [--napi-threads] [--no-base]
 #   sudo e2e/bench/fabric-probe-cost.sh --paths 6,32,128 [--seconds 15]
 #        [--load 100mbit] [--link-mbit 200] [--interval-ms 14] [--no-base]
+#        [--clock-sync on,off]
 #
 # --paths: the scale sweep (issue 22 section 3), the probing cost measured
 # directly on one agent. Paths per agent = peers x rails (a path is a rail
@@ -33,6 +34,7 @@
 #   clock sync on, fabric on: a quiet window, then a loaded one;
 #   clock sync off (clockSync.enabled false on every agent), fabric on:
 #         quiet, then loaded. The prober runs alone on its thread.
+# (--clock-sync on or off runs only that one of the last two.)
 # Load: UDP (netlab-loadgen, 1200 B) at --load (default 100mbit) each way
 # between h0 and h1 on rail 0, so h0's send path and its rail0 receive path
 # carry data while it probes. Per window, of h0 only, from schedstat (exact
@@ -47,7 +49,11 @@
 # packet of preamble, FCS and gap a real wire adds, as a share of
 # --link-mbit (wire_link_percent). With clock sync on the rails also carry
 # clock sync's packets (rail 0), so the probes' own figure is the clock
-# sync off row. Paths per agent: h0's metrics (path_state series). A table,
+# sync off row. udp_rcvbuf_errors: h0's UDP datagrams dropped for a full
+# socket buffer in the window (/proc/net/snmp; _lab: since the lab was built).
+# paths_up_at_start/_end: h0's paths up (a prober that cannot keep its paths
+# up is measured anyway after 45 s). Paths per agent: h0's metrics
+# (path_state series). A table,
 # then one JSON line with "rows". The 1-minute load average with each row.
 #
 # Two phases on the same lab. "base": first every agent runs without the
@@ -122,6 +128,7 @@ NAPI_THREADS=0
 BASE=1  # 0: --no-base, the fabric phase alone
 PATHS_LIST=  # --paths: the scale sweep
 LINK_MBIT=200  # --paths: the link rate the wire figures are a share of
+CLOCK_MODES=on,off  # --paths: the clock-sync phases to run (on, off or both)
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
@@ -136,6 +143,7 @@ while (($#)); do
     --misses) MISSES=$2; shift 2 ;;
     --paths) PATHS_LIST=$2; shift 2 ;;
     --link-mbit) LINK_MBIT=$2; shift 2 ;;
+    --clock-sync) CLOCK_MODES=$2; shift 2 ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
@@ -260,6 +268,9 @@ if [[ -n $PATHS_LIST ]]; then
       s=$((s + $(metrics "$h" | awk '/^lockstep_fabric_probes_(sent|answered)_total/ && index($0, "peer=\"h0\"") {s += $NF} END {printf "%d\n", s}')))
     done
     echo "$s" >"$OUT/sp$1"
+    # h0's UDP receive-buffer overflows (all sockets of the namespace: the agent's)
+    ip netns exec "$LAB-h0" awk '$1 == "Udp:" && !h {for (i = 2; i <= NF; i++) c[$i] = i; h = 1; next}
+      $1 == "Udp:" {print $c["RcvbufErrors"]}' /proc/net/snmp >"$OUT/su$1"
   }
   sload() {  # sload LIST: UDP at SWEEP_LOAD each way between h0 and h1 on rail 0, for one window
     local -n lp=$1
@@ -305,7 +316,8 @@ if [[ -n $PATHS_LIST ]]; then
     delta_s | awk -v t0="$t0" -v t1="$t1" -v paths="$npaths" -v peers="$PEERS" -v rails="$RAILS" -v cs="$2" -v ld="$3" \
         -v load="$SWEEP_LOAD" -v pk="$((pk1 - pk0))" -v napi0="$(cat "$OUT/sn0")" -v napi1="$(cat "$OUT/sn1")" \
         -v c0="$(cat "$OUT/sc0")" -v c1="$(cat "$OUT/sc1")" -v rxp="$(($(cat "$OUT/sp1") - $(cat "$OUT/sp0")))" \
-        -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" '
+        -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" \
+        -v rcvbuf="$(($(cat "$OUT/su1") - $(cat "$OUT/su0")))" -v rcvbuf_total="$(cat "$OUT/su1")" '
       {x += $2} $1 == "ls-fabric" {pr = $2; runs = $3}
       END {
         w = t1 - t0; split(c0, a, " "); split(c1, b, " ")
@@ -325,7 +337,7 @@ if [[ -n $PATHS_LIST ]]; then
           printf "\"wire_l1_kbps_per_rail\":%.1f,\"wire_link_percent\":%.4f,\"link_mbit\":%s,", l1/rails, 100*l1/rails/(link*1e3), link
           printf "\"wire_link_percent_100g\":%.6f,", 100*l1/rails/1e8
         }
-        printf "\"false_downs\":%d,\"paths_up_at_start\":%d,\"paths_up_at_end\":%d", downs, upstart, upend
+        printf "\"false_downs\":%d,\"paths_up_at_start\":%d,\"paths_up_at_end\":%d,\"udp_rcvbuf_errors\":%d,\"udp_rcvbuf_errors_lab\":%d", downs, upstart, upend, rcvbuf, rcvbuf_total
         if (cs && !ld && base != "null") printf ",\"base_agent_percent\":%.3f,\"marginal_agent_percent\":%.3f", base, 100*x/1e9/w - base
         printf "}\n"}' >>"$OUT/rows"
     tail -n 1 "$OUT/rows" | jq -c '{paths_per_agent, clock_sync, load, loadavg_1m, prober_cpu_percent, host_probe_percent, wire_kbps_per_node, false_downs}' >&2
@@ -387,8 +399,8 @@ if [[ -n $PATHS_LIST ]]; then
     for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
     rm -f "$OUT/base"
     ((BASE)) && sphase 0 1
-    sphase 1 1
-    sphase 1 0
+    [[ ,$CLOCK_MODES, == *,on,* ]] && sphase 1 1
+    [[ ,$CLOCK_MODES, == *,off,* ]] && sphase 1 0
     "$NETLAB" down --name "$LAB" >/dev/null 2>&1
   done
   printf '\n%5s %-6s %-5s %-5s %6s %8s %8s %8s %8s %8s %7s %9s %8s %6s %7s %9s\n' paths scale clock load "load1" "prober%" "rx%" "host%" "agent%" "pk/s" "runs/s" "wire kb/s" "link%" downs "up/end" "marginal"
