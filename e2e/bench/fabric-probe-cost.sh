@@ -13,6 +13,48 @@
 #   sudo e2e/bench/fabric-probe-cost.sh [--seconds 20] [--hosts 4] [--interval-ms 10]
 #        [--misses 3] [--load 250mbit [--plain-tbf] [--queue-ms 5]] [--one-hop]
 #        [--napi-threads] [--no-base]
+#   sudo e2e/bench/fabric-probe-cost.sh --paths 6,32,128 [--seconds 15]
+#        [--load 100mbit] [--link-mbit 200] [--interval-ms 14] [--no-base]
+#        [--clock-sync on,off]
+#
+# --paths: the scale sweep (issue 22 section 3), the probing cost measured
+# directly on one agent. Paths per agent = peers x rails (a path is a rail
+# to the same rail of a peer, fabric::EnumeratePaths): 6 = 3 peers x 2 rails,
+# 32 = 4 x 8, 128 = 16 x 8 (production: 16 peers x 8 rails); or PEERSxRAILS.
+# Per scale, one lab (--layout rail, one leaf per rail, one spine: a probe
+# crosses one router namespace; threaded NAPI as --napi-threads; no
+# shapers) of PEERS + 1 hosts. The measured agent h0 lists every host; each
+# peer h1..hN runs the same agent binary listing h0 and itself, so it probes
+# and acks h0's paths on every rail (and clock-syncs with h0) but not the
+# other peers': h0 sends and receives exactly what it would in a full mesh,
+# and the 2-core machine does not carry 16 more agents' meshes. Phases
+# (agents started afresh for each, every path of h0 up, then 5 s):
+#   base: clock sync only (no fabric:), quiet: the old marginal figure
+#         (agent with fabric minus this) on the clock_sync true, quiet row;
+#   clock sync on, fabric on: a quiet window, then a loaded one;
+#   clock sync off (clockSync.enabled false on every agent), fabric on:
+#         quiet, then loaded. The prober runs alone on its thread.
+# (--clock-sync on or off runs only that one of the last two.)
+# Load: UDP (netlab-loadgen, 1200 B) at --load (default 100mbit) each way
+# between h0 and h1 on rail 0, so h0's send path and its rail0 receive path
+# carry data while it probes. Per window, of h0 only, from schedstat (exact
+# ns): prober_cpu_percent = the ls-fabric thread (with clock sync on it also
+# carries clock sync's sends and reads: one loop); rx_path_percent = h0's
+# rails' napi threads times the probes' share of the packets they received
+# (probes sent to h0, from the peers' metrics, over the rails' rx_packets);
+# host_probe_percent = their sum; agent_cpu_percent = all its threads. Wire:
+# tx/rx bytes of h0's rail devices (/sys/class/net/rail*/statistics, L2:
+# Ethernet header included) over the window, quiet windows only (null under
+# load): wire_kbps_per_node (sent), and per rail each way with the 24 B a
+# packet of preamble, FCS and gap a real wire adds, as a share of
+# --link-mbit (wire_link_percent). With clock sync on the rails also carry
+# clock sync's packets (rail 0), so the probes' own figure is the clock
+# sync off row. udp_rcvbuf_errors: h0's UDP datagrams dropped for a full
+# socket buffer in the window (/proc/net/snmp; _lab: since the lab was built).
+# paths_up_at_start/_end: h0's paths up (a prober that cannot keep its paths
+# up is measured anyway after 45 s). Paths per agent: h0's metrics
+# (path_state series). A table,
+# then one JSON line with "rows". The 1-minute load average with each row.
 #
 # Two phases on the same lab. "base": first every agent runs without the
 # config's `fabric:` section (clock sync only; same peers, ports, key and
@@ -74,6 +116,7 @@
 # $NETLAB and $LOCKSTEP_AGENT override the binaries (default build/dev).
 set -euo pipefail
 SECONDS_RUN=20
+SECONDS_SET=0
 HOSTS=4
 INTERVAL_MS=
 LOAD=
@@ -83,10 +126,13 @@ ONE_HOP=0
 MISSES=
 NAPI_THREADS=0
 BASE=1  # 0: --no-base, the fabric phase alone
+PATHS_LIST=  # --paths: the scale sweep
+LINK_MBIT=200  # --paths: the link rate the wire figures are a share of
+CLOCK_MODES=on,off  # --paths: the clock-sync phases to run (on, off or both)
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
-    --seconds) SECONDS_RUN=$2; shift 2 ;;
+    --seconds) SECONDS_RUN=$2; SECONDS_SET=1; shift 2 ;;
     --hosts) HOSTS=$2; shift 2 ;;
     --interval-ms) INTERVAL_MS=$2; shift 2 ;;
     --load) LOAD=$2; shift 2 ;;
@@ -95,13 +141,20 @@ while (($#)); do
     --napi-threads) NAPI_THREADS=1; shift ;;
     --no-base) BASE=0; shift ;;
     --misses) MISSES=$2; shift 2 ;;
+    --paths) PATHS_LIST=$2; shift 2 ;;
+    --link-mbit) LINK_MBIT=$2; shift 2 ;;
+    --clock-sync) CLOCK_MODES=$2; shift 2 ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
-    -h|--help) sed -n 2,74p "$0"; exit 0 ;;
+    -h|--help) sed -n "2,$(($(grep -n '^set -euo' "$0" | cut -d: -f1) - 1))p" "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [[ -n $PATHS_LIST ]]; then
+  [[ $SECONDS_SET == 1 ]] || SECONDS_RUN=15
+  ((ONE_HOP || NAPI_THREADS || PLAIN || PERF)) && { echo "--paths builds its own labs (one hop, threaded NAPI): no --one-hop, --napi-threads, --plain-tbf, --perf, --strace" >&2; exit 2; }
+fi
 ((ONE_HOP)) && [[ -n $LOAD ]] && { echo "--one-hop has no shapers: --load would congest nothing" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -112,6 +165,43 @@ LAB=${LAB:0:10}
 OUT=$(mktemp -d /tmp/fabric-probe-cost.XXXXXX)
 PIDS=()
 BASE_PIDS=()  # the base phase's agents (and load), until it stops them
+gone() {  # gone PID: the process has exited (a zombie not yet reaped counts)
+  local st
+  st=$(sed 's/^.*) //' /proc/"$1"/stat 2>/dev/null | cut -d' ' -f1) || return 0
+  [[ -z $st || $st == Z ]]
+}
+stop_pids() {  # stop_pids PID...: SIGTERM, 10 s to exit (then SIGKILL), reaped
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "$@"; do
+    for _ in $(seq 1 100); do gone "$p" && break; sleep 0.1; done
+    gone "$p" || { echo "pid $p ignored SIGTERM for 10 s: SIGKILL" >&2; kill -KILL "$p" 2>/dev/null || true; }
+    wait "$p" 2>/dev/null || true
+  done
+}
+# The agent's pid is the ip-netns-exec child (exec replaces it).
+CLK=$(getconf CLK_TCK)
+# threads PID: "name utime stime run_ns runs" per thread name (ticks, ticks,
+# exact ns, times it was scheduled in: its wake-ups, preemptions aside)
+threads() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    read -r ns _ runs <"$t/schedstat" 2>/dev/null || continue
+    awk -v c="$(cat "$t/comm")" -v ns="$ns" -v runs="$runs" \
+      '{sub(/^.*\) /, ""); print c, $12, $13, ns, runs}' "$t/stat" 2>/dev/null
+  done | awk '{u[$1]+=$2; s[$1]+=$3; x[$1]+=$4; r[$1]+=$5} END {for (n in u) printf "%s %d %d %.0f %d\n", n, u[n], s[n], x[n], r[n]}'
+}
+napi_on() {  # napi_on NS: GRO + threaded NAPI on every veth of namespace NS
+  local i
+  for i in $(ip -n "$1" -o link show type veth | awk -F': ' '{sub(/@.*/, "", $2); print $2}'); do
+    # veth hands a packet to the peer's NAPI only if the sending device
+    # does no TSO (else the packet takes the backlog, in the sender's
+    # softirq): TSO off, GRO (the NAPI) on, on every link of the lab.
+    ip netns exec "$1" ethtool -K "$i" tso off gro on >/dev/null
+    ip netns exec "$1" sh -c "echo 1 >/sys/class/net/$i/threaded"
+  done
+}
+napi_list() { ps -e -o pid=,comm= | awk '$2 ~ /^napi\// {print $1}' | sort; }
 cleanup() {
   local p
   for p in "${BASE_PIDS[@]}" "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -119,6 +209,209 @@ cleanup() {
   "$NETLAB" down --name "$LAB" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+
+# --paths: the scale sweep (see the header). One lab per scale, the measured
+# agent h0 and its peers h1..hN (the same binary, each probing h0 alone).
+if [[ -n $PATHS_LIST ]]; then
+  # scale_of P: "PEERS RAILS" for a path count, or for "PEERSxRAILS"
+  scale_of() {
+    case $1 in
+      *x*) echo "${1%x*} ${1#*x}" ;;
+      6) echo "3 2" ;;
+      32) echo "4 8" ;;
+      128) echo "16 8" ;;
+      *) if (($1 % 8 == 0)); then echo "$(($1 / 8)) 8"; elif (($1 % 2 == 0)); then echo "$(($1 / 2)) 2"; else echo "$1 1"; fi ;;
+    esac
+  }
+  command -v ethtool >/dev/null || { echo "--paths needs ethtool (scripts/setup installs it)" >&2; exit 1; }
+  SWEEP_LOAD=${LOAD:-100mbit}
+  : >"$OUT/rows"
+  # sconfig H FABRIC CLOCK: agent.yaml of host H (star: h0 lists every host,
+  # the others h0 and themselves)
+  sconfig() {
+    local r rails="" h
+    for r in $(seq 0 $((RAILS - 1))); do rails+="${rails:+, }rail$r"; done
+    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n' "$1" "$OUT/key"
+    (($2)) && printf 'fabric:\n  rails: [%s]\n' "$rails"
+    (($3)) || printf 'clockSync:\n  enabled: false\n'
+    if [[ -n $INTERVAL_MS || -n $MISSES ]]; then printf 'probe:\n'; fi
+    if [[ -n $INTERVAL_MS ]]; then printf '  pathIntervalMs: %s\n' "$INTERVAL_MS"; fi
+    if [[ -n $MISSES ]]; then printf '  missThreshold: %s\n' "$MISSES"; fi
+    printf 'peers:\n'
+    for h in $(seq 0 $((HOSTS - 1))); do
+      (($1 == 0 || h == 0 || h == $1)) || continue
+      printf '  - {name: h%s, address: %s, hostAddress: %s}\n' "$h" \
+        "$(jq -r ".hosts[$h].rails[0].ip" "$TOPO")" "$(jq -r ".hosts[$h].addr" "$TOPO")"
+    done
+  }
+  sports_free() {
+    local h
+    for h in $(seq 0 $((HOSTS - 1))); do
+      [[ -z $(ip netns exec "$LAB-h$h" ss -Hlntu '( sport = :7311 or sport = :7312 or sport = :7313 or sport = :9610 or sport = :9611 or sport = :9999 )') ]] || return 1
+    done
+  }
+  metrics() { ip netns exec "$LAB-h$1" curl -s http://127.0.0.1:9610/metrics; }
+  # ssnap I: h0's threads, its rails' napi time, its metrics, its rails'
+  # counters ("tx_bytes tx_packets rx_bytes rx_packets", summed) and the probe
+  # packets its peers sent to it (their metrics)
+  ssnap() {
+    local h f s=0
+    threads "$A0" >"$OUT/st$1"
+    local ns=0 p
+    for p in $H0_NAPI; do ns=$((ns + $(cut -d' ' -f1 /proc/"$p"/schedstat))); done
+    echo "$ns" >"$OUT/sn$1"
+    metrics 0 >"$OUT/sm$1"
+    for f in tx_bytes tx_packets rx_bytes rx_packets; do
+      ip netns exec "$LAB-h0" sh -c "cat /sys/class/net/rail*/statistics/$f" | awk '{s += $1} END {printf "%d ", s}'
+    done >"$OUT/sc$1"
+    for h in $(seq 1 $((HOSTS - 1))); do
+      s=$((s + $(metrics "$h" | awk '/^lockstep_fabric_probes_(sent|answered)_total/ && index($0, "peer=\"h0\"") {s += $NF} END {printf "%d\n", s}')))
+    done
+    echo "$s" >"$OUT/sp$1"
+    # h0's UDP receive-buffer overflows (all sockets of the namespace: the agent's)
+    ip netns exec "$LAB-h0" awk '$1 == "Udp:" && !h {for (i = 2; i <= NF; i++) c[$i] = i; h = 1; next}
+      $1 == "Udp:" {print $c["RcvbufErrors"]}' /proc/net/snmp >"$OUT/su$1"
+  }
+  sload() {  # sload LIST: UDP at SWEEP_LOAD each way between h0 and h1 on rail 0, for one window
+    local -n lp=$1
+    local a0 a1
+    a0=$(jq -r '.hosts[0].rails[0].ip' "$TOPO"); a1=$(jq -r '.hosts[1].rails[0].ip' "$TOPO")
+    ip netns exec "$LAB-h1" "$(dirname "$NETLAB")/netlab-loadgen" sink --bind "$a1:9999" --duration $((SECONDS_RUN + 3)) >/dev/null 2>&1 &
+    lp+=($!)
+    ip netns exec "$LAB-h0" "$(dirname "$NETLAB")/netlab-loadgen" sink --bind "$a0:9999" --duration $((SECONDS_RUN + 3)) >/dev/null 2>&1 &
+    lp+=($!)
+    sleep 0.3
+    ip netns exec "$LAB-h0" "$(dirname "$NETLAB")/netlab-loadgen" send --to "$a1:9999" --bind "$a0" --rate "$SWEEP_LOAD" --duration "$SECONDS_RUN" >/dev/null 2>&1 &
+    lp+=($!)
+    ip netns exec "$LAB-h1" "$(dirname "$NETLAB")/netlab-loadgen" send --to "$a0:9999" --bind "$a1" --rate "$SWEEP_LOAD" --duration "$SECONDS_RUN" >/dev/null 2>&1 &
+    lp+=($!)
+  }
+  # swindow FABRIC CLOCK LOADED: one window on h0; a row in $OUT/rows (FABRIC 1)
+  # or the base figure in $OUT/base (FABRIC 0)
+  swindow() {
+    local lpids=() la0 la1 t0 t1 downs
+    la0=$(cut -d' ' -f1 /proc/loadavg)
+    ssnap 0
+    t0=$(date +%s.%N)
+    (($3)) && sload lpids
+    sleep "$SECONDS_RUN"
+    t1=$(date +%s.%N)
+    ssnap 1
+    gone "$A0" && { echo "agent h0 exited during the window; logs in $OUT" >&2; exit 1; }
+    ((${#lpids[@]})) && stop_pids "${lpids[@]}"
+    la1=$(cut -d' ' -f1 /proc/loadavg)
+    delta_s() { awk 'NR == FNR {x[$1] = $4; r[$1] = $5; next} {print $1, $4 - x[$1], $5 - r[$1]}' "$OUT/st0" "$OUT/st1"; }
+    if ! (($1)); then
+      delta_s | awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" '{x += $2} END {printf "%.4f\n", 100*x/1e9/w}' >"$OUT/base"
+      return
+    fi
+    downs=$(jq -r --argjson t0 "$t0" --argjson t1 "$t1" \
+      'select(.msg == "fabric path state changed" and .to == "down" and .ts >= $t0 and .ts <= $t1) | .path' "$OUT/s-h0.log" 2>/dev/null | wc -l)
+    local npaths upend pk0 pk1
+    # the agent's own count: one path_state series per state and path
+    npaths=$(grep -c '^lockstep_fabric_path_state{.*state="up"' "$OUT/sm1" || true)
+    upend=$(grep -c '^lockstep_fabric_path_state{.*state="up"} 1$' "$OUT/sm1" || true)
+    pk0=$(awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d", s}' "$OUT/sm0")
+    pk1=$(awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d", s}' "$OUT/sm1")
+    delta_s | awk -v t0="$t0" -v t1="$t1" -v paths="$npaths" -v peers="$PEERS" -v rails="$RAILS" -v cs="$2" -v ld="$3" \
+        -v load="$SWEEP_LOAD" -v pk="$((pk1 - pk0))" -v napi0="$(cat "$OUT/sn0")" -v napi1="$(cat "$OUT/sn1")" \
+        -v c0="$(cat "$OUT/sc0")" -v c1="$(cat "$OUT/sc1")" -v rxp="$(($(cat "$OUT/sp1") - $(cat "$OUT/sp0")))" \
+        -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" \
+        -v rcvbuf="$(($(cat "$OUT/su1") - $(cat "$OUT/su0")))" -v rcvbuf_total="$(cat "$OUT/su1")" '
+      {x += $2} $1 == "ls-fabric" {pr = $2; runs = $3}
+      END {
+        w = t1 - t0; split(c0, a, " "); split(c1, b, " ")
+        txb = b[1] - a[1]; txp = b[2] - a[2]; rxb = b[3] - a[3]; rxk = b[4] - a[4]
+        share = (rxk > 0 ? rxp / rxk : 1); if (share > 1) share = 1
+        napi = (napi1 - napi0) / 1e9 / w * 100
+        printf "{\"paths_per_agent\":%d,\"peers\":%d,\"rails\":%d,\"clock_sync\":%s,\"load\":\"%s\",", paths, peers, rails, (cs ? "true" : "false"), (ld ? "udp " load " each way h0<->h1 rail0" : "none")
+        printf "\"loadavg_1m\":%s,\"loadavg_1m_start\":%s,\"seconds\":%.1f,", la1, la0, w
+        printf "\"prober_cpu_percent\":%.3f,\"rx_path_percent\":%.3f,\"host_probe_percent\":%.3f,", 100*pr/1e9/w, share*napi, 100*pr/1e9/w + share*napi
+        printf "\"rx_napi_all_percent\":%.3f,\"rx_probe_share\":%.3f,\"agent_cpu_percent\":%.3f,", napi, share, 100*x/1e9/w
+        printf "\"prober_runs_per_s\":%.1f,\"packets_per_s\":%.0f,\"prober_us_per_packet\":%.2f,", runs/w, pk/w, (pk > 0 ? pr/1e3/pk : 0)
+        if (ld) printf "\"wire_kbps_per_node\":null,\"wire_rx_kbps_per_node\":null,\"wire_link_percent\":null,\"wire_link_percent_100g\":null,"
+        else {
+          # L2 bytes counted by the rails; +24 B a packet (preamble, FCS, gap) on a real wire
+          tx = 8*txb/w/1e3; l1 = 8*(txb + 24*txp)/w/1e3
+          printf "\"wire_kbps_per_node\":%.1f,\"wire_rx_kbps_per_node\":%.1f,\"wire_tx_packets_per_s\":%.0f,", tx, 8*rxb/w/1e3, txp/w
+          printf "\"wire_l1_kbps_per_rail\":%.1f,\"wire_link_percent\":%.4f,\"link_mbit\":%s,", l1/rails, 100*l1/rails/(link*1e3), link
+          printf "\"wire_link_percent_100g\":%.6f,", 100*l1/rails/1e8
+        }
+        printf "\"false_downs\":%d,\"paths_up_at_start\":%d,\"paths_up_at_end\":%d,\"udp_rcvbuf_errors\":%d,\"udp_rcvbuf_errors_lab\":%d", downs, upstart, upend, rcvbuf, rcvbuf_total
+        if (cs && !ld && base != "null") printf ",\"base_agent_percent\":%.3f,\"marginal_agent_percent\":%.3f", base, 100*x/1e9/w - base
+        printf "}\n"}' >>"$OUT/rows"
+    tail -n 1 "$OUT/rows" | jq -c '{paths_per_agent, clock_sync, load, loadavg_1m, prober_cpu_percent, host_probe_percent, wire_kbps_per_node, false_downs}' >&2
+  }
+  # sphase FABRIC CLOCK: agents on every host, then h0's windows (quiet, loaded)
+  sphase() {
+    local h
+    for h in $(seq 0 $((HOSTS - 1))); do
+      sconfig "$h" "$1" "$2" >"$OUT/s-h$h.yaml"
+      ip netns exec "$LAB-h$h" "$AGENT" run --config "$OUT/s-h$h.yaml" >"$OUT/s-h$h.log" 2>&1 &
+      PIDS+=($!)
+      ((h == 0)) && A0=$!
+    done
+    # Ready: every path of h0 up (fabric), or clock sync running (base). A
+    # prober that cannot keep its paths up (seen at 128 paths on a loaded
+    # 2-core VM) is measured anyway after 45 s, once h0 has all its paths:
+    # the row says how many were up (paths_up_at_start) and the false downs.
+    local ready=0 up=-1 deadline=$((SECONDS + 45))
+    while ((SECONDS < deadline)); do
+      if (($1)); then
+        up=$(ip netns exec "$LAB-h0" "$AGENT" fabric status --addr 127.0.0.1:9611 --json 2>/dev/null |
+          jq --argjson n "$((PEERS * RAILS))" 'if (.paths | length) == $n then [.paths[] | select(.state == "up")] | length else -1 end' 2>/dev/null) || up=-1
+        ((up == PEERS * RAILS)) && ready=1
+      else
+        metrics 0 2>/dev/null | awk '/^lockstep_probe_pairs_total\{direction="inbound"\}/ {s += $NF} END {exit !(s > 0)}' && ready=1
+      fi
+      ((ready)) && break
+      sleep 0.2
+    done
+    if ! ((ready)) && ! (($1 && ${up:--1} >= 0)); then
+      echo "agents not ready ($PEERS peers x $RAILS rails, fabric $1, clock sync $2); logs in $OUT" >&2; exit 1
+    fi
+    ((ready)) || echo "h0: only $up of $((PEERS * RAILS)) paths up after 45 s; measuring anyway" >&2
+    UP_AT_START=${up:--1}
+    sleep 5
+    swindow "$1" "$2" 0
+    (($1)) && swindow "$1" "$2" 1
+    stop_pids "${PIDS[@]}"
+    PIDS=()
+    for _ in $(seq 1 100); do sports_free && break; sleep 0.1; done
+    sports_free || { echo "ports still bound after the agents exited" >&2; exit 1; }
+  }
+  head -c 32 /dev/urandom | base64 >"$OUT/key"
+  for spec in ${PATHS_LIST//,/ }; do
+    read -r PEERS RAILS <<<"$(scale_of "$spec")"
+    HOSTS=$((PEERS + 1))
+    echo "== $spec paths: $PEERS peers x $RAILS rails ($(date -u +%H:%M:%S), load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    # rail-optimised, one group: every probe crosses one leaf, no spine, no shaper
+    "$NETLAB" up --name "$LAB" --hosts "$HOSTS" --rails "$RAILS" --layout rail --leaves "$RAILS" --spines 1 \
+      --replace >"$OUT/netlab-$spec.log" 2>&1
+    TOPO=$(tail -n 1 "$OUT/netlab-$spec.log")
+    # Threaded NAPI everywhere (as --napi-threads), h0 last: its new threads are its rails'.
+    before=$(napi_list)
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$LAB-" | grep -v "^$LAB-h0$"); do napi_on "$ns"; done
+    mark=$(napi_list)
+    napi_on "$LAB-h0"
+    H0_NAPI=$(comm -13 <(echo "$mark") <(napi_list) | tr '\n' ' ')
+    [[ -n ${H0_NAPI// } ]] || { echo "no napi thread appeared for h0's rails" >&2; exit 1; }
+    for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
+    rm -f "$OUT/base"
+    ((BASE)) && sphase 0 1
+    [[ ,$CLOCK_MODES, == *,on,* ]] && sphase 1 1
+    [[ ,$CLOCK_MODES, == *,off,* ]] && sphase 1 0
+    "$NETLAB" down --name "$LAB" >/dev/null 2>&1
+  done
+  printf '\n%5s %-6s %-5s %-5s %6s %8s %8s %8s %8s %8s %7s %9s %8s %6s %7s %9s\n' paths scale clock load "load1" "prober%" "rx%" "host%" "agent%" "pk/s" "runs/s" "wire kb/s" "link%" downs "up/end" "marginal"
+  jq -r '[.paths_per_agent, "\(.peers)x\(.rails)", (if .clock_sync then "on" else "off" end), (if .load == "none" then "quiet" else "udp" end),
+          .loadavg_1m, .prober_cpu_percent, .rx_path_percent, .host_probe_percent, .agent_cpu_percent, .packets_per_s, .prober_runs_per_s,
+          (.wire_kbps_per_node // "-"), (.wire_link_percent // "-"), .false_downs, .paths_up_at_end, (.marginal_agent_percent // "-")] | @tsv' "$OUT/rows" |
+    awk -F'\t' '{printf "%5s %-6s %-5s %-5s %6s %8.3f %8.3f %8.3f %8.3f %8s %7s %9s %8s %6s %7s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16}'
+  echo "logs: $OUT" >&2
+  echo "{\"benchmark\":\"fabric-probe-cost\",\"mode\":\"paths\",\"paths\":\"$PATHS_LIST\",\"seconds\":$SECONDS_RUN,\"interval_ms\":${INTERVAL_MS:-null},\"load\":\"udp $SWEEP_LOAD each way h0<->h1 rail0\",\"link_mbit\":$LINK_MBIT,\"layout\":\"rail, one leaf hop, threaded napi\",\"measured\":\"h0 (its peers probe only h0)\",\"rows\":$(jq -s -c . "$OUT/rows")}"
+  exit 0
+fi
 
 if ((ONE_HOP)); then
   "$NETLAB" up --name "$LAB" --hosts "$HOSTS" --rails 2 --layout rail >"$OUT/netlab.log" 2>&1
@@ -143,17 +436,6 @@ done
 declare -a NAPI_PIDS  # per host: the napi kthreads of its rail devices
 if ((NAPI_THREADS)); then
   command -v ethtool >/dev/null || { echo "--napi-threads needs ethtool (scripts/setup installs it)" >&2; exit 1; }
-  napi_on() {  # napi_on NS: GRO + threaded NAPI on every veth of namespace NS
-    local i
-    for i in $(ip -n "$1" -o link show type veth | awk -F': ' '{sub(/@.*/, "", $2); print $2}'); do
-      # veth hands a packet to the peer's NAPI only if the sending device
-      # does no TSO (else the packet takes the backlog, in the sender's
-      # softirq): TSO off, GRO (the NAPI) on, on every link of the lab.
-      ip netns exec "$1" ethtool -K "$i" tso off gro on >/dev/null
-      ip netns exec "$1" sh -c "echo 1 >/sys/class/net/$i/threaded"
-    done
-  }
-  napi_list() { ps -e -o pid=,comm= | awk '$2 ~ /^napi\// {print $1}' | sort; }
   before=$(napi_list)
   for ns in $(ip netns list | awk '{print $1}' | grep "^$LAB-" | grep -v "^$LAB-h[0-9]*$"); do napi_on "$ns"; done
   for h in $(seq 0 $((HOSTS - 1))); do  # one host at a time: its new kthreads are its rails'
@@ -203,20 +485,6 @@ start_load() {  # start_load LIST: --load's sink and sender for one window, pids
     --bind "$(jq -r '.hosts[0].rails[0].ip' "$TOPO")" --rate "$LOAD" --duration "$SECONDS_RUN" >/dev/null 2>&1 &
   load_pids+=($!)
 }
-gone() {  # gone PID: the process has exited (a zombie not yet reaped counts)
-  local st
-  st=$(sed 's/^.*) //' /proc/"$1"/stat 2>/dev/null | cut -d' ' -f1) || return 0
-  [[ -z $st || $st == Z ]]
-}
-stop_pids() {  # stop_pids PID...: SIGTERM, 10 s to exit (then SIGKILL), reaped
-  local p
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "$@"; do
-    for _ in $(seq 1 100); do gone "$p" && break; sleep 0.1; done
-    gone "$p" || { echo "pid $p ignored SIGTERM for 10 s: SIGKILL" >&2; kill -KILL "$p" 2>/dev/null || true; }
-    wait "$p" 2>/dev/null || true
-  done
-}
 # The agents' ports (probe 7311, fabric 7312 and its urgent port 7313,
 # health 9610, time API 9611) and the load sink's (9999 on h1).
 ports_free() {
@@ -226,18 +494,6 @@ ports_free() {
   done
 }
 
-# The agent's pid is the ip-netns-exec child (exec replaces it).
-CLK=$(getconf CLK_TCK)
-# threads PID: "name utime stime run_ns runs" per thread name (ticks, ticks,
-# exact ns, times it was scheduled in: its wake-ups, preemptions aside)
-threads() {
-  local t
-  for t in /proc/"$1"/task/*; do
-    read -r ns _ runs <"$t/schedstat" 2>/dev/null || continue
-    awk -v c="$(cat "$t/comm")" -v ns="$ns" -v runs="$runs" \
-      '{sub(/^.*\) /, ""); print c, $12, $13, ns, runs}' "$t/stat" 2>/dev/null
-  done | awk '{u[$1]+=$2; s[$1]+=$3; x[$1]+=$4; r[$1]+=$5} END {for (n in u) printf "%s %d %d %.0f %d\n", n, u[n], s[n], x[n], r[n]}'
-}
 napi_ns() {  # napi_ns H: exact run time (ns) of host H's rail napi threads
   local p sum=0
   for p in ${NAPI_PIDS[$1]:-}; do sum=$((sum + $(cut -d' ' -f1 /proc/"$p"/schedstat))); done
