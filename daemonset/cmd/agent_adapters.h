@@ -11,10 +11,10 @@
 #include <string>
 
 #include "lockstep/agent/app/agent.h"
-#include "lockstep/agent/command_line.h"
+#include "lockstep/agent/app/command_line.h"
 #include "lockstep/agent/net/probe_key_file.h"
 #include "lockstep/agent/net/system_node_clock.h"
-#include "lockstep/agent/virtual_clock.h"
+#include "lockstep/agent/net/virtual_clock.h"
 #include "lockstep/kube/kube_config.h"
 
 namespace lockstep::agent {

@@ -2,7 +2,7 @@
 // 0 ok, 1 runtime failure, 2 usage or configuration error.
 #pragma once
 
-#include "lockstep/agent/command_line.h"
+#include "lockstep/agent/app/command_line.h"
 
 namespace lockstep::agent {
 

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "lockstep/agent/app/agent.h"
-#include "lockstep/agent/command_line.h"
-#include "lockstep/agent/virtual_clock.h"
+#include "lockstep/agent/app/command_line.h"
+#include "lockstep/agent/net/virtual_clock.h"
 #include "lockstep/kube/kube_config.h"
 
 namespace lockstep::agent {

@@ -29,7 +29,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/packet_filter.h"
 
 using namespace lockstep;

@@ -4,7 +4,6 @@ import logging
 import os
 import sys
 import threading
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -181,10 +180,7 @@ class JobTest(unittest.TestCase):
         self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=2)
         job.track(nn.Linear(2, 2), None)
         t, out = self._wait_in_thread(job)
-        deadline = time.monotonic() + 60
-        while self.fake.count("/v1/plan") < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        self.assertGreaterEqual(self.fake.count("/v1/plan"), 3)   # it keeps polling
+        self.fake.wait_count("/v1/plan", 3)   # it keeps polling
         self.fake.plan = lambda member: (200, {"generation": 0, "action": "exit", "reason": "replaced"})
         t.join(60)
         self.assertEqual(out, {"exit": "replaced"})

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lockstep/agent/agent_http.h"
+#include "lockstep/agent/runtime/agent_http.h"
 #include "lockstep/agent/net/http_get.h"
 #include "lockstep/agent/net/time_client.h"
 

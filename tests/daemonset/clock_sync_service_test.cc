@@ -8,10 +8,10 @@
 
 #include "fake_clock.h"
 #include "fake_network.h"
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/node_signer.h"
 #include "lockstep/agent/peer_selection.h"
-#include "lockstep/agent/virtual_clock.h"
+#include "lockstep/agent/net/virtual_clock.h"
 #include "packet_samples.h"
 #include "sim_node_clock.h"
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "lockstep/agent/command_line.h"
+#include "lockstep/agent/app/command_line.h"
 
 namespace lockstep::agent {
 namespace {

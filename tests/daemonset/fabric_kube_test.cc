@@ -13,7 +13,7 @@
 #include "../support/fake_fabric_socket.h"
 #include "../support/fake_route_actuator.h"
 #include "fake_kube_api.h"
-#include "lockstep/agent/fabric_service.h"
+#include "lockstep/agent/runtime/fabric_service.h"
 #include "lockstep/agent/kube/fabric_health_reporter.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/kube/peer_directory.h"

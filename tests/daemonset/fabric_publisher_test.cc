@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "../support/fake_clock.h"
-#include "lockstep/agent/fabric_publisher.h"
+#include "lockstep/agent/runtime/fabric_publisher.h"
 
 namespace lockstep::agent {
 namespace {

@@ -11,7 +11,7 @@
 #include "../support/fake_clock.h"
 #include "../support/fake_fabric_socket.h"
 #include "../support/fake_route_actuator.h"
-#include "lockstep/agent/fabric_service.h"
+#include "lockstep/agent/runtime/fabric_service.h"
 #include "lockstep/fabric/failover_choice.h"
 
 namespace lockstep::agent {

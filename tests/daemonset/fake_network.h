@@ -12,8 +12,8 @@
 #include <set>
 #include <vector>
 
-#include "lockstep/agent/node_clock.h"
-#include "lockstep/agent/probe_transport.h"
+#include "lockstep/agent/ports/node_clock.h"
+#include "lockstep/agent/ports/probe_transport.h"
 #include "sim_node_clock.h"
 
 namespace lockstep::agent::test {

@@ -1,10 +1,9 @@
 // PeerDiscovery against the in-memory API server: the peer set follows the
 // FabricHealths of our policy as agents publish addresses, nodes come and go,
-// and falls back to Node InternalIPs. The informer runs its own thread, so
-// the test polls (Eventually) instead of sleeping.
+// and falls back to Node InternalIPs. Synchronous: ListOnce() fills the
+// informer's store on the test's thread (no list/watch thread), then Tick().
 #include <catch2/catch.hpp>
 
-#include "../kube/eventually.h"
 #include "fake_clock.h"
 #include "fake_kube_api.h"
 #include "lockstep/agent/kube/peer_discovery.h"
@@ -15,14 +14,12 @@ namespace {
 using kube::Json;
 
 using kube::gvr::kFabricHealths;
-using kube::testing::Eventually;
 
 struct Fixture {
   FakeClock clock;
   kube::FakeKubeApi api{clock};
   metrics::Registry registry;
   std::vector<PeerSet> changes;
-  std::mutex mu;
 
   PeerDiscovery Make(bool fallback, int peers = 16) {
     return PeerDiscovery(api, clock,
@@ -32,10 +29,7 @@ struct Fixture {
                                                             .node_address_fallback = fallback},
                                               .peers_per_node = peers,
                                               .seed = 3},
-                         [this](const PeerSet& s) {
-                           std::lock_guard l(mu);
-                           changes.push_back(s);
-                         },
+                         [this](const PeerSet& s) { changes.push_back(s); },
                          registry);
   }
   void Health(const std::string& name, const std::string& address, const std::string& policy = "default") {
@@ -47,16 +41,15 @@ struct Fixture {
     Json st = {{"probeAddresses", {address}}, {"lastReportTime", "2026-01-01T00:00:00Z"}};
     REQUIRE(api.MergePatch(kFabricHealths, "", name, {{"status", st}}, "status").ok());
   }
-  // Ticks until the last handed-over set has exactly these selected peers.
-  bool SelectedBecomes(PeerDiscovery& d, std::vector<std::string> want) {
-    return Eventually([&] {
-      d.Tick();
-      std::lock_guard l(mu);
-      if (changes.empty()) return false;
-      std::vector<std::string> got;
-      for (const auto& p : changes.back().selected) got.push_back(p.name + "@" + p.endpoint.ToString());
-      return got == want;
-    });
+  // Lists the API server's FabricHealths once and ticks; returns the selected
+  // peers of the last set handed over ("name@endpoint").
+  std::vector<std::string> ListAndTick(PeerDiscovery& d) {
+    REQUIRE(d.ListOnce().ok());
+    d.Tick();
+    std::vector<std::string> got;
+    if (changes.empty()) return got;
+    for (const auto& p : changes.back().selected) got.push_back(p.name + "@" + p.endpoint.ToString());
+    return got;
   }
 };
 
@@ -67,38 +60,33 @@ TEST_CASE("discovery follows FabricHealths of the policy as nodes come and go", 
   f.Health("n2", "127.0.0.1:40002");
   f.Health("x1", "127.0.0.1:40009", "other");
   PeerDiscovery d = f.Make(/*fallback=*/false);
-  d.Start();
-  REQUIRE(f.SelectedBecomes(d, {"n1@127.0.0.1:40001", "n2@127.0.0.1:40002"}));
+  using Names = std::vector<std::string>;
+  REQUIRE(f.ListAndTick(d) == Names{"n1@127.0.0.1:40001", "n2@127.0.0.1:40002"});
   REQUIRE(f.changes.back().known.size() == 2);
 
   // A node joins; its agent publishes later.
   f.Health("n3", "");
-  REQUIRE(Eventually([&] {
-    d.Tick();
-    std::lock_guard l(f.mu);
-    return f.changes.back().known.size() == 3;
-  }));
-  REQUIRE(f.changes.back().selected.size() == 2);  // no address yet, no fallback
+  REQUIRE(f.ListAndTick(d) == Names{"n1@127.0.0.1:40001", "n2@127.0.0.1:40002"});  // no address yet, no fallback
+  REQUIRE(f.changes.back().known.size() == 3);
   REQUIRE(f.api.MergePatch(kFabricHealths, "", "n3",
                            {{"status", {{"probeAddresses", {"127.0.0.1:40003"}},
                                         {"lastReportTime", "2026-01-01T00:00:05Z"}}}},
                            "status")
               .ok());
-  REQUIRE(f.SelectedBecomes(d, {"n1@127.0.0.1:40001", "n2@127.0.0.1:40002", "n3@127.0.0.1:40003"}));
+  REQUIRE(f.ListAndTick(d) == Names{"n1@127.0.0.1:40001", "n2@127.0.0.1:40002", "n3@127.0.0.1:40003"});
 
   // A restarted agent publishes a new port; a node goes away.
   REQUIRE(f.api.MergePatch(kFabricHealths, "", "n1", {{"status", {{"probeAddresses", {"127.0.0.1:40011"}}}}},
                            "status")
               .ok());
   REQUIRE(f.api.Delete(kFabricHealths, "", "n2").ok());
-  REQUIRE(f.SelectedBecomes(d, {"n1@127.0.0.1:40011", "n3@127.0.0.1:40003"}));
+  REQUIRE(f.ListAndTick(d) == Names{"n1@127.0.0.1:40011", "n3@127.0.0.1:40003"});
 
   // Nothing changes, nothing is handed over again.
   const size_t n = f.changes.size();
   for (int i = 0; i < 20; ++i) d.Tick();
   REQUIRE(f.changes.size() == n);
   REQUIRE(f.registry.Render().find("lockstep_agent_discovered_peers 2") != std::string::npos);
-  d.Stop();
 }
 
 TEST_CASE("discovery falls back to the Node's InternalIP and the policy's probe port", "[daemonset][kube]") {
@@ -111,8 +99,8 @@ TEST_CASE("discovery falls back to the Node's InternalIP and the policy's probe 
                {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", "10.254.0.1"}}}}}}};
   REQUIRE(f.api.Create(kube::gvr::kNodes, "", node).ok());
   PeerDiscovery d = f.Make(/*fallback=*/true);
-  d.Start();
-  REQUIRE(f.SelectedBecomes(d, {"n1@10.254.0.1:7311"}));  // n2 has no Node (yet)
+  using Names = std::vector<std::string>;
+  REQUIRE(f.ListAndTick(d) == Names{"n1@10.254.0.1:7311"});  // n2 has no Node (yet)
   // Failed lookups are not repeated on every tick.
   const uint64_t gets = f.api.CallCount(kube::Verb::kGet);
   for (int i = 0; i < 10; ++i) d.Tick();
@@ -121,8 +109,9 @@ TEST_CASE("discovery falls back to the Node's InternalIP and the policy's probe 
   node["status"]["addresses"][0]["address"] = "10.254.0.2";
   REQUIRE(f.api.Create(kube::gvr::kNodes, "", node).ok());
   f.clock.Advance(std::chrono::seconds(61));
-  REQUIRE(f.SelectedBecomes(d, {"n1@10.254.0.1:7311", "n2@10.254.0.2:7311"}));
-  d.Stop();
+  d.Tick();  // the retry is due: no new list needed
+  REQUIRE(f.changes.back().selected.size() == 2);
+  REQUIRE(f.changes.back().selected[1].endpoint.ToString() == "10.254.0.2:7311");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include "../support/fake_clock.h"
 #include "../support/fake_route_actuator.h"
-#include "lockstep/agent/route_applier.h"
+#include "lockstep/agent/runtime/route_applier.h"
 
 namespace lockstep::agent {
 namespace {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "fake_route_actuator.h"
+#include "lockstep/agent/ports/route_actuator.h"
 #include "lockstep/agent/route_reconcile.h"
 
 namespace lockstep::agent {

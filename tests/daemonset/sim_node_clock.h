@@ -5,7 +5,7 @@
 #pragma once
 
 #include "fake_clock.h"
-#include "lockstep/agent/node_clock.h"
+#include "lockstep/agent/ports/node_clock.h"
 
 namespace lockstep::agent::test {
 

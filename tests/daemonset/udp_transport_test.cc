@@ -11,7 +11,7 @@
 #include <chrono>
 #include <map>
 
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "packet_samples.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "lockstep/agent/virtual_clock.h"
+#include "lockstep/agent/net/virtual_clock.h"
 #include "sim_node_clock.h"
 
 namespace lockstep::agent {

@@ -3,8 +3,10 @@
 // liveness), a cold spare started by --spare-command that registers itself,
 // malformed bodies, SIGTERM, and a restart from the state file.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,13 +56,15 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& err_file = 
 }
 
 // Waits for `pid` to end (up to a generous limit); returns its wait status or -1.
+// Sleeps in poll() on a pidfd, which becomes readable when the process exits.
 int WaitExit(pid_t pid, std::chrono::seconds limit = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    std::this_thread::sleep_for(10ms);
-  }
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  REQUIRE(fd >= 0);
+  pollfd p{fd, POLLIN, 0};
+  int ready = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(limit).count()));
+  ::close(fd);
+  int st = 0;
+  if (ready == 1 && waitpid(pid, &st, 0) == pid) return st;
   return -1;
 }
 

@@ -71,15 +71,9 @@ struct Rig {
   }
   json Plan(const std::string& id) { return Get("/v1/plan?member=" + id).Json(); }
   void Tick() { coord.Tick(); }
-  // Until `n` plan polls are held (generous limit: the machine is shared). Polls
-  // another thread, not time: the coordinator has no notification for a held poll.
-  bool WaitHeld(int n) {
-    for (int i = 0; i < 4000; ++i) {
-      if (coord.HeldPlanPolls() == n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  }
+  // Until `n` plan polls are held on the server's threads (generous limit: the
+  // machine is shared); woken when one is, no polling.
+  bool WaitHeld(int n) { return coord.WaitHeldPlanPolls(n, std::chrono::seconds(20)); }
   void Advance(double s) {
     clock.Advance(std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(s)));
   }

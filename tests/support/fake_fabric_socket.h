@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/agent/fabric_socket.h"
+#include "lockstep/agent/ports/fabric_socket.h"
 #include "lockstep/common/clock.h"
 
 namespace lockstep::agent {

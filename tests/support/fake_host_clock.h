@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "lockstep/agent/host_clock.h"
+#include "lockstep/agent/ports/host_clock.h"
 
 namespace lockstep::agent {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/agent/route_actuator.h"
+#include "lockstep/agent/ports/route_actuator.h"
 
 namespace lockstep::agent {
 

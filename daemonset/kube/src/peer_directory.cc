@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "lockstep/agent/config.h"
-#include "lockstep/agent/route_actuator.h"
+#include "lockstep/agent/route.h"
 #include "lockstep/kube/object_meta.h"
 #include "lockstep/kube/time_format.h"
 

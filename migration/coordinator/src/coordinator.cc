@@ -110,6 +110,11 @@ int Coordinator::HeldPlanPolls() const {
   return static_cast<int>(waiters_.size());
 }
 
+bool Coordinator::WaitHeldPlanPolls(int n, std::chrono::milliseconds limit) const {
+  std::unique_lock lock(mu_);
+  return held_cv_.wait_for(lock, limit, [&] { return static_cast<int>(waiters_.size()) == n; });
+}
+
 void Coordinator::Drain() {
   {
     std::lock_guard lock(mu_);
@@ -374,9 +379,11 @@ HttpResponse Coordinator::ServePlan(const HttpRequest& req) {
   }
   PlanWaiter self{q->member, q->known_generation, false};
   waiters_.push_back(&self);
+  held_cv_.notify_all();
   const auto t0 = std::chrono::steady_clock::now();
   plan_cv_.wait_until(lock, t0 + wait, [&] { return self.ready || draining_; });
   waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
+  held_cv_.notify_all();
   plan = m::PlanReply(state_, q->member);
   plan["held_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   return Json(200, plan);

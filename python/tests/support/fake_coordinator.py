@@ -41,6 +41,7 @@ class FakeCoordinator:
                 q = urllib.parse.parse_qs(u.query)
                 with fake.lock:
                     fake.requests.append(("GET", u.path, q))
+                    fake.cond.notify_all()
                     if not (fake.hold_polls and "wait_ms" in q):
                         self._reply(*fake.plan(q.get("member", [""])[0]))
                         return
@@ -54,6 +55,7 @@ class FakeCoordinator:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with fake.lock:
                     fake.requests.append(("POST", self.path, body))
+                    fake.cond.notify_all()
                     if self.path == "/v1/register":
                         fake.members[body["member"]] = body
                         self._reply(200, {"generation": 0})
@@ -97,6 +99,12 @@ class FakeCoordinator:
             slot = next(s for s in self.held if s["reply"] is None)
             slot["reply"] = reply
             slot["event"].set()
+
+    def wait_count(self, path, n, timeout=60):
+        """Waits until `n` requests to `path` arrived (woken by each request)."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: sum(1 for r in self.requests if r[1] == path) >= n, timeout):
+                raise AssertionError("no %d requests to %s within %d s" % (n, path, timeout))
 
     def count(self, path):
         with self.lock:

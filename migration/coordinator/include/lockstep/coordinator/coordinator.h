@@ -76,6 +76,9 @@ class Coordinator {
   migration::JobState Snapshot() const;
   // Plan polls being held right now (tests).
   int HeldPlanPolls() const;
+  // Blocks until exactly `n` plan polls are held, or `limit` passes; true if
+  // they were (tests: a poll is held on an HTTP server thread).
+  bool WaitHeldPlanPolls(int n, std::chrono::milliseconds limit) const;
   // Applies an event as a handler would (for tests and the binary).
   migration::Outcome Apply(const migration::Event& event);
 
@@ -106,6 +109,7 @@ class Coordinator {
   std::vector<PlanWaiter*> waiters_;  // GUARDED_BY(mu_): held plan polls
   bool draining_ = false;             // GUARDED_BY(mu_)
   std::condition_variable plan_cv_;   // with mu_: a waiter became ready, or draining
+  mutable std::condition_variable held_cv_;  // with mu_: waiters_ changed
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;  // GUARDED_BY(stop_mu_)

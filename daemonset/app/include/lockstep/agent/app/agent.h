@@ -39,10 +39,10 @@
 #include <thread>
 #include <vector>
 
-#include "lockstep/agent/agent_http.h"
+#include "lockstep/agent/runtime/agent_http.h"
 #include "lockstep/agent/app/fabric_agent.h"
 #include "lockstep/agent/app/host_discipline.h"
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/config.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/node_signer.h"

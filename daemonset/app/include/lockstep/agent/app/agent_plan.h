@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/config.h"
 
 namespace lockstep::agent {

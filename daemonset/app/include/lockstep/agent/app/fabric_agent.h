@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "lockstep/agent/config.h"
-#include "lockstep/agent/fabric_service.h"
+#include "lockstep/agent/runtime/fabric_service.h"
 
 namespace lockstep::agent {
 

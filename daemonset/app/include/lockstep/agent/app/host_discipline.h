@@ -20,7 +20,7 @@
 #include <string>
 
 #include "lockstep/agent/clock_model.h"
-#include "lockstep/agent/host_clock.h"
+#include "lockstep/agent/ports/host_clock.h"
 
 namespace lockstep::agent {
 

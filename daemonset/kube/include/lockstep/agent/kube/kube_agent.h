@@ -27,8 +27,8 @@
 #include <string>
 #include <thread>
 
-#include "lockstep/agent/clock_sync_service.h"
-#include "lockstep/agent/fabric_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
+#include "lockstep/agent/runtime/fabric_service.h"
 #include "lockstep/agent/kube/fabric_health_reporter.h"
 #include "lockstep/agent/kube/peer_discovery.h"
 #include "lockstep/common/clock.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/agent/clock_sync_service.h"
+#include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/kube/kube_api.h"
 
 namespace lockstep::agent {

@@ -8,8 +8,9 @@
 // up on demand (GET node) and cached; failed lookups are retried after
 // node_retry.
 //
-// Thread-safety: Start()/Stop() from the owner; Tick() and SelfNodeAddress()
-// from one thread (the agent's kube thread); Synced() from any thread.
+// Thread-safety: Start()/Stop() (or ListOnce()) from the owner; Tick() and
+// SelfNodeAddress() from one thread (the agent's kube thread); Synced() from
+// any thread.
 //
 //   PeerDiscovery d(api, clock, {.directory = {.self = "n1", .policy = "default"}},
 //                   [&](const PeerSet& s) { service.SetPeers(s.selected, s.known); }, registry);
@@ -73,6 +74,10 @@ class PeerDiscovery {
   void Start();
   void Stop();
   bool Synced() const { return informer_.HasSynced(); }
+  // Lists our policy's FabricHealths once on the calling thread, in place of
+  // Start()'s list/watch thread; the next Tick() sees the result. For tests
+  // that drive discovery step by step. REQUIRES: not started.
+  Status ListOnce() { return informer_.ListOnce(); }
 
   void Tick();
   // This node's InternalIP (a GET of our Node, cached; retried after node_retry).

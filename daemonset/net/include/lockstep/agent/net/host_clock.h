@@ -1,4 +1,4 @@
-// AdjtimexHostClock: the HostClock adapter (lockstep/agent/host_clock.h) over
+// AdjtimexHostClock: the HostClock adapter (lockstep/agent/ports/host_clock.h) over
 // clock_adjtime(CLOCK_REALTIME): a kernel-PLL slew (ADJ_OFFSET|ADJ_NANO,
 // STA_PLL) or a step (ADJ_SETOFFSET), and ADJ_ESTERROR/ADJ_MAXERROR from the
 // error bound. It needs CAP_SYS_TIME: on EPERM it reports that clearly (the
@@ -8,7 +8,7 @@
 // Thread-compatible.
 #pragma once
 
-#include "lockstep/agent/host_clock.h"
+#include "lockstep/agent/ports/host_clock.h"
 
 namespace lockstep::agent {
 

@@ -1,4 +1,4 @@
-// NetlinkRouteActuator: the RouteActuator adapter (lockstep/agent/route_actuator.h)
+// NetlinkRouteActuator: the RouteActuator adapter (lockstep/agent/ports/route_actuator.h)
 // over rtnetlink, through libnl-route-3 (why libnl: docs/architecture.md,
 // "Route actuator"). It acts in the network namespace it was opened in (the
 // netlink socket stays bound to it), on one routing table, and only on routes
@@ -16,7 +16,7 @@
 
 #include <memory>
 
-#include "lockstep/agent/route_actuator.h"
+#include "lockstep/agent/ports/route_actuator.h"
 
 struct nl_sock;
 

@@ -15,7 +15,7 @@
 
 #include <mutex>
 
-#include "lockstep/agent/node_clock.h"
+#include "lockstep/agent/ports/node_clock.h"
 #include "lockstep/agent/realtime_mapper.h"
 
 namespace lockstep::agent {

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "lockstep/agent/fabric_socket.h"
+#include "lockstep/agent/ports/fabric_socket.h"
 
 namespace lockstep::agent {
 

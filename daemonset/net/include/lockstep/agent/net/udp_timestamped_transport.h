@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/agent/node_clock.h"
-#include "lockstep/agent/probe_transport.h"
+#include "lockstep/agent/ports/node_clock.h"
+#include "lockstep/agent/ports/probe_transport.h"
 
 namespace lockstep::agent {
 

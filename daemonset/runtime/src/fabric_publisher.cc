@@ -1,0 +1,305 @@
+#include "lockstep/agent/runtime/fabric_publisher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "lockstep/common/log.h"
+
+namespace lockstep::agent {
+namespace {
+
+using fabric::PathState;
+
+constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState::kSuspect, PathState::kDown,
+                                 PathState::kRecovering};
+constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
+constexpr auto kStallLogEvery = std::chrono::seconds(10);
+
+double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
+nlohmann::json NsOrNull(std::optional<Nanos> d) {
+  return d ? nlohmann::json(static_cast<int64_t>(d->count())) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup& setup,
+                                 const fabric::FabricOptions& fabric, std::chrono::nanoseconds publish_every,
+                                 const Clock& clock, metrics::Registry& registry)
+    : self_name_(self_name),
+      setup_(setup),
+      fabric_(fabric),
+      publish_every_(publish_every),
+      clock_(clock),
+      state_(registry.Gauge("lockstep_fabric_path_state",
+                            "1 for the state each path (local rail -> peer) is in, 0 for the others",
+                            {"peer", "rail", "state"})),
+      loss_(registry.Gauge("lockstep_fabric_path_loss_ratio", "Probe loss of the path over the stats window",
+                           {"peer", "rail"})),
+      owd_(registry.Gauge("lockstep_fabric_path_one_way_delay_seconds",
+                          "One-way delay of the path from fabric time (only while clock sync is LOCKED)",
+                          {"peer", "rail", "quantile"})),
+      rtt_(registry.Gauge("lockstep_fabric_path_rtt_seconds", "Probe round trip of the path",
+                          {"peer", "rail", "quantile"})),
+      sent_(registry.Counter("lockstep_fabric_probes_sent_total", "Path probes sent", {"peer", "rail"})),
+      replies_(registry.Counter(
+          "lockstep_fabric_probe_replies_total",
+          "Path probes the peer acknowledged in time (symmetric probing: acks ride on its probes)", {"peer", "rail"})),
+      misses_(registry.Counter("lockstep_fabric_probe_misses_total", "Path probes without an ack in time",
+                               {"peer", "rail"})),
+      peer_rail_(registry.Gauge("lockstep_fabric_peer_rail",
+                                "The rail this host's traffic to the peer is pinned to; -1: static ECMP (no pin)",
+                                {"peer"})),
+      flaps_window_(registry.Gauge("lockstep_fabric_flaps_last_hour",
+                                   "Rail flaps (every path of the rail failed) in the last hour", {"rail"})),
+      flaps_total_(registry.Counter("lockstep_fabric_flaps_total",
+                                    "Rail flaps: every path of the rail failed after it delivered", {"rail"})),
+      alerts_(registry.Counter("lockstep_fabric_flap_alerts_total",
+                               "Flap alerts: the rail's flaps in the last hour rose above flapAlertPerHour", {"rail"})),
+      rail_down_(registry.Gauge("lockstep_fabric_rail_down", "1 while every path of the rail has failed", {"rail"})),
+      answered_(registry.Counter("lockstep_fabric_probes_answered_total",
+                                 "Ack-only packets sent: to peers that probe a path we do not (our probes carry the "
+                                 "other acks; probes sent + these = fabric packets sent)",
+                                 {"peer"})),
+      stalls_(registry.Counter("lockstep_fabric_prober_stalls_total",
+                               "Wake-ups of the prober later than the urgent timeout past their due time (a stalled "
+                               "node: within the excuse budget, probe timeouts that fell in the stall were restarted, "
+                               "not counted as misses)")),
+      stalls_judged_(registry.Counter("lockstep_fabric_prober_stalls_judged_total",
+                                      "Prober stalls beyond the excuse budget (stallExcuses per stall window): "
+                                      "judged, their probe timeouts counted as misses")),
+      prober_stalled_(registry.Gauge("lockstep_fabric_prober_stalled",
+                                     "1 while a stall was judged within the last stall window: the prober is late "
+                                     "so often that stalls are no longer excused (FabricHealth ProberStalled)")) {
+  stalls_judged_.Inc({}, 0);
+  prober_stalled_.Set(0);
+  for (const RailInfo& r : setup_.rails) {
+    flaps_total_.Inc({r.name}, 0);
+    alerts_.Inc({r.name}, 0);
+  }
+}
+
+std::string FabricPublisher::RailName(int rail) const {
+  return rail >= 0 && rail < static_cast<int>(setup_.rails.size()) ? setup_.rails[rail].name : std::to_string(rail);
+}
+
+void FabricPublisher::OnDecisions(const fabric::Decisions& d) {
+  if (!d.empty()) changed_ = true;  // published at once (see Due)
+  for (const fabric::Transition& t : d.transitions) {
+    log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
+               {{"path", fabric::ToString(t.path)},
+                {"rail", RailName(t.path.rail)},
+                {"from", fabric::ToString(t.from)},
+                {"to", fabric::ToString(t.to)},
+                {"flap", t.flap ? "true" : "false"}});
+  }
+  for (const fabric::RailFlap& f : d.flaps) {
+    const std::string rail = RailName(f.rail);
+    flaps_total_.Inc({rail});
+    last_flap_wall_ = clock_.Wall();
+    log::Warn("fabric rail flapped: every path of the rail failed", {{"rail", rail}});
+  }
+  for (const fabric::FlapAlert& a : d.alerts) {
+    const std::string rail = RailName(a.rail);
+    alerts_.Inc({rail});
+    {
+      std::lock_guard lock(mu_);
+      if (alerts_raised_.size() < 1024)
+        alerts_raised_.push_back({rail, a.flaps_in_window, fabric_.flap_alert_per_hour});
+    }
+    log::Warn("fabric flap alert: a rail flaps more than flapAlertPerHour",
+              {{"rail", rail},
+               {"flaps_last_hour", std::to_string(a.flaps_in_window)},
+               {"threshold", std::to_string(fabric_.flap_alert_per_hour)}});
+  }
+}
+
+void FabricPublisher::NoteStall(MonoTime now, std::chrono::nanoseconds stalled, fabric::Stall verdict) {
+  stalls_.Inc();
+  if (verdict == fabric::Stall::kJudged) {
+    stalls_judged_.Inc();
+    ++judged_unlogged_;
+    if (!stalled_published_) changed_ = true;  // the ProberStalled condition: published at once
+  }
+  worst_stall_ = std::max(worst_stall_, stalled);
+  ++stalls_unlogged_;
+  if (now < next_stall_log_) return;
+  log::Warn(judged_unlogged_ > 0
+                ? "fabric prober stalls persistently: beyond the excuse budget its stalls are judged, so paths can "
+                  "be declared down by the stalls themselves (check CPU steal and load, the agent's CPU limit and "
+                  "SCHED_FIFO)"
+                : "fabric prober stalled: woke late, so probe timeouts in the stall were restarted (is the node "
+                  "overloaded?)",
+            {{"stalls", std::to_string(stalls_unlogged_)},
+             {"judged", std::to_string(judged_unlogged_)},
+             {"longest_ms", std::to_string(std::chrono::duration<double, std::milli>(worst_stall_).count())}});
+  next_stall_log_ = now + kStallLogEvery;
+  worst_stall_ = {};
+  stalls_unlogged_ = 0;
+  judged_unlogged_ = 0;
+}
+
+std::vector<std::string> FabricPublisher::ForgetPeersExcept(const std::vector<std::string>& names) {
+  std::vector<std::string> gone;
+  for (auto it = published_totals_.begin(); it != published_totals_.end();) {
+    if (std::find(names.begin(), names.end(), it->first.peer) != names.end()) {
+      ++it;
+      continue;
+    }
+    const fabric::PathKey& k = it->first;
+    const std::string rail = RailName(k.rail);
+    for (PathState st : kStates) state_.Remove({k.peer, rail, fabric::ToString(st)});
+    loss_.Remove({k.peer, rail});
+    for (const char* q : {"0.5", "0.99"}) {
+      owd_.Remove({k.peer, rail, q});
+      rtt_.Remove({k.peer, rail, q});
+    }
+    sent_.Remove({k.peer, rail});
+    replies_.Remove({k.peer, rail});
+    misses_.Remove({k.peer, rail});
+    if (std::find(gone.begin(), gone.end(), k.peer) == gone.end()) gone.push_back(k.peer);
+    it = published_totals_.erase(it);
+  }
+  std::sort(gone.begin(), gone.end());
+  for (const std::string& peer : gone) peer_rail_.Remove({peer});
+  return gone;
+}
+
+bool FabricPublisher::Due(MonoTime now) const {
+  return now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap);
+}
+
+void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) {
+  next_publish_ = now + publish_every_;
+  last_publish_ = now;
+  changed_ = false;
+  for (auto& [peer, n] : answered_pending_) {
+    if (n > 0) answered_.Inc({peer}, static_cast<double>(n));
+    n = 0;
+  }
+  const auto& rails = setup_.rails;
+  nlohmann::json paths = nlohmann::json::array();
+  std::map<int, std::vector<std::string>> failed_peers;
+  for (const fabric::PathView& v : monitor.Paths(now)) {
+    const std::string rail = RailName(v.path.rail);
+    if (v.state == PathState::kDown || v.state == PathState::kRecovering) {
+      failed_peers[v.path.rail].push_back(v.path.peer);
+    }
+    for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+    loss_.Set({v.path.peer, rail}, v.stats.loss);
+    owd_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.owd_p50));
+    owd_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.owd_p99));
+    rtt_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.rtt_p50));
+    rtt_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.rtt_p99));
+    fabric::PathStats& last = published_totals_[v.path];
+    sent_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.probes_sent - last.probes_sent));
+    replies_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.replies - last.replies));
+    misses_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.misses - last.misses));
+    last = v.stats;
+    nlohmann::json readmit = nullptr;
+    if (v.readmit_at) readmit = std::chrono::duration_cast<std::chrono::milliseconds>(*v.readmit_at - now).count();
+    paths.push_back({{"peer", v.path.peer},
+                     {"rail", v.path.rail},
+                     {"interface", rail},
+                     {"path", v.path.index},
+                     {"state", fabric::ToString(v.state)},
+                     {"loss", v.stats.loss},
+                     {"owd_p50_ns", NsOrNull(v.stats.owd_p50)},
+                     {"owd_p99_ns", NsOrNull(v.stats.owd_p99)},
+                     {"rtt_p50_ns", NsOrNull(v.stats.rtt_p50)},
+                     {"rtt_p99_ns", NsOrNull(v.stats.rtt_p99)},
+                     {"probes_sent", v.stats.probes_sent},
+                     {"replies", v.stats.replies},
+                     {"misses", v.stats.misses},
+                     {"hold_down_level", v.hold_down_level},
+                     {"readmit_in_ms", readmit},
+                     {"flaps_last_hour", v.flaps_in_window}});
+  }
+  nlohmann::json peers = nlohmann::json::array();
+  for (const FabricPeer& p : setup_.peers) {
+    auto pin = monitor.Pin(p.name);
+    peer_rail_.Set({p.name}, pin ? pin->rail : -1);
+    nlohmann::json route = nullptr;
+    if (pin) {
+      if (auto r = PinRoute(setup_, *pin)) route = r->ToString();
+    }
+    peers.push_back({{"peer", p.name},
+                     {"host_address", FormatIpv4(p.host_address)},
+                     {"via", pin ? RailName(pin->rail) : "ecmp"},
+                     {"route", route}});
+  }
+  nlohmann::json rail_views = nlohmann::json::array();
+  FabricHealthView health;
+  for (size_t r = 0; r < rails.size(); ++r) health.rails.push_back({.name = rails[r].name});
+  health.flaps_last_hour = monitor.FlapsInWindow(now);
+  health.last_flap = last_flap_wall_;
+  health.peers = static_cast<int>(setup_.peers.size());
+  const fabric::StallView stalls = monitor.Stalls(now);
+  health.prober_stalled = stalls.persistent;
+  health.stalls = stalls.stalls;
+  health.stalls_judged = stalls.judged;
+  stalled_published_ = stalls.persistent;
+  prober_stalled_.Set(stalls.persistent ? 1 : 0);
+  for (const fabric::RailView& r : monitor.Rails(now)) {
+    const std::string name = RailName(r.rail);
+    if (r.rail >= 0 && r.rail < static_cast<int>(health.rails.size())) {
+      FabricRailHealth& h = health.rails[r.rail];
+      h.paths = r.paths;
+      h.usable = r.usable;
+      h.failed = r.failed;
+      h.down = r.down;
+      h.flaps_last_hour = r.flaps_in_window;
+      h.alerting = r.alerting;
+      h.failed_peers = failed_peers[r.rail];
+      std::sort(h.failed_peers.begin(), h.failed_peers.end());
+    }
+    flaps_window_.Set({name}, r.flaps_in_window);
+    rail_down_.Set({name}, r.down ? 1 : 0);
+    rail_views.push_back(
+        {{"rail", r.rail},
+         {"interface", name},
+         {"gateway", r.rail >= 0 && r.rail < static_cast<int>(rails.size()) ? FormatIpv4(rails[r.rail].gateway.gateway)
+                                                                            : std::string()},
+         {"paths", r.paths},
+         {"usable", r.usable},
+         {"failed", r.failed},
+         {"down", r.down},
+         {"flaps_last_hour", r.flaps_in_window},
+         {"alerting", r.alerting}});
+  }
+  nlohmann::json last_flap = nullptr;
+  if (auto lf = monitor.LastFlap()) last_flap = std::chrono::duration<double>(now - *lf).count();
+  nlohmann::json status = {
+      {"node", self_name_},
+      {"host_address", FormatIpv4(setup_.host_address)},
+      {"failover", fabric_.failover_enabled},
+      {"probe_interval_ms", std::chrono::duration<double, std::milli>(fabric_.probe_interval).count()},
+      {"miss_threshold", fabric_.miss_threshold},
+      {"flaps_last_hour", monitor.FlapsInWindow(now)},
+      {"last_flap_seconds_ago", last_flap},
+      {"prober_stalls", stalls.stalls},
+      {"prober_stalls_judged", stalls.judged},
+      {"prober_stalled", stalls.persistent},
+      {"rails", rail_views},
+      {"paths", paths},
+      {"peers", peers}};
+  std::lock_guard lock(mu_);
+  status_ = std::move(status);
+  health_ = std::move(health);
+}
+
+FabricHealthView FabricPublisher::Health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+std::vector<FabricFlapAlert> FabricPublisher::TakeFlapAlerts() {
+  std::lock_guard lock(mu_);
+  return std::exchange(alerts_raised_, {});
+}
+
+nlohmann::json FabricPublisher::StatusJson() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+}  // namespace lockstep::agent
