@@ -53,7 +53,8 @@ done
 summary=$(jq -s -c '
   def med: sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor]
            else (.[length/2-1] + .[length/2]) / 2 end;
-  def stat(f): [.[] | f | select(. != null)] | {median: med, min: min, max: max, n: length};
+  def r2: if . == null then null else (. * 100 | round / 100) end;
+  def stat(f): [.[] | f | select(. != null)] | {median: (med | r2), min: min, max: max, n: length};
   [.[] as $r | $r.scenarios[] | . + {fabric: $r.fabric, seed: $r.seed, load_before: $r.load_before}]
   | group_by([.fabric, .scenario])
   | map({fabric: .[0].fabric, scenario: .[0].scenario, runs: length,
