@@ -8,5 +8,7 @@
 set -euo pipefail
 BIN=$(realpath "${1:?usage: faults.sh path/to/lockstep-coordinator [seeds]}")
 cd "$(dirname "$0")/../tests"
+# The lockstep_train to measure: this checkout's (the workers import it by name).
+export PYTHONPATH=${LOCKSTEP_TRAIN_PYTHONPATH:-$(cd .. && pwd)}${PYTHONPATH:+:$PYTHONPATH}
 exec "${LOCKSTEP_PYTHON:-/usr/bin/python3}" -c 'import sys; from support import fault_matrix; sys.exit(fault_matrix.main())' \
   "$BIN" --seeds "${2:-3}"

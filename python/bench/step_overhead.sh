@@ -12,6 +12,8 @@ WORLD=${2:-4} HIDDEN=${3:-1024} STEPS=${4:-30} ROUNDS=${5:-2}
 PY=${LOCKSTEP_PYTHON:-/usr/bin/python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORKER=$HERE/../tests/support/train_worker.py
+# The lockstep_train to measure: this checkout's (the worker imports it by name).
+export PYTHONPATH=${LOCKSTEP_TRAIN_PYTHONPATH:-$(cd "$HERE/.." && pwd)}${PYTHONPATH:+:$PYTHONPATH}
 TMP=$(mktemp -d /tmp/lockstep-pylib-bench.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }

@@ -13,12 +13,14 @@
 
 See python/README.md and docs/migration.md.
 """
+__version__ = "0.1.0"
+
 from .client import CoordinatorClient, Unavailable
 from .job import Exit, Job, JobFailed, JoinError, join, seed
 from .protocol import Directive, Plan, ProtocolError, parse_directive, parse_plan
 from .reduce import GradientReducer
 from .seeding import derive_seed
 
-__all__ = ["join", "seed", "Job", "Exit", "JobFailed", "JoinError", "GradientReducer", "CoordinatorClient",
-           "Unavailable", "Plan", "Directive", "ProtocolError", "parse_plan", "parse_directive",
+__all__ = ["__version__", "join", "seed", "Job", "Exit", "JobFailed", "JoinError", "GradientReducer",
+           "CoordinatorClient", "Unavailable", "Plan", "Directive", "ProtocolError", "parse_plan", "parse_directive",
            "derive_seed"]

@@ -4,11 +4,17 @@ CoordinatorClient is safe to use from several threads (each call opens its own
 connection). Calls never block longer than `timeout` per attempt; a coordinator that
 cannot be reached raises Unavailable, any HTTP status is returned to the caller.
 """
+from __future__ import annotations
+
 import http.client
 import json
 import random
 import time
 import urllib.parse
+from typing import Any, Callable, Optional, Tuple
+
+# (HTTP status, decoded JSON body or None)
+Response = Tuple[int, Any]
 
 
 class Unavailable(ConnectionError):
@@ -16,7 +22,7 @@ class Unavailable(ConnectionError):
 
 
 class CoordinatorClient:
-    def __init__(self, base_url, timeout=0.5):
+    def __init__(self, base_url: str, timeout: float = 0.5) -> None:
         u = urllib.parse.urlsplit(base_url)
         if u.scheme != "http" or not u.hostname:
             raise ValueError("coordinator address must look like http://HOST:PORT (got %r)" % base_url)
@@ -24,7 +30,7 @@ class CoordinatorClient:
         self.port = u.port or 80
         self.timeout = timeout
 
-    def call(self, method, path, body=None, timeout=None):
+    def call(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> Response:
         """One request: (status, decoded JSON or None). Raises Unavailable."""
         data = None if body is None else json.dumps(body).encode()
         conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
@@ -45,7 +51,8 @@ class CoordinatorClient:
             decoded = {"raw": raw[:200].decode(errors="replace")}
         return status, decoded
 
-    def call_retrying(self, method, path, body=None, deadline_s=None, stop=None):
+    def call_retrying(self, method: str, path: str, body: Any = None, deadline_s: Optional[float] = None,
+                      stop: Optional[Callable[[], bool]] = None) -> Response:
         """call(), retried with exponential backoff (20 ms .. 1 s, jittered) while the
         coordinator is unreachable; gives up after deadline_s (None: never) or when
         stop() returns true, raising Unavailable."""
@@ -63,10 +70,10 @@ class CoordinatorClient:
             delay = min(delay * 2, 1.0)
 
     # The calls of docs/migration.md.
-    def register(self, body):
+    def register(self, body: dict) -> Response:
         return self.call_retrying("POST", "/v1/register", body)
 
-    def plan(self, member, wait_s=None, generation=None):
+    def plan(self, member: str, wait_s: Optional[float] = None, generation: Optional[int] = None) -> Response:
         """GET /v1/plan. With wait_s, a long poll: the coordinator may hold the request
         up to wait_s until the plan is news for a member that last formed `generation`
         (a reply it held carries "held_ms"; a coordinator without long polls answers
@@ -77,12 +84,12 @@ class CoordinatorClient:
         path += "&wait_ms=%d&generation=%d" % (int(wait_s * 1000), -1 if generation is None else generation)
         return self.call("GET", path, timeout=self.timeout + wait_s)
 
-    def heartbeat(self, body):
+    def heartbeat(self, body: dict) -> Response:
         return self.call("POST", "/v1/heartbeat", body)
 
-    def report(self, body):
+    def report(self, body: dict) -> Response:
         return self.call("POST", "/v1/report", body)
 
-    def migrate(self, body):
+    def migrate(self, body: dict) -> Response:
         """POST /v1/migrations: {rank, kind: planned|preemptive, reason}."""
         return self.call("POST", "/v1/migrations", body)

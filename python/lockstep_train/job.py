@@ -5,6 +5,8 @@ generation, syncs state from the source replica, yields step numbers, and on a f
 or paused step frees the group, reports, waits for the next plan and replays the step.
 Used from the training thread only; the heartbeat runs in its own daemon thread.
 """
+from __future__ import annotations
+
 import contextlib
 import datetime
 import gc
@@ -15,6 +17,7 @@ import socket
 import time
 import types
 import urllib.parse
+from typing import Any, Callable, ContextManager, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -22,11 +25,14 @@ import torch.distributed as dist
 from . import faults, seeding
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
-from .protocol import ProtocolError, new_member_id, parse_plan, settings_from
+from .protocol import ProtocolError, Settings, new_member_id, parse_plan, settings_from
 from .reduce import GradientReducer
 from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
 
 log = logging.getLogger("lockstep_train")
+
+# on_event(name, t=..., member=..., rank=..., generation=..., step=..., **fields)
+EventHook = Callable[..., Any]
 
 POLL_S = 0.02             # plan polling while waiting, when the coordinator does not hold polls
 PLAN_WAIT_S = 1.0         # long poll: the coordinator holds GET /v1/plan up to this until news
@@ -47,7 +53,7 @@ class Exit(SystemExit):
     """Raised out of job.steps() when the coordinator tells this member to leave (it was
     replaced, migrated away or fenced). Exit status 0; catch it to clean up first."""
 
-    def __init__(self, reason):
+    def __init__(self, reason: str) -> None:
         super().__init__(0)
         self.reason = reason
 
@@ -78,9 +84,14 @@ class _Guard:
 
 
 class Job:
-    def __init__(self, settings, client, member, host, store_server, backend, hang_timeout,
-                 on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap=True,
-                 fingerprint_every=FINGERPRINT_EVERY, transfer_bucket_mb=TRANSFER_BUCKET_MB):
+    """One process's membership in a job; made by join() (not constructed directly)."""
+
+    def __init__(self, settings: Settings, client: CoordinatorClient, member: str, host: str,
+                 store_server: dist.TCPStore, backend: str, hang_timeout: float,
+                 on_event: Optional[EventHook], reduction: str, bucket_cap_mb: float,
+                 heartbeat_interval: float, overlap: bool = True,
+                 fingerprint_every: int = FINGERPRINT_EVERY,
+                 transfer_bucket_mb: float = TRANSFER_BUCKET_MB) -> None:
         self.settings = settings
         self.client = client
         self.member = member
@@ -91,13 +102,13 @@ class Job:
         self.reduction = reduction
         self.bucket_cap_mb = bucket_cap_mb
         self.overlap = overlap
-        self.rank = settings.rank
-        self.world_size = settings.world_size
+        self.rank: Optional[int] = settings.rank
+        self.world_size: Optional[int] = settings.world_size
         self.generation = -1          # the generation this member last formed (or tried)
         self.step = 0                 # committed steps
         self._store_server = store_server   # this member's own TCPStore (kept open)
-        self._state = None
-        self._reducer = None
+        self._state: Optional[TrackedState] = None
+        self._reducer: Optional[GradientReducer] = None
         self._formed = False
         self._failure = None          # message of the current step's failure
         self._applied = False         # optimizer.step() returned during the current step
@@ -107,7 +118,7 @@ class Job:
         self.fingerprint_every = fingerprint_every
         self.transfer_bucket_bytes = max(1, int(transfer_bucket_mb * 1024 * 1024))
         self._check_replicas_next = False   # compare fingerprints before the next step
-        self._zombies = []            # (since, group, work) abandoned by an abort (see _reap_zombies)
+        self._zombies: List[tuple] = []   # (since, group, work) abandoned by an abort (see _reap_zombies)
         self.heartbeat = Heartbeat(client, member, heartbeat_interval)
         # A member holds a verified copy of the training state once it formed a
         # generation (a rank of generation 0 holds its own initial state). A spare holds
@@ -116,16 +127,17 @@ class Job:
 
     # -- public ---------------------------------------------------------------------------
     @property
-    def store_port(self):
+    def store_port(self) -> int:
         return self._store_server.port
 
-    def track(self, model, optimizer=None, extra=None):
+    def track(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+              extra: Any = None) -> None:
         """Register what a spare receives: the model's parameters and buffers, the
         optimizer's state and hyperparameters, and `extra` (see state.TrackedState)."""
         if self._reducer is not None:
             self._reducer.close()
-        self._state = TrackedState(model, optimizer, extra)
-        self._reducer = GradientReducer(self._state.params, self.reduction, self.bucket_cap_mb,
+        state = self._state = TrackedState(model, optimizer, extra)
+        self._reducer = GradientReducer(state.params, self.reduction, self.bucket_cap_mb,
                                         overlap=self.overlap, wait=self._wait)
         if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
             inner = optimizer.step
@@ -135,16 +147,15 @@ class Job:
                 out = inner(*args, **kwargs)
                 job._applied = True   # the step is committed once optimizer.step() returned
                 return out
-            step._lockstep_wrapped = True
+            setattr(step, "_lockstep_wrapped", True)
             # A bound method, as LR schedulers expect when they wrap optimizer.step in turn.
-            optimizer.step = types.MethodType(step, optimizer)
+            setattr(optimizer, "step", types.MethodType(step, optimizer))
 
-    def steps(self, total):
+    def steps(self, total: int) -> Iterator[int]:
         """Yield the step numbers to run, from the committed step to total-1. Forms and
         re-forms the process group; a failed or paused step is yielded again after the
         re-form. Raises Exit when this member must leave."""
-        if self._state is None:
-            raise RuntimeError("job.steps(): call job.track(model, optimizer) first")
+        self._tracked("steps")
         while True:
             if not self._formed:
                 self._form()
@@ -170,49 +181,56 @@ class Job:
                     self._leave("error", self._failure)
                     continue
             faults.hit("step", self.generation, step, on_corrupt=self._corrupt)
-            self._reducer.begin(step)    # bucket all-reduces overlap the coming backward
+            self._tracked("steps")[1].begin(step)   # bucket all-reduces overlap the coming backward
             yield step
             if self._applied or self._failure is None:
                 self.step = step + 1      # optimizer.step() returned: committed, even if
                 self.heartbeat.update(step=self.step)   # something failed after it
             else:
-                for p in self._state.params:
+                for p in self._tracked("steps")[0].params:
                     p.grad = None         # the replay starts from clean gradients
             if self._failure is not None:
                 self._leave("error", self._failure)   # outside every except block
 
-    def step_guard(self):
+    def step_guard(self) -> ContextManager[Any]:
         """Context manager around one step's body: a collective failure inside it marks
         the step failed; steps() then re-forms and yields the same step again."""
         return _Guard(self)
 
-    def all_reduce_gradients(self):
+    def all_reduce_gradients(self) -> None:
         """Average gradients over the ranks in DDP's bucket layout (see reduce.py): waits
         for the bucket reductions that backward started and launches the rest."""
-        self._reducer.reduce(self.step)
+        self._tracked("all_reduce_gradients")[1].reduce(self.step)
 
     @contextlib.contextmanager
-    def no_sync(self):
+    def no_sync(self) -> Iterator[None]:
         """Like DDP's no_sync(): backward passes inside only accumulate gradients (for
         gradient-accumulation micro-batches); the backward after it reduces them."""
-        self._reducer.enabled = False
+        reducer = self._tracked("no_sync")[1]
+        reducer.enabled = False
         try:
             yield
         finally:
-            self._reducer.enabled = True
+            reducer.enabled = True
 
     @property
-    def failed(self):
+    def failed(self) -> bool:
         """True when the current step failed (the rest of its body should be skipped)."""
         return self._failure is not None
 
-    def close(self):
+    def close(self) -> None:
+        """Stop heartbeating, remove the gradient hooks and free the process group."""
         self.heartbeat.stop()
         if self._reducer is not None:
             self._reducer.close()
         self._free_group()
 
     # -- internals ------------------------------------------------------------------------
+    def _tracked(self, what: str) -> Tuple[TrackedState, GradientReducer]:
+        if self._state is None or self._reducer is None:
+            raise RuntimeError("job.%s(): call job.track(model, optimizer) first" % what)
+        return self._state, self._reducer
+
     def _emit(self, name, **fields):
         if self.on_event is None:
             return
@@ -624,7 +642,7 @@ def _local_address(coordinator):
 _seed_base = int(os.environ.get("LOCKSTEP_SEED", "0") or 0)
 
 
-def seed(step, rank):
+def seed(step: int, rank: int) -> int:
     """Reseed torch/random/numpy from (seed, step, rank); seed = join(seed=) or LOCKSTEP_SEED."""
     return seeding.seed(step, rank, _seed_base)
 
@@ -640,9 +658,11 @@ def _env_number(name, default, kind):
     return x
 
 
-def join(coordinator=None, role=None, rank=None, world_size=None, backend="gloo",
-         hang_timeout=None, on_event=None, seed=None, reduction="ddp", bucket_cap_mb=25,
-         host=None, heartbeat_interval=0.75, overlap=True, fingerprint_every=None):
+def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Optional[int] = None,
+         world_size: Optional[int] = None, backend: str = "gloo", hang_timeout: Optional[float] = None,
+         on_event: Optional[EventHook] = None, seed: Optional[int] = None, reduction: str = "ddp",
+         bucket_cap_mb: float = 25, host: Optional[str] = None, heartbeat_interval: float = 0.75,
+         overlap: bool = True, fingerprint_every: Optional[int] = None) -> Job:
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned).
     fingerprint_every: replicas compare fingerprints every this many steps and after

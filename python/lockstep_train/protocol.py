@@ -3,11 +3,13 @@
 Pure: no I/O, no clock, no torch. Parsing never raises anything but ProtocolError, whose
 message says which field was wrong.
 """
+from __future__ import annotations
+
 import dataclasses
 import os
 import secrets
 import socket
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional
 
 ACTIONS = ("wait", "train", "exit")
 DIRECTIVES = ("none", "pause", "exit", "abort")
@@ -58,7 +60,7 @@ def _int(obj, key, what, minimum=0, required=True):
     return v
 
 
-def parse_plan(obj) -> Plan:
+def parse_plan(obj: Any) -> Plan:
     """A plan from the decoded JSON of GET /v1/plan."""
     if not isinstance(obj, dict):
         raise ProtocolError("plan: expected a JSON object (got %s)" % type(obj).__name__)
@@ -99,7 +101,7 @@ def parse_plan(obj) -> Plan:
                 resume_step=resume)
 
 
-def parse_directive(obj) -> Directive:
+def parse_directive(obj: Any) -> Directive:
     """A directive from the decoded JSON reply of POST /v1/heartbeat."""
     if not isinstance(obj, dict):
         raise ProtocolError("heartbeat reply: expected a JSON object (got %s)" % type(obj).__name__)
@@ -133,7 +135,8 @@ class Settings:
     world_size: Optional[int]
 
 
-def settings_from(env, coordinator=None, role=None, rank=None, world_size=None) -> Settings:
+def settings_from(env: Mapping[str, str], coordinator: Optional[str] = None, role: Optional[str] = None,
+                  rank: Optional[int] = None, world_size: Optional[int] = None) -> Settings:
     """Merge LOCKSTEP_* environment variables with join()'s arguments (arguments win)."""
     coordinator = coordinator or env.get("LOCKSTEP_COORDINATOR")
     if not coordinator:

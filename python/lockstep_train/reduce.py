@@ -24,8 +24,11 @@ Used from the training thread only (gradient hooks run inside backward()). After
 failed collective call reset(): it drops the in-flight work and the buckets, which hold
 the old process group.
 """
+from __future__ import annotations
+
 import logging
 import sys
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -53,7 +56,8 @@ class _Round:
 
 
 class GradientReducer:
-    def __init__(self, params, mode="ddp", bucket_cap_mb=25, overlap=True, wait=None):
+    def __init__(self, params: Iterable[torch.Tensor], mode: str = "ddp", bucket_cap_mb: float = 25,
+                 overlap: bool = True, wait: Optional[Callable[[Any], Any]] = None) -> None:
         if mode not in MODES:
             raise ValueError("reduction must be one of %s (got %r)" % ("|".join(MODES), mode))
         self.mode = mode
@@ -62,14 +66,14 @@ class GradientReducer:
         self.params = [p for p in params if p.requires_grad]
         self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
         self.first_bucket_bytes = dist._DEFAULT_FIRST_BUCKET_BYTES
-        self.rebuilt = None           # DDP's steady-state buckets (lists of param indices)
+        self.rebuilt: Optional[List[List[int]]] = None           # DDP's steady-state buckets (lists of param indices)
         self.enabled = True           # False inside no_sync(): hooks only record
         self.overlapped = 0           # buckets launched from a hook (during backward)
-        self._ready = []              # gradient-ready order seen in the current backward
-        self._round = None            # the armed overlapped reduction, if any
+        self._ready: List[int] = []              # gradient-ready order seen in the current backward
+        self._round: Optional[_Round] = None   # the armed overlapped reduction, if any
         self._bufs = None             # (layout, bucket buffers, {param: view}) kept between iterations
         self._hooks = []
-        self._accumulators = []       # torch < 2.1: the AccumulateGrad nodes hooked
+        self._accumulators: List[Any] = []       # torch < 2.1: the AccumulateGrad nodes hooked
         if mode == "ddp":
             with torch.enable_grad():
                 for i, p in enumerate(self.params):
@@ -91,27 +95,27 @@ class GradientReducer:
                 self._fill(r, i)
         return hook
 
-    def close(self):
+    def close(self) -> None:
         for h in self._hooks:
             h.remove()
         self._hooks = []
         self._accumulators = []
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the armed round, its in-flight work and the bucket buffers (after a
         failed collective: they reference the old process group)."""
         self._round = None
         self._bufs = None
         self._ready = []
 
-    def first_buckets(self):
+    def first_buckets(self) -> List[List[int]]:
         """DDP's first-iteration layout: one bucket per dtype, parameter order."""
         buckets, _ = dist._compute_bucket_assignment_by_size(
             self.params, [sys.maxsize], [False] * len(self.params))
         return [list(b) for b in reversed(buckets)]
 
-    def rebuilt_buckets(self, order):
+    def rebuilt_buckets(self, order: Sequence[int]) -> List[List[int]]:
         """DDP's rebuilt layout for a gradient-ready order (list of param indices)."""
         seen, uniq = set(), []
         for i in order:
@@ -124,7 +128,7 @@ class GradientReducer:
             [False] * len(uniq), uniq)
         return [list(b) for b in buckets]
 
-    def layout_for(self, iteration):
+    def layout_for(self, iteration: int) -> List[List[int]]:
         """The buckets used for the job's `iteration`-th reduction (0 = the first)."""
         if self.mode == "flat":
             return self.first_buckets()
@@ -134,7 +138,7 @@ class GradientReducer:
             self.rebuilt = self.rebuilt_buckets(self._ready)
         return self.rebuilt
 
-    def begin(self, iteration, group=None):
+    def begin(self, iteration: int, group: Optional[Any] = None) -> None:
         """Arm the overlapped reduction for the coming backward of `iteration` (no-op
         without overlap, and for the first iteration: DDP reduces it after backward)."""
         self._round = None
@@ -185,7 +189,7 @@ class GradientReducer:
             if from_hook:
                 self.overlapped += 1
 
-    def reduce(self, iteration, group=None):
+    def reduce(self, iteration: int, group: Optional[Any] = None) -> None:
         """Average the gradients over `group` (default group if None). A missing
         gradient counts as zeros (every rank must send the same layout)."""
         r, self._round = self._round, None

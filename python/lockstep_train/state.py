@@ -6,11 +6,18 @@ itself (broadcasts, digests, the vote) lives in job.py; everything here is local
 unit-tested. A receiver's live state is changed only by apply_received(), after every
 bucket arrived and was verified.
 """
+from __future__ import annotations
+
 import pickle
 import random
 import sys
 
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
 import torch
+
+# A tensor the source sends, as a receiver allocates it: (shape, dtype, device).
+Layout = List[Tuple[Tuple[int, ...], torch.dtype, torch.device]]
 
 
 def _optimizer_params(optimizer):
@@ -24,7 +31,8 @@ class TrackedState:
     loader position), or a dict of picklable values (replaced in place on a receiver).
     """
 
-    def __init__(self, model, optimizer, extra=None):
+    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+                 extra: Any = None) -> None:
         self.model = model
         self.optimizer = optimizer
         self.extra = extra
@@ -43,18 +51,18 @@ class TrackedState:
                                  % len(stray))
 
     # -- optimizer state ------------------------------------------------------------------
-    def skeleton(self):
+    def skeleton(self) -> List[Optional[Dict[str, tuple]]]:
         """Structure of the optimizer state: per optimizer parameter (in param_groups
         order) {key: ("tensor", shape, dtype, on_param_device) | ("value", v)} or None."""
         if self.optimizer is None:
             return []
-        out = []
+        out: List[Optional[Dict[str, tuple]]] = []
         for p in _optimizer_params(self.optimizer):
             st = self.optimizer.state.get(p)
             if not st:
                 out.append(None)
                 continue
-            d = {}
+            d: Dict[str, tuple] = {}
             for k, v in st.items():
                 if torch.is_tensor(v):
                     d[k] = ("tensor", tuple(v.shape), str(v.dtype).replace("torch.", ""),
@@ -64,7 +72,7 @@ class TrackedState:
             out.append(d)
         return out
 
-    def materialise(self, skeleton):
+    def materialise(self, skeleton: Sequence[Optional[Dict[str, tuple]]]) -> None:
         """Make this optimizer's state match `skeleton` (zeros where tensors go), so
         that a fresh optimizer (Adam creates its state lazily) can receive into it."""
         if self.optimizer is None:
@@ -91,7 +99,7 @@ class TrackedState:
                                         device=p.device if on_param else "cpu")
             self.optimizer.state[p] = st
 
-    def optimizer_tensors(self):
+    def optimizer_tensors(self) -> List[torch.Tensor]:
         if self.optimizer is None:
             return []
         out = []
@@ -100,13 +108,13 @@ class TrackedState:
             out += [v for _, v in sorted(st.items()) if torch.is_tensor(v)]
         return out
 
-    def sync_tensors(self):
+    def sync_tensors(self) -> List[torch.Tensor]:
         """Every tensor that is sent, in a fixed order (the same on every member once the
         optimizer state was materialised from the source's skeleton)."""
         return self.params + self.buffers + self.optimizer_tensors()
 
     # -- meta (small, pickled) -------------------------------------------------------------
-    def meta(self, step, extra_fields=None):
+    def meta(self, step: int, extra_fields: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         groups = []
         if self.optimizer is not None:
             for g in self.optimizer.param_groups:
@@ -116,7 +124,7 @@ class TrackedState:
         m.update(extra_fields or {})
         return m
 
-    def receive_layout(self, meta):
+    def receive_layout(self, meta: Dict[str, Any]) -> Layout:
         """[(shape, dtype, device)] of every tensor the source sends, in sync_tensors()
         order, from the source's meta record. Checks that this member can take the state
         and changes nothing: the live state is touched only by apply_received()."""
@@ -143,7 +151,7 @@ class TrackedState:
                     out.append((tuple(shape), getattr(torch, dtype), p.device if on_param else torch.device("cpu")))
         return out
 
-    def apply_received(self, meta, flats):
+    def apply_received(self, meta: Dict[str, Any], flats: Sequence[torch.Tensor]) -> None:
         """On a receiver, once every bucket arrived and was verified: optimizer
         structure and hyperparameters, the tensors, RNG and extra state."""
         self.materialise(meta["skeleton"])
@@ -154,7 +162,7 @@ class TrackedState:
         restore_rng(meta["rng"])
         self._load_extra(meta["extra"])
 
-    def fingerprint(self):
+    def fingerprint(self) -> Tuple[int, int]:
         """(s1, s2) over every tensor sync_tensors() holds, each in place (no copy of the
         state), weighted by its position: replicas of the same step have the same."""
         s1 = s2 = 0
@@ -214,7 +222,7 @@ def _wrap(v):
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-_WEIGHTS = {}      # device -> odd int64 weights 1, 3, 5, ... (FP_CHUNK of them)
+_WEIGHTS: Dict[Any, torch.Tensor] = {}      # device -> odd int64 weights 1, 3, 5, ... (FP_CHUNK of them)
 FP_CHUNK = 1 << 20
 
 

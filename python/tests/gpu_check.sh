@@ -17,6 +17,8 @@ PY=${LOCKSTEP_PYTHON:-python3}
 : "${LOCKSTEP_COORDINATOR_BIN:?set LOCKSTEP_COORDINATOR_BIN}"
 export LOCKSTEP_COORDINATOR_BIN LOCKSTEP_UNDER_CTEST=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export CUBLAS_WORKSPACE_CONFIG=:4096:8   # deterministic cuBLAS: the bit-identity checks need it
+# lockstep_train from this checkout (that machine's torch, nothing installed there).
+export PYTHONPATH=${LOCKSTEP_TRAIN_PYTHONPATH:-$(cd .. && pwd)}${PYTHONPATH:+:$PYTHONPATH}
 
 "$PY" - <<'EOF' | tee "$OUT/env.txt"
 import torch

@@ -1,11 +1,7 @@
 """Pure pieces: plan and directive parsing, settings from the environment, seeds."""
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from lockstep_train import protocol, seeding  # noqa: E402
+from lockstep_train import protocol, seeding
 
 TRAIN = {"generation": 3, "action": "train", "rank": 2, "world_size": 4,
          "members": ["m0", "m1", "m7", "m3"],

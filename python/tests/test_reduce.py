@@ -9,12 +9,11 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "support", "reduce_worker.py")
-sys.path.insert(0, os.path.join(HERE, ".."))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
-from lockstep_train.reduce import GradientReducer  # noqa: E402
+from lockstep_train.reduce import GradientReducer
 
 
 def free_port():

@@ -1,17 +1,13 @@
 """State transfer pieces: flatten/unflatten, optimizer state materialised on a fresh
 optimizer, meta records (RNG, extra, hyperparameters), receive layouts that change
 nothing live, fingerprints and buckets."""
-import os
 import random
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import torch
+from torch import nn
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from lockstep_train import state as st  # noqa: E402
+from lockstep_train import state as st
 
 
 def build(seed):

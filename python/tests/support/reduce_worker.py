@@ -9,16 +9,13 @@ Usage: reduce_worker.py MODE RANK WORLD PORT STEPS [ACCUM]"""
 import contextlib
 import datetime
 import hashlib
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import torch
+import torch.distributed as dist
+from torch import nn
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
-
-from lockstep_train.reduce import GradientReducer  # noqa: E402
+from lockstep_train.reduce import GradientReducer
 
 CAP_MB = 0.004         # small buckets so that a tiny model spans several of them
 

@@ -16,11 +16,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+import torch.distributed as dist
+from torch import nn
 
 IN, HID, OUT, BATCH = 16, 64, 8, 8   # --hidden H: the benchmark's H-2H-H-H model instead
 DEVICE = torch.device(os.environ.get("LOCKSTEP_TEST_DEVICE", "cpu"))
