@@ -42,11 +42,18 @@ TEST_CASE("each early-warning signal names the GPU, the value and the threshold"
     const char* reason;
   };
   const Row rows[] = {
-      {"hot", [](GpuSample& g, GpuHealthInput&) { g.temperature_c = 91; },
-       "GPU 2 (GPU-2) temperature 91 C >= 90 C"},
-      {"at the threshold", [](GpuSample& g, GpuHealthInput&) { g.temperature_c = 90; g.slowdown_c = 95; },
+      {"hot", [](GpuSample& g, GpuHealthInput&) { g.temperature_c = 91; }, "GPU 2 (GPU-2) temperature 91 C >= 90 C"},
+      {"at the threshold",
+       [](GpuSample& g, GpuHealthInput&) {
+         g.temperature_c = 90;
+         g.slowdown_c = 95;
+       },
        "GPU 2 (GPU-2) temperature 90 C >= 90 C"},
-      {"near slowdown", [](GpuSample& g, GpuHealthInput&) { g.temperature_c = 84; g.slowdown_c = 87; },
+      {"near slowdown",
+       [](GpuSample& g, GpuHealthInput&) {
+         g.temperature_c = 84;
+         g.slowdown_c = 87;
+       },
        "GPU 2 (GPU-2) temperature 84 C within 5 C of slowdown (87 C)"},
       {"corrected ECC rate", [](GpuSample&, GpuHealthInput& in) { in.corrected_ecc_per_hour[2] = 150; },
        "GPU 2 (GPU-2) corrected ECC rate 150/h >= 100/h"},
@@ -56,7 +63,10 @@ TEST_CASE("each early-warning signal names the GPU, the value and the threshold"
        "GPU 2 (GPU-2) pending row remap (needs a GPU reset)"},
       {"failed remap", [](GpuSample& g, GpuHealthInput&) { g.remapped_rows->failed = true; },
        "GPU 2 (GPU-2) row remap failed"},
-      {"Xid 79", [](GpuSample&, GpuHealthInput& in) { in.recent_xids = {{2, "GPU-2", 79}, {2, "GPU-2", 79}}; },
+      {"Xid 79",
+       [](GpuSample&, GpuHealthInput& in) {
+         in.recent_xids = {{2, "GPU-2", 79}, {2, "GPU-2", 79}};
+       },
        "GPU 2 (GPU-2) Xid 79"},
       {"lost", [](GpuSample& g, GpuHealthInput&) { g = GpuSample{.index = 2, .error = "GPU is lost (15)"}; },
        "GPU 2 cannot be read: GPU is lost (15)"},
@@ -79,7 +89,7 @@ TEST_CASE("each early-warning signal names the GPU, the value and the threshold"
 
 TEST_CASE("below the thresholds and outside the Xid list stays healthy", "[gpu]") {
   GpuHealthInput in{.gpus = {Healthy(0)}};
-  in.gpus[0].temperature_c = 82;  // 6 C below slowdown 88
+  in.gpus[0].temperature_c = 82;             // 6 C below slowdown 88
   in.gpus[0].ecc.uncorrected_aggregate = 7;  // lifetime count: not a warning by itself
   in.gpus[0].remapped_rows->correctable = 4;
   in.corrected_ecc_per_hour[0] = 99;

@@ -51,7 +51,8 @@ TEST_CASE("monitor: polls on its interval and publishes a healthy node", "[gpu]"
   CHECK(Has(text, "lockstep_gpu_nvml_available 1"));
   CHECK(Has(text, "lockstep_gpu_temperature_celsius{gpu=\"1\",uuid=\"GPU-one\"} 40"));
   CHECK(Has(text, "lockstep_gpu_slowdown_margin_celsius{gpu=\"0\",uuid=\"GPU-zero\"} 48"));
-  CHECK(Has(text, "lockstep_gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-zero\",type=\"corrected\",counter=\"volatile\"} 0"));
+  CHECK(Has(text,
+            "lockstep_gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-zero\",type=\"corrected\",counter=\"volatile\"} 0"));
   CHECK(Has(text, "lockstep_gpu_remap_pending{gpu=\"0\",uuid=\"GPU-zero\"} 0"));
   CHECK(Has(text, "lockstep_gpu_warning{gpu=\"1\",uuid=\"GPU-one\"} 0"));
 }

@@ -60,9 +60,12 @@ std::string GpuLabel(unsigned index, const std::string& uuid) {
 
 const char* GpuStateName(GpuState s) {
   switch (s) {
-    case GpuState::kHealthy: return "Healthy";
-    case GpuState::kWarning: return "Warning";
-    case GpuState::kUnavailable: return "Unavailable";
+    case GpuState::kHealthy:
+      return "Healthy";
+    case GpuState::kWarning:
+      return "Warning";
+    case GpuState::kUnavailable:
+      return "Unavailable";
   }
   return "Unavailable";
 }

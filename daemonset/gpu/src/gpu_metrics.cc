@@ -24,18 +24,21 @@ GpuMetrics::GpuMetrics(metrics::Registry& r)
     : available_(r.Gauge("lockstep_gpu_nvml_available", "1 when the agent reads GPUs through NVML, 0 when it cannot")),
       temperature_(r.Gauge("lockstep_gpu_temperature_celsius", "GPU core temperature", {"gpu", "uuid"})),
       slowdown_margin_(r.Gauge("lockstep_gpu_slowdown_margin_celsius",
-                               "Degrees below the temperature at which the driver slows the GPU down", {"gpu", "uuid"})),
+                               "Degrees below the temperature at which the driver slows the GPU down",
+                               {"gpu", "uuid"})),
       ecc_(r.Counter("lockstep_gpu_ecc_errors_total", "ECC memory errors as NVML counts them",
                      {"gpu", "uuid", "type", "counter"})),
       remapped_rows_(r.Gauge("lockstep_gpu_remapped_rows", "Memory rows remapped", {"gpu", "uuid", "kind"})),
-      remap_pending_(r.Gauge("lockstep_gpu_remap_pending", "1 while a row remap waits for a GPU reset", {"gpu", "uuid"})),
+      remap_pending_(
+          r.Gauge("lockstep_gpu_remap_pending", "1 while a row remap waits for a GPU reset", {"gpu", "uuid"})),
       remap_failed_(r.Gauge("lockstep_gpu_remap_failed", "1 when a row remap has failed", {"gpu", "uuid"})),
       retired_pages_(r.Gauge("lockstep_gpu_retired_pages", "Retired memory pages", {"gpu", "uuid", "cause"})),
       pcie_replays_(r.Counter("lockstep_gpu_pcie_replays_total", "PCIe replays", {"gpu", "uuid"})),
       nvlink_errors_(r.Counter("lockstep_gpu_nvlink_errors_total", "NVLink data-link errors per active link",
                                {"gpu", "uuid", "link", "kind"})),
       xids_(r.Counter("lockstep_gpu_xid_events_total", "Xid events seen by the agent", {"gpu", "uuid", "xid"})),
-      warning_(r.Gauge("lockstep_gpu_warning", "1 while the GPU is beyond an early-warning threshold", {"gpu", "uuid"})) {}
+      warning_(
+          r.Gauge("lockstep_gpu_warning", "1 while the GPU is beyond an early-warning threshold", {"gpu", "uuid"})) {}
 
 void GpuMetrics::Forget(const LabelValues& gpu) {
   temperature_.Remove(gpu);
@@ -100,6 +103,8 @@ void GpuMetrics::Publish(const GpuSnapshot* snapshot, const NodeGpuVerdict& verd
   nvlink_series_ = std::move(links_now);
 }
 
-void GpuMetrics::CountXid(const XidEvent& x) { xids_.Inc({std::to_string(x.gpu_index), x.uuid, std::to_string(x.xid)}); }
+void GpuMetrics::CountXid(const XidEvent& x) {
+  xids_.Inc({std::to_string(x.gpu_index), x.uuid, std::to_string(x.xid)});
+}
 
 }  // namespace lockstep::agent::gpu

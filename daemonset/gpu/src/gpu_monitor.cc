@@ -5,8 +5,7 @@
 
 namespace lockstep::agent::gpu {
 
-GpuMonitor::GpuMonitor(const Clock& clock, GpuSource& source, metrics::Registry& registry,
-                       GpuMonitorOptions options)
+GpuMonitor::GpuMonitor(const Clock& clock, GpuSource& source, metrics::Registry& registry, GpuMonitorOptions options)
     : clock_(clock),
       source_(source),
       metrics_(registry),

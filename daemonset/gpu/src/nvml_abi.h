@@ -39,13 +39,19 @@ enum : unsigned { NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, NVML_TEMPERATURE_THRE
 enum : unsigned { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
 enum : unsigned { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
 // nvmlPageRetirementCause_t.
-enum : unsigned { NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
-                  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1 };
+enum : unsigned {
+  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+};
 // nvmlEnableState_t.
 enum : unsigned { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
 // nvmlNvLinkErrorCounter_t.
-enum : unsigned { NVML_NVLINK_ERROR_DL_REPLAY = 0, NVML_NVLINK_ERROR_DL_RECOVERY = 1,
-                  NVML_NVLINK_ERROR_DL_CRC_FLIT = 2, NVML_NVLINK_ERROR_DL_CRC_DATA = 3 };
+enum : unsigned {
+  NVML_NVLINK_ERROR_DL_REPLAY = 0,
+  NVML_NVLINK_ERROR_DL_RECOVERY = 1,
+  NVML_NVLINK_ERROR_DL_CRC_FLIT = 2,
+  NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+};
 
 inline constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
 inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x8ULL;
@@ -77,20 +83,19 @@ typedef struct nvmlEventData_st {
 }  // extern "C"
 
 static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t layout");
-static_assert(sizeof(nvmlEventData_t) == 32 && offsetof(nvmlEventData_t, eventData) == 16,
-              "nvmlEventData_t layout");
+static_assert(sizeof(nvmlEventData_t) == 32 && offsetof(nvmlEventData_t, eventData) == 16, "nvmlEventData_t layout");
 
 namespace lockstep::agent::gpu::nvml {
 
 // Function pointer types, one per symbol (its name in the comment).
-using InitFn = nvmlReturn_t (*)();                                  // nvmlInit_v2
-using ShutdownFn = nvmlReturn_t (*)();                              // nvmlShutdown
-using ErrorStringFn = const char* (*)(nvmlReturn_t);                // nvmlErrorString
-using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned);          // nvmlSystemGetDriverVersion
-using DeviceCountFn = nvmlReturn_t (*)(unsigned*);                  // nvmlDeviceGetCount_v2
-using HandleByIndexFn = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);  // nvmlDeviceGetHandleByIndex_v2
-using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);   // nvmlDeviceGetUUID, nvmlDeviceGetName
-using PciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);   // nvmlDeviceGetPciInfo_v3
+using InitFn = nvmlReturn_t (*)();                                          // nvmlInit_v2
+using ShutdownFn = nvmlReturn_t (*)();                                      // nvmlShutdown
+using ErrorStringFn = const char* (*)(nvmlReturn_t);                        // nvmlErrorString
+using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned);                  // nvmlSystemGetDriverVersion
+using DeviceCountFn = nvmlReturn_t (*)(unsigned*);                          // nvmlDeviceGetCount_v2
+using HandleByIndexFn = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);          // nvmlDeviceGetHandleByIndex_v2
+using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);           // nvmlDeviceGetUUID, nvmlDeviceGetName
+using PciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);           // nvmlDeviceGetPciInfo_v3
 using TemperatureFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);  // nvmlDeviceGetTemperature
 using ThresholdFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);    // nvmlDeviceGetTemperatureThreshold
 using TotalEccFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned,
@@ -98,14 +103,14 @@ using TotalEccFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned,
 using RemappedRowsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*,
                                         unsigned*);  // nvmlDeviceGetRemappedRows
 using RetiredPagesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*,
-                                        unsigned long long*);     // nvmlDeviceGetRetiredPages
-using PcieReplayFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);  // nvmlDeviceGetPcieReplayCounter
+                                        unsigned long long*);               // nvmlDeviceGetRetiredPages
+using PcieReplayFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);             // nvmlDeviceGetPcieReplayCounter
 using NvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);  // nvmlDeviceGetNvLinkState
 using NvLinkErrorFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned,
                                        unsigned long long*);  // nvmlDeviceGetNvLinkErrorCounter
 using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);   // nvmlEventSetCreate
 using RegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long,
-                                          nvmlEventSet_t);  // nvmlDeviceRegisterEvents
+                                          nvmlEventSet_t);                            // nvmlDeviceRegisterEvents
 using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned);  // nvmlEventSetWait_v2
 using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);                              // nvmlEventSetFree
 

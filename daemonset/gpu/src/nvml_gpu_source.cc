@@ -65,7 +65,9 @@ struct NvmlGpuSource::Api {
   // Ok, or why the whole read failed. Sets `out` when ok.
   Status Open(const std::string& library) {
     dlerror();
-    lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: the driver's library stays mapped after dlclose (what it
+    // may have started keeps its code), as processes that load NVML once do.
+    lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lib) {
       const char* e = dlerror();
       return Unavailable("no NVIDIA driver (" + std::string(e ? e : library.c_str()) + ")");
@@ -251,12 +253,11 @@ std::vector<XidEvent> NvmlGpuSource::DrainXids() {
     nvmlEventData_t e{};
     if (api_->event_set_wait(api_->events, &e, 0) != NVML_SUCCESS) break;  // TIMEOUT: none pending
     if ((e.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
-    XidEvent x{.xid = e.eventData};
-    if (auto it = api_->registered.find(e.device); it != api_->registered.end()) {
-      x.gpu_index = it->second;
-      x.uuid = api_->ReadString(api_->uuid, e.device, NVML_DEVICE_UUID_V2_BUFFER_SIZE);
-    }
-    out.push_back(std::move(x));
+    auto it = api_->registered.find(e.device);
+    if (it == api_->registered.end()) continue;  // not a device we registered: nothing to attribute it to
+    out.push_back({.gpu_index = it->second,
+                   .uuid = api_->ReadString(api_->uuid, e.device, NVML_DEVICE_UUID_V2_BUFFER_SIZE),
+                   .xid = e.eventData});
   }
   return out;
 }

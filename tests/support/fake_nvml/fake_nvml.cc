@@ -104,10 +104,10 @@ nvmlReturn_t CopyString(const std::string& v, char* out, unsigned length) {
 int g_init_count = 0;  // nvmlInit_v2 and nvmlShutdown nest, as NVML's do
 
 // Resolves a device for a per-device call: the state, the index, or an error.
-#define FAKE_DEVICE(s, i, d)                                   \
-  State s = Load();                                            \
-  if (g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;         \
-  int i = IndexOf(s, d);                                       \
+#define FAKE_DEVICE(s, i, d)                              \
+  State s = Load();                                       \
+  if (g_init_count <= 0) return NVML_ERROR_UNINITIALIZED; \
+  int i = IndexOf(s, d);                                  \
   if (i < 0) return NVML_ERROR_INVALID_ARGUMENT;
 
 }  // namespace
@@ -130,12 +130,18 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
 
 __attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -200,7 +206,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTemperatureThre
   if (Unsupported(s, i, "temp")) return NVML_ERROR_NOT_SUPPORTED;
   if (!temp) return NVML_ERROR_INVALID_ARGUMENT;
   if (which == NVML_TEMPERATURE_THRESHOLD_SLOWDOWN) *temp = static_cast<unsigned>(Num(s, GpuKey(i, "slowdown"), 88));
-  else if (which == NVML_TEMPERATURE_THRESHOLD_SHUTDOWN) *temp = static_cast<unsigned>(Num(s, GpuKey(i, "shutdown"), 92));
+  else if (which == NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+    *temp = static_cast<unsigned>(Num(s, GpuKey(i, "shutdown"), 92));
   else return NVML_ERROR_NOT_SUPPORTED;
   return NVML_SUCCESS;
 }
@@ -297,8 +304,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetCreate(nvmlEvent
   return NVML_SUCCESS;
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d,
-                                                                             unsigned long long types,
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
                                                                              nvmlEventSet_t set) {
   FAKE_DEVICE(s, i, d);
   if (Unsupported(s, i, "events")) return NVML_ERROR_NOT_SUPPORTED;

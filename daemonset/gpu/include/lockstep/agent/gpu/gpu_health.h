@@ -25,9 +25,9 @@ namespace lockstep::agent::gpu {
 // spec.earlyWarning (api::EarlyWarningSpec; PolicyFromEarlyWarning in
 // early_warning.h converts one, and a test checks the defaults agree).
 struct GpuHealthPolicy {
-  int temp_celsius = 90;                 // warn at or above
-  int slowdown_margin_celsius = 5;       // warn within this of the slowdown threshold
-  double ecc_corrected_per_hour = 100;   // corrected ECC errors within the trailing hour
+  int temp_celsius = 90;                                     // warn at or above
+  int slowdown_margin_celsius = 5;                           // warn within this of the slowdown threshold
+  double ecc_corrected_per_hour = 100;                       // corrected ECC errors within the trailing hour
   std::vector<int> xids = {48, 63, 64, 74, 79, 92, 94, 95};  // Xids that warn
   // How long an Xid keeps its GPU in Warning after it was seen.
   std::chrono::nanoseconds xid_hold = std::chrono::hours(1);
@@ -47,7 +47,7 @@ struct GpuVerdict {
 
 struct NodeGpuVerdict {
   GpuState state = GpuState::kUnavailable;
-  std::string unavailable_reason{};    // when kUnavailable
+  std::string unavailable_reason{};  // when kUnavailable
   std::vector<GpuVerdict> gpus{};
   std::vector<std::string> reasons{};  // every GPU's reasons, in GPU order
   bool operator==(const NodeGpuVerdict&) const = default;

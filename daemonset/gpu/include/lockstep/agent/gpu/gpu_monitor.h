@@ -62,11 +62,11 @@ class GpuMonitor {
   GpuMonitorOptions options_;
   MonoTime next_poll_;
   std::map<std::string, EccRateWindow> ecc_;  // by uuid (index when no uuid)
-  std::vector<SeenXid> xids_;                  // within options_.policy.xid_hold
+  std::vector<SeenXid> xids_;                 // within options_.policy.xid_hold
 
   mutable std::mutex mu_;
-  NodeGpuVerdict verdict_;                // GUARDED_BY(mu_)
-  std::optional<GpuSnapshot> snapshot_;   // GUARDED_BY(mu_)
+  NodeGpuVerdict verdict_;               // GUARDED_BY(mu_)
+  std::optional<GpuSnapshot> snapshot_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace lockstep::agent::gpu

@@ -37,9 +37,9 @@ struct NvLinkErrors {
 };
 
 struct GpuSample {
-  unsigned index = 0;      // NVML's device index
-  std::string uuid{};      // "GPU-..." ("" when not available)
-  std::string name{};      // "NVIDIA H100 80GB HBM3"
+  unsigned index = 0;  // NVML's device index
+  std::string uuid{};  // "GPU-..." ("" when not available)
+  std::string name{};  // "NVIDIA H100 80GB HBM3"
   std::string pci_bus_id{};
   // Set when the GPU could not be read at all (e.g. "GPU is lost"); the
   // other fields are then empty.
