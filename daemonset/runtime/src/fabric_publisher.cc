@@ -14,9 +14,9 @@ constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState:
                                  PathState::kRecovering};
 constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
 constexpr auto kChangePublishGapPerPath = std::chrono::milliseconds(1);
-// Transition lines: at most this many a second, the rest summed up in one
-// line (a storm at 128 paths made ~1,000 a second, each a write on the
-// prober's thread).
+// Transition lines other than into down: at most this many a second, the
+// rest summed up in one line (a storm at 128 paths made ~1,000 a second,
+// each a write on the prober's thread).
 constexpr int kTransitionLogs = 32;
 constexpr auto kTransitionLogWindow = std::chrono::seconds(1);
 constexpr auto kStallLogEvery = std::chrono::seconds(10);
@@ -93,18 +93,20 @@ void FabricPublisher::OnDecisions(const fabric::Decisions& d) {
   for (const fabric::Transition& t : d.transitions) {
     if (t.at >= transition_log_window_ + kTransitionLogWindow) {
       if (transitions_unlogged_ > 0) {
-        log::Warn("fabric path transitions not logged one by one (more than 32 a second; the metrics count them)",
+        log::Info("fabric path transitions not logged one by one (more than 32 a second; every one into down is)",
                   {{"transitions", std::to_string(transitions_unlogged_)}});
       }
       transition_log_window_ = t.at;
       transition_logs_ = 0;
       transitions_unlogged_ = 0;
     }
-    if (transition_logs_ >= kTransitionLogs) {
+    // Every path that goes down is logged (operators and the benchmarks
+    // count them); the rest of a storm's transitions are summed up.
+    if (t.to != PathState::kDown && transition_logs_ >= kTransitionLogs) {
       ++transitions_unlogged_;
       continue;
     }
-    ++transition_logs_;
+    if (t.to != PathState::kDown) ++transition_logs_;
     log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
                {{"path", fabric::ToString(t.path)},
                 {"rail", RailName(t.path.rail)},

@@ -112,7 +112,7 @@ class FabricPublisher {
   bool changed_ = false;            // a transition or route action since the last publish
   size_t paths_ = 0;                // SetPathCount
   MonoTime transition_log_window_{};  // transition lines: at most kTransitionLogs per second
-  int transition_logs_ = 0;           // lines written in the current second
+  int transition_logs_ = 0;           // lines (not into down) written in the current second
   uint64_t transitions_unlogged_ = 0;  // transitions beyond that, summed up in one line
   bool stalled_published_ = false;  // prober_stalled as of the last publish
   std::map<fabric::PathKey, fabric::PathStats> published_totals_;
