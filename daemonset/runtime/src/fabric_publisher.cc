@@ -211,13 +211,17 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
     if (v.state == PathState::kDown || v.state == PathState::kRecovering) {
       failed_peers[v.path.rail].push_back(v.path.peer);
     }
-    for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+    Published& published = published_totals_[v.path];
+    if (published.state != v.state) {  // 5 series a path: set again only on a change (128 paths: 640 a publish)
+      for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+      published.state = v.state;
+    }
     loss_.Set({v.path.peer, rail}, v.stats.loss);
     owd_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.owd_p50));
     owd_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.owd_p99));
     rtt_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.rtt_p50));
     rtt_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.rtt_p99));
-    fabric::PathStats& last = published_totals_[v.path];
+    fabric::PathStats& last = published.totals;
     sent_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.probes_sent - last.probes_sent));
     replies_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.replies - last.replies));
     misses_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.misses - last.misses));

@@ -115,7 +115,11 @@ class FabricPublisher {
   int transition_logs_ = 0;           // lines (not into down) written in the current second
   uint64_t transitions_unlogged_ = 0;  // transitions beyond that, summed up in one line
   bool stalled_published_ = false;  // prober_stalled as of the last publish
-  std::map<fabric::PathKey, fabric::PathStats> published_totals_;
+  struct Published {
+    fabric::PathStats totals;
+    std::optional<fabric::PathState> state;  // the state gauges are set only when it changes
+  };
+  std::map<fabric::PathKey, Published> published_totals_;
   std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
   std::optional<WallTime> last_flap_wall_;
   MonoTime next_stall_log_{};               // stall warnings: at most one per kStallLogEvery
