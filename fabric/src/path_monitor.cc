@@ -185,13 +185,26 @@ void PathMonitor::Replan(Decisions& out, Time now) {
   std::map<std::string, std::vector<PathChoice>> peers;
   std::map<std::string, PathKey> current;
   for (const std::string& peer : dirty_peers_) {
-    if (auto pp = peer_paths_.find(peer); pp != peer_paths_.end()) {
-      for (PathId id : pp->second) {
-        const Watched& w = paths_[id];
-        peers[peer].push_back({w.key, w.health.state(), w.health.RankingDelay(now)});
-      }
+    auto pin = pins_.find(peer);
+    if (pin != pins_.end()) current.emplace(peer, pin->second);
+    auto pp = peer_paths_.find(peer);
+    if (pp == peer_paths_.end()) continue;
+    // Delays rank alternatives only when a path failed and the pin does not
+    // deliver (ChoosePin): only then the windows' percentiles (a copy and a
+    // selection over up to 10 s of samples a path; in a flap storm at 128
+    // paths, thousands of times a second on the prober's thread).
+    bool failed = false, pin_delivers = false;
+    for (PathId id : pp->second) {
+      const Watched& w = paths_[id];
+      failed = failed || Failed(w.health.state());
+      pin_delivers = pin_delivers || (pin != pins_.end() && w.key == pin->second && Usable(w.health.state()));
     }
-    if (auto pin = pins_.find(peer); pin != pins_.end()) current.emplace(peer, pin->second);
+    const bool rank = failed && !pin_delivers;
+    std::vector<PathChoice>& choices = peers[peer];
+    for (PathId id : pp->second) {
+      const Watched& w = paths_[id];
+      choices.push_back({w.key, w.health.state(), rank ? w.health.RankingDelay(now) : std::nullopt});
+    }
   }
   dirty_peers_.clear();
   RoutePlan plan = PlanRoutes(peers, current, options_.failover_enabled, options_.pin_home, options_.self);

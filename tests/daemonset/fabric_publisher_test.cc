@@ -3,6 +3,9 @@
 // decisions it is fed, on a fake clock.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -145,6 +148,68 @@ TEST_CASE("publisher: ack-only packets are counted at the publish, a peer that l
   CHECK(after.find("lockstep_fabric_path_state{peer=\"c\"") == std::string::npos);
   CHECK(after.find("lockstep_fabric_peer_rail{peer=\"c\"") == std::string::npos);
   CHECK(after.find("lockstep_fabric_path_state{peer=\"b\"") != std::string::npos);
+}
+
+// Runs `f` with stderr (where the log goes) in a temporary file; returns what it wrote.
+template <typename F>
+std::string CaptureStderr(F f) {
+  std::fflush(stderr);
+  FILE* tmp = std::tmpfile();
+  REQUIRE(tmp != nullptr);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(tmp), 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  std::rewind(tmp);
+  for (int c; (c = std::fgetc(tmp)) != EOF;) out.push_back(static_cast<char>(c));
+  std::fclose(tmp);
+  return out;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+TEST_CASE("publisher: in a flap storm a change is published at most every ms a path, and transitions are logged at "
+          "most 32 a second (every one into down is)",
+          "[daemonset][fabric]") {
+  Fixture f;
+  CHECK(f.publisher.ChangeGap() == 20ms);  // a few paths: as before
+  f.publisher.SetPathCount(128);
+  CHECK(f.publisher.ChangeGap() == 128ms);
+  const MonoTime t0 = f.clock.Monotonic();
+  f.publisher.Publish(t0, f.monitor);
+  fabric::Decisions d;
+  d.transitions.push_back({{0, "b", 0}, fabric::PathState::kUp, fabric::PathState::kSuspect, t0, false});
+  f.publisher.OnDecisions(d);
+  CHECK_FALSE(f.publisher.Due(t0 + 127ms));
+  CHECK(f.publisher.Due(t0 + 128ms));
+
+  // 1,000 transitions in a second, 100 of them into down: the 100, 32 more
+  // and one line that counts the rest.
+  const std::string logged = CaptureStderr([&] {
+    for (int i = 0; i < 1000; ++i) {
+      fabric::Decisions storm;
+      const bool down = i % 10 == 9;
+      storm.transitions.push_back({{i % 2, "c", 0}, down ? fabric::PathState::kRecovering : fabric::PathState::kDown,
+                                   down ? fabric::PathState::kDown : fabric::PathState::kRecovering,
+                                   t0 + 1s + std::chrono::milliseconds(i), down});
+      f.publisher.OnDecisions(storm);
+    }
+    fabric::Decisions later;
+    later.transitions.push_back(
+        {{0, "c", 0}, fabric::PathState::kRecovering, fabric::PathState::kUp, t0 + 2s + 500ms, false});
+    f.publisher.OnDecisions(later);
+  });
+  CHECK(Count(logged, "fabric path state changed") == 100 + 32 + 1);
+  CHECK(Count(logged, "\"to\":\"down\"") == 100);
+  REQUIRE(Count(logged, "not logged one by one") == 1);
+  CHECK(Count(logged, "\"transitions\":\"868\"") == 1);
 }
 
 }  // namespace

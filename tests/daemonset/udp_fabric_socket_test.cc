@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <net/if.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -101,6 +102,46 @@ TEST_CASE("every read keeps each datagram's arrival interface and receive time, 
       CHECK(d.received <= clock.Monotonic());
     }
   }
+}
+
+TEST_CASE("one read takes the whole backlog: a stall's arrivals are all judged at the wake-up that follows",
+          "[daemonset][udp]") {
+  // At 128 paths a stall of ~30 ms queues more datagrams than the 256 a read
+  // once took; the rest, acks that arrived in time among them, waited for a
+  // later wake-up while this one timed their probes out.
+  const Clock& clock = SystemClock::Instance();
+  auto opened = UdpFabricSocket::Open("127.0.0.1", 0, clock);
+  REQUIRE(opened.ok());
+  UdpFabricSocket& s = **opened;
+  const int lo = static_cast<int>(::if_nametoindex("lo"));
+  const size_t before = s.ReceiveBufferBytes();
+  s.ReserveReceive(2048);  // 128 paths: 100 ms of arrivals
+  const size_t after = s.ReceiveBufferBytes();
+  CHECK(after >= before);
+  // Root (the agent, CI here) gets the size asked for whatever rmem_max is;
+  // SO_RCVBUF reports twice the bytes set.
+  if (::geteuid() == 0) CHECK(after >= 2 * 2048 * UdpFabricSocket::kDatagramTruesize);
+  s.ReserveReceive(16);  // never shrinks
+  CHECK(s.ReceiveBufferBytes() == after);
+  // As many as the buffer surely holds (loopback truesize < 2 KiB), at most 1,000.
+  const size_t n = std::min<size_t>(1000, after / 2048);
+  if (n <= 256) WARN("receive buffer too small here to queue more than 256 datagrams: " << after << " bytes");
+  const MonoTime t0 = clock.Monotonic();
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<uint8_t> bytes{static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+    REQUIRE(s.SendVia(bytes, kLoopback, s.port(), lo, kLoopback).ok());
+  }
+  std::vector<FabricDatagram> got;
+  REQUIRE(s.Poll(0ns, got).ok());
+  REQUIRE(got.size() == n);
+  for (size_t i = 0; i < n; ++i) {
+    INFO("datagram " << i);
+    CHECK(std::ranges::equal(got[i].bytes(), std::vector<uint8_t>{static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}));
+    CHECK(got[i].received >= t0);
+  }
+  got.clear();
+  REQUIRE(s.Poll(0ns, got).ok());
+  CHECK(got.empty());
 }
 
 }  // namespace

@@ -7,10 +7,13 @@
 // share a leaf, as in e2e/netlab), unless the sender's rail or the
 // receiver's arrival rail is cut. Every send is logged (`sent`); one sent
 // to the destination's port + kUrgentPortOffset arrives marked urgent. Time
-// is the test's FakeClock (datagrams arrive at once).
+// is the test's FakeClock (datagrams arrive at once). With urgent_first a
+// Poll returns the urgent port's datagrams before the regular port's, as
+// UdpFabricSocket reads them.
 // Thread-compatible.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -69,6 +72,9 @@ class FakeFabricSocket final : public FabricSocket {
     return Status::Ok();
   }
   Status Poll(std::chrono::nanoseconds, std::vector<FabricDatagram>& out) override {
+    if (urgent_first) {
+      std::stable_partition(inbox.begin(), inbox.end(), [](const FabricDatagram& d) { return d.urgent; });
+    }
     while (!inbox.empty()) {
       out.push_back(std::move(inbox.front()));
       inbox.pop_front();
@@ -76,8 +82,11 @@ class FakeFabricSocket final : public FabricSocket {
     return Status::Ok();
   }
   int port() const override { return port_; }
+  void ReserveReceive(size_t datagrams) override { reserved = datagrams; }
 
   std::deque<FabricDatagram> inbox;
+  bool urgent_first = false;
+  size_t reserved = 0;  // the last ReserveReceive
   std::vector<Sent> sent;
 
  private:

@@ -215,12 +215,16 @@ UdpFabricSocket::UdpFabricSocket(int fd, int urgent_fd, int port, const Clock& c
 
 Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& out) {
   RecvSlots& r = *recv_;
-  for (int round = 0; round < 4; ++round) {  // at most 256 datagrams per call
+  // To the last datagram: what stays queued is read only at the next wake-up,
+  // after this one judged the timeouts its acks would have met (at 128 paths
+  // a stall of ~30 ms queues more than the 256 datagrams this read once).
+  for (size_t read = 0; read < kMaxDrain;) {
     const int got = ::recvmmsg(fd, r.msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return Unavailable(std::string("fabric probe receive: ") + std::strerror(errno));
     }
     if (got <= 0) break;  // EAGAIN: drained
+    read += static_cast<size_t>(got);
     // Kernel receive stamps are wall-clock: map them onto the monotonic
     // clock through one pair of readings (a wall step between the two
     // readings and the stamp is clamped: never later than now).
@@ -254,6 +258,27 @@ Status UdpFabricSocket::Drain(int fd, bool urgent, std::vector<FabricDatagram>& 
     if (static_cast<size_t>(got) < kBatch) break;
   }
   return Status::Ok();
+}
+
+void UdpFabricSocket::ReserveReceive(size_t datagrams) {
+  if (datagrams <= reserved_) return;  // only grows: paths that leave free nothing worth a system call
+  reserved_ = datagrams;
+  const size_t bytes = std::min<size_t>(datagrams * kDatagramTruesize, size_t{64} << 20);
+  const int want = static_cast<int>(bytes);
+  for (int fd : {fd_, urgent_fd_}) {
+    // SO_RCVBUFFORCE ignores net.core.rmem_max (CAP_NET_ADMIN: the agent
+    // runs as root); without it SO_RCVBUF is capped at rmem_max.
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0) {
+      (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
+    }
+  }
+}
+
+size_t UdpFabricSocket::ReceiveBufferBytes() const {
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &v, &len) != 0) return 0;
+  return static_cast<size_t>(v);
 }
 
 }  // namespace lockstep::agent

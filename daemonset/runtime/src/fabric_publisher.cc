@@ -13,6 +13,12 @@ using fabric::PathState;
 constexpr PathState kStates[] = {PathState::kUnknown, PathState::kUp, PathState::kSuspect, PathState::kDown,
                                  PathState::kRecovering};
 constexpr auto kChangePublishGap = std::chrono::milliseconds(20);  // bounds publishing in a flap storm
+constexpr auto kChangePublishGapPerPath = std::chrono::milliseconds(1);
+// Transition lines other than into down: at most this many a second, the
+// rest summed up in one line (a storm at 128 paths made ~1,000 a second,
+// each a write on the prober's thread).
+constexpr int kTransitionLogs = 32;
+constexpr auto kTransitionLogWindow = std::chrono::seconds(1);
 constexpr auto kStallLogEvery = std::chrono::seconds(10);
 
 double Seconds(std::optional<Nanos> d) { return d ? std::chrono::duration<double>(*d).count() : -1.0; }
@@ -85,6 +91,22 @@ std::string FabricPublisher::RailName(int rail) const {
 void FabricPublisher::OnDecisions(const fabric::Decisions& d) {
   if (!d.empty()) changed_ = true;  // published at once (see Due)
   for (const fabric::Transition& t : d.transitions) {
+    if (t.at >= transition_log_window_ + kTransitionLogWindow) {
+      if (transitions_unlogged_ > 0) {
+        log::Info("fabric path transitions not logged one by one (more than 32 a second; every one into down is)",
+                  {{"transitions", std::to_string(transitions_unlogged_)}});
+      }
+      transition_log_window_ = t.at;
+      transition_logs_ = 0;
+      transitions_unlogged_ = 0;
+    }
+    // Every path that goes down is logged (operators and the benchmarks
+    // count them); the rest of a storm's transitions are summed up.
+    if (t.to != PathState::kDown && transition_logs_ >= kTransitionLogs) {
+      ++transitions_unlogged_;
+      continue;
+    }
+    if (t.to != PathState::kDown) ++transition_logs_;
     log::Write(t.to == PathState::kDown ? log::Level::kWarn : log::Level::kInfo, "fabric path state changed",
                {{"path", fabric::ToString(t.path)},
                 {"rail", RailName(t.path.rail)},
@@ -164,8 +186,13 @@ std::vector<std::string> FabricPublisher::ForgetPeersExcept(const std::vector<st
   return gone;
 }
 
+std::chrono::nanoseconds FabricPublisher::ChangeGap() const {
+  return std::max<std::chrono::nanoseconds>(kChangePublishGap,
+                                            kChangePublishGapPerPath * static_cast<int64_t>(paths_));
+}
+
 bool FabricPublisher::Due(MonoTime now) const {
-  return now >= next_publish_ || (changed_ && now >= last_publish_ + kChangePublishGap);
+  return now >= next_publish_ || (changed_ && now >= last_publish_ + ChangeGap());
 }
 
 void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) {
@@ -184,13 +211,17 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
     if (v.state == PathState::kDown || v.state == PathState::kRecovering) {
       failed_peers[v.path.rail].push_back(v.path.peer);
     }
-    for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+    Published& published = published_totals_[v.path];
+    if (published.state != v.state) {  // 5 series a path: set again only on a change (128 paths: 640 a publish)
+      for (PathState s : kStates) state_.Set({v.path.peer, rail, fabric::ToString(s)}, s == v.state ? 1 : 0);
+      published.state = v.state;
+    }
     loss_.Set({v.path.peer, rail}, v.stats.loss);
     owd_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.owd_p50));
     owd_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.owd_p99));
     rtt_.Set({v.path.peer, rail, "0.5"}, Seconds(v.stats.rtt_p50));
     rtt_.Set({v.path.peer, rail, "0.99"}, Seconds(v.stats.rtt_p99));
-    fabric::PathStats& last = published_totals_[v.path];
+    fabric::PathStats& last = published.totals;
     sent_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.probes_sent - last.probes_sent));
     replies_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.replies - last.replies));
     misses_.Inc({v.path.peer, rail}, static_cast<double>(v.stats.misses - last.misses));

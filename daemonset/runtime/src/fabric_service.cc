@@ -11,6 +11,11 @@ namespace lockstep::agent {
 namespace {
 
 constexpr auto kSweepEvery = std::chrono::milliseconds(200);
+// The socket buffers hold this much of the paths' arrivals (a probe per path
+// per interval, as many urgent probes and acks again), so that a stall of
+// the node delays probes instead of dropping one on every path at once.
+constexpr auto kReceiveHeadroom = std::chrono::milliseconds(100);
+constexpr size_t kMinReceiveDatagrams = 256;
 
 // Home paths hash the pair {self, peer}: the monitor needs our name.
 fabric::FabricOptions WithSelf(fabric::FabricOptions o, const std::string& self) {
@@ -124,6 +129,10 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
     if (peer) ours.emplace(WirePath{WireNodeId(peer->id), key.rail, key.index}, id);
   }
   acks_.SetOurPaths(std::move(ours));
+  const auto intervals = static_cast<size_t>(
+      (kReceiveHeadroom + options_.fabric.probe_interval - std::chrono::nanoseconds(1)) / options_.fabric.probe_interval);
+  socket_.ReserveReceive(std::max(kMinReceiveDatagrams, monitor_.size() * 2 * std::max<size_t>(intervals, 1)));
+  publisher_.SetPathCount(monitor_.size());
   // A peer that left takes its series and its installed pin with it.
   for (const std::string& peer : publisher_.ForgetPeersExcept(names)) routes_.Forget(peer);
 }
@@ -404,7 +413,14 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   ApplyPendingPeers(now);
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
   // Acks first: one that arrived before its probe's timeout counts though
-  // it is read after it.
+  // it is read after it. In the order they arrived (kernel stamps), not the
+  // order they were read: the urgent port is read first, and an urgent ack
+  // handled before an earlier regular one would time out, on its path, the
+  // probe that earlier ack answered in time.
+  auto by_arrival = [](const FabricDatagram& a, const FabricDatagram& b) { return a.received < b.received; };
+  if (!std::is_sorted(inbox_.begin(), inbox_.end(), by_arrival)) {
+    std::stable_sort(inbox_.begin(), inbox_.end(), by_arrival);  // most wake-ups: nothing urgent, already in order
+  }
   for (const FabricDatagram& d : inbox_) Handle(d, now, fabric_now);
   FlushCounts();
   Apply(monitor_.Tick(now));

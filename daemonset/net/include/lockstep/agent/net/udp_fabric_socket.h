@@ -6,8 +6,10 @@
 // SO_TIMESTAMPNS for the kernel's receive time. Batches go out with one
 // sendmmsg; Poll sleeps its whole wait unless an urgent datagram arrives
 // (ppoll on the urgent socket only: no wake-up per regular datagram) and
-// then drains both sockets with recvmmsg into buffers it owns. The urgent
-// socket is bound to port + kUrgentPortOffset.
+// then drains both sockets with recvmmsg into buffers it owns, to the last
+// datagram (bounded: kMaxDrain a call). The urgent socket is bound to
+// port + kUrgentPortOffset. ReserveReceive sizes both receive buffers
+// (SO_RCVBUFFORCE where the agent may, else SO_RCVBUF up to rmem_max).
 // Probes are marked DSCP CS6 (IP_TOS 0xc0, network control) and don't
 // fragment (DF: IP_PMTUDISC_DO).
 // Thread-compatible.
@@ -35,6 +37,17 @@ class UdpFabricSocket final : public FabricSocket {
   size_t SendBatch(std::span<FabricSend> sends) override;
   Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) override;
   int port() const override { return port_; }
+  void ReserveReceive(size_t datagrams) override;
+  // The regular socket's receive buffer as the kernel reports it (SO_RCVBUF:
+  // twice the bytes asked for, bookkeeping included).
+  size_t ReceiveBufferBytes() const;
+
+  // At most this many datagrams per socket and Poll: a flood (replays at any
+  // rate) cannot keep the prober reading forever. 64 ticks of 256 paths.
+  static constexpr size_t kMaxDrain = 16384;
+  // Receive-buffer bytes a queued probe takes (its skb's truesize, ~700 B
+  // measured on the lab's veths; rounded up).
+  static constexpr size_t kDatagramTruesize = 1024;
 
  private:
   struct RecvSlots;  // recvmmsg's headers and buffers, set up once
@@ -43,6 +56,7 @@ class UdpFabricSocket final : public FabricSocket {
   int fd_;
   int urgent_fd_;
   int port_;
+  size_t reserved_ = 0;  // datagrams ReserveReceive sized the buffers for
   const Clock& clock_;
   std::unique_ptr<RecvSlots> recv_;
 };

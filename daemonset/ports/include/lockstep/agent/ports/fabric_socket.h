@@ -74,8 +74,14 @@ class FabricSocket {
   // Waits max_wait (datagrams arriving meanwhile do not end the wait: they
   // queue with their receive time; one on the urgent port does), then
   // appends every datagram that arrived. The prober wakes once per event,
-  // not once per datagram.
+  // not once per datagram. Every datagram: a backlog left for a later
+  // wake-up would hold acks that arrived in time while the caller judges
+  // their probes' timeouts.
   virtual Status Poll(std::chrono::nanoseconds max_wait, std::vector<FabricDatagram>& out) = 0;
+  // Room for `datagrams` queued datagrams per port (the paths' arrivals over
+  // a stall the prober should survive without a loss). Best effort; the
+  // default does nothing.
+  virtual void ReserveReceive(size_t /*datagrams*/) {}
   virtual int port() const = 0;  // the bound UDP port (the urgent one is port() + kUrgentPortOffset)
 };
 

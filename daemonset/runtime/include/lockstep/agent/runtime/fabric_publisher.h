@@ -83,6 +83,12 @@ class FabricPublisher {
   // forever). Returns the peers removed.
   std::vector<std::string> ForgetPeersExcept(const std::vector<std::string>& names);
 
+  // The number of paths watched: a change is published at most every
+  // ChangeGap() (1 ms a path, at least 20 ms): a publish costs about as
+  // much per path as a probe tick, and in a flap storm every path changes.
+  void SetPathCount(size_t paths) { paths_ = paths; }
+  std::chrono::nanoseconds ChangeGap() const;
+
   // Periodically, or soon after a change.
   bool Due(MonoTime now) const;
   // Gauges, counters, the status snapshot and the health view as of `now`.
@@ -104,8 +110,16 @@ class FabricPublisher {
   MonoTime next_publish_{};
   MonoTime last_publish_{};
   bool changed_ = false;            // a transition or route action since the last publish
+  size_t paths_ = 0;                // SetPathCount
+  MonoTime transition_log_window_{};  // transition lines: at most kTransitionLogs per second
+  int transition_logs_ = 0;           // lines (not into down) written in the current second
+  uint64_t transitions_unlogged_ = 0;  // transitions beyond that, summed up in one line
   bool stalled_published_ = false;  // prober_stalled as of the last publish
-  std::map<fabric::PathKey, fabric::PathStats> published_totals_;
+  struct Published {
+    fabric::PathStats totals;
+    std::optional<fabric::PathState> state;  // the state gauges are set only when it changes
+  };
+  std::map<fabric::PathKey, Published> published_totals_;
   std::map<std::string, uint64_t> answered_pending_;  // ack-only packets sent since the last Publish, per peer
   std::optional<WallTime> last_flap_wall_;
   MonoTime next_stall_log_{};               // stall warnings: at most one per kStallLogEvery
