@@ -23,6 +23,7 @@ AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPol
   c.flap_alert_per_hour = spec.flap_alert_per_hour;
   c.fabric.rails = spec.rails;
   c.fabric.host_interface = spec.host_interface;
+  c.gpu = spec.gpu;
   c.probe_key_file = kProbeKeyFile;
   c.health_addr = {kHealthHost, health_port};
   c.time_api_addr = {kTimeApiHost, health_port + 1};

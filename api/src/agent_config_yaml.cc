@@ -1,5 +1,6 @@
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
 
 #include "lockstep/api/agent_config.h"
@@ -86,6 +87,43 @@ class MapReader {
       if (!v[i].IsScalar()) return Fail(Path(key) + "[" + std::to_string(i) + "] must be a string");
       out.push_back(v[i].Scalar());
     }
+  }
+  // A list of distinct integers in [lo, hi], at most `max` of them.
+  void IntSet(const char* key, int64_t lo, int64_t hi, size_t max, std::vector<int>& out) {
+    YAML::Node v = Get(key);
+    if (!v || v.IsNull()) return;
+    if (!v.IsSequence()) return Fail(Path(key) + " must be a list of integers (got a " + Kind(v) + ")");
+    if (v.size() > max) {
+      return Fail(Path(key) + " must have at most " + std::to_string(max) + " entries (got " +
+                  std::to_string(v.size()) + ")");
+    }
+    std::vector<int> list;
+    std::set<int64_t> seen;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string item = Path(key) + "[" + std::to_string(i) + "]";
+      int64_t x = 0;
+      if (!v[i].IsScalar() || !YAML::convert<int64_t>::decode(v[i], x) || x < lo || x > hi) {
+        return Fail(item + " must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                    " (got \"" + (v[i].IsScalar() ? v[i].Scalar() : "<" + Kind(v[i]) + ">") + "\")");
+      }
+      if (!seen.insert(x).second) return Fail(Path(key) + " lists " + std::to_string(x) + " twice");
+      list.push_back(static_cast<int>(x));
+    }
+    out = std::move(list);
+  }
+  // One of `allowed`.
+  void Enum(const char* key, const std::vector<std::string>& allowed, std::string& out) {
+    YAML::Node v = Get(key);
+    if (!v) return;
+    std::string s;
+    String(key, s, false);
+    if (!err_.empty()) return;
+    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+      std::string names;
+      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      return Fail(Path(key) + " must be one of " + names + " (got \"" + s + "\")");
+    }
+    out = s;
   }
   // Returns the child map for a nested section (marks the key as known).
   YAML::Node Child(const char* key) { return Get(key); }
@@ -263,6 +301,22 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
       }
     }
   }
+  {
+    MapReader r(top.Child("gpu"), "gpu", source, err);
+    r.Enum("mode", GpuModes(), c.gpu.mode);
+    r.Int("pollIntervalSeconds", 1, kMaxGpuPollIntervalSeconds, c.gpu.poll_interval_seconds);
+    {
+      GpuEarlyWarningSpec& w = c.gpu.early_warning;
+      MapReader e(r.Child("earlyWarning"), "gpu.earlyWarning", source, err);
+      e.Int("gpuTempCelsius", kMinGpuTempCelsius, kMaxGpuTempCelsius, w.gpu_temp_celsius);
+      e.Int("slowdownMarginCelsius", 0, kMaxGpuSlowdownMarginCelsius, w.slowdown_margin_celsius);
+      e.Int("eccSingleBitPerHour", 1, kMaxEccSingleBitPerHour, w.ecc_single_bit_per_hour);
+      e.Bool("pendingRowRemaps", w.pending_row_remaps);
+      e.IntSet("xids", 1, 65535, kMaxEarlyWarningXids, w.xids);
+      e.RejectUnknown();
+    }
+    r.RejectUnknown();
+  }
   top.String("probeKeyFile", c.probe_key_file, false);
   top.String("nodeKeyFile", c.node_key_file);
   top.Addr("healthAddr", c.health_addr);
@@ -320,6 +374,16 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Flow << c.fabric.rails << YAML::Key << "hostInterface" << YAML::Value << c.fabric.host_interface;
   if (!c.fabric.host_address.empty()) y << YAML::Key << "hostAddress" << YAML::Value << c.fabric.host_address;
   y << YAML::Key << "port" << YAML::Value << c.fabric.port << YAML::EndMap;
+  const GpuEarlyWarningSpec& w = c.gpu.early_warning;
+  y << YAML::Key << "gpu" << YAML::Value << YAML::BeginMap
+    << YAML::Key << "mode" << YAML::Value << c.gpu.mode
+    << YAML::Key << "pollIntervalSeconds" << YAML::Value << c.gpu.poll_interval_seconds
+    << YAML::Key << "earlyWarning" << YAML::Value << YAML::BeginMap
+    << YAML::Key << "gpuTempCelsius" << YAML::Value << w.gpu_temp_celsius
+    << YAML::Key << "slowdownMarginCelsius" << YAML::Value << w.slowdown_margin_celsius
+    << YAML::Key << "eccSingleBitPerHour" << YAML::Value << w.ecc_single_bit_per_hour
+    << YAML::Key << "pendingRowRemaps" << YAML::Value << w.pending_row_remaps
+    << YAML::Key << "xids" << YAML::Value << YAML::Flow << w.xids << YAML::EndMap << YAML::EndMap;
   y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
   if (!c.node_key_file.empty()) y << YAML::Key << "nodeKeyFile" << YAML::Value << c.node_key_file;
   y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();

@@ -35,13 +35,52 @@ void ReadAudit(JsonReader& r, const Json& a, AuditStatus& out) {
   r.OptString(a, "lastRunTime", "status.audit.lastRunTime", out.last_run_time);
 }
 
+void ReadGpu(JsonReader& r, const Json& g, GpuHealthStatus& out) {
+  const std::vector<std::string> states = {"Healthy", "Warning", "Unavailable"};
+  r.OptEnum(g, "state", "status.gpu.state", states, out.state);
+  r.OptString(g, "driverVersion", "status.gpu.driverVersion", out.driver_version, 64);
+  ReadInt32(r, g, "warnings", "status.gpu.warnings", 0, out.warnings);
+  const Json& devices = r.Array(g, "devices", "status.gpu.devices");
+  if (devices.size() > 64) r.Fail("status.gpu.devices must have at most 64 entries");
+  for (size_t i = 0; i < devices.size() && r.ok(); ++i) {
+    const std::string p = "status.gpu.devices[" + std::to_string(i) + "]";
+    const Json& d = devices[i];
+    if (!d.is_object()) {
+      r.Fail(p + " must be an object");
+      break;
+    }
+    GpuDeviceStatus s;
+    if (!JsonReader::Get(d, "index")) r.Fail(p + ".index is required");
+    r.Int(d, "index", p + ".index", 0, 1023, s.index);
+    r.OptString(d, "uuid", p + ".uuid", s.uuid, 96);
+    r.OptEnum(d, "state", p + ".state", states, s.state);
+    ReadInt32(r, d, "temperatureCelsius", p + ".temperatureCelsius", INT32_MIN, s.temperature_celsius);
+    ReadInt32(r, d, "slowdownMarginCelsius", p + ".slowdownMarginCelsius", INT32_MIN, s.slowdown_margin_celsius);
+    r.OptInt(d, "eccSingleBitPerHour", p + ".eccSingleBitPerHour", 0, INT64_MAX, s.ecc_single_bit_per_hour);
+    r.OptInt(d, "eccUncorrected", p + ".eccUncorrected", 0, INT64_MAX, s.ecc_uncorrected);
+    if (JsonReader::Get(d, "rowRemapPending")) {
+      bool pending = false;
+      r.Bool(d, "rowRemapPending", p + ".rowRemapPending", pending);
+      s.row_remap_pending = pending;
+    }
+    const Json& xids = r.Array(d, "xids", p + ".xids");
+    if (xids.size() > 64) r.Fail(p + ".xids must have at most 64 entries");
+    for (size_t k = 0; k < xids.size() && r.ok(); ++k) {
+      int x = 0;
+      r.Int(Json{{"x", xids[k]}}, "x", p + ".xids[" + std::to_string(k) + "]", 1, 65535, x);
+      s.xids.push_back(x);
+    }
+    out.devices.push_back(std::move(s));
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& AgentOwnedStatusKeys() {
   static const std::vector<std::string> k = {"phase",          "nodeName",      "lastReportTime", "lastProbeTime",
                                              "clock",          "clockErrorBoundNs", "probeAddresses", "railsUp",
                                              "railsTotal",     "flapsLastHour", "audit",          "auditResult",
-                                             "nodePublicKey",  "hostAddress",   "lastFlapTime"};
+                                             "nodePublicKey",  "hostAddress",   "lastFlapTime",   "gpu"};
   return k;
 }
 
@@ -88,6 +127,7 @@ Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node, cons
     r.Fail("status.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + *a.host_address + "\")");
   }
   r.OptString(status, "lastFlapTime", "status.lastFlapTime", a.last_flap_time);
+  if (JsonReader::Get(status, "gpu")) ReadGpu(r, r.Object(status, "gpu", "status.gpu"), a.gpu.emplace());
   if (r.ok() && a.rails_up && a.rails_total && *a.rails_up > *a.rails_total) {
     r.Fail("status.railsUp must not exceed status.railsTotal; report both from the same scan");
   }
@@ -119,6 +159,26 @@ Json ToJson(const AuditStatus& a) {
   return j;
 }
 
+Json ToJson(const GpuHealthStatus& g) {
+  Json j = Json::object();
+  if (g.state) j["state"] = *g.state;
+  if (g.driver_version) j["driverVersion"] = *g.driver_version;
+  if (g.warnings) j["warnings"] = *g.warnings;
+  for (const GpuDeviceStatus& d : g.devices) {
+    Json e = {{"index", d.index}};
+    if (d.uuid) e["uuid"] = *d.uuid;
+    if (d.state) e["state"] = *d.state;
+    if (d.temperature_celsius) e["temperatureCelsius"] = *d.temperature_celsius;
+    if (d.slowdown_margin_celsius) e["slowdownMarginCelsius"] = *d.slowdown_margin_celsius;
+    if (d.ecc_single_bit_per_hour) e["eccSingleBitPerHour"] = *d.ecc_single_bit_per_hour;
+    if (d.ecc_uncorrected) e["eccUncorrected"] = *d.ecc_uncorrected;
+    if (d.row_remap_pending) e["rowRemapPending"] = *d.row_remap_pending;
+    if (!d.xids.empty()) e["xids"] = d.xids;
+    j["devices"].push_back(e);
+  }
+  return j;
+}
+
 Json ToJson(const FabricHealthAgentStatus& a) {
   Json j = Json::object();
   if (a.phase) j["phase"] = *a.phase;
@@ -136,6 +196,7 @@ Json ToJson(const FabricHealthAgentStatus& a) {
   if (a.node_public_key) j["nodePublicKey"] = *a.node_public_key;
   if (a.host_address) j["hostAddress"] = *a.host_address;
   if (a.last_flap_time) j["lastFlapTime"] = *a.last_flap_time;
+  if (a.gpu) j["gpu"] = ToJson(*a.gpu);
   return j;
 }
 

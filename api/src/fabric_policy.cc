@@ -1,6 +1,7 @@
 #include "lockstep/api/fabric_policy.h"
 
 #include <algorithm>
+#include <set>
 
 #include "json_reader.h"
 #include "lockstep/api/validation.h"
@@ -105,7 +106,40 @@ void ReadQuantities(JsonReader& r, const Json& obj, const char* key, const std::
   }
 }
 
+void ReadGpu(JsonReader& r, const Json& gpu, GpuSpec& out) {
+  r.Enum(gpu, "mode", "spec.gpu.mode", GpuModes(), out.mode);
+  r.Int(gpu, "pollIntervalSeconds", "spec.gpu.pollIntervalSeconds", 1, kMaxGpuPollIntervalSeconds,
+        out.poll_interval_seconds);
+  const Json& e = r.Object(gpu, "earlyWarning", "spec.gpu.earlyWarning");
+  GpuEarlyWarningSpec& w = out.early_warning;
+  r.Int(e, "gpuTempCelsius", "spec.gpu.earlyWarning.gpuTempCelsius", kMinGpuTempCelsius, kMaxGpuTempCelsius,
+        w.gpu_temp_celsius);
+  r.Int(e, "slowdownMarginCelsius", "spec.gpu.earlyWarning.slowdownMarginCelsius", 0, kMaxGpuSlowdownMarginCelsius,
+        w.slowdown_margin_celsius);
+  r.Int(e, "eccSingleBitPerHour", "spec.gpu.earlyWarning.eccSingleBitPerHour", 1, kMaxEccSingleBitPerHour,
+        w.ecc_single_bit_per_hour);
+  r.Bool(e, "pendingRowRemaps", "spec.gpu.earlyWarning.pendingRowRemaps", w.pending_row_remaps);
+  if (!JsonReader::Get(e, "xids")) return;
+  const Json& xids = r.Array(e, "xids", "spec.gpu.earlyWarning.xids");
+  if (xids.size() > static_cast<size_t>(kMaxEarlyWarningXids)) {
+    r.Fail("spec.gpu.earlyWarning.xids must have at most " + std::to_string(kMaxEarlyWarningXids) + " entries");
+  }
+  w.xids.clear();
+  std::set<int> seen;
+  for (size_t i = 0; i < xids.size() && r.ok(); ++i) {
+    int x = 0;
+    r.Int(Json{{"x", xids[i]}}, "x", "spec.gpu.earlyWarning.xids[" + std::to_string(i) + "]", 1, 65535, x);
+    if (r.ok() && !seen.insert(x).second) r.Fail("spec.gpu.earlyWarning.xids lists " + std::to_string(x) + " twice");
+    w.xids.push_back(x);
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string>& GpuModes() {
+  static const std::vector<std::string> m = {kGpuModeAuto, kGpuModeRequired, kGpuModeDisabled};
+  return m;
+}
 
 LabelSelector DefaultNodeSelector() {
   return LabelSelector{{{kDefaultNodeSelectorKey, kDefaultNodeSelectorValue}}, {}};
@@ -188,6 +222,7 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
     r.Fail("spec.hostInterface must be a network interface name (1 to 15 characters, no '/', ':' or whitespace; got \"" +
            p.host_interface + "\")");
   }
+  ReadGpu(r, r.Object(spec, "gpu", "spec.gpu"), p.gpu);
   const Json& agent = r.Object(spec, "agent", "spec.agent");
   r.String(agent, "image", "spec.agent.image", p.agent.image, false, 512);
   r.Enum(agent, "imagePullPolicy", "spec.agent.imagePullPolicy", {"Always", "IfNotPresent", "Never"},
@@ -253,6 +288,17 @@ Json ToJson(const ResourceRequirements& r) {
   return j;
 }
 
+Json ToJson(const GpuSpec& g) {
+  const GpuEarlyWarningSpec& w = g.early_warning;
+  return {{"mode", g.mode},
+          {"pollIntervalSeconds", g.poll_interval_seconds},
+          {"earlyWarning", {{"gpuTempCelsius", w.gpu_temp_celsius},
+                            {"slowdownMarginCelsius", w.slowdown_margin_celsius},
+                            {"eccSingleBitPerHour", w.ecc_single_bit_per_hour},
+                            {"pendingRowRemaps", w.pending_row_remaps},
+                            {"xids", w.xids}}}};
+}
+
 Json ToJson(const FabricPolicySpec& p) {
   return {{"nodeSelector", ToJson(p.node_selector)},
           {"tolerations", ToJson(p.tolerations)},
@@ -271,6 +317,7 @@ Json ToJson(const FabricPolicySpec& p) {
           {"flapAlertPerHour", p.flap_alert_per_hour},
           {"rails", p.rails},
           {"hostInterface", p.host_interface},
+          {"gpu", ToJson(p.gpu)},
           {"agent", {{"image", p.agent.image},
                      {"imagePullPolicy", p.agent.image_pull_policy},
                      {"priorityClassName", p.agent.priority_class_name},

@@ -89,6 +89,7 @@ void LogAgentStart(const CommandLine& cl, const AgentConfig& config, Agent& agen
              {"clock_sync", config.clock_sync.enabled ? "enabled" : "disabled"},
              {"mode", agent.kube() ? "kubernetes (" + kube_server + ")" : "standalone"},
              {"virtual_clock", cl.virtual_clock ? *cl.virtual_clock : "off"},
+             {"gpu", agent.gpu_monitor() ? config.gpu.mode : "off"},
              {"peers", peers},
              {"node_public_key", agent.signer().public_key().base64()}});
   LogFabricStart(config, agent.fabric());

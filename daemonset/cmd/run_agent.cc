@@ -8,6 +8,7 @@
 
 #include "agent_adapters.h"
 #include "commands.h"
+#include "lockstep/agent/gpu/nvml_gpu_source.h"
 #include "lockstep/agent/net/host_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "lockstep/common/http_server.h"
@@ -50,6 +51,12 @@ int RunAgent(const CommandLine& cl) {
     if (Status s = OpenFabricAdapters(setup->settings, setup->kube.has_value(), adapters); !s.ok()) {
       return ConfigError(s.error().message);
     }
+  }
+  // GPU health: NVML loaded now ($LOCKSTEP_NVML_LIBRARY, else
+  // libnvidia-ml.so.1); without a driver the source says why and the agent
+  // logs it once at its first read and carries on.
+  if (config.gpu.mode != api::kGpuModeDisabled) {
+    adapters.gpu_source = std::make_unique<gpu::NvmlGpuSource>(gpu::NvmlOptionsFromEnv());
   }
   std::unique_ptr<kube::KubeApi> kube_api;
   if (setup->kube) {

@@ -20,7 +20,7 @@ pass "agents run on the 8 GPU nodes and no CPU node"
 
 out=$(kubectl get fabrichealth)
 echo "$out" >&2
-head -1 <<<"$out" | grep -Eq '^NAME +NODE +READY +PHASE +RAILS-UP +RAILS +FLAPS/H +CLOCK-ERR-NS +AUDIT +AGE' ||
+head -1 <<<"$out" | grep -Eq '^NAME +NODE +READY +PHASE +RAILS-UP +RAILS +FLAPS/H +CLOCK-ERR-NS +AUDIT +GPU +AGE' ||
   fail "kubectl get fabrichealth columns: $(head -1 <<<"$out")"
 [[ $(grep -c '^gpu-node-' <<<"$out") -eq 8 ]] || fail "expected 8 FabricHealth rows"
 grep -q 'gpu-node-0 .*Unknown .*Pending' <<<"$out" || fail "a fresh FabricHealth must say the agent has not reported"

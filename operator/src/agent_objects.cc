@@ -62,6 +62,17 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
   if (spec.clock_sync.discipline_host_clock) add.push_back("SYS_TIME");
   if (!add.empty()) caps["add"] = add;
   const int port = s.agent_health_port;
+  Json env = Json::array({{{"name", "NODE_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}},
+                          {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}});
+  if (spec.gpu.mode != api::kGpuModeDisabled) {
+    // GPU health reads NVML: the NVIDIA container runtime (the GPU
+    // Operator's default runtime) mounts the driver's libnvidia-ml.so.1 and
+    // the device nodes into a container that asks for them this way, without
+    // requesting (and so taking) a GPU, as DCGM Exporter does. Elsewhere the
+    // variables do nothing and the agent says "no NVIDIA driver".
+    env.push_back({{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}});
+    env.push_back({{"name", "NVIDIA_DRIVER_CAPABILITIES"}, {"value", "utility"}});
+  }
   Json container = {
       {"name", "agent"},
       {"image", s.agent_image.empty() ? spec.agent.image : s.agent_image},
@@ -72,8 +83,7 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       // (fabric rails, other networks) exposes them.
       {"args", Json::array({std::string("--config=") + kConfigDir + "/" + kConfigKey, "--node-name=$(NODE_NAME)",
                             "--health-addr=$(POD_IP):" + std::to_string(port)})},
-      {"env", Json::array({{{"name", "NODE_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}},
-                           {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}})},
+      {"env", env},
       {"ports", Json::array({{{"name", "health"}, {"containerPort", port}, {"protocol", "TCP"}},
                              {{"name", "probe"}, {"containerPort", spec.probe.port}, {"protocol", "UDP"}}})},
       {"livenessProbe", {{"httpGet", {{"path", "/healthz"}, {"port", port}}}, {"periodSeconds", 10}}},

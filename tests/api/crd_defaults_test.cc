@@ -35,6 +35,37 @@ TEST_CASE("FabricPolicy: the CRD's defaults are the C++ defaults", "[api]") {
   REQUIRE(fo["maxHoldDownSeconds"]["maximum"] == kMaxMaxHoldDownSeconds);
   REQUIRE(fo["holdDownDecaySeconds"]["maximum"] == kMaxHoldDownDecaySeconds);
   REQUIRE(schema["properties"]["spec"]["properties"]["flapAlertPerHour"]["maximum"] == kMaxFlapAlertPerHour);
+  const Json& gpu = schema["properties"]["spec"]["properties"]["gpu"]["properties"];
+  REQUIRE(gpu["mode"]["enum"] == Json(GpuModes()));
+  REQUIRE(gpu["pollIntervalSeconds"]["maximum"] == kMaxGpuPollIntervalSeconds);
+  const Json& ew = gpu["earlyWarning"]["properties"];
+  REQUIRE(ew["gpuTempCelsius"]["minimum"] == kMinGpuTempCelsius);
+  REQUIRE(ew["gpuTempCelsius"]["maximum"] == kMaxGpuTempCelsius);
+  REQUIRE(ew["slowdownMarginCelsius"]["maximum"] == kMaxGpuSlowdownMarginCelsius);
+  REQUIRE(ew["eccSingleBitPerHour"]["maximum"] == kMaxEccSingleBitPerHour);
+  REQUIRE(ew["xids"]["maxItems"] == kMaxEarlyWarningXids);
+}
+
+TEST_CASE("FabricPolicy spec.gpu.earlyWarning shares the TrainingJob's earlyWarning names, defaults and bounds",
+          "[api]") {
+  const Json node = LoadCrdSchema("lockstep.dev_fabricpolicies.yaml")["properties"]["spec"]["properties"]["gpu"]
+                                                                        ["properties"]["earlyWarning"]["properties"];
+  const Json job =
+      LoadCrdSchema("lockstep.dev_trainingjobs.yaml")["properties"]["spec"]["properties"]["earlyWarning"]["properties"];
+  for (const auto& [name, field] : job.items()) {
+    INFO(name);
+    REQUIRE(node.contains(name));
+    auto get = [](const Json& j, const char* k) { return j.contains(k) ? j[k] : Json(); };
+    for (const char* k : {"type", "default", "minimum", "maximum", "maxItems"}) {
+      INFO(k);
+      REQUIRE(get(node[name], k) == get(field, k));
+    }
+  }
+  const GpuEarlyWarningSpec n;
+  const EarlyWarningSpec j;
+  REQUIRE(n.gpu_temp_celsius == j.gpu_temp_celsius);
+  REQUIRE(n.ecc_single_bit_per_hour == j.ecc_single_bit_per_hour);
+  REQUIRE(n.xids == j.xids);
 }
 
 TEST_CASE("TrainingJob: the CRD's defaults are the C++ defaults", "[api]") {

@@ -39,6 +39,7 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.flap_alert_per_hour == spec.flap_alert_per_hour);
   REQUIRE(c.fabric.rails == spec.rails);
   REQUIRE(c.fabric.host_interface == spec.host_interface);
+  REQUIRE(c.gpu == spec.gpu);
   REQUIRE(c.health_addr.port == health_port);
   REQUIRE(c.probe_key_file == kProbeKeyFile);
   REQUIRE(c == AgentConfigForPolicy(policy, spec, health_port));
@@ -74,6 +75,15 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
     for (int64_t r = 0, n = pick(0, kMaxRails); r < n; ++r) rails.push_back("ens" + std::to_string(r) + "f" + std::to_string(i));
     j["rails"] = rails;
     j["hostInterface"] = "lo" + std::to_string(pick(0, 99));
+    Json xids = Json::array();
+    for (int64_t x = 0, n = pick(0, 8); x < n; ++x) xids.push_back(100 * x + pick(1, 99));  // distinct
+    j["gpu"] = {{"mode", GpuModes()[static_cast<size_t>(pick(0, 2))]},
+                {"pollIntervalSeconds", pick(1, kMaxGpuPollIntervalSeconds)},
+                {"earlyWarning", {{"gpuTempCelsius", pick(kMinGpuTempCelsius, kMaxGpuTempCelsius)},
+                                  {"slowdownMarginCelsius", pick(0, kMaxGpuSlowdownMarginCelsius)},
+                                  {"eccSingleBitPerHour", pick(1, kMaxEccSingleBitPerHour)},
+                                  {"pendingRowRemaps", pick(0, 1) == 1},
+                                  {"xids", xids}}}};
     const std::string name = "policy-" + std::to_string(i);
     auto spec = op::ParsePolicySpec(name, j);
     REQUIRE(spec.ok());
@@ -103,6 +113,48 @@ TEST_CASE("agent.yaml with a fabric section and peer host addresses survives ren
   auto back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
   REQUIRE(back.ok());
   REQUIRE(*back == c);
+}
+
+TEST_CASE("agent.yaml with a gpu section survives render and parse", "[api]") {
+  AgentConfig c;
+  c.node_name = "n0";
+  c.gpu.mode = kGpuModeRequired;
+  c.gpu.poll_interval_seconds = 3;
+  c.gpu.early_warning = {.gpu_temp_celsius = 80,
+                         .slowdown_margin_celsius = 0,
+                         .ecc_single_bit_per_hour = 7,
+                         .pending_row_remaps = false,
+                         .xids = {79, 13}};
+  auto back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(*back == c);
+  c.gpu.early_warning.xids.clear();  // an empty list is not the default list
+  back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(back->gpu.early_warning.xids.empty());
+}
+
+TEST_CASE("agent.yaml gpu mistakes are errors that name the key", "[api]") {
+  auto err = [](const std::string& yaml) {
+    auto r = ParseAgentConfig(yaml, "agent.yaml");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(err("gpu: {mode: on}\n").find("gpu.mode must be one of Auto, Required, Disabled (got \"on\")") !=
+        std::string::npos);
+  CHECK(err("gpu: {pollIntervalSeconds: 0}\n").find("gpu.pollIntervalSeconds must be between 1 and 3600") !=
+        std::string::npos);
+  CHECK(err("gpu: {earlyWarning: {gpuTempCelsius: 20}}\n").find("gpu.earlyWarning.gpuTempCelsius must be between 30") !=
+        std::string::npos);
+  CHECK(err("gpu: {earlyWarning: {xids: [79, 79]}}\n").find("gpu.earlyWarning.xids lists 79 twice") !=
+        std::string::npos);
+  CHECK(err("gpu: {earlyWarning: {xids: [0]}}\n").find("gpu.earlyWarning.xids[0] must be an integer between 1") !=
+        std::string::npos);
+  CHECK(err("gpu: {earlyWarning: {xid: [79]}}\n").find("unknown key gpu.earlyWarning.xid") != std::string::npos);
+  CHECK(err("gpu: {enabled: true}\n").find("unknown key gpu.enabled") != std::string::npos);
+  AgentConfig defaults = *ParseAgentConfig("nodeName: a\n", "agent.yaml");
+  CHECK(defaults.gpu == GpuSpec{});
+  CHECK(defaults.gpu.mode == "Auto");
 }
 
 TEST_CASE("agent.yaml fabric mistakes are errors that name the key", "[api]") {

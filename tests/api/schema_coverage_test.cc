@@ -59,7 +59,8 @@ TEST_CASE("FabricHealth: every schema field has a member and back", "[api]") {
   FabricHealthAgentStatus& a = s.agent;
   a = {"Healthy", "n", "t1", "t2", ClockStatus{"LOCKED", 1, 2, 3, 4}, 3, {"10.0.0.1:7311"}, 1, 1, 0,
        AuditStatus{"Pass", {{"mtu", "Pass", "ok"}}, "t3"}, "Pass", "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
-       "10.0.200.1", "t4"};
+       "10.0.200.1", "t4",
+       GpuHealthStatus{"Warning", "550.54.15", 1, {{1, "GPU-1", "Warning", 93, -5, 2, 0, false, {79}}}}};
   s.op.policy = "default";
   s.conditions = {{"Ready", "True", 1, "t", "R", "m"}};
   Json j = ToJson(s);

@@ -119,5 +119,47 @@ TEST_CASE("rails: interface names, distinct, at most 16, hostInterface an interf
           "agent.yaml: fabric.rails: \"eth:1\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
 }
 
+TEST_CASE("gpu: a known mode, bounded thresholds and distinct Xids, in the CRD's parser and in agent.yaml", "[api]") {
+  auto ok = ParseFabricPolicySpec(
+      "p", Json::parse(R"({"gpu":{"mode":"Required","earlyWarning":{"gpuTempCelsius":85,"xids":[79,48]}}})"));
+  REQUIRE(ok.ok());
+  REQUIRE(ok->gpu.mode == "Required");
+  REQUIRE(ok->gpu.poll_interval_seconds == kGpuPollIntervalSeconds);
+  REQUIRE(ok->gpu.early_warning.gpu_temp_celsius == 85);
+  REQUIRE(ok->gpu.early_warning.slowdown_margin_celsius == kGpuSlowdownMarginCelsius);
+  REQUIRE(ok->gpu.early_warning.xids == std::vector<int>{79, 48});
+  auto err = [](const char* spec) { return ParseFabricPolicySpec("p", Json::parse(spec)).error().message; };
+  REQUIRE(err(R"({"gpu":{"mode":"on"}})") ==
+          "FabricPolicy \"p\": spec.gpu.mode must be one of Auto, Required, Disabled (got \"on\")");
+  REQUIRE(err(R"({"gpu":{"mode":true}})").find("spec.gpu.mode must be one of") != std::string::npos);
+  REQUIRE(err(R"({"gpu":{"pollIntervalSeconds":0}})").find("spec.gpu.pollIntervalSeconds must be between 1 and 3600") !=
+          std::string::npos);
+  REQUIRE(err(R"({"gpu":{"earlyWarning":{"slowdownMarginCelsius":51}}})")
+              .find("spec.gpu.earlyWarning.slowdownMarginCelsius must be between 0 and 50") != std::string::npos);
+  REQUIRE(err(R"({"gpu":{"earlyWarning":{"xids":[79,79]}}})") ==
+          "FabricPolicy \"p\": spec.gpu.earlyWarning.xids lists 79 twice");
+  REQUIRE(err(R"({"gpu":{"earlyWarning":{"xids":[70000]}}})").find("spec.gpu.earlyWarning.xids[0]") !=
+          std::string::npos);
+  REQUIRE(ParseAgentConfig("gpu: {mode: Off}\n", "agent.yaml").error().message ==
+          "agent.yaml: gpu.mode must be one of Auto, Required, Disabled (got \"Off\")");
+}
+
+TEST_CASE("FabricHealth status.gpu: devices need an index, values are bounded, and it is the agent's key", "[api]") {
+  auto ok = ParseFabricHealthStatus(
+      "n", Json::parse(R"({"gpu":{"state":"Warning","warnings":1,"devices":[{"index":1,"temperatureCelsius":93,"xids":[79]}]}})"));
+  REQUIRE(ok.ok());
+  REQUIRE(ok->agent.gpu->devices.at(0).temperature_celsius == 93);
+  REQUIRE(ok->agent.gpu->devices.at(0).xids == std::vector<int>{79});
+  REQUIRE(ParseFabricHealthStatus("n", Json::parse(R"({"gpu":{"devices":[{"uuid":"GPU-1"}]}})"))
+              .error()
+              .message.find("status.gpu.devices[0].index is required") != std::string::npos);
+  REQUIRE(ParseFabricHealthStatus("n", Json::parse(R"({"gpu":{"state":"Hot"}})")).error().message.find(
+              "status.gpu.state must be one of") != std::string::npos);
+  Json existing = {{"gpu", {{"state", "Warning"}}}, {"policy", "default"}};
+  Json s = MergeAgentStatus(existing, FabricHealthAgentStatus{});  // mode Disabled: the key goes
+  REQUIRE_FALSE(s.contains("gpu"));
+  REQUIRE(s["policy"] == "default");
+}
+
 }  // namespace
 }  // namespace lockstep::api

@@ -20,10 +20,13 @@
 
 #include "../support/fake_clock.h"
 #include "../support/fake_fabric_socket.h"
+#include "../support/fake_gpu_source.h"
 #include "../support/fake_kube_api.h"
 #include "../support/fake_route_actuator.h"
 #include "fake_network.h"
 #include "lockstep/agent/app/agent.h"
+#include "lockstep/agent/kube/fabric_health_reporter.h"
+#include "lockstep/kube/gvr.h"
 #include "lockstep/agent/net/system_node_clock.h"
 #include "lockstep/agent/net/udp_fabric_socket.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
@@ -427,6 +430,10 @@ TEST_CASE("the agent's own threads run on loopback sockets and stop", "[daemonse
   adapters.route_actuator = std::make_unique<ForwardingActuator>(routes);
   adapters.rails = {{"lo", static_cast<int>(::if_nametoindex("lo")), loopback, {loopback, "lo", true}}};
   adapters.host_address = loopback;
+  auto gpu_source = std::make_unique<testing::FakeGpuSource>();
+  testing::FakeGpuSource& gpus = *gpu_source;
+  gpus.SetGpus(1);
+  adapters.gpu_source = std::move(gpu_source);
   metrics::Registry registry;
   auto built = BuildAgent({.config = config}, std::move(adapters), SystemClock::Instance(), registry);
   REQUIRE(built.ok());
@@ -434,8 +441,9 @@ TEST_CASE("the agent's own threads run on loopback sockets and stop", "[daemonse
   bool announced = false;
   REQUIRE(agent.Start(Agent::Drive::kThreads, [&] { announced = agent.ready(); }).ok());
   REQUIRE(announced);  // ready before the announcement
-  agent.Stop();  // the main loop's wait ends on the stop; the prober's within a probe interval
+  agent.Stop();  // the main loop's and the GPU loop's waits end on the stop; the prober's within a probe interval
   REQUIRE_FALSE(agent.ready());
+  REQUIRE(gpus.reads >= 1);  // the GPU loop ran (its first read is in Start) and was joined
 }
 
 TEST_CASE("BuildAgent: a fabric section without a peer host address is a configuration error", "[daemonset][agent]") {
@@ -531,6 +539,147 @@ TEST_CASE("the Kubernetes side's options and the host-clock decision come from t
   s.simulated_clock = false;
   s.config.clock_sync.enabled = false;  // nothing to steer it by
   REQUIRE_FALSE(DisciplinesHostClock(s));
+}
+
+std::string Text(const kube::Condition& c) { return c.type + " " + c.status + " " + c.reason + ": " + c.message; }
+
+// An agent in Kubernetes mode without fabric rails, its GPUs from a FakeGpuSource.
+struct GpuNode {
+  explicit GpuNode(AgentConfig c = {}, bool with_source = true)
+      : net(clock, 1), node_clock(clock), transport(net.Attach({*ParseIpv4("10.0.0.1"), 7311}, node_clock)),
+        keys(Key('k')), config(std::move(c)) {
+    config.node_name = "a";
+    auto source = std::make_unique<testing::FakeGpuSource>();
+    gpus = source.get();
+    gpus->SetGpus(2);
+    AgentAdapters adapters{.transport = transport.get(), .node_clock = &node_clock, .keys = &keys};
+    adapters.kube_api = &api;
+    if (with_source) adapters.gpu_source = std::move(source);
+    else owned = std::move(source);
+    built = BuildAgent({.config = config}, std::move(adapters), clock, registry);
+  }
+  std::optional<GpuReport> Report() { return (*built)->kube()->Snapshot().gpu; }
+
+  FakeClock clock;
+  kube::FakeKubeApi api{clock};
+  test::FakeNetwork net;
+  test::SimNodeClock node_clock;
+  std::unique_ptr<ProbeTransport> transport;
+  FakeKeySource keys;
+  AgentConfig config;
+  metrics::Registry registry;
+  testing::FakeGpuSource* gpus = nullptr;  // owned by the agent (or `owned`)
+  std::unique_ptr<testing::FakeGpuSource> owned;
+  Result<std::unique_ptr<Agent>> built = InvalidArgument("not built");
+};
+
+TEST_CASE("GPU health: the agent reads its GPUs on the interval and its FabricHealth carries GPUHealthy",
+          "[daemonset][agent][gpu]") {
+  AgentConfig config;
+  config.gpu.poll_interval_seconds = 5;
+  GpuNode n(config);
+  REQUIRE(n.built.ok());
+  Agent& agent = **n.built;
+  REQUIRE(agent.gpu_monitor() != nullptr);
+  REQUIRE(agent.Start(Agent::Drive::kManual).ok());
+  REQUIRE(n.gpus->reads == 1);  // the first read comes before the first report
+  REQUIRE(Text(n.Report()->condition) == "GPUHealthy True Healthy: 2 GPUs within the early-warning thresholds");
+  REQUIRE(Metric(n.registry, "lockstep_gpu_temperature_celsius{gpu=\"1\",uuid=\"GPU-1\"}") == 45);
+
+  // GPU 1 heats up: seen at the next poll, not before.
+  n.gpus->snapshot.gpus[1].temperature_c = 93;
+  n.clock.Advance(4s);
+  REQUIRE(agent.GpuTurn() == n.clock.Monotonic() + 1s);
+  REQUIRE(n.gpus->reads == 1);
+  REQUIRE(n.Report()->condition.status == "True");
+  n.clock.Advance(1s);
+  REQUIRE(agent.GpuTurn() == n.clock.Monotonic() + 5s);
+  REQUIRE(n.gpus->reads == 2);
+  std::optional<GpuReport> r = n.Report();
+  REQUIRE(Text(r->condition) == "GPUHealthy False EarlyWarning: GPU 1 (GPU-1) temperature 93 C >= 90 C");
+  REQUIRE(r->status.devices.at(1).temperature_celsius == 93);
+  REQUIRE(Metric(n.registry, "lockstep_gpu_warning{gpu=\"1\",uuid=\"GPU-1\"}") == 1);
+
+  // It cools down and GPU 0 reports Xid 79: the warning moves to GPU 0 and stays for the hold.
+  n.gpus->snapshot.gpus[1].temperature_c = 50;
+  n.gpus->xids.push_back({0, "GPU-0", 79});
+  n.clock.Advance(5s);
+  agent.GpuTurn();
+  r = n.Report();
+  REQUIRE(r->condition.message == "GPU 0 (GPU-0) Xid 79");
+  REQUIRE(r->status.devices.at(0).xids == std::vector<int>{79});
+  REQUIRE(r->status.devices.at(1).state == "Healthy");
+
+  // The reporter writes it on the node's FabricHealth (as the agent's kube thread does).
+  kube::Json health = {{"apiVersion", "lockstep.dev/v1alpha1"}, {"kind", "FabricHealth"},
+                       {"metadata", {{"name", "a"}, {"labels", {{"lockstep.dev/policy", "default"}}}}}};
+  REQUIRE(n.api.Create(kube::gvr::kFabricHealths, "", health).ok());
+  metrics::Registry reporter_metrics;
+  FabricHealthReporter reporter(n.api, n.clock, [&] { return agent.kube()->Snapshot(); },
+                                ReporterOptions{.node_name = "a"}, reporter_metrics);
+  REQUIRE(reporter.Tick() == FabricHealthReporter::Outcome::kWritten);
+  const kube::Json status = (*n.api.Peek(kube::gvr::kFabricHealths, "", "a"))["status"];
+  REQUIRE(status["gpu"]["state"] == "Warning");
+  REQUIRE(status["gpu"]["warnings"] == 1);
+  const kube::Json* cond = kube::FindCondition(status, "GPUHealthy");
+  REQUIRE(cond);
+  REQUIRE((*cond)["status"] == "False");
+  REQUIRE((*cond)["reason"] == "EarlyWarning");
+  REQUIRE((*cond)["message"] == "GPU 0 (GPU-0) Xid 79");
+  agent.Stop();
+}
+
+TEST_CASE("GPU health: no NVIDIA driver is Unknown and the agent carries on, Required makes it False",
+          "[daemonset][agent][gpu]") {
+  GpuNode n;
+  n.gpus->unavailable = "no NVIDIA driver (libnvidia-ml.so.1: cannot open shared object file)";
+  Agent& agent = **n.built;
+  REQUIRE(agent.Start(Agent::Drive::kManual).ok());
+  REQUIRE(Text(n.Report()->condition) ==
+          "GPUHealthy Unknown NvmlUnavailable: no NVIDIA driver (libnvidia-ml.so.1: cannot open shared object file)");
+  REQUIRE(n.Report()->status.state == "Unavailable");
+  REQUIRE(n.registry.Render().find("\nlockstep_gpu_nvml_available 0\n") != std::string::npos);
+  n.clock.Advance(10s);
+  agent.GpuTurn();  // read again (a driver may come), nothing else happens
+  REQUIRE(n.gpus->reads == 2);
+  agent.Turn();  // clock sync goes on
+  REQUIRE(agent.ready());
+  agent.Stop();
+
+  AgentConfig required;
+  required.gpu.mode = api::kGpuModeRequired;
+  GpuNode r(required);
+  r.gpus->unavailable = "no NVIDIA driver (libnvidia-ml.so.1: cannot open shared object file)";
+  REQUIRE((*r.built)->Start(Agent::Drive::kManual).ok());
+  REQUIRE(r.Report()->condition.status == "False");
+  REQUIRE(r.Report()->condition.reason == "NvmlUnavailable");
+  (*r.built)->Stop();
+}
+
+TEST_CASE("GPU health: Required needs a GPU source, Disabled reads nothing and reports no GPU",
+          "[daemonset][agent][gpu]") {
+  AgentConfig required;
+  required.gpu.mode = api::kGpuModeRequired;
+  GpuNode missing(required, /*with_source=*/false);
+  REQUIRE_FALSE(missing.built.ok());
+  REQUIRE(missing.built.error().message.find("gpu.mode is Required") != std::string::npos);
+
+  GpuNode quiet(AgentConfig{}, /*with_source=*/false);  // Auto without a source: no monitor (tests)
+  REQUIRE(quiet.built.ok());
+  REQUIRE((*quiet.built)->gpu_monitor() == nullptr);
+  REQUIRE_FALSE(quiet.Report().has_value());
+
+  AgentConfig disabled;
+  disabled.gpu.mode = api::kGpuModeDisabled;
+  GpuNode off(disabled);
+  REQUIRE(off.built.ok());
+  Agent& agent = **off.built;
+  REQUIRE(agent.gpu_monitor() == nullptr);
+  REQUIRE(agent.Start(Agent::Drive::kManual).ok());
+  REQUIRE(off.gpus->reads == 0);
+  REQUIRE_FALSE(off.Report().has_value());
+  REQUIRE(off.registry.Render().find("lockstep_gpu_") == std::string::npos);
+  agent.Stop();
 }
 
 }  // namespace

@@ -119,6 +119,42 @@ TEST_CASE("a clock state change is reported at once, otherwise every interval", 
   REQUIRE(f.Status()["clockErrorBoundNs"] == 95);
 }
 
+TEST_CASE("a GPU early warning is reported at once, subject to the interval", "[daemonset][kube][gpu]") {
+  Fixture f;
+  f.Lock();
+  GpuReport healthy{.condition = {"GPUHealthy", "True", "Healthy", "1 GPU within the early-warning thresholds"}};
+  healthy.status.state = "Healthy";
+  f.report.gpu = healthy;
+  f.OperatorCreates();
+  REQUIRE(f.reporter.Tick() == Outcome::kWritten);
+  REQUIRE(f.Cond("GPUHealthy")["status"] == "True");
+  REQUIRE(f.Status()["gpu"]["state"] == "Healthy");
+  f.clock.Advance(10s);
+  REQUIRE(f.reporter.Tick() == Outcome::kUnchanged);
+  f.clock.Advance(2s);
+  GpuReport hot{.condition = {"GPUHealthy", "False", "EarlyWarning", "GPU 0 (GPU-zero) Xid 79"}};
+  hot.status.state = "Warning";
+  hot.status.warnings = 1;
+  hot.status.devices.resize(1);
+  hot.status.devices[0].uuid = "GPU-zero";
+  hot.status.devices[0].state = "Warning";
+  hot.status.devices[0].xids = {79};
+  f.report.gpu = hot;
+  REQUIRE(f.reporter.Tick() == Outcome::kWritten);  // at once, 12 s after the last write
+  REQUIRE(f.Cond("GPUHealthy")["status"] == "False");
+  REQUIRE(f.Cond("GPUHealthy")["reason"] == "EarlyWarning");
+  REQUIRE(f.Cond("GPUHealthy")["message"] == "GPU 0 (GPU-zero) Xid 79");
+  REQUIRE(f.Status()["gpu"]["devices"][0]["xids"] == Json::array({79}));
+  REQUIRE(f.Cond("Ready")["status"] == "True");  // the fabric and the clock are fine
+  // It cools down 3 s later: written when the interval since the last write is over.
+  f.clock.Advance(3s);
+  f.report.gpu = healthy;
+  REQUIRE(f.reporter.Tick() == Outcome::kNotDue);
+  f.clock.Advance(7s);
+  REQUIRE(f.reporter.Tick() == Outcome::kWritten);
+  REQUIRE(f.Cond("GPUHealthy")["status"] == "True");
+}
+
 TEST_CASE("writes that would only move lastReportTime wait for the heartbeat", "[daemonset][kube]") {
   Fixture f;
   f.OperatorCreates();

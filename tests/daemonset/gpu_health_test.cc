@@ -132,6 +132,39 @@ TEST_CASE("the default policy mirrors the TrainingJob's earlyWarning defaults", 
   REQUIRE(p.xids == std::vector<int>{31});
 }
 
+TEST_CASE("the node's spec.gpu.earlyWarning: defaults as the policy's, every threshold carried", "[gpu]") {
+  REQUIRE(PolicyFromGpuSpec(api::GpuEarlyWarningSpec{}) == GpuHealthPolicy{});
+  api::GpuEarlyWarningSpec spec{.gpu_temp_celsius = 80,
+                                .slowdown_margin_celsius = 0,
+                                .ecc_single_bit_per_hour = 10,
+                                .pending_row_remaps = false,
+                                .xids = {31}};
+  GpuHealthPolicy p = PolicyFromGpuSpec(spec);
+  REQUIRE(p.temp_celsius == 80);
+  REQUIRE(p.slowdown_margin_celsius == 0);
+  REQUIRE(p.ecc_corrected_per_hour == 10);
+  REQUIRE_FALSE(p.pending_row_remaps);
+  REQUIRE(p.xids == std::vector<int>{31});
+
+  // A pending remap warns only when the policy says so; a failed one always.
+  GpuSample g = Healthy(0);
+  g.remapped_rows->pending = true;
+  REQUIRE(EvaluateGpuHealth({.gpus = {g}}, GpuHealthPolicy{}).state == GpuState::kWarning);
+  REQUIRE(EvaluateGpuHealth({.gpus = {g}}, p).state == GpuState::kHealthy);
+  g.remapped_rows->failed = true;
+  REQUIRE(EvaluateGpuHealth({.gpus = {g}}, p).reasons == std::vector<std::string>{"GPU 0 (GPU-0) row remap failed"});
+}
+
+TEST_CASE("NVML unavailable where GPUs are required: False, not Unknown", "[gpu]") {
+  NodeGpuVerdict v = UnavailableVerdict("no NVIDIA driver (libnvidia-ml.so.1: cannot open)");
+  REQUIRE(ConditionFor(v, true) ==
+          GpuCondition{"GPUHealthy", "False", "NvmlUnavailable", "no NVIDIA driver (libnvidia-ml.so.1: cannot open)"});
+  REQUIRE(ConditionFor(v, false).status == "Unknown");
+  // Required changes nothing once GPUs are read.
+  NodeGpuVerdict healthy = EvaluateGpuHealth({.gpus = {Healthy(0)}}, GpuHealthPolicy{});
+  REQUIRE(ConditionFor(healthy, true) == ConditionFor(healthy, false));
+}
+
 TEST_CASE("the corrected-ECC window counts errors within the trailing hour", "[gpu]") {
   const MonoTime t0{std::chrono::hours(5)};
   EccRateWindow w;

@@ -150,5 +150,78 @@ TEST_CASE("only lastReportTime changing is recognised as no change", "[daemonset
   REQUIRE(ChangedBeyondReportTime(a, BuildStatus(a, r, "2026-01-01T00:01:10Z")));
 }
 
+// A device entry of status.gpu with the fields given (the rest absent).
+api::GpuDeviceStatus Device(int index, std::optional<std::string> uuid, const std::string& state) {
+  api::GpuDeviceStatus d;
+  d.index = index;
+  d.uuid = std::move(uuid);
+  d.state = state;
+  return d;
+}
+
+// A GPU report as GpuReportOf builds it: GPU 1 hot.
+GpuReport HotGpu() {
+  GpuReport g;
+  g.condition = {"GPUHealthy", "False", "EarlyWarning", "GPU 1 (GPU-one) temperature 93 C >= 90 C"};
+  g.status.state = "Warning";
+  g.status.warnings = 1;
+  g.status.devices = {Device(0, "GPU-zero", "Healthy"), Device(1, "GPU-one", "Warning")};
+  g.status.devices[0].temperature_celsius = 45;
+  g.status.devices[1].temperature_celsius = 93;
+  return g;
+}
+
+TEST_CASE("GPU health: status.gpu and GPUHealthy written, Ready and the phase left to fabric and clock",
+          "[daemonset][kube][gpu]") {
+  AgentReport r = Locked();
+  r.gpu = HotGpu();
+  Json s = BuildStatus(OperatorStatus(), r, "2026-01-01T00:01:00Z");
+  REQUIRE(s["gpu"]["state"] == "Warning");
+  REQUIRE(s["gpu"]["devices"][1] ==
+          Json::parse(R"({"index":1,"uuid":"GPU-one","state":"Warning","temperatureCelsius":93})"));
+  const Json* gpu = Condition(s, "GPUHealthy");
+  REQUIRE(gpu);
+  REQUIRE((*gpu)["status"] == "False");
+  REQUIRE((*gpu)["reason"] == "EarlyWarning");
+  REQUIRE((*gpu)["message"] == "GPU 1 (GPU-one) temperature 93 C >= 90 C");
+  REQUIRE(s["phase"] == "Healthy");
+  REQUIRE((*Condition(s, "Ready"))["status"] == "True");
+  // The status the agent writes parses under the typed contract.
+  auto typed = api::ParseFabricHealthStatus("gpu-node-0", s);
+  REQUIRE(typed.ok());
+  REQUIRE(typed->agent.gpu == r.gpu->status);
+
+  // Cooler, then healthy: the message follows the values; the transition time moves with the status only.
+  r.gpu->condition.message = "GPU 1 (GPU-one) temperature 95 C >= 90 C";
+  Json s2 = BuildStatus(s, r, "2026-01-01T00:02:00Z");
+  REQUIRE((*Condition(s2, "GPUHealthy"))["message"] == "GPU 1 (GPU-one) temperature 95 C >= 90 C");
+  REQUIRE((*Condition(s2, "GPUHealthy"))["lastTransitionTime"] == "2026-01-01T00:01:00Z");
+  r.gpu->condition = {"GPUHealthy", "True", "Healthy", "2 GPUs within the early-warning thresholds"};
+  Json s3 = BuildStatus(s2, r, "2026-01-01T00:03:00Z");
+  REQUIRE((*Condition(s3, "GPUHealthy"))["status"] == "True");
+  REQUIRE((*Condition(s3, "GPUHealthy"))["lastTransitionTime"] == "2026-01-01T00:03:00Z");
+
+  // gpu.mode Disabled: both go, through the merge patch too.
+  r.gpu.reset();
+  Json s4 = BuildStatus(s3, r, "2026-01-01T00:04:00Z");
+  REQUIRE_FALSE(s4.contains("gpu"));
+  REQUIRE(Condition(s4, "GPUHealthy") == nullptr);
+  Json object = {{"metadata", {{"resourceVersion", "7"}}}, {"status", s3}};
+  REQUIRE(StatusPatch(object, s4)["status"]["gpu"].is_null());
+}
+
+TEST_CASE("a GPU condition change is due for a write at once, a value change is not", "[daemonset][kube][gpu]") {
+  AgentReport r = Locked();
+  const std::string without = ReportSignature(r);
+  r.gpu = HotGpu();
+  const std::string warning = ReportSignature(r);
+  REQUIRE(warning != without);
+  r.gpu->condition.message = "GPU 1 (GPU-one) temperature 97 C >= 90 C";
+  r.gpu->status.devices[1].temperature_celsius = 97;
+  REQUIRE(ReportSignature(r) == warning);
+  r.gpu->condition = {"GPUHealthy", "True", "Healthy", "2 GPUs within the early-warning thresholds"};
+  REQUIRE(ReportSignature(r) != warning);
+}
+
 }  // namespace
 }  // namespace lockstep::agent

@@ -1,5 +1,7 @@
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "lockstep/operator/agent_objects.h"
@@ -40,6 +42,32 @@ TEST_CASE("the agent DaemonSet runs with only the capabilities it needs", "[oper
   Json ds3 = RenderAgentDaemonSet({"default", "uid-1"}, spec, s);
   const Json& sc3 = ds3["spec"]["template"]["spec"]["containers"][0]["securityContext"];
   REQUIRE_FALSE(sc3["capabilities"].contains("add"));  // monitoring only: no route changes, no capability
+}
+
+TEST_CASE("GPU health: the agent asks the NVIDIA runtime for NVML without taking a GPU, unless disabled",
+          "[operator]") {
+  PolicySpec spec = *ParsePolicySpec("default", nullptr);
+  OperatorSettings s;
+  auto container = [&]() -> Json {
+    return RenderAgentDaemonSet({"default", "u"}, spec, s)["spec"]["template"]["spec"]["containers"][0];
+  };
+  auto env_of = [&] {
+    std::map<std::string, Json> env;
+    const Json c = container();  // kept: a range-for over container()["env"] would outlive the temporary
+    for (const Json& e : c["env"]) {
+      env[e["name"].get<std::string>()] = e.contains("value") ? e["value"] : e["valueFrom"];
+    }
+    return env;
+  };
+  auto env = env_of();
+  REQUIRE(env.at("NVIDIA_VISIBLE_DEVICES") == "all");
+  REQUIRE(env.at("NVIDIA_DRIVER_CAPABILITIES") == "utility");
+  REQUIRE(env.count("NODE_NAME") == 1);
+  REQUIRE(container()["resources"].dump().find("nvidia.com/gpu") == std::string::npos);  // no GPU requested
+  spec.gpu.mode = api::kGpuModeDisabled;
+  env = env_of();
+  REQUIRE(env.count("NVIDIA_VISIBLE_DEVICES") == 0);
+  REQUIRE(env.count("POD_IP") == 1);
 }
 
 TEST_CASE("a config change changes the pod template hash", "[operator]") {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lockstep/agent/app/agent_plan.h"
+#include "lockstep/agent/gpu/early_warning.h"
 #include "lockstep/common/log.h"
 
 namespace lockstep::agent {
@@ -95,6 +96,27 @@ Status Agent::Build() {
   shared_loop_ = fabric_ && clock_sync_;
   if (shared_loop_) prober_max_wait_ = clock_sync_options_.interval;
 
+  // GPU health: the monitor on the GPU source (its loop: RunGpu).
+  const api::GpuSpec& gpu_spec = config.gpu;
+  const bool gpu_required = gpu_spec.mode == api::kGpuModeRequired;
+  if (gpu_spec.mode != api::kGpuModeDisabled) {
+    if (adapters_.gpu_source) {
+      gpu_ = std::make_unique<gpu::GpuMonitor>(
+          clock_, *adapters_.gpu_source, registry_,
+          gpu::GpuMonitorOptions{.interval = std::chrono::seconds(gpu_spec.poll_interval_seconds),
+                                 .policy = gpu::PolicyFromGpuSpec(gpu_spec.early_warning)});
+      gpu_log_.emplace(gpu_required);
+    } else if (gpu_required) {
+      return InvalidArgument("gpu.mode is Required but no GPU source (NVML) was given");
+    }
+  }
+  GpuReportSource gpu_report;
+  if (gpu_) {
+    gpu_report = [monitor = gpu_.get(), gpu_required]() -> std::optional<GpuReport> {
+      return GpuReportOf(monitor->State(), gpu_required);
+    };
+  }
+
   // Kubernetes: peer discovery and FabricHealth reports.
   if (kubernetes) {
     FabricService* fabric_service = fabric_ ? &fabric_->service() : nullptr;
@@ -103,7 +125,7 @@ Status Agent::Build() {
         *adapters_.kube_api, clock_, clock_sync_.get(), fabric_service,
         MakeKubeAgentOptions(settings_, adapters_.transport->local().port, signer().public_key().base64(),
                              host_address),
-        registry_);
+        registry_, std::move(gpu_report));
   }
 
   // Ground truth is benchmark-only: its gauges exist only with a simulated clock.
@@ -132,6 +154,9 @@ Status Agent::Start(Drive drive, const std::function<void()>& announce) {
   ready_ = true;
   if (announce) announce();
   next_key_check_ = clock_.Monotonic();
+  // The first GPU read before the first report, so that the report never
+  // carries "not read yet".
+  if (gpu_) (void)GpuTurn();
   if (kube_ && drive == Drive::kThreads) kube_->Start();
   Status adopted = Status::Ok();
   if (fabric_) {
@@ -148,6 +173,7 @@ Status Agent::Start(Drive drive, const std::function<void()>& announce) {
     }
   }
   if (drive == Drive::kThreads) loop_ = std::thread([this] { Run(); });
+  if (gpu_ && drive == Drive::kThreads) gpu_loop_ = std::thread([this] { RunGpu(); });
   return adopted;
 }
 
@@ -161,6 +187,7 @@ void Agent::Stop() {
   }
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  if (gpu_loop_.joinable()) gpu_loop_.join();
   if (kube_) kube_->Stop();
   if (fabric_) {
     fabric_->Stop();
@@ -200,6 +227,31 @@ MonoTime Agent::Turn(Nanos socket_wait) {
 }
 
 void Agent::ProberTurn() { fabric_->RunOnce(prober_max_wait_); }
+
+MonoTime Agent::GpuTurn() {
+  if (gpu_->Due()) {
+    for (const GpuLogLine& line : gpu_log_->Next(gpu_->Poll())) {
+      std::vector<log::Field> fields;
+      for (const auto& [k, v] : line.fields) fields.emplace_back(k, v);
+      const log::Level level = line.level == GpuLogLine::Level::kError  ? log::Level::kError
+                               : line.level == GpuLogLine::Level::kWarn ? log::Level::kWarn
+                                                                        : log::Level::kInfo;
+      log::Write(level, line.message, fields);
+    }
+  }
+  return gpu_->NextPoll();
+}
+
+void Agent::RunGpu() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    const MonoTime next = GpuTurn();
+    lock.lock();
+    const Nanos wait = next - clock_.Monotonic();
+    if (wait > Nanos(0)) cv_.wait_for(lock, wait, [this] { return stopping_; });
+  }
+}
 
 void Agent::Run() {
   std::unique_lock lock(mu_);

@@ -10,7 +10,7 @@ Error Bad(const std::string& msg) { return InvalidArgument(msg + " (see lockstep
 }  // namespace
 
 std::string Usage() {
-  return R"(lockstep-agent: the Lockstep node agent (clock sync and probe mesh).
+  return R"(lockstep-agent: the Lockstep node agent (clock sync, fabric failover, GPU health).
 
 Usage:
   lockstep-agent [run] --config PATH [flags]   run the agent
@@ -18,6 +18,10 @@ Usage:
                                                query a running agent's clock
   lockstep-agent fabric status [--addr HOST:PORT] [--json]
                                                its rails, paths and pins
+  lockstep-agent gpu-status [--library PATH] [--json]
+                                               read this node's GPUs once
+                                               through NVML (no agent needed;
+                                               "no NVIDIA driver: ..." without)
   lockstep-agent version | help
 
 Run flags (override agent.yaml):
@@ -47,6 +51,11 @@ pod (KUBERNETES_SERVICE_HOST and a ServiceAccount token) without peers:.
   --node-address-fallback true|false
                            probe peers that publish no address at their Node's
                            InternalIP and the policy's probe port (default true)
+
+GPU health (agent.yaml gpu:, mode Auto by default) reads NVML from the
+NVIDIA driver; without one the agent says "no NVIDIA driver" once and carries on.
+  LOCKSTEP_NVML_LIBRARY    environment: the NVML library to load (default
+                           libnvidia-ml.so.1)
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
 )";

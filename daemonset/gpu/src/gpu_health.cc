@@ -38,7 +38,8 @@ void Judge(const GpuSample& g, const GpuHealthInput& in, const GpuHealthPolicy& 
   if (g.ecc.uncorrected_volatile && *g.ecc.uncorrected_volatile > 0) {
     warn("uncorrected ECC errors: " + std::to_string(*g.ecc.uncorrected_volatile) + " since the driver loaded");
   }
-  if (g.remapped_rows && g.remapped_rows->pending) warn("pending row remap (needs a GPU reset)");
+  if (p.pending_row_remaps && g.remapped_rows && g.remapped_rows->pending)
+    warn("pending row remap (needs a GPU reset)");
   if (g.remapped_rows && g.remapped_rows->failed) warn("row remap failed");
   std::vector<uint64_t> seen;
   for (const XidEvent& x : in.recent_xids) {
@@ -94,7 +95,7 @@ NodeGpuVerdict UnavailableVerdict(std::string why) {
   return v;
 }
 
-GpuCondition ConditionFor(const NodeGpuVerdict& v) {
+GpuCondition ConditionFor(const NodeGpuVerdict& v, bool required) {
   switch (v.state) {
     case GpuState::kHealthy:
       return {kGpuConditionType, "True", "Healthy",
@@ -115,7 +116,7 @@ GpuCondition ConditionFor(const NodeGpuVerdict& v) {
     case GpuState::kUnavailable:
       break;
   }
-  return {kGpuConditionType, "Unknown", "NvmlUnavailable", v.unavailable_reason};
+  return {kGpuConditionType, required ? "False" : "Unknown", "NvmlUnavailable", v.unavailable_reason};
 }
 
 void EccRateWindow::Observe(MonoTime t, uint64_t cumulative) {

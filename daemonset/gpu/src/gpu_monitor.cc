@@ -11,7 +11,7 @@ GpuMonitor::GpuMonitor(const Clock& clock, GpuSource& source, metrics::Registry&
       metrics_(registry),
       options_(std::move(options)),
       next_poll_(clock.Monotonic()),
-      verdict_(UnavailableVerdict("not read yet")) {}
+      state_{.verdict = UnavailableVerdict("not read yet")} {}
 
 NodeGpuVerdict GpuMonitor::Poll() {
   const MonoTime now = clock_.Monotonic();
@@ -25,11 +25,12 @@ NodeGpuVerdict GpuMonitor::Poll() {
 
   Result<GpuSnapshot> read = source_.Read();
   NodeGpuVerdict verdict;
+  GpuHealthInput in;
   if (!read.ok()) {
     verdict = UnavailableVerdict(read.error().message);
     metrics_.Publish(nullptr, verdict);
   } else {
-    GpuHealthInput in{.gpus = read->gpus};
+    in.gpus = read->gpus;
     for (const GpuSample& g : read->gpus) {
       const std::optional<uint64_t>& corrected =
           g.ecc.corrected_volatile ? g.ecc.corrected_volatile : g.ecc.corrected_aggregate;
@@ -44,20 +45,27 @@ NodeGpuVerdict GpuMonitor::Poll() {
   }
 
   std::lock_guard l(mu_);
-  verdict_ = verdict;
-  if (read.ok()) snapshot_ = std::move(*read);
-  else snapshot_.reset();
+  state_.verdict = verdict;
+  if (read.ok()) state_.snapshot = std::move(*read);
+  else state_.snapshot.reset();
+  state_.corrected_ecc_per_hour = std::move(in.corrected_ecc_per_hour);
+  state_.recent_xids = std::move(in.recent_xids);
   return verdict;
 }
 
 NodeGpuVerdict GpuMonitor::Verdict() const {
   std::lock_guard l(mu_);
-  return verdict_;
+  return state_.verdict;
 }
 
 std::optional<GpuSnapshot> GpuMonitor::Snapshot() const {
   std::lock_guard l(mu_);
-  return snapshot_;
+  return state_.snapshot;
+}
+
+GpuMonitorState GpuMonitor::State() const {
+  std::lock_guard l(mu_);
+  return state_;
 }
 
 }  // namespace lockstep::agent::gpu

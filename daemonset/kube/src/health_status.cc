@@ -123,6 +123,10 @@ std::string ReportSignature(const AgentReport& report) {
     const kube::Condition c = ProberStalledCondition(*report.fabric);
     s += "|" + c.type + "=" + c.status + "/" + c.reason;
   }
+  if (report.gpu) {
+    const kube::Condition& c = report.gpu->condition;
+    s += "|" + c.type + "=" + c.status + "/" + c.reason;
+  }
   return s;
 }
 
@@ -155,6 +159,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
     a.last_flap_time = f.last_flap_time;
     if (!f.host_address.empty()) a.host_address = f.host_address;
   }
+  if (report.gpu) a.gpu = report.gpu->status;
   // Fields this agent version does not produce yet (audit, lastProbeTime) and
   // nodePublicKey are kept as found until the agent sets them.
   const Json old = existing.is_object() ? existing : Json::object();
@@ -181,6 +186,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
       continue;
     }
     if (type == api::kProberStalledConditionType && !report.fabric) continue;  // fabric failover turned off
+    if (type == api::kGpuConditionType && !report.gpu) continue;                // gpu.mode Disabled
     kept.push_back(cond);
   }
   conditions = kube::SetCondition(kept, {api::kAgentConditionType, r.status, r.reason, r.message}, std::nullopt, now);
@@ -188,6 +194,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   if (report.fabric) {
     conditions = kube::SetCondition(conditions, ProberStalledCondition(*report.fabric), std::nullopt, now);
   }
+  if (report.gpu) conditions = kube::SetCondition(conditions, report.gpu->condition, std::nullopt, now);
   s["conditions"] = conditions;
   return s;
 }

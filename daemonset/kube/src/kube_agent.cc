@@ -44,11 +44,12 @@ void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json
 }
 
 KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
-                     KubeAgentOptions options, metrics::Registry& registry)
+                     KubeAgentOptions options, metrics::Registry& registry, GpuReportSource gpu)
     : clock_(clock),
       service_(service),
       fabric_(fabric),
       options_(std::move(options)),
+      gpu_(std::move(gpu)),
       discovery_(std::make_unique<PeerDiscovery>(
           api, clock,
           PeerDiscoveryOptions{
@@ -116,6 +117,7 @@ AgentReport KubeAgent::Snapshot() {
     r.rails_total = 1;
     r.rails_up = 1;
   }
+  if (gpu_) r.gpu = gpu_();
   if (!service_) {
     r.clock.enabled = false;
     return r;

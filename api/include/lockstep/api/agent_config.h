@@ -69,6 +69,9 @@ struct AgentConfig {
     int port = kFabricProbePort;  // UDP path probes; 0 = pick a free port (tests)
     bool operator==(const Fabric&) const = default;
   } fabric;
+  // GPU health (agent.yaml `gpu:`, the FabricPolicy's spec.gpu): the mode,
+  // how often NVML is read and the early-warning thresholds.
+  GpuSpec gpu;
   std::string probe_key_file = kProbeKeyFile;
   // This node's Ed25519 signing key (a 32-byte seed); "" = a fresh key pair at
   // every start (published in FabricHealth status.nodePublicKey).

@@ -81,4 +81,21 @@ inline constexpr int kGpuTempCelsius = 90;
 inline constexpr int kEccSingleBitPerHour = 100;
 inline constexpr int kMaxTrainingJobNameLength = 52;
 
+// GPU health in the agent (FabricPolicy spec.gpu, agent.yaml gpu:). Mode
+// Auto reads GPUs through NVML where the driver is, Required also reports a
+// node without one as unhealthy, Disabled reads nothing. The early-warning
+// defaults are the TrainingJob's (kGpuTempCelsius, kEccSingleBitPerHour,
+// DefaultEarlyWarningXids) plus the margin to the slowdown threshold.
+inline constexpr char kGpuModeAuto[] = "Auto";
+inline constexpr char kGpuModeRequired[] = "Required";
+inline constexpr char kGpuModeDisabled[] = "Disabled";
+inline constexpr int kGpuPollIntervalSeconds = 10;
+inline constexpr int kMaxGpuPollIntervalSeconds = 3600;
+inline constexpr int kGpuSlowdownMarginCelsius = 5;
+inline constexpr int kMaxGpuSlowdownMarginCelsius = 50;
+inline constexpr int kMinGpuTempCelsius = 30;  // spec.earlyWarning.gpuTempCelsius bounds (both CRDs)
+inline constexpr int kMaxGpuTempCelsius = 150;
+inline constexpr int kMaxEccSingleBitPerHour = 1'000'000;
+inline constexpr int kMaxEarlyWarningXids = 128;
+
 }  // namespace lockstep::api

@@ -9,8 +9,10 @@
 //                              railsTotal, flapsLastHour, lastFlapTime, audit,
 //                              auditResult, nodePublicKey, hostAddress, the
 //                              Ready condition, one Rail-<name> condition
-//                              per fabric rail and (with fabric failover)
-//                              the ProberStalled condition.
+//                              per fabric rail, (with fabric failover)
+//                              the ProberStalled condition, and gpu with
+//                              the GPUHealthy condition (unless spec.gpu.mode
+//                              is Disabled).
 //   FabricHealthOperatorStatus written by the operator (health_plan.cc):
 //                              policy and the PolicyConflict condition. Until
 //                              the agent's first report (no lastReportTime) the
@@ -59,6 +61,32 @@ struct AuditStatus {
   bool operator==(const AuditStatus&) const = default;
 };
 
+// One GPU as the agent last read it (status.gpu.devices[]). The value names
+// follow the TrainingJob's spec.earlyWarning thresholds they are compared
+// with (gpuTempCelsius -> temperatureCelsius, eccSingleBitPerHour ->
+// eccSingleBitPerHour, xids -> xids).
+struct GpuDeviceStatus {
+  int index = 0;  // NVML's device index
+  std::optional<std::string> uuid;
+  std::optional<std::string> state;              // Healthy, Warning, Unavailable (could not be read)
+  std::optional<int> temperature_celsius;
+  std::optional<int> slowdown_margin_celsius;    // slowdown threshold - temperature
+  std::optional<int64_t> ecc_single_bit_per_hour;  // corrected ECC errors within the trailing hour
+  std::optional<int64_t> ecc_uncorrected;        // uncorrected ECC errors since the driver loaded
+  std::optional<bool> row_remap_pending;         // a remap waits for a GPU reset
+  std::vector<int> xids;                         // Xids seen within the last hour (each once)
+  bool operator==(const GpuDeviceStatus&) const = default;
+};
+
+// The node's GPU health (status.gpu), the GPUHealthy condition's values.
+struct GpuHealthStatus {
+  std::optional<std::string> state;  // Healthy, Warning, Unavailable
+  std::optional<std::string> driver_version;
+  std::optional<int> warnings;       // GPUs in Warning
+  std::vector<GpuDeviceStatus> devices;
+  bool operator==(const GpuHealthStatus&) const = default;
+};
+
 struct FabricHealthAgentStatus {
   std::optional<std::string> phase;  // Pending, Healthy, Degraded, Failed
   std::optional<std::string> node_name;
@@ -77,6 +105,7 @@ struct FabricHealthAgentStatus {
   // where peers send fabric path probes; only with fabric.rails.
   std::optional<std::string> host_address;
   std::optional<std::string> last_flap_time;  // RFC 3339: the latest flap of any rail
+  std::optional<GpuHealthStatus> gpu;         // absent with spec.gpu.mode Disabled
   bool operator==(const FabricHealthAgentStatus&) const = default;
 };
 
@@ -104,12 +133,19 @@ inline constexpr char kRailConditionPrefix[] = "Rail-";
 // prober stalls beyond its excuse budget (ProberStalledCondition in
 // lockstep/agent/kube/health_status.h).
 inline constexpr char kProberStalledConditionType[] = "ProberStalled";
+// An agent condition (unless spec.gpu.mode is Disabled): True while every
+// GPU is within the early-warning thresholds, False (EarlyWarning) with the
+// GPUs and values that tripped them, Unknown or, with mode Required, False
+// (NvmlUnavailable) when NVML cannot be read. The controller reads it (and
+// status.gpu) for pre-emptive migrations.
+inline constexpr char kGpuConditionType[] = "GPUHealthy";
 
 // Parses .status (null: empty). Errors name the node and the field.
 Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node_name, const Json& status);
 
 Json ToJson(const ClockStatus& c);
 Json ToJson(const AuditStatus& a);
+Json ToJson(const GpuHealthStatus& g);
 Json ToJson(const FabricHealthAgentStatus& s);     // the agent's keys only
 Json ToJson(const FabricHealthOperatorStatus& s);  // the operator's keys only
 Json ToJson(const FabricHealthStatus& s);

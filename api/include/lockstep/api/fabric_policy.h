@@ -77,6 +77,38 @@ struct ClockSyncSpec {
   bool operator==(const ClockSyncSpec&) const = default;
 };
 
+// The Xids that warn by default (the TrainingJob's spec.earlyWarning.xids
+// default too; defined in training_job.cc): 48, 63, 64, 74, 79, 92, 94, 95.
+std::vector<int> DefaultEarlyWarningXids();
+
+// The node's GPU early-warning thresholds (spec.gpu.earlyWarning). The
+// fields the TrainingJob's spec.earlyWarning also has carry its names and
+// defaults, so the controller compares a node's published values with a
+// job's thresholds key for key.
+struct GpuEarlyWarningSpec {
+  int gpu_temp_celsius = kGpuTempCelsius;                        // 30..150: warn at or above
+  int slowdown_margin_celsius = kGpuSlowdownMarginCelsius;       // 0..50: warn within this of the slowdown threshold
+  int ecc_single_bit_per_hour = kEccSingleBitPerHour;            // 1..1e6: corrected ECC errors in the trailing hour
+  bool pending_row_remaps = true;                                // warn while a row remap waits for a GPU reset
+  std::vector<int> xids = DefaultEarlyWarningXids();             // each 1..65535, a set, at most 128
+  bool operator==(const GpuEarlyWarningSpec&) const = default;
+};
+
+// GPU health in the node agent (spec.gpu; agent.yaml gpu:).
+//   Auto      read GPUs through NVML where the driver is; without one the
+//             GPUHealthy condition is Unknown (NvmlUnavailable)
+//   Required  as Auto, but a node where NVML cannot be read is reported
+//             False (NvmlUnavailable): GPU nodes that must be watched
+//   Disabled  no NVML, no GPU metrics, no GPUHealthy condition
+// (Not on/off: YAML 1.1, which kubectl's parser speaks, reads those as booleans.)
+struct GpuSpec {
+  std::string mode = kGpuModeAuto;
+  int poll_interval_seconds = kGpuPollIntervalSeconds;  // 1..3600
+  GpuEarlyWarningSpec early_warning;
+  bool operator==(const GpuSpec&) const = default;
+};
+const std::vector<std::string>& GpuModes();  // Auto, Required, Disabled
+
 struct AgentSpec {
   std::string image = kAgentImage;
   std::string image_pull_policy = kAgentImagePullPolicy;  // Always, IfNotPresent, Never
@@ -100,6 +132,7 @@ struct FabricPolicySpec {
   // failover. At most kMaxRails, interface names (1-15 characters), distinct.
   std::vector<std::string> rails;
   std::string host_interface = kFabricHostInterface;  // holds each node's host address
+  GpuSpec gpu;
   AgentSpec agent;
   bool operator==(const FabricPolicySpec&) const = default;
 };
@@ -128,6 +161,7 @@ Json ToJson(const LabelSelector& s);
 Json ToJson(const Toleration& t);
 Json ToJson(const std::vector<Toleration>& t);
 Json ToJson(const ResourceRequirements& r);
+Json ToJson(const GpuSpec& g);
 Json ToJson(const FabricPolicySpec& spec);
 Json ToJson(const FabricPolicyStatus& status);
 

@@ -9,23 +9,30 @@
 //   Kubernetes    KubeAgent: peer discovery, FabricHealth reports (kube_api)
 //   keys          the probe key source, checked every second; a new key goes
 //                 to both codecs (clock sync and fabric)
+//   GPU health    GpuMonitor on the GPU source (NVML in the binary; agent.yaml
+//                 gpu), on its own thread: status.gpu and GPUHealthy in the
+//                 FabricHealth reports, lockstep_gpu_* metrics
 //
 // The loops. With fabric failover and clock sync, the prober's thread also
 // sends and reads the clock-sync probes after each of its wake-ups (one
 // wake-up for both; FabricAgent::Start) and the main loop closes the windows
 // (the solve), so a slow solve never delays a probe. With clock sync alone
 // the main loop runs the service (its sleep is the wait on the probe socket);
-// with neither it only drains the socket. Every deadline is read from the
-// injected Clock: Turn() and ProberTurn() are one turn of each loop, and
-// tests drive them on a FakeClock without threads (Start(Drive::kManual)).
+// with neither it only drains the socket. The GPU monitor polls on a thread
+// of its own (an NVML call can take milliseconds per GPU, and a GPU that
+// fell off the bus much longer: no probe waits for it). Every deadline is
+// read from the injected Clock: Turn(), ProberTurn() and GpuTurn() are one
+// turn of each loop, and tests drive them on a FakeClock without threads
+// (Start(Drive::kManual)).
 //
-// Shutdown (Stop): not ready, the main loop ends, the Kubernetes side stops,
-// then the prober; routes stay as they are (working pins keep working, the
+// Shutdown (Stop): not ready, the main loop and the GPU loop end, the
+// Kubernetes side stops, then the prober; routes stay as they are (working pins keep working, the
 // next start adopts them).
 //
 // Thread-safety: BuildAgent/Start/Stop from one owning thread; ready(),
 // RefreshGauges() and TimeSource()'s functions from any thread (HTTP
-// handlers); Turn()/ProberTurn() from the test that drives a manual agent.
+// handlers); Turn()/ProberTurn()/GpuTurn() from the test that drives a manual
+// agent (GpuTurn also runs once inside Start, on the caller's thread).
 #pragma once
 
 #include <atomic>
@@ -44,6 +51,9 @@
 #include "lockstep/agent/app/host_discipline.h"
 #include "lockstep/agent/runtime/clock_sync_service.h"
 #include "lockstep/agent/config.h"
+#include "lockstep/agent/app/gpu_report.h"
+#include "lockstep/agent/gpu/gpu_monitor.h"
+#include "lockstep/agent/gpu/gpu_source.h"
 #include "lockstep/agent/kube/kube_agent.h"
 #include "lockstep/agent/node_signer.h"
 #include "lockstep/common/clock.h"
@@ -92,6 +102,10 @@ struct AgentAdapters {
   std::vector<RailInfo> rails{};
   uint32_t host_address = 0;
   kube::KubeApi* kube_api = nullptr;  // Kubernetes mode; null: standalone (static peers)
+  // GPU health (the binary: NvmlGpuSource, which says "no NVIDIA driver"
+  // where there is none). Null: no GPU monitor, unless gpu.mode is Required
+  // (then a configuration error); ignored with gpu.mode Disabled.
+  std::unique_ptr<gpu::GpuSource> gpu_source{};
   // Ground truth of a simulated clock (--virtual-clock; its gauges and the
   // time API's true offset exist only with it).
   std::function<std::optional<GroundTruth>()> truth{};
@@ -146,6 +160,9 @@ class Agent {
   // One wake-up of the prober (fabric probes, then the clock-sync sends
   // riding on it). REQUIRES: fabric failover.
   void ProberTurn();
+  // One turn of the GPU loop: polls the monitor when due (and logs what
+  // changed); returns when the next poll is due. REQUIRES: gpu_monitor() != null.
+  MonoTime GpuTurn();
   // The prober's longest sleep (the clock-sync interval on the shared loop).
   Nanos prober_max_wait() const { return prober_max_wait_; }
 
@@ -159,6 +176,7 @@ class Agent {
   ClockSyncService* clock_sync() { return clock_sync_.get(); }  // null: clock sync disabled
   FabricAgent* fabric() { return fabric_.get(); }               // null: no fabric.rails
   KubeAgent* kube() { return kube_.get(); }                     // null: standalone
+  gpu::GpuMonitor* gpu_monitor() { return gpu_.get(); }         // null: no GPU source or gpu.mode Disabled
   const ClockSyncOptions& clock_sync_options() const { return clock_sync_options_; }
   const NodeSigner& signer() const { return *settings_.signer; }
   const PacketCodec& codec() const { return codec_; }
@@ -171,7 +189,8 @@ class Agent {
   Status Build();  // the services; errors are configuration errors
   void OnWindow();
   void CheckKeys();
-  void Run();  // the main loop's thread
+  void Run();     // the main loop's thread
+  void RunGpu();  // the GPU loop's thread
 
   AgentSettings settings_;
   AgentAdapters adapters_;
@@ -185,6 +204,8 @@ class Agent {
   metrics::Family* true_offset_ = nullptr;  // with ground truth only
   metrics::Family* true_drift_ = nullptr;
   std::unique_ptr<FabricAgent> fabric_;
+  std::unique_ptr<gpu::GpuMonitor> gpu_;  // after adapters_: reads its gpu_source
+  std::optional<GpuLog> gpu_log_;          // the GPU loop only
   std::unique_ptr<KubeAgent> kube_;
   bool shared_loop_ = false;  // fabric failover and clock sync: the prober carries the sends
   Nanos prober_max_wait_ = kProberMaxWait;
@@ -197,6 +218,7 @@ class Agent {
   std::condition_variable cv_;
   bool stopping_ = false;  // GUARDED_BY(mu_)
   std::thread loop_;
+  std::thread gpu_loop_;
 };
 
 // Builds the agent: the services from `settings` on `adapters`, the metrics

@@ -28,6 +28,7 @@ struct GpuHealthPolicy {
   int temp_celsius = 90;                                     // warn at or above
   int slowdown_margin_celsius = 5;                           // warn within this of the slowdown threshold
   double ecc_corrected_per_hour = 100;                       // corrected ECC errors within the trailing hour
+  bool pending_row_remaps = true;                            // warn while a row remap waits for a reset
   std::vector<int> xids = {48, 63, 64, 74, 79, 92, 94, 95};  // Xids that warn
   // How long an Xid keeps its GPU in Warning after it was seen.
   std::chrono::nanoseconds xid_hold = std::chrono::hours(1);
@@ -65,7 +66,8 @@ struct GpuHealthInput {
 // Warning when any GPU has: a temperature >= temp_celsius; a temperature
 // within slowdown_margin_celsius of its slowdown threshold; a corrected ECC
 // rate >= ecc_corrected_per_hour; uncorrected ECC errors since the driver
-// loaded; a pending or failed row remap; an Xid of the policy's list; or
+// loaded; a pending (when pending_row_remaps) or failed row remap; an Xid of
+// the policy's list; or
 // could not be read (error). Unavailable when there are no GPUs.
 NodeGpuVerdict EvaluateGpuHealth(const GpuHealthInput& in, const GpuHealthPolicy& policy);
 
@@ -77,7 +79,9 @@ NodeGpuVerdict UnavailableVerdict(std::string why);
 // without times; the status builder adds them):
 //   True    Healthy          every GPU is within the early-warning thresholds
 //   False   EarlyWarning     the reasons, joined with "; " (at most ~1 KiB)
-//   Unknown NvmlUnavailable  why GPUs cannot be read
+//   Unknown NvmlUnavailable  why GPUs cannot be read (False when `required`:
+//                            the node's GPUs must be watched, spec.gpu.mode
+//                            Required)
 // The reason changes only with the state; the message carries values
 // (temperatures, rates), so a writer should key its writes on status and
 // reason and let the message ride with the periodic report.
@@ -89,7 +93,7 @@ struct GpuCondition {
   bool operator==(const GpuCondition&) const = default;
 };
 inline constexpr char kGpuConditionType[] = "GPUHealthy";
-GpuCondition ConditionFor(const NodeGpuVerdict& v);
+GpuCondition ConditionFor(const NodeGpuVerdict& v, bool required = false);
 
 // Corrected ECC errors within a trailing window (one hour by default), from
 // the cumulative counter read at each poll. A counter that goes down (the

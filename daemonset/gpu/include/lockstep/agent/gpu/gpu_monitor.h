@@ -12,7 +12,7 @@
 // after, and counts once in lockstep_gpu_xid_events_total.
 //
 // Thread-safety: Poll from one thread (the loop that owns the source);
-// Verdict, Condition and Snapshot from any thread.
+// Verdict, Condition, Snapshot and State from any thread.
 #pragma once
 
 #include <chrono>
@@ -27,6 +27,16 @@
 #include "lockstep/common/metrics.h"
 
 namespace lockstep::agent::gpu {
+
+// What the monitor last saw, for the FabricHealth report: the verdict, the
+// reading (empty when NVML was unavailable), each GPU's corrected-ECC count
+// within the trailing hour (by index) and the Xids held.
+struct GpuMonitorState {
+  NodeGpuVerdict verdict{};
+  std::optional<GpuSnapshot> snapshot{};
+  std::map<unsigned, double> corrected_ecc_per_hour{};
+  std::vector<XidEvent> recent_xids{};
+};
 
 struct GpuMonitorOptions {
   std::chrono::nanoseconds interval = std::chrono::seconds(10);
@@ -49,6 +59,8 @@ class GpuMonitor {
   GpuCondition Condition() const { return ConditionFor(Verdict()); }
   // The last reading (empty when NVML was unavailable).
   std::optional<GpuSnapshot> Snapshot() const;
+  // Everything the last Poll saw (one consistent copy).
+  GpuMonitorState State() const;
 
  private:
   struct SeenXid {
@@ -65,8 +77,7 @@ class GpuMonitor {
   std::vector<SeenXid> xids_;                 // within options_.policy.xid_hold
 
   mutable std::mutex mu_;
-  NodeGpuVerdict verdict_;               // GUARDED_BY(mu_)
-  std::optional<GpuSnapshot> snapshot_;  // GUARDED_BY(mu_)
+  GpuMonitorState state_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace lockstep::agent::gpu

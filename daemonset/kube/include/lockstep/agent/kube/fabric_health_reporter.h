@@ -1,9 +1,9 @@
 // FabricHealthReporter: writes this node's FabricHealth status (and only
 // that object) with a merge patch on the status subresource.
 //
-//  - Due every `interval`, and at once when the Ready reason or a rail
-//    condition (ReportSignature) differs from the one last written, but
-//    never more than one write per `interval`: a change within `interval`
+//  - Due every `interval`, and at once when the Ready reason, a rail or the
+//    GPUHealthy condition (ReportSignature) differs from the one last
+//    written, but never more than one write per `interval`: a change within `interval`
 //    of the last write waits for the end of it (paths that flap every
 //    second on 10,000 nodes cost each node one write per interval).
 //  - Read-modify-write: the status is built on the object as last read or

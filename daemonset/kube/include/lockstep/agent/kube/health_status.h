@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lockstep/agent/clock_model.h"
+#include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/kube_api.h"
 
@@ -58,6 +59,14 @@ struct FabricSnapshot {
   bool prober_stalled = false;
 };
 
+// GPU health (agent.yaml gpu.mode not Disabled): the GPUHealthy condition
+// and the status.gpu values, as the agent's GPU monitor last saw them
+// (GpuReportOf in lockstep/agent/app/gpu_report.h).
+struct GpuReport {
+  kube::Condition condition{};  // type api::kGpuConditionType
+  api::GpuHealthStatus status{};
+};
+
 struct AgentReport {
   std::string node_name;
   std::vector<std::string> probe_addresses;  // "IPv4:port", one per rail
@@ -71,6 +80,8 @@ struct AgentReport {
   // Base64 of this node's Ed25519 public key (status.nodePublicKey); nullopt
   // keeps whatever the status holds.
   std::optional<std::string> node_public_key;
+  // nullopt: no GPU monitor (status.gpu and GPUHealthy are removed).
+  std::optional<GpuReport> gpu;
 };
 
 // Phase and Ready condition for a clock snapshot:
@@ -120,12 +131,15 @@ kube::Condition ProberStalledCondition(const FabricSnapshot& fabric);
 std::string RailConditionType(const std::string& rail_name);
 
 // What a write is due for at once (subject to the reporter's rate limit):
-// the Ready reason, every rail condition's status and reason, and
-// ProberStalled's.
+// the Ready reason, every rail condition's status and reason, ProberStalled's
+// and GPUHealthy's (a GPU that starts to warn is written within the report
+// interval, not at the next heartbeat). GPUHealthy does not change Ready or
+// the phase: those describe the fabric and the clock.
 std::string ReportSignature(const AgentReport& report);
 
 // The full status to write: `existing` (the object's .status, or null) with
-// the agent's fields replaced. The Ready condition keeps its
+// the agent's fields replaced (status.gpu and GPUHealthy from report.gpu,
+// removed without it). The Ready condition keeps its
 // lastTransitionTime unless its status changes. `now` is RFC 3339.
 Json BuildStatus(const Json& existing, const AgentReport& report, const std::string& now);
 

@@ -10,6 +10,8 @@
 //    rails, flaps and last flap (FabricSnapshotOf), we publish our host
 //    address (status.hostAddress), and each flap alert the service raises
 //    becomes one Warning Event (reason FabricFlapAlert) on our FabricHealth.
+//  - With a GPU report source (agent.yaml gpu.mode not Disabled): status.gpu
+//    and the GPUHealthy condition from it, at every report.
 //
 // The advertised probe address is --advertise-address, else the bind address
 // when it is a specific one, else our Node's InternalIP (looked up; not
@@ -21,6 +23,7 @@
 
 #include "lockstep/api/defaults.h"
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,13 +69,17 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
 void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health,
                      const std::string& node_name, const FabricFlapAlert& alert);
 
+// The GPU part of a report, read from the kube thread (thread-safe); empty
+// function: no GPU monitor.
+using GpuReportSource = std::function<std::optional<GpuReport>()>;
+
 class KubeAgent {
  public:
   // `service` is null when clock sync is disabled, `fabric` without
-  // fabric.rails. REQUIRES: api, clock, service, fabric and registry
-  // outlive the agent.
+  // fabric.rails. REQUIRES: api, clock, service, fabric, registry and what
+  // `gpu` reads outlive the agent.
   KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
-            KubeAgentOptions options, metrics::Registry& registry);
+            KubeAgentOptions options, metrics::Registry& registry, GpuReportSource gpu = {});
   ~KubeAgent();  // Stop()s
   KubeAgent(const KubeAgent&) = delete;
   KubeAgent& operator=(const KubeAgent&) = delete;
@@ -91,6 +98,7 @@ class KubeAgent {
   ClockSyncService* service_;
   FabricService* fabric_;
   const KubeAgentOptions options_;
+  GpuReportSource gpu_;
   std::unique_ptr<PeerDiscovery> discovery_;
   FabricHealthReporter reporter_;
   kube::EventRecorder events_;
