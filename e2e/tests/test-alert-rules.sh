@@ -16,7 +16,13 @@
 #  - operator: a Prometheus in the root namespace scrapes a real operator as
 #    the ServiceMonitor would (job = the chart's metrics Service):
 #    LockstepOperatorDown stays inactive while it is up and goes active once it
-#    is stopped.
+#    is stopped;
+#  - dashboards: what both Prometheus servers hold after the faults above (the
+#    agents' series with the PodMonitor's node label, the operator's) is the
+#    real scrape the chart's fleet, fabric paths and clock sync dashboards are
+#    held against (dashboard-lint), and tests/dashboards/scraped-series.json
+#    (sections agents, operator) must record nothing it lacks (rerun with
+#    LOCKSTEP_UPDATE_SCRAPED_SERIES=1 to record it).
 # Asserts behaviour, never durations (every wait is a generous upper bound).
 . "$(dirname "$0")/lib.sh"
 [[ $(id -u) -eq 0 ]] || fail "needs root (network namespaces)"
@@ -25,6 +31,9 @@ for tool in jq helm prometheus promtool curl; do
 done
 NETLAB=$(find_bin NETLAB e2e/netlab/netlab)
 AGENT=$(find_bin LOCKSTEP_AGENT daemonset/lockstep-agent)
+LINT=$(find_bin DASHBOARD_LINT tests/dashboards/dashboard-lint)
+# shellcheck source=../../tests/dashboards/series.sh
+. "$REPO/tests/dashboards/series.sh"
 OUT=$STATE/alert-rules
 rm -rf "$OUT" && mkdir -p "$OUT"
 LAB=ar$$
@@ -155,6 +164,9 @@ wait_for "LockstepFabricFlapping{rail=rail0} active for h1" 60 active $AGENT_PRO
 "$NETLAB" link --name "$LAB" h1r0 up >>"$OUT/netlab.log" 2>&1
 wait_for "LockstepRailDown cleared after the second re-admission" 60 rail0_down_cleared
 pass "second flap: LockstepFabricFlapping{node=h1, rail=rail0} active (2 > 1), not for rail1"
+# What the agents' Prometheus holds now: every path, rail, flap, failover and clock series.
+wait_for "h1's failover route changes scraped" 30 series_has $AGENT_PROM lockstep_fabric_route_changes_total "$(ns 1)"
+series_catalogue $AGENT_PROM "$(ns 1)" >"$OUT/series-agents.json"
 
 # 3. Operator: scraped as the ServiceMonitor would (job = the metrics Service,
 # namespace = the release namespace: labels prometheus-operator adds).
@@ -168,6 +180,20 @@ start_prometheus operator "$OP_PROM" "  - job_name: $JOB
 wait_for "the operator scraped by Prometheus" 60 scraped "$OP_PROM" "$JOB"
 sleep 3
 ! active "$OP_PROM" LockstepOperatorDown || fail "LockstepOperatorDown active while the operator is scraped"
+wait_for "the operator's reconciles scraped" 30 series_has "$OP_PROM" lockstep_reconcile_duration_seconds_bucket
+series_catalogue "$OP_PROM" >"$OUT/series-operator.json"
 stop_operator alerts TERM
 wait_for "LockstepOperatorDown active once the operator is gone" 60 active "$OP_PROM" LockstepOperatorDown
 pass "operator: LockstepOperatorDown inactive while job $JOB is up, active once the operator stopped"
+
+# 4. The dashboards against these real scrapes.
+jq -n --slurpfile a "$OUT/series-agents.json" --slurpfile o "$OUT/series-operator.json" \
+  '{sources: {agents: $a[0], operator: $o[0]}}' >"$OUT/catalogue.json"
+D=$REPO/charts/lockstep/dashboards
+"$LINT" --catalogue "$OUT/catalogue.json" --used-out "$OUT/used.json" "$D/lockstep-fleet.json" "$D/lockstep-fabric-paths.json" \
+  "$D/lockstep-clock-sync.json" >"$OUT/dashboard-lint.log" 2>&1 ||
+  fail "a dashboard uses what these real scrapes did not export: $(grep -v '^PASS' "$OUT/dashboard-lint.log")"
+pass "fleet, fabric paths, clock sync dashboards: every metric and label is in these real scrapes"
+check_scraped_section agents "$OUT/series-agents.json" "$OUT/used.json"
+check_scraped_section operator "$OUT/series-operator.json" "$OUT/used.json"
+pass "scraped-series.json (agents, operator) holds only what these real scrapes exported"
