@@ -300,6 +300,39 @@ TEST_CASE("misuse gives an error code and a warning", "[nccl]") {
   Close(net, p);
 }
 
+TEST_CASE("isend and irecv return a null request when a comm is full, and work again after", "[nccl]") {
+  NetApi& net = Net();
+  Pair p = Connect(net);
+  std::vector<char> buf(64 * 1024, 7), into(64 * 1024);
+  std::vector<void*> sends;
+  void* req = nullptr;
+  for (int i = 0; i < 1000; ++i) {  // nobody receives: the comm fills up
+    REQUIRE(net.isend(p.send, buf.data() + i % 64, 1, 0, nullptr, &req) == ncclSuccess);
+    if (req == nullptr) break;
+    sends.push_back(req);
+  }
+  REQUIRE(req == nullptr);
+  REQUIRE(sends.size() >= NCCL_NET_MAX_REQUESTS);
+  // Receive them all; every send completes and a new isend is accepted.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (size_t i = 0; i < sends.size(); ++i) {
+    void* rreq = nullptr;
+    REQUIRE(net.irecv(p.recv, into.data() + i % 64, 1, 0, nullptr, &rreq) == ncclSuccess);
+    REQUIRE(rreq != nullptr);
+    int rdone = 0, sdone = 0, size = -1;
+    while (!rdone || !sdone) {
+      REQUIRE(Clock::now() < deadline);
+      if (!rdone) NCCL_OK(net.test(rreq, &rdone, &size));
+      if (!sdone) NCCL_OK(net.test(sends[i], &sdone, nullptr));
+    }
+    REQUIRE(size == 1);
+    REQUIRE(into[i % 64] == 7);
+  }
+  REQUIRE(net.isend(p.send, buf.data(), 1, 0, nullptr, &req) == ncclSuccess);
+  REQUIRE(req != nullptr);
+  Close(net, p);
+}
+
 TEST_CASE("a peer that disappears gives ncclSystemError, not a hang", "[nccl]") {
   NetApi& net = Net();
   Pair p = Connect(net);
