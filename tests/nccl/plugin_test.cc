@@ -333,6 +333,24 @@ TEST_CASE("isend and irecv return a null request when a comm is full, and work a
   Close(net, p);
 }
 
+TEST_CASE("connecting to a listener that is gone fails with ncclSystemError after trying every rail", "[nccl]") {
+  NetApi& net = Net();
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen = nullptr;
+  REQUIRE(net.listen(0, handle, &listen) == ncclSuccess);
+  REQUIRE(net.closeListen(listen) == ncclSuccess);  // its ports now refuse
+  void* send = nullptr;
+  ncclResult_t r = ncclSuccess;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (r == ncclSuccess && send == nullptr) {
+    REQUIRE(Clock::now() < deadline);
+    r = net.connect(0, handle, &send);
+  }
+  REQUIRE(r == ncclSystemError);
+  REQUIRE(send == nullptr);
+  REQUIRE(g_last_warning.find("any of its 3 rails") != std::string::npos);
+}
+
 TEST_CASE("a peer that disappears gives ncclSystemError, not a hang", "[nccl]") {
   NetApi& net = Net();
   Pair p = Connect(net);
