@@ -14,6 +14,7 @@
 // Prints one JSON line per rank and exits 0 only if every rank verified its
 // result within the timeout. Real NCCL needs a GPU; this is what CI runs.
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,9 +209,14 @@ class Rank {
     size_t sent = 0, received = 0;
     std::deque<Pending> sends, recvs;
     size_t send_done = 0, recv_done = 0;
+    bool idle = false;
     const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
     while (send_done < nsend || recv_done < nrecv) {
       if (Clock::now() > deadline) Die("a ring step did not complete (hang)");
+      // Idle: let the peers run, as NCCL's proxy thread yields when it has no
+      // progress to make (matters when ranks share cores, as in CI).
+      if (idle) sched_yield();
+      idle = true;
       if (recvs.size() < static_cast<size_t>(o_.window) && received < nrecv) {
         const size_t off = received * m, len = std::min(m, rbytes - std::min(rbytes, off));
         void* req = nullptr;
@@ -218,6 +224,7 @@ class Rank {
         if (req != nullptr) {
           recvs.push_back({req, len});
           ++received;
+          idle = false;
         }
       }
       if (sends.size() < static_cast<size_t>(o_.window) && sent < nsend) {
@@ -227,6 +234,7 @@ class Rank {
         if (req != nullptr) {
           sends.push_back({req, len});
           ++sent;
+          idle = false;
           MaybeCut();
         }
       }
@@ -237,6 +245,7 @@ class Rank {
           if (static_cast<size_t>(size) != sends.front().size) Die("send size mismatch");
           sends.pop_front();
           ++send_done;
+          idle = false;
         }
       }
       if (!recvs.empty()) {
@@ -246,6 +255,7 @@ class Rank {
           if (static_cast<size_t>(size) != recvs.front().size) Die("received size mismatch");
           recvs.pop_front();
           ++recv_done;
+          idle = false;
         }
       }
     }
