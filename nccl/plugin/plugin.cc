@@ -318,7 +318,10 @@ ncclResult_t Irecv(void* recv_comm, int n, void** data, const size_t* sizes, con
       Warn("irecv: " + std::to_string(n) + " grouped receives, but this plugin reports maxRecvs = 1");
       return ncclInternalError;
     }
-    if (data == nullptr || sizes == nullptr) return ncclInvalidArgument;
+    if (data == nullptr || sizes == nullptr) {
+      Warn("irecv: no buffer or no (non-negative) size");
+      return ncclInvalidArgument;
+    }
     Request* slot = FreeSlot(c->requests, c, false);
     if (slot == nullptr) return ncclSuccess;
     Result<std::optional<RequestId>> id = c->conn->Recv(data[0], sizes[0], tags ? tags[0] : 0);
