@@ -1,0 +1,333 @@
+#include "socket_connections.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace lockstep::nccl {
+
+namespace {
+
+constexpr size_t kScratchBytes = 64 * 1024;
+
+bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+std::string StreamsLeft(int up, size_t total) {
+  return std::to_string(up) + " of " + std::to_string(total) + " streams left";
+}
+
+}  // namespace
+
+// ---- sender ----
+
+SocketSendConnection::SocketSendConnection(std::vector<Fd> fds, StripeOptions options, size_t max_outstanding,
+                                           WarnFn warn)
+    : sender_(static_cast<int>(fds.size()), options), max_outstanding_(max_outstanding), warn_(std::move(warn)) {
+  streams_.resize(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
+
+Result<std::optional<RequestId>> SocketSendConnection::Send(const void* data, size_t size, int tag) {
+  if (open_ >= max_outstanding_) return std::optional<RequestId>();
+  if (size > 0 && data == nullptr) return InvalidArgument("isend of " + std::to_string(size) + " bytes from null");
+  Result<uint64_t> id = sender_.Post(size, tag);
+  if (!id.ok()) return id.error();
+  msgs_.push_back(Message{.data = static_cast<const uint8_t*>(data), .size = size});
+  ++open_;
+  if (Status s = Progress(); !s.ok()) return s.error();
+  return std::optional<RequestId>(*id);
+}
+
+Result<TestResult> SocketSendConnection::Test(RequestId id) {
+  if (id < msgs_base_ || id - msgs_base_ >= msgs_.size() || msgs_[id - msgs_base_].reported) {
+    return InvalidArgument("test of send request " + std::to_string(id) + " which is not outstanding");
+  }
+  // A peer that closes once it has acknowledged everything (the end of a job)
+  // is not an error for messages already delivered.
+  const Status progress = Progress();
+  Message& m = msgs_[id - msgs_base_];
+  if (!sender_.Done(id)) {
+    if (!progress.ok()) return progress.error();
+    return TestResult{};
+  }
+  TestResult r{.done = true, .size = m.size};
+  m.reported = true;
+  --open_;
+  while (!msgs_.empty() && msgs_.front().reported && sender_.Done(msgs_base_)) {
+    msgs_.pop_front();
+    ++msgs_base_;
+  }
+  return r;
+}
+
+Status SocketSendConnection::Progress() {
+  for (int s = 0; s < static_cast<int>(streams_.size()); ++s) {
+    if (!streams_[s].fd.valid()) continue;
+    if (Status st = ReadAcks(s); !st.ok()) return st;
+  }
+  for (int s = 0; s < static_cast<int>(streams_.size()); ++s) {
+    if (streams_[s].fd.valid()) WriteChunks(s);
+  }
+  if (sender_.StreamsUp() == 0) {
+    return Unavailable("every stream of the connection failed (last: " + last_error_ + ")");
+  }
+  return Status::Ok();
+}
+
+Status SocketSendConnection::ReadAcks(int s) {
+  Stream& st = streams_[s];
+  while (true) {
+    ssize_t n = ::recv(st.fd.get(), st.ack.data() + st.ack_off, kAckBytes - st.ack_off, MSG_DONTWAIT);
+    if (n > 0) {
+      st.ack_off += static_cast<size_t>(n);
+      if (st.ack_off < kAckBytes) continue;
+      st.ack_off = 0;
+      Result<AckFrame> ack = DecodeAck(st.ack.data());
+      if (!ack.ok()) {
+        Fail(s, ack.error().message);
+        return Status::Ok();
+      }
+      if (Status a = sender_.OnAck(*ack); !a.ok()) return a;
+      continue;
+    }
+    if (n == 0) {
+      Fail(s, "closed by the peer");
+    } else if (errno == EINTR) {
+      continue;
+    } else if (!WouldBlock(errno)) {
+      Fail(s, std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+}
+
+void SocketSendConnection::WriteChunks(int s) {
+  Stream& st = streams_[s];
+  while (true) {
+    if (!st.writing) {
+      std::optional<Chunk> c = sender_.Next(s);
+      if (!c) return;
+      st.hdr = EncodeDataHeader(DataHeader{.stream = static_cast<uint16_t>(s),
+                                           .len = c->len,
+                                           .tag = c->tag,
+                                           .seq = c->seq,
+                                           .msg = c->msg,
+                                           .offset = c->offset,
+                                           .msg_size = c->msg_size});
+      st.hdr_off = 0;
+      st.payload = msgs_[c->msg - msgs_base_].data + c->offset;
+      st.len = c->len;
+      st.off = 0;
+      st.writing = true;
+    }
+    iovec iov[2];
+    int iovcnt = 0;
+    if (st.hdr_off < kDataHeaderBytes) { iov[iovcnt++] = {st.hdr.data() + st.hdr_off, kDataHeaderBytes - st.hdr_off}; }
+    if (st.off < st.len) iov[iovcnt++] = {const_cast<uint8_t*>(st.payload + st.off), st.len - st.off};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::sendmsg(st.fd.get(), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (!WouldBlock(errno)) Fail(s, std::strerror(errno));
+      return;
+    }
+    size_t left = static_cast<size_t>(n);
+    const size_t h = std::min(left, kDataHeaderBytes - st.hdr_off);
+    st.hdr_off += h;
+    st.off += left - h;
+    if (st.hdr_off == kDataHeaderBytes && st.off == st.len) {
+      st.writing = false;
+      continue;
+    }
+    return;  // partial write: the socket buffer is full
+  }
+}
+
+void SocketSendConnection::Fail(int s, const std::string& why) {
+  Stream& st = streams_[s];
+  st.fd.Reset();
+  st.writing = false;
+  sender_.StreamDown(s);
+  last_error_ = "stream " + std::to_string(s) + ": " + why;
+  if (warn_) {
+    warn_("send stream " + std::to_string(s) + " failed (" + why + "); moving its unacknowledged chunks, " +
+          StreamsLeft(sender_.StreamsUp(), streams_.size()));
+  }
+}
+
+// ---- receiver ----
+
+SocketRecvConnection::SocketRecvConnection(std::vector<Fd> fds, size_t max_outstanding, WarnFn warn)
+    : max_outstanding_(max_outstanding), warn_(std::move(warn)), scratch_(kScratchBytes) {
+  streams_.resize(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
+
+Result<std::optional<RequestId>> SocketRecvConnection::Recv(void* data, size_t capacity, int tag) {
+  if (open_ >= max_outstanding_) return std::optional<RequestId>();
+  if (capacity > 0 && data == nullptr) return InvalidArgument("irecv of " + std::to_string(capacity) + " into null");
+  const uint64_t id = receiver_.Post(capacity, tag);
+  msgs_.push_back(Message{.data = static_cast<uint8_t*>(data)});
+  ++open_;
+  ack_dirty_ = true;  // the credit grew
+  if (Status s = Progress(); !s.ok()) return s.error();
+  return std::optional<RequestId>(id);
+}
+
+Result<TestResult> SocketRecvConnection::Test(RequestId id) {
+  if (id < msgs_base_ || id - msgs_base_ >= msgs_.size() || msgs_[id - msgs_base_].reported) {
+    return InvalidArgument("test of receive request " + std::to_string(id) + " which is not outstanding");
+  }
+  const Status progress = Progress();
+  // Done once every byte is here and an ack covering it has been written, so
+  // the sender completes even if NCCL never calls this connection again. With
+  // every stream gone there is nobody left to ack: complete is enough (the
+  // sender closed after its acks, or it is gone).
+  const bool complete = receiver_.Complete(id);
+  if (!complete && !progress.ok()) return progress.error();
+  if (!complete || (progress.ok() && receiver_.LastSeq(id) >= ack_written_cum_)) return TestResult{};
+  TestResult r{.done = true, .size = receiver_.Size(id)};
+  msgs_[id - msgs_base_].reported = true;
+  receiver_.Release(id);
+  --open_;
+  while (!msgs_.empty() && msgs_.front().reported) {
+    msgs_.pop_front();
+    ++msgs_base_;
+  }
+  return r;
+}
+
+Status SocketRecvConnection::Progress() {
+  for (int s = 0; s < static_cast<int>(streams_.size()); ++s) {
+    if (!streams_[s].fd.valid()) continue;
+    if (Status st = ReadChunks(s); !st.ok()) return st;
+  }
+  FlushAcks();
+  const bool any = std::any_of(streams_.begin(), streams_.end(), [](const Stream& st) { return st.fd.valid(); });
+  if (!any) return Unavailable("every stream of the connection failed (last: " + last_error_ + ")");
+  return Status::Ok();
+}
+
+Status SocketRecvConnection::ReadChunks(int s) {
+  Stream& st = streams_[s];
+  while (st.fd.valid()) {
+    ssize_t n;
+    if (!st.in_payload) {
+      n = ::recv(st.fd.get(), st.hdr.data() + st.hdr_off, kDataHeaderBytes - st.hdr_off, MSG_DONTWAIT);
+      if (n > 0) {
+        st.hdr_off += static_cast<size_t>(n);
+        if (st.hdr_off < kDataHeaderBytes) continue;
+        st.hdr_off = 0;
+        Result<DataHeader> h = DecodeDataHeader(st.hdr.data());
+        if (!h.ok()) {
+          Fail(s, h.error().message);
+          return Status::Ok();
+        }
+        Result<Placement> p = receiver_.OnHeader(*h);
+        if (!p.ok()) return p.error();
+        st.h = *h;
+        st.place = *p;
+        st.poff = 0;
+        st.in_payload = true;
+      }
+    } else {
+      uint8_t* dest;
+      size_t want = st.h.len - st.poff;
+      // Another copy of this chunk (a retransmit) may have completed first and
+      // NCCL may already own the buffer again: read the rest into scratch.
+      if (!st.place.discard && (receiver_.Has(st.h.seq) || st.place.msg < msgs_base_)) st.place.discard = true;
+      if (st.place.discard) {
+        dest = scratch_.data();
+        want = std::min(want, scratch_.size());
+      } else {
+        dest = msgs_[st.place.msg - msgs_base_].data + st.place.offset + st.poff;
+      }
+      n = want == 0 ? 0 : ::recv(st.fd.get(), dest, want, MSG_DONTWAIT);
+      if (want == 0) n = 1;  // a zero-length payload is complete at once
+      if (n > 0 && want > 0) st.poff += static_cast<size_t>(n);
+    }
+    if (n > 0) {
+      if (st.in_payload && st.poff == st.h.len) {
+        st.in_payload = false;
+        receiver_.OnPayload(st.h);
+        ack_dirty_ = true;
+        ack_hint_ = s;
+      }
+      continue;
+    }
+    if (n == 0) {
+      Fail(s, "closed by the peer");
+    } else if (errno == EINTR) {
+      continue;
+    } else if (!WouldBlock(errno)) {
+      Fail(s, std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+bool SocketRecvConnection::WriteAck(int s) {
+  Stream& st = streams_[s];
+  while (st.out_off < st.out_len) {
+    ssize_t n = ::send(st.fd.get(), st.out.data() + st.out_off, st.out_len - st.out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      st.out_off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && WouldBlock(errno)) return true;
+    Fail(s, n < 0 ? std::strerror(errno) : "send returned 0");
+    return false;
+  }
+  ack_written_cum_ = std::max(ack_written_cum_, st.out_cum);
+  return true;
+}
+
+void SocketRecvConnection::FlushAcks() {
+  const int n = static_cast<int>(streams_.size());
+  // Finish acks already started (a frame is never cut short).
+  for (int s = 0; s < n; ++s) {
+    if (streams_[s].fd.valid() && streams_[s].out_off < streams_[s].out_len) WriteAck(s);
+  }
+  if (!ack_dirty_) return;
+  const AckFrame ack = receiver_.Ack();
+  bool sent = false;
+  for (int k = 0; k < n; ++k) {
+    const int s = (ack_hint_ + k) % n;
+    Stream& st = streams_[s];
+    if (!st.fd.valid() || st.out_off < st.out_len) continue;
+    st.out = EncodeAck(ack);
+    st.out_off = 0;
+    st.out_len = kAckBytes;
+    st.out_cum = ack.cum_seq;
+    if (WriteAck(s) && st.fd.valid()) sent = true;
+    if (sent && !ack_broadcast_) break;
+  }
+  if (sent) {
+    ack_dirty_ = false;
+    ack_broadcast_ = false;
+  }
+}
+
+void SocketRecvConnection::Fail(int s, const std::string& why) {
+  Stream& st = streams_[s];
+  st.fd.Reset();
+  st.in_payload = false;
+  st.hdr_off = 0;
+  st.out_off = st.out_len = 0;
+  ack_dirty_ = true;
+  ack_broadcast_ = true;  // the sender may have lost acks with this stream
+  last_error_ = "stream " + std::to_string(s) + ": " + why;
+  const int up =
+      static_cast<int>(std::count_if(streams_.begin(), streams_.end(), [](const Stream& x) { return x.fd.valid(); }));
+  if (warn_)
+    warn_("receive stream " + std::to_string(s) + " failed (" + why + "); " + StreamsLeft(up, streams_.size()));
+}
+
+}  // namespace lockstep::nccl
