@@ -40,8 +40,12 @@ class MigrationTest(unittest.TestCase):
             raise AssertionError("LOCKSTEP_COORDINATOR_BIN=%s is not an executable" % cls.binary)
         cls.ref = reference_hash()
 
+    WRAP = {}           # more worker environment (the subclass keeps a DDP wrapper)
+
     def setUp(self):
         self.c = Cluster(self.binary, WORLD, COORD_ARGS)
+        start = self.c.start
+        self.c.start = lambda *a, env=None, **kw: start(*a, env=dict(self.WRAP, **(env or {})), **kw)
 
     def tearDown(self):
         self.c.stop()
@@ -77,6 +81,12 @@ class MigrationTest(unittest.TestCase):
         spare_steps = [e["step"] for e in c.of(newcomer, "committed")]
         self.assertEqual(spare_steps, list(range(spare_steps[0], STEPS + 1)), dump)
         self.assertGreater(spare_steps[0], 1, "the spare must resume, not start over")
+        if self.WRAP:
+            # The spare's new DDP wrapper reduced its first step in the survivors' bucket
+            # layout (held buckets), then rebuilt the same one; the kept wrappers never differed.
+            self.assertEqual(c.of(newcomer, "end")[0]["slow_iterations"], 1, dump)
+            for i in healthy:
+                self.assertEqual(c.of(i, "end")[0]["slow_iterations"], 0, dump)
 
     def assert_committed_once(self, i, dump):
         """Every step committed exactly once, in order, in one process: nothing lost,
@@ -190,6 +200,17 @@ class MigrationTest(unittest.TestCase):
                         "rank 0 to wait for a spare")
         spare = self.c.start("spare")
         self.assert_completed([ranks[0], ranks[1]], spare, 2)
+
+
+class DDPWrapperMigrationTest(MigrationTest):
+    """The same faults with the script keeping torch's DistributedDataParallel (built on
+    job.ddp_group, no job.all_reduce_gradients()): every rank ends with the parameters of
+    the fault-free plain-DDP run, and the survivors' wrappers are the objects they built."""
+    WRAP = {"LOCKSTEP_TEST_WRAP": "ddp"}
+    # Not repeated with the wrapper (the coordinator and spare-pool paths do not depend on it).
+    test_training_goes_on_while_the_coordinator_is_down_and_a_restarted_one_recovers_a_crash = None
+    test_a_spare_that_dies_while_joining_is_replaced_by_the_next_spare = None
+    test_no_spare_waits_then_a_late_spare_takes_over = None
 
 
 if __name__ == "__main__":
