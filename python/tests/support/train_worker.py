@@ -32,9 +32,14 @@ def emit(ev, **fields):
     sys.stdout.flush()
 
 
+BATCHNORM = "--batchnorm" in sys.argv   # a BatchNorm layer: buffers DDP broadcasts from rank 0 in forward
+
+
 def build():
     torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT)).to(DEVICE)
+    norm = [nn.BatchNorm1d(HID)] if BATCHNORM else []
+    model = nn.Sequential(nn.Linear(IN, HID), *norm, nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(),
+                          nn.Linear(HID, OUT)).to(DEVICE)
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
 
 
@@ -97,7 +102,9 @@ def batch(step, rank):
 
 
 def digest(model):
-    return hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
+    """Parameters, and with --batchnorm the buffers too (running statistics)."""
+    ts = list(model.parameters()) + (list(model.buffers()) if BATCHNORM else [])
+    return hashlib.sha256(b"".join(t.detach().cpu().numpy().tobytes() for t in ts)).hexdigest()
 
 
 def run_ddp(a):
@@ -182,6 +189,7 @@ def main():
     ap.add_argument("--quiet", action="store_true", help="no per-step events (benchmark)")
     ap.add_argument("--no-overlap", action="store_true", help="reduce after backward (benchmark)")
     ap.add_argument("--heartbeat-interval", type=float, default=0.75)
+    ap.add_argument("--batchnorm", action="store_true", help="a BatchNorm1d after the first layer")
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)
