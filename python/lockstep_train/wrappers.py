@@ -100,6 +100,8 @@ class DDPAdapter:
         for key in ("find_unused_parameters", "gradient_as_bucket_view", "static_graph"):
             if opts[key]:
                 raise _refuse("a DistributedDataParallel with %s=True" % key)
+        if getattr(ddp, "buffer_hook", None) is not None:
+            raise _refuse("a DistributedDataParallel with a buffer communication hook")
         if opts["parameters_to_ignore"]:
             raise _refuse("a DistributedDataParallel with parameters to ignore (%s)"
                           % ", ".join(opts["parameters_to_ignore"][:3]))
