@@ -129,8 +129,8 @@ class WrapperTest(unittest.TestCase):
     def test_a_fully_sharded_model_is_refused(self):
         try:
             from torch.distributed.fsdp import fully_shard          # torch >= 2.6
-        except ImportError:
-            self.skipTest("no torch.distributed.fsdp.fully_shard in torch %s" % torch.__version__)
+        except (ImportError, ValueError) as e:   # 1.13 on Python 3.11: its fsdp package fails to import
+            self.skipTest("no torch.distributed.fsdp.fully_shard in torch %s (%s)" % (torch.__version__, e))
         # fully_shard needs a default group (a device mesh over it); the job's is formed
         # by job.steps(), so this test makes one of its own and frees it before track().
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
