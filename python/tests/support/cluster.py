@@ -45,7 +45,8 @@ def reference_hashes(world, steps, args=()):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    ends = [json.loads(line) for o in outs for line in o.splitlines() if '"end"' in line]
+    evs = [json.loads(line) for o in outs for line in o.splitlines() if line.startswith("{")]
+    ends = [e for e in evs if e.get("ev") == "end"]
     assert len(ends) == world, "a reference rank did not finish: %s" % outs
     return {e["rank"]: e["hash"] for e in ends}
 
