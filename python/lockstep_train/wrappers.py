@@ -22,7 +22,11 @@ differs it holds DDP's buckets until the last one arrives, then reduces the expe
 layout (the same products and collectives as everyone else) and hands the results back
 to DDP. From its second iteration on the spare's wrapper has rebuilt the same layout.
 The hook never raises into DDP's reducer: a failed collective fails the bucket's future,
-so DDP ends backward cleanly and backward() raises inside job.step_guard().
+so DDP ends backward cleanly and backward() raises inside job.step_guard(). DDP never
+waits on a collective itself: the buckets' all-reduces start as their buckets fill (as
+DDP's own), and the last bucket's hook waits for them with the job's abortable wait
+(heartbeating in_collective, giving up on the coordinator's abort) before it completes
+DDP's futures.
 
 Buffers: when DDP would broadcast them (broadcast_buffers=True and the model has some),
 a forward pre-hook broadcasts them from rank 0 over the current group (the same values
@@ -44,10 +48,6 @@ SUPPORTED = ("supported: a plain torch.nn.Module (pure data parallel: every rank
              "model), or torch.nn.parallel.DistributedDataParallel(model, process_group=job.ddp_group) "
              "with its default find_unused_parameters=False, gradient_as_bucket_view=False, "
              "static_graph=False and no communication hook of its own")
-
-
-def _first_value(fut):
-    return fut.value()[0]
 
 
 class UnsupportedWrapper(TypeError):
@@ -111,6 +111,7 @@ class DDPAdapter:
         self.pos = {id(p): i for i, p in enumerate(reducer.params)}
         self._first = None
         self._slow: List[tuple] = []    # (bucket index, DDP's bucket buffer, param indices, future) held
+        self._launched: List[tuple] = []  # (work, DDP's bucket buffer, future) all-reduced this iteration
         self.slow_iterations = 0        # iterations reduced in the expected layout, not DDP's (a spare's first)
         try:
             ddp.register_comm_hook(None, self._hook)
@@ -130,10 +131,11 @@ class DDPAdapter:
 
     def reset(self) -> None:
         """A failed step: forget held buckets (their futures fail if still open)."""
-        for _, _, _, fut in self._slow:
+        for fut in [f for *_, f in self._slow] + [f for *_, f in self._launched]:
             if not fut.done():
                 fut.set_exception(RuntimeError("lockstep: the step failed"))
         self._slow = []
+        self._launched = []
 
     def close(self) -> None:
         self.reset()
@@ -155,19 +157,39 @@ class DDPAdapter:
         idx = [self.pos[id(p)] for p in bucket.parameters()]
         want = self.expected()
         last = bucket.is_last()
+        fut = torch.futures.Future()
         if not self._slow and (want is None or (b < len(want) and want[b] == idx)):
             buf = bucket.buffer()
             torch.mul(buf, 1.0 / self.job.world_size, out=buf)   # DDP's mul_out by 1/world_size
-            fut = dist.all_reduce(buf, async_op=True).get_future().then(_first_value)
+            self._launched.append((dist.all_reduce(buf, async_op=True), buf, fut))
             if last:
+                self._wait_launched()
                 self._iteration_done()
             return fut
-        fut = torch.futures.Future()
         self._slow.append((b, bucket.buffer(), idx, fut))
         if last:
+            self._wait_launched()
             self._reduce_held(want)
             self._iteration_done()
         return fut
+
+    def _wait_launched(self):
+        """Wait for this iteration's bucket all-reduces in the last bucket's hook (backward
+        is done by then), with the job's abortable wait, and complete DDP's futures: DDP
+        itself never blocks on a collective, so a survivor behind a dead peer gives up
+        on the coordinator's abort like in the library's own collectives."""
+        launched, self._launched = self._launched, []
+        err = None
+        for work, buf, fut in launched:
+            if err is None:
+                try:
+                    self.job._wait(work)
+                except BaseException as e:
+                    err = e
+            if err is None:
+                fut.set_result(buf)
+            else:
+                fut.set_exception(err)
 
     def _iteration_done(self):
         if self.reducer.rebuilt is None and self.reducer._ready:
