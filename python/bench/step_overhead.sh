@@ -20,8 +20,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm
 trap cleanup EXIT
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-median_of() { grep -h '"end"' "$@" | sed 's/.*"median_step_s": \([0-9.e-]*\).*/\1/' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-hash_of() { grep -h '"end"' "$@" | sed 's/.*"hash": "\([0-9a-f]*\)".*/\1/' | sort -u; }
+median_of() { grep -h '"ev": "end"' "$@" | sed 's/.*"median_step_s": \([0-9.e-]*\).*/\1/' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+hash_of() { grep -h '"ev": "end"' "$@" | sed 's/.*"hash": "\([0-9a-f]*\)".*/\1/' | sort -u; }
 
 run_ddp() {  # $1 = output prefix
   local port; port=$(free_port); local ps=()
@@ -48,7 +48,7 @@ run_lockstep() {
 
 mean_of() {  # FIELD FILES...: the mean over ranks
   local f=$1; shift
-  grep -h '"end"' "$@" | sed "s/.*\"$f\": \([0-9.e-]*\).*/\1/" | awk '{s+=$1} END {printf "%.6f", s/NR}'
+  grep -h '"ev": "end"' "$@" | sed "s/.*\"$f\": \([0-9.e-]*\).*/\1/" | awk '{s+=$1} END {printf "%.6f", s/NR}'
 }
 pct() { awk -v d="$1" -v l="$2" 'BEGIN {printf "%.2f", (l - d) / d * 100}'; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.2f", (a[NR/2]+a[NR/2+1])/2}'; }

@@ -15,19 +15,20 @@ import logging
 import os
 import socket
 import time
-import types
 import urllib.parse
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
+from . import _torch_private as private
 from . import faults, seeding
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
 from .protocol import ProtocolError, Settings, new_member_id, parse_plan, settings_from
 from .reduce import GradientReducer
 from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
+from .wrappers import DDPAdapter, check_module
 
 log = logging.getLogger("lockstep_train")
 
@@ -63,6 +64,11 @@ class JobFailed(RuntimeError):
     e.g. "no replica holds step s"): the process should exit non-zero."""
 
 
+class UsageError(RuntimeError):
+    """The script uses the library wrongly (e.g. iterates job.steps() twice, tracks after
+    the first step). Never taken for a failed collective by job.step_guard()."""
+
+
 class JoinError(RuntimeError):
     """The coordinator refused this member (e.g. its rank is held by a live member)."""
 
@@ -78,7 +84,7 @@ class _Guard:
         return self
 
     def __exit__(self, et, ev, tb):
-        if et is None or not issubclass(et, (RuntimeError, OSError)) or issubclass(et, JobFailed):
+        if et is None or not issubclass(et, (RuntimeError, OSError)) or issubclass(et, (JobFailed, UsageError)):
             return False
         return self.job._record_failure(ev)
 
@@ -109,6 +115,10 @@ class Job:
         self._store_server = store_server   # this member's own TCPStore (kept open)
         self._state: Optional[TrackedState] = None
         self._reducer: Optional[GradientReducer] = None
+        self._ddp: Optional[DDPAdapter] = None   # a kept DistributedDataParallel wrapper
+        self._ddp_group: Any = None   # the size-1 group such a wrapper is built on
+        self._commit_hook: Any = None # the optimizer step hook's handle (torch >= 2.0)
+        self._steps_started = False   # job.steps() began (track() is refused from then on)
         self._formed = False
         self._failure = None          # message of the current step's failure
         self._applied = False         # optimizer.step() returned during the current step
@@ -130,32 +140,72 @@ class Job:
     def store_port(self) -> int:
         return self._store_server.port
 
+    @property
+    def ddp_group(self) -> Any:
+        """The process group to build a kept DistributedDataParallel wrapper on:
+        `DistributedDataParallel(model, process_group=job.ddp_group)`. It has size 1 and
+        belongs to the library; DDP's gradients go over the current generation's group
+        through a communication hook (wrappers.py). Not for the script's own collectives:
+        those use the default group, which the library forms for every generation."""
+        if self._ddp_group is None:
+            self._ddp_group = private.local_process_group(datetime.timedelta(seconds=self.hang_timeout))
+        return self._ddp_group
+
     def track(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
               extra: Any = None) -> None:
         """Register what a spare receives: the model's parameters and buffers, the
-        optimizer's state and hyperparameters, and `extra` (see state.TrackedState)."""
+        optimizer's state and hyperparameters, and `extra` (see state.TrackedState).
+        `model` is a plain module (the script calls job.all_reduce_gradients()) or a
+        DistributedDataParallel wrapper built with process_group=job.ddp_group (it reduces
+        the gradients itself). Sharded and tensor-parallel models are refused
+        (wrappers.SUPPORTED). Call it before job.steps()."""
+        if self._steps_started:
+            raise UsageError("lockstep_train: job.track() after job.steps() started: what a spare "
+                               "receives is fixed before the first step; call job.track(model, optimizer) "
+                               "once, before iterating job.steps()")
+        check_module(model)
+        is_ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
         if self._reducer is not None:
             self._reducer.close()
-        state = self._state = TrackedState(model, optimizer, extra)
-        self._reducer = GradientReducer(state.params, self.reduction, self.bucket_cap_mb,
-                                        overlap=self.overlap, wait=self._wait)
-        if optimizer is not None and not getattr(optimizer.step, "_lockstep_wrapped", False):
-            inner = optimizer.step
-            job = self
+        if self._ddp is not None:
+            self._ddp.close()
+            self._ddp = None
+        inner = model.module if is_ddp else model
+        state = TrackedState(inner, optimizer, extra)
+        if is_ddp:
+            cap_mb = private.ddp_options(model)["bucket_bytes_cap"] / (1024.0 * 1024.0)
+            reducer = GradientReducer(state.params, "ddp", cap_mb, overlap=False, wait=self._wait)
+            try:
+                self._ddp = DDPAdapter(self, model, reducer)
+            except BaseException:
+                reducer.close()
+                raise
+        else:
+            reducer = GradientReducer(state.params, self.reduction, self.bucket_cap_mb,
+                                      overlap=self.overlap, wait=self._wait)
+        self._state, self._reducer = state, reducer
+        if self._commit_hook is not None:
+            self._commit_hook.remove()
+            self._commit_hook = None
+        if optimizer is not None:
+            if hasattr(optimizer, "register_step_post_hook"):      # torch >= 2.0 (public)
+                self._commit_hook = optimizer.register_step_post_hook(lambda *_: self._committed())
+            else:
+                private.wrap_optimizer_step(optimizer, self._committed)
 
-            def step(opt, *args, **kwargs):
-                out = inner(*args, **kwargs)
-                job._applied = True   # the step is committed once optimizer.step() returned
-                return out
-            setattr(step, "_lockstep_wrapped", True)
-            # A bound method, as LR schedulers expect when they wrap optimizer.step in turn.
-            setattr(optimizer, "step", types.MethodType(step, optimizer))
+    def _committed(self) -> None:
+        self._applied = True   # the step is committed once optimizer.step() returned
 
     def steps(self, total: int) -> Iterator[int]:
         """Yield the step numbers to run, from the committed step to total-1. Forms and
         re-forms the process group; a failed or paused step is yielded again after the
-        re-form. Raises Exit when this member must leave."""
+        re-form. Raises Exit when this member must leave. Iterated once per process."""
         self._tracked("steps")
+        if self._steps_started:
+            raise UsageError("lockstep_train: job.steps() is iterated once per process (this job "
+                               "already ran its steps, or is running them); one job.steps() loop runs "
+                               "the whole training")
+        self._steps_started = True
         while True:
             if not self._formed:
                 self._form()
@@ -199,14 +249,23 @@ class Job:
 
     def all_reduce_gradients(self) -> None:
         """Average gradients over the ranks in DDP's bucket layout (see reduce.py): waits
-        for the bucket reductions that backward started and launches the rest."""
-        self._tracked("all_reduce_gradients")[1].reduce(self.step)
+        for the bucket reductions that backward started and launches the rest. Not with a
+        kept DDP wrapper (it reduces during backward)."""
+        reducer = self._tracked("all_reduce_gradients")[1]
+        if self._ddp is not None:
+            raise UsageError("lockstep_train: job.all_reduce_gradients() with a DistributedDataParallel "
+                               "wrapper: DDP already reduced the gradients in backward; remove the call")
+        reducer.reduce(self.step)
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
         """Like DDP's no_sync(): backward passes inside only accumulate gradients (for
         gradient-accumulation micro-batches); the backward after it reduces them."""
         reducer = self._tracked("no_sync")[1]
+        if self._ddp is not None:
+            with self._ddp.ddp.no_sync():
+                yield
+            return
         reducer.enabled = False
         try:
             yield
@@ -223,12 +282,14 @@ class Job:
         self.heartbeat.stop()
         if self._reducer is not None:
             self._reducer.close()
+        if self._ddp is not None:
+            self._ddp.reset()
         self._free_group()
 
     # -- internals ------------------------------------------------------------------------
     def _tracked(self, what: str) -> Tuple[TrackedState, GradientReducer]:
         if self._state is None or self._reducer is None:
-            raise RuntimeError("job.%s(): call job.track(model, optimizer) first" % what)
+            raise UsageError("job.%s(): call job.track(model, optimizer) first" % what)
         return self._state, self._reducer
 
     def _emit(self, name, **fields):
@@ -294,7 +355,7 @@ class Job:
         """Keep the group of an abandoned collective alive until the collective ends (by
         its timeout): destroying a group whose worker is blocked would block with it."""
         if dist.is_initialized():
-            self._zombies.append((time.monotonic(), dist.distributed_c10d._get_default_group(), work))
+            self._zombies.append((time.monotonic(), dist.group.WORLD, work))
 
     def _reap_zombies(self):
         # Dropped once the abandoned collective ended and long enough after it that the
@@ -307,7 +368,7 @@ class Job:
         self._reap_zombies()
         if dist.is_initialized():
             if self.backend == "nccl":
-                _abort_nccl()   # NCCL: without an abort the communicator can block forever
+                private.abort_nccl()   # NCCL: without an abort the communicator can block forever
             try:
                 dist.destroy_process_group()
             except Exception as e:
@@ -331,6 +392,8 @@ class Job:
         self._send_report()
         t0 = time.time()
         self._reducer.reset()        # in-flight bucket reductions hold the old group
+        if self._ddp is not None:
+            self._ddp.reset()
         self._free_group()
         self._emit("group_freed", seconds=time.time() - t0, reason=reason)
 
@@ -610,22 +673,6 @@ class Job:
 def _blob_sum(blob):
     """A 63-bit checksum of the meta record (it travels before the digests it holds)."""
     return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") >> 1
-
-
-def _abort_nccl():
-    """Abort the default group's NCCL communicators (torch 2.x APIs, whichever exists)."""
-    c10d = dist.distributed_c10d
-    try:
-        if hasattr(c10d, "_abort_process_group"):          # torch >= 2.4
-            c10d._abort_process_group()
-            return
-        pg = c10d._get_default_group()
-        backend = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
-        abort = getattr(backend, "abort", None) or getattr(backend, "_shutdown", None)
-        if abort is not None:
-            abort()
-    except Exception as e:
-        log.warning("lockstep: aborting the NCCL group failed: %r", e)
 
 
 def _local_address(coordinator):

@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from . import _torch_private as private
+
 MODES = ("ddp", "flat")
 log = logging.getLogger("lockstep_train")
 
@@ -65,7 +67,7 @@ class GradientReducer:
         self.overlap = overlap and mode == "ddp"
         self.params = [p for p in params if p.requires_grad]
         self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
-        self.first_bucket_bytes = dist._DEFAULT_FIRST_BUCKET_BYTES
+        self.first_bucket_bytes = private.first_bucket_bytes()
         self.rebuilt: Optional[List[List[int]]] = None           # DDP's steady-state buckets (lists of param indices)
         self.enabled = True           # False inside no_sync(): hooks only record
         self.overlapped = 0           # buckets launched from a hook (during backward)
@@ -83,7 +85,7 @@ class GradientReducer:
         """Call fn() after p's gradient has been accumulated into p.grad."""
         if hasattr(p, "register_post_accumulate_grad_hook"):        # torch >= 2.1
             return p.register_post_accumulate_grad_hook(lambda _p: fn())
-        acc = p.expand_as(p).grad_fn.next_functions[0][0]          # p's AccumulateGrad node
+        acc = private.accumulate_grad_node(p)                       # p's AccumulateGrad node
         self._accumulators.append(acc)                              # it must stay alive
         return acc.register_hook(lambda *_: fn())
 
@@ -94,6 +96,14 @@ class GradientReducer:
             if r is not None and self.enabled and not r.spoiled:
                 self._fill(r, i)
         return hook
+
+    def stop_recording(self) -> None:
+        """Remove the gradient hooks (a kept DDP wrapper reduces; the hooks were only
+        needed to record the gradient-ready order of the first iteration)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._accumulators = []
 
     def close(self) -> None:
         for h in self._hooks:
@@ -111,9 +121,8 @@ class GradientReducer:
 
     def first_buckets(self) -> List[List[int]]:
         """DDP's first-iteration layout: one bucket per dtype, parameter order."""
-        buckets, _ = dist._compute_bucket_assignment_by_size(
-            self.params, [sys.maxsize], [False] * len(self.params))
-        return [list(b) for b in reversed(buckets)]
+        buckets = private.compute_bucket_assignment_by_size(self.params, [sys.maxsize], [False] * len(self.params))
+        return list(reversed(buckets))
 
     def rebuilt_buckets(self, order: Sequence[int]) -> List[List[int]]:
         """DDP's rebuilt layout for a gradient-ready order (list of param indices)."""
@@ -123,10 +132,9 @@ class GradientReducer:
                 seen.add(i)
                 uniq.append(i)
         uniq += [i for i in range(len(self.params)) if i not in seen]   # unused: last
-        buckets, _ = dist._compute_bucket_assignment_by_size(
+        return private.compute_bucket_assignment_by_size(
             [self.params[i] for i in uniq], [self.first_bucket_bytes, self.bucket_bytes_cap],
             [False] * len(uniq), uniq)
-        return [list(b) for b in buckets]
 
     def layout_for(self, iteration: int) -> List[List[int]]:
         """The buckets used for the job's `iteration`-th reduction (0 = the first)."""

@@ -163,10 +163,13 @@ class TrackedState:
         self._load_extra(meta["extra"])
 
     def fingerprint(self) -> Tuple[int, int]:
-        """(s1, s2) over every tensor sync_tensors() holds, each in place (no copy of the
-        state), weighted by its position: replicas of the same step have the same."""
+        """(s1, s2) over the parameters and the optimizer state, each in place (no copy
+        of the state), weighted by its position: replicas of the same step have the same.
+        Not the buffers: under DDP they legitimately differ between ranks (BatchNorm's
+        running statistics are updated from each rank's own batch after rank 0's are
+        broadcast), so they would make healthy replicas look diverged."""
         s1 = s2 = 0
-        for i, t in enumerate(self.sync_tensors()):
+        for i, t in enumerate(self.params + self.optimizer_tensors()):
             a, b = fingerprint(t)
             s1, s2 = _wrap(s1 + (2 * i + 1) * a), _wrap(s2 + (2 * i + 1) * b)
         return s1, s2

@@ -2,7 +2,8 @@
 of support/fault_matrix.py (the benchmark e2e/bench/migration-faults runs all of them
 over several seeds). Each run: 4 ranks and 2 hot spares with the real coordinator; a
 rank dies, and while the job recovers, a second member is killed or stopped at a chosen
-phase (the library's test-only hooks, lockstep_train/faults.py). Asserted: every rank
+phase (the library's test-only hooks, lockstep_train/faults.py); the workers keep
+torch's DistributedDataParallel wrapper. Asserted: every rank
 finishes with the parameters of a fault-free DDP run bit for bit, every step committed
 once, healthy ranks keep their processes, and a death the coordinator knows about does
 not cost a collective timeout.
@@ -25,6 +26,9 @@ from support.cluster import reference_hash  # noqa: E402
 ALWAYS = ["source killed after the meta record", "source hung between tensor buckets",
           "survivor killed before the store"]
 SAMPLE = 2      # more, drawn by the seed from the rest
+# The workers keep torch's DistributedDataParallel (built on job.ddp_group), as a user's
+# script does; test_migration covers the library's own reducer (job.all_reduce_gradients()).
+WRAP = {"LOCKSTEP_TEST_WRAP": "ddp"}
 
 
 def sample(seed):
@@ -48,7 +52,7 @@ class FaultsDuringRecoveryTest(unittest.TestCase):
         print("fault sample seed %d" % self.seed, file=sys.stderr)
         for i, scenario in enumerate(sample(self.seed)):
             with self.subTest(scenario=scenario[0]):
-                r = fm.run(self.binary, self.ref, scenario, self.seed + i)
+                r = fm.run(self.binary, self.ref, scenario, self.seed + i, worker_env=WRAP)
                 print("%-50s %s: first fault %s, recovered from both in %s s" % (
                     scenario[0], "ok" if r["ok"] else "FAILED", r["first"], r.get("recovery_s")), file=sys.stderr)
                 self.assertTrue(r["ok"], "%s (seed %d, first fault %s, then %s on the %s): %s\n%s"

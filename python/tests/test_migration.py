@@ -13,6 +13,7 @@ sys.path.insert(0, HERE)
 
 from support.cluster import Cluster  # noqa: E402
 from support.cluster import reference_hash as cluster_reference_hash  # noqa: E402
+from support.cluster import reference_hashes  # noqa: E402
 
 WORLD = 3
 STEPS = 40
@@ -40,8 +41,12 @@ class MigrationTest(unittest.TestCase):
             raise AssertionError("LOCKSTEP_COORDINATOR_BIN=%s is not an executable" % cls.binary)
         cls.ref = reference_hash()
 
+    WRAP = {}           # more worker environment (the subclass keeps a DDP wrapper)
+
     def setUp(self):
         self.c = Cluster(self.binary, WORLD, COORD_ARGS)
+        start = self.c.start
+        self.c.start = lambda *a, env=None, **kw: start(*a, env=dict(self.WRAP, **(env or {})), **kw)
 
     def tearDown(self):
         self.c.stop()
@@ -57,10 +62,12 @@ class MigrationTest(unittest.TestCase):
     def registered(self, idx):
         self.c.wait_for(lambda: self.c.of(idx, "registered"), "worker %d to register" % idx)
 
-    def assert_completed(self, healthy, newcomer, rank):
+    def assert_completed(self, healthy, newcomer, rank, ref=None):
         """healthy: worker indexes that must finish in their original process; newcomer:
-        the spare that must finish as `rank`."""
+        the spare that must finish as `rank`; ref: the plain-DDP hash (default: self.ref),
+        or {rank: hash}."""
         c = self.c
+        ref = ref or self.ref
         c.wait_exit(healthy + [newcomer])
         dump = c.dump()
         for i in healthy + [newcomer]:
@@ -68,7 +75,8 @@ class MigrationTest(unittest.TestCase):
             ends = c.of(i, "end")
             self.assertEqual(len(ends), 1, dump)
             self.assertEqual(ends[0]["step"], STEPS, dump)
-            self.assertEqual(ends[0]["hash"], self.ref, "final parameters differ from plain DDP:\n" + dump)
+            want = ref[ends[0]["rank"]] if isinstance(ref, dict) else ref
+            self.assertEqual(ends[0]["hash"], want, "final parameters differ from plain DDP:\n" + dump)
             self.assertEqual(ends[0]["pid"], c.procs[i].pid)
         self.assertEqual(c.of(newcomer, "end")[0]["rank"], rank)
         for i in healthy:
@@ -77,6 +85,12 @@ class MigrationTest(unittest.TestCase):
         spare_steps = [e["step"] for e in c.of(newcomer, "committed")]
         self.assertEqual(spare_steps, list(range(spare_steps[0], STEPS + 1)), dump)
         self.assertGreater(spare_steps[0], 1, "the spare must resume, not start over")
+        if self.WRAP:
+            # The spare's new DDP wrapper reduced its first step in the survivors' bucket
+            # layout (held buckets), then rebuilt the same one; the kept wrappers never differed.
+            self.assertEqual(c.of(newcomer, "end")[0]["slow_iterations"], 1, dump)
+            for i in healthy:
+                self.assertEqual(c.of(i, "end")[0]["slow_iterations"], 0, dump)
 
     def assert_committed_once(self, i, dump):
         """Every step committed exactly once, in order, in one process: nothing lost,
@@ -190,6 +204,30 @@ class MigrationTest(unittest.TestCase):
                         "rank 0 to wait for a spare")
         spare = self.c.start("spare")
         self.assert_completed([ranks[0], ranks[1]], spare, 2)
+
+
+class DDPWrapperMigrationTest(MigrationTest):
+    """The same faults with the script keeping torch's DistributedDataParallel (built on
+    job.ddp_group, no job.all_reduce_gradients()): every rank ends with the parameters of
+    the fault-free plain-DDP run, and the survivors' wrappers are the objects they built."""
+    WRAP = {"LOCKSTEP_TEST_WRAP": "ddp"}
+    # Not repeated with the wrapper (the coordinator and spare-pool paths do not depend on it).
+    test_training_goes_on_while_the_coordinator_is_down_and_a_restarted_one_recovers_a_crash = None
+    test_a_spare_that_dies_while_joining_is_replaced_by_the_next_spare = None
+    test_no_spare_waits_then_a_late_spare_takes_over = None
+
+    def test_sigkill_with_buffers_that_ddp_broadcasts(self):
+        """A BatchNorm layer: DDP broadcasts rank 0's buffers in every forward; the
+        library does it over the current group (the hash covers the buffers too)."""
+        args = ("--batchnorm",)
+        ref = reference_hashes(WORLD, STEPS, args)       # per rank: the last forward updates them locally
+        self.assertEqual(len(set(ref.values())), WORLD)
+        ranks = [self.c.start("rank", r, hold=(r == 1), hold_at=HOLD_AT, args=args) for r in range(WORLD)]
+        spare = self.c.start("spare", args=args)
+        self.registered(spare)
+        self.c.wait_for(lambda: self.c.of(ranks[1], "holding"), "rank 1 to reach step %d" % HOLD_AT)
+        self.c.signal(ranks[1], signal.SIGKILL)
+        self.assert_completed([ranks[0], ranks[2]], spare, 1, ref=ref)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,14 @@ SAFETY_S = 120     # only so that a broken run fails instead of hanging; never a
 
 def reference_hash(world, steps, args=()):
     """Final parameters of a fault-free plain DistributedDataParallel run of the worker."""
+    hashes = set(reference_hashes(world, steps, args).values())
+    assert len(hashes) == 1, "the reference ranks disagree: %s" % hashes
+    return hashes.pop()
+
+
+def reference_hashes(world, steps, args=()):
+    """{rank: final hash} of a fault-free plain DDP run (ranks differ where the hash
+    covers per-rank state, e.g. BatchNorm running statistics after the last forward)."""
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -37,9 +45,10 @@ def reference_hash(world, steps, args=()):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    hashes = {json.loads(line)["hash"] for o in outs for line in o.splitlines() if '"end"' in line}
-    assert len(hashes) == 1, "the reference ranks disagree: %s" % hashes
-    return hashes.pop()
+    evs = [json.loads(line) for o in outs for line in o.splitlines() if line.startswith("{")]
+    ends = [e for e in evs if e.get("ev") == "end"]
+    assert len(ends) == world, "a reference rank did not finish: %s" % outs
+    return {e["rank"]: e["hash"] for e in ends}
 
 
 class Cluster:

@@ -46,8 +46,10 @@ def draw(seed):
     return r.choice([1, 2, 3]), r.randint(3, 8)
 
 
-def run(binary, ref, scenario, seed):
-    """One run. Returns {name, seed, ok, error, recovery_s, generations, detail}."""
+def run(binary, ref, scenario, seed, worker_env=None):
+    """One run. Returns {name, seed, ok, error, recovery_s, generations, detail}.
+    worker_env: more environment for every worker (e.g. LOCKSTEP_TEST_WRAP=ddp)."""
+    base_env = dict(WORKER_ENV, **(worker_env or {}))
     name, role, fault = scenario
     first_rank, first_step = draw(seed)
     survivors = [r for r in range(WORLD) if r != first_rank]
@@ -62,18 +64,18 @@ def run(binary, ref, scenario, seed):
     try:
         ranks = []
         for r in range(WORLD):
-            env = dict(WORKER_ENV)
+            env = dict(base_env)
             if r == first_rank:
                 env["LOCKSTEP_TEST_FAULT"] = "step#%d@0" % first_step
             elif r == victim_rank:
                 env["LOCKSTEP_TEST_FAULT"] = fault
             ranks.append(c.start("rank", r, steps=STEPS, env=env))
-        spare_env = dict(WORKER_ENV)
+        spare_env = dict(base_env)
         if role == "spare":
             spare_env["LOCKSTEP_TEST_FAULT"] = fault
         spares = [c.start("spare", steps=STEPS, env=spare_env)]
         c.wait_for(lambda: c.of(spares[0], "registered"), "the first spare to register")
-        spares.append(c.start("spare", steps=STEPS, env=dict(WORKER_ENV)))
+        spares.append(c.start("spare", steps=STEPS, env=dict(base_env)))
         victim = {"source": ranks[source], "receiver": ranks[receiver], "spare": spares[0]}[role]
         finishers = [i for i in ranks + spares if i not in (ranks[first_rank], victim)]
         c.wait_exit(finishers)

@@ -7,7 +7,9 @@ Options: --steps N, --step-sleep S (pacing, so a planned migration has steps lef
 all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
 as a plan arrives (before forming the group). LOCKSTEP_TEST_DEVICE=cuda: the model, its
 optimizer state and the batches on the GPU (gloo with CUDA tensors; the batches are drawn
-on the CPU, so the data is the same on every device)."""
+on the CPU, so the data is the same on every device). LOCKSTEP_TEST_WRAP=ddp: the script
+keeps torch's DistributedDataParallel (built on job.ddp_group) instead of calling
+job.all_reduce_gradients()."""
 import argparse
 import datetime
 import hashlib
@@ -30,9 +32,14 @@ def emit(ev, **fields):
     sys.stdout.flush()
 
 
+BATCHNORM = "--batchnorm" in sys.argv   # a BatchNorm layer: buffers DDP broadcasts from rank 0 in forward
+
+
 def build():
     torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(), nn.Linear(HID, OUT)).to(DEVICE)
+    norm = [nn.BatchNorm1d(HID)] if BATCHNORM else []
+    model = nn.Sequential(nn.Linear(IN, HID), *norm, nn.ReLU(), nn.Linear(HID, HID), nn.ReLU(),
+                          nn.Linear(HID, OUT)).to(DEVICE)
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
 
 
@@ -75,6 +82,19 @@ class StepTimer:
         return (self.cpu1 - self.cpu0) / len(self.times)
 
 
+def memory(phase):
+    """This process's resident memory now and its peak (kB, from /proc/self/status)."""
+    got = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    got[line.split(":")[0]] = int(line.split()[1])
+    except OSError:
+        return
+    emit("memory", phase=phase, rss_kb=got.get("VmRSS"), hwm_kb=got.get("VmHWM"))
+
+
 def batch(step, rank):
     import lockstep_train as ls
     ls.seeding.seed(step, rank)
@@ -82,15 +102,19 @@ def batch(step, rank):
 
 
 def digest(model):
-    return hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
+    """Parameters, and with --batchnorm the buffers too (running statistics)."""
+    ts = list(model.parameters()) + (list(model.buffers()) if BATCHNORM else [])
+    return hashlib.sha256(b"".join(t.detach().cpu().numpy().tobytes() for t in ts)).hexdigest()
 
 
 def run_ddp(a):
     rank, world = int(os.environ["LOCKSTEP_RANK"]), int(os.environ["LOCKSTEP_WORLD_SIZE"])
     store = dist.TCPStore("127.0.0.1", a.port, world, rank == 0, datetime.timedelta(seconds=60))
+    memory("start")
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     model, opt = build()
     ddp = nn.parallel.DistributedDataParallel(model)
+    memory("tracked")
     timer = StepTimer()
     for step in range(a.steps):
         timer.tick(step)
@@ -99,6 +123,7 @@ def run_ddp(a):
         opt.step()
         opt.zero_grad()
     timer.tick(a.steps)
+    memory("end")
     emit("end", rank=rank, step=a.steps, hash=digest(model), median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step())
     dist.destroy_process_group()
 
@@ -113,29 +138,44 @@ def run_lockstep(a):
             emit("holding", rank=f.get("rank"), step=f.get("step"))
             while True:
                 time.sleep(1)
+    memory("start")
     job = ls.join(on_event=on_event, overlap=not a.no_overlap, heartbeat_interval=a.heartbeat_interval)
     model, opt = build()
-    job.track(model, opt)
+    wrapped = os.environ.get("LOCKSTEP_TEST_WRAP") == "ddp"
+    if wrapped:   # the user keeps DDP: built on the library's group, it reduces the gradients
+        net = nn.parallel.DistributedDataParallel(model, process_group=job.ddp_group)
+        job.track(net, opt)
+    else:
+        net = model
+        job.track(model, opt)
+    memory("tracked")
     hold = os.environ.get("LOCKSTEP_TEST_HOLD") == "1"
     timer = StepTimer()
     for step in job.steps(a.steps):
         timer.tick(step)
         with job.step_guard():
             x, y = batch(step, job.rank)
-            nn.functional.mse_loss(model(x), y).backward()
+            if hold and step == a.hold_at and wrapped:   # DDP reduces in backward: hold before it
+                emit("holding", rank=job.rank, step=step)
+                while True:
+                    time.sleep(1)
+            nn.functional.mse_loss(net(x), y).backward()
             if hold and step == a.hold_at:
                 emit("holding", rank=job.rank, step=step)
                 while True:
                     time.sleep(1)
-            job.all_reduce_gradients()
+            if not wrapped:
+                job.all_reduce_gradients()
             opt.step()
             opt.zero_grad()
         if not job.failed and not a.quiet:
             emit("committed", rank=job.rank, step=step + 1, generation=job.generation)
             time.sleep(a.step_sleep)
     timer.tick(a.steps)
+    memory("end")
     emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
-         median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step())
+         median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step(),
+         slow_iterations=job._ddp.slow_iterations if wrapped else None)
 
 
 def main():
@@ -149,6 +189,7 @@ def main():
     ap.add_argument("--quiet", action="store_true", help="no per-step events (benchmark)")
     ap.add_argument("--no-overlap", action="store_true", help="reduce after backward (benchmark)")
     ap.add_argument("--heartbeat-interval", type=float, default=0.75)
+    ap.add_argument("--batchnorm", action="store_true", help="a BatchNorm1d after the first layer")
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)

@@ -1,0 +1,167 @@
+"""Every private (underscore) or undocumented torch API the library uses, in one place.
+
+Each entry says what it is for and the torch versions it was checked on. The whole test
+suite runs on both ends of the supported range on every test run: Debian's torch 1.13
+(1.13.0a0) and PyPI's torch 2.15 (python/torch2-requirements.txt). A torch outside
+[1.13, 2.15] fails here, when the library first needs one of these, with a message
+naming what it needs (LOCKSTEP_UNCHECKED_TORCH=1 tries anyway, with a warning), and a
+torch inside the range that lacks one fails with a message naming it, never silently.
+
+| what | used for | checked on |
+|---|---|---|
+| `dist._DEFAULT_FIRST_BUCKET_BYTES` | DDP's first rebuilt bucket size (bit identity with DDP) | 1.13, 2.15 |
+| `dist._compute_bucket_assignment_by_size` | DDP's own bucket assignment (bit identity with DDP) | 1.13, 2.15 |
+| `AccumulateGrad` node via `p.expand_as(p).grad_fn.next_functions` | gradient-ready hook before torch 2.1 (`register_post_accumulate_grad_hook` after) | 1.13 |
+| `optimizer.step` replaced on the instance | "step committed" before torch 2.0 (`register_step_post_hook` after) | 1.13 |
+| `dist.ProcessGroup(store, rank, size)`, `._register_backend`, `._set_default_backend` | the size-1 stand-in group a kept DDP wrapper is built on (torch 2.x; 1.13: the public `dist.ProcessGroupGloo`) | 2.15 |
+| `c10d._abort_process_group`; `pg._get_backend`, NCCL backend `abort`/`_shutdown` | aborting NCCL communicators at a re-form | 2.15 (untested: no GPU) |
+| DDP attributes `module`, `process_group`, `find_unused_parameters`, `gradient_as_bucket_view`, `static_graph`, `bucket_bytes_cap`, `parameters_to_ignore`, `will_sync_module_buffers()` (undocumented, no underscore) | checking a kept DDP wrapper's options | 1.13, 2.15 |
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import re
+import types
+from typing import Any, Callable, List, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger("lockstep_train")
+
+CHECKED = ((1, 13), (2, 15))          # the versions this module was checked on (both ends)
+_warned = set()
+
+
+class UnsupportedTorch(RuntimeError):
+    """This torch lacks a private API the library needs, or is outside the checked range."""
+
+
+def torch_version(v: str = None) -> Tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", v or torch.__version__)
+    if not m:
+        raise UnsupportedTorch("lockstep_train: cannot parse torch version %r" % (v or torch.__version__))
+    return int(m.group(1)), int(m.group(2))
+
+
+def require(what: str, present: bool = True, version: str = None) -> None:
+    """Fail with a clear message unless torch is in the checked range and has `what`."""
+    v = torch_version(version)
+    if not CHECKED[0] <= v <= CHECKED[1]:
+        msg = ("lockstep_train needs %s, a private torch API checked on torch %s to %s only; this is "
+               "torch %s. Use a torch in that range, or set LOCKSTEP_UNCHECKED_TORCH=1 to try anyway"
+               % (what, "%d.%d" % CHECKED[0], "%d.%d" % CHECKED[1], version or torch.__version__))
+        if os.environ.get("LOCKSTEP_UNCHECKED_TORCH") != "1":
+            raise UnsupportedTorch(msg)
+        if what not in _warned:
+            _warned.add(what)
+            log.warning("lockstep: %s (LOCKSTEP_UNCHECKED_TORCH=1: trying anyway)", msg)
+    if not present:
+        raise UnsupportedTorch("lockstep_train needs %s, which torch %s does not have (checked on %s and %s)"
+                               % (what, version or torch.__version__, "%d.%d" % CHECKED[0], "%d.%d" % CHECKED[1]))
+
+
+# -- DDP's bucket layout -------------------------------------------------------------------
+def first_bucket_bytes() -> int:
+    require("dist._DEFAULT_FIRST_BUCKET_BYTES", hasattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES"))
+    return dist._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def compute_bucket_assignment_by_size(tensors: Sequence[torch.Tensor], limits: Sequence[int],
+                                      sparse: Sequence[bool], order: Sequence[int] = None) -> List[List[int]]:
+    require("dist._compute_bucket_assignment_by_size", hasattr(dist, "_compute_bucket_assignment_by_size"))
+    if order is None:
+        buckets, _ = dist._compute_bucket_assignment_by_size(list(tensors), list(limits), list(sparse))
+    else:
+        buckets, _ = dist._compute_bucket_assignment_by_size(list(tensors), list(limits), list(sparse),
+                                                             list(order))
+    return [list(b) for b in buckets]
+
+
+# -- gradient hooks before torch 2.1 --------------------------------------------------------
+def accumulate_grad_node(p: torch.Tensor) -> Any:
+    """p's AccumulateGrad autograd node (its post hooks run once p.grad was accumulated)."""
+    fn = p.expand_as(p).grad_fn
+    require("the AccumulateGrad node (grad_fn.next_functions)", fn is not None and bool(fn.next_functions))
+    return fn.next_functions[0][0]
+
+
+# -- "the step is committed" -----------------------------------------------------------------
+def wrap_optimizer_step(optimizer: torch.optim.Optimizer, on_step: Callable[[], None]) -> None:
+    """torch < 2.0 has no optimizer step hooks: replace the instance's step by a bound
+    method that calls on_step() after the real step returned (LR schedulers wrap it in
+    turn, so it must stay a bound method)."""
+    require("optimizer.step replaced on the instance (no register_step_post_hook before torch 2.0)")
+    if getattr(optimizer.step, "_lockstep_wrapped", False):
+        return
+    inner = optimizer.step
+
+    def step(opt, *args, **kwargs):
+        out = inner(*args, **kwargs)
+        on_step()
+        return out
+    setattr(step, "_lockstep_wrapped", True)
+    setattr(optimizer, "step", types.MethodType(step, optimizer))
+
+
+# -- the stand-in group a kept DDP wrapper is built on ---------------------------------------
+def local_process_group(timeout: datetime.timedelta) -> Any:
+    """A process group of size 1 (rank 0) on a private in-memory store, usable by DDP's
+    constructor and reducer: its collectives involve this process only. Not registered
+    with torch.distributed (destroy_process_group() never touches it)."""
+    store = dist.HashStore()
+    if torch_version() < (2, 0):
+        return dist.ProcessGroupGloo(store, 0, 1, timeout)      # a ProcessGroup in torch 1.x (public)
+    PG = dist.ProcessGroup
+    require("dist.ProcessGroup(store, rank, size)._register_backend/_set_default_backend",
+            hasattr(PG, "_register_backend") and hasattr(PG, "_set_default_backend"))
+    pg = PG(dist.PrefixStore("lockstep-local/", store), 0, 1)
+    backend = dist.ProcessGroupGloo(dist.PrefixStore("cpu/", store), 0, 1, timeout)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for d in devices:
+        pg._register_backend(torch.device(d), PG.BackendType.GLOO, backend)
+    pg._set_default_backend(PG.BackendType.GLOO)
+    return pg
+
+
+# -- NCCL abort ------------------------------------------------------------------------------
+def abort_nccl() -> None:
+    """Abort the default group's NCCL communicators (torch 2.x APIs, whichever exists)."""
+    c10d = dist.distributed_c10d
+    try:
+        if hasattr(c10d, "_abort_process_group"):          # torch >= 2.4
+            c10d._abort_process_group()
+            return
+        pg = dist.group.WORLD
+        backend = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
+        abort = getattr(backend, "abort", None) or getattr(backend, "_shutdown", None)
+        if abort is not None:
+            abort()
+    except Exception as e:
+        log.warning("lockstep: aborting the NCCL group failed: %r", e)
+
+
+# -- a kept DistributedDataParallel wrapper ----------------------------------------------------
+DDP_ATTRIBUTES = ("module", "process_group", "find_unused_parameters", "gradient_as_bucket_view",
+                  "bucket_bytes_cap")
+
+
+def ddp_options(ddp: Any) -> dict:
+    """The options of a DDP wrapper the library checks (undocumented attributes)."""
+    missing = [a for a in DDP_ATTRIBUTES if not hasattr(ddp, a)]
+    require("DistributedDataParallel attributes %s" % ", ".join(DDP_ATTRIBUTES), not missing)
+    return {"module": ddp.module, "process_group": ddp.process_group,
+            "find_unused_parameters": bool(ddp.find_unused_parameters),
+            "gradient_as_bucket_view": bool(ddp.gradient_as_bucket_view),
+            "static_graph": bool(getattr(ddp, "static_graph", False)),
+            "bucket_bytes_cap": int(ddp.bucket_bytes_cap),
+            "parameters_to_ignore": list(getattr(ddp, "parameters_to_ignore", None) or [])}
+
+
+def ddp_will_sync_buffers(ddp: Any) -> bool:
+    """Whether DDP's forward broadcasts the module's buffers from rank 0 this time."""
+    f = getattr(ddp, "will_sync_module_buffers", None)
+    require("DistributedDataParallel.will_sync_module_buffers()", f is not None)
+    return bool(f())
