@@ -170,8 +170,12 @@ series_catalogue $AGENT_PROM "$(ns 1)" >"$OUT/series-agents.json"
 
 # 3. Operator: scraped as the ServiceMonitor would (job = the metrics Service,
 # namespace = the release namespace: labels prometheus-operator adds).
+# Only the leader reconciles (and so exports lockstep_reconcile_duration_seconds):
+# the suite's shared operator "a" steps aside (later tests start it again).
+if operator_alive a; then stop_operator a TERM; fi
 start_operator alerts
 log=$STATE/operator-alerts.log
+wait_for "operator alerts leads" 60 grep -q '"msg":"became leader"' "$log"
 MPORT=$(grep '"msg":"serving"' "$log" | head -n 1 | jq -r .metrics_port)
 [[ $MPORT =~ ^[0-9]+$ ]] || fail "no metrics port in the operator's log"
 OP_PROM=$(free_port)

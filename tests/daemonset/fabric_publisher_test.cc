@@ -119,6 +119,11 @@ TEST_CASE("publisher: a decision is published within the change gap, flaps and a
 TEST_CASE("publisher: stalls are counted, a judged one is published at once", "[daemonset][fabric]") {
   Fixture f;
   const MonoTime now = f.clock.Monotonic();
+  // Both counters are exported at 0 before the first stall (rate() and the
+  // dashboards need the series to exist).
+  const std::string text = f.registry.Render();
+  CHECK(text.find("lockstep_fabric_prober_stalls_total 0") != std::string::npos);
+  CHECK(text.find("lockstep_fabric_prober_stalls_judged_total 0") != std::string::npos);
   f.publisher.Publish(now, f.monitor);
   f.publisher.NoteStall(now, 60ms, fabric::Stall::kExcused);
   CHECK(f.Value("lockstep_fabric_prober_stalls_total", {}) == 1);

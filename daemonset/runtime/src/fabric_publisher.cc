@@ -76,6 +76,7 @@ FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup
       prober_stalled_(registry.Gauge("lockstep_fabric_prober_stalled",
                                      "1 while a stall was judged within the last stall window: the prober is late "
                                      "so often that stalls are no longer excused (FabricHealth ProberStalled)")) {
+  stalls_.Inc({}, 0);
   stalls_judged_.Inc({}, 0);
   prober_stalled_.Set(0);
   for (const RailInfo& r : setup_.rails) {
