@@ -104,7 +104,9 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
   }
   if (!failed.ok()) {
     log::Warn("trainingjob reconcile failed", {{"trainingjob", key}, {"error", failed.error().message}});
-    events_.Warning(*job, "ReconcileFailed", failed.error().message);
+    // A conflict is a stale cache (usually our own status write not seen
+    // yet): retried at once, nothing to tell the user.
+    if (failed.code() != ErrorCode::kConflict) events_.Warning(*job, "ReconcileFailed", failed.error().message);
     return ReconcileResult::Fail(failed.error());
   }
   return ReconcileResult::Done();
