@@ -27,11 +27,12 @@ Json Job(int replicas = 2, int spares = 1) {
             {"template", {{"spec", {{"containers", Json::array({{{"name", "train"}, {"image", "t:1"}}})}}}}}}}};
 }
 
-OperatorOptions Options() {
+OperatorOptions Options(bool leader_elect = false) {
   OperatorOptions o;
   o.settings.namespace_name = "ls";
   o.workers = 2;
-  o.leader_elect = false;
+  o.leader_elect = leader_elect;
+  o.election.identity = "test";
   o.training_jobs.coordinator_image = "coord:test";
   o.training_jobs.coordinator_cluster_role = "lockstep-coordinator";
   return o;
@@ -58,9 +59,9 @@ struct Synced {
   FakeClock clock;
   FakeKubeApi api{clock};
   std::unique_ptr<Operator> op;
-  explicit Synced(const Json& job = Job()) {
+  explicit Synced(const Json& job = Job(), bool leader_elect = false) {
     REQUIRE(api.Create(gvr::kTrainingJobs, "ml", job).ok());
-    auto built = BuildOperator(api, clock, Options());
+    auto built = BuildOperator(api, clock, Options(leader_elect));
     REQUIRE(built.ok());
     op = std::move(*built);
     Fill();
@@ -185,6 +186,21 @@ TEST_CASE("trainingjob reconcile: a pytorchJobRef job is reported once, with an 
   const uint64_t writes = s.api.WriteCount();
   CHECK_FALSE(s.Reconcile().error);
   CHECK(s.api.WriteCount() == writes);
+}
+
+TEST_CASE("trainingjob leadership: a standby holds the job's key without work until it leads", "[operator][leader]") {
+  Synced s(Job(), /*leader_elect=*/true);
+  auto& ctl = s.op->trainingjob_controller();
+  const uint64_t writes = s.api.WriteCount();
+  while (ctl.ProcessOne()) {}
+  CHECK(ctl.HeldLen() == 1);
+  CHECK(s.api.WriteCount() == writes);
+  CHECK(s.api.Objects(gvr::kPods).empty());
+
+  REQUIRE(s.op->elector()->Poll());  // leads: the held key comes back
+  CHECK(ctl.HeldLen() == 0);
+  REQUIRE(ctl.ProcessOne());
+  CHECK(s.api.Peek(gvr::kPods, "ml", "demo-rank-0"));
 }
 
 TEST_CASE("trainingjob controller: informers and workers converge a job and follow its pods", "[operator]") {
