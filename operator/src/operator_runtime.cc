@@ -74,7 +74,7 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       job_reconciler_(fenced_,
                       {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
                        job_configmaps_.store(), job_services_.store()},
-                      events_, clock, options_.training_jobs),
+                      events_, clock, registry_, options_.training_jobs),
       policy_ctl_(policy_reconciler_, clock,
                   {.name = "fabricpolicy", .workers = options_.workers, .registry = &registry_,
                    .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),

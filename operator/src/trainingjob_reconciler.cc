@@ -17,8 +17,15 @@ std::vector<std::string> TrainingJobKeysForPod(const Json& pod) {
 }
 
 TrainingJobReconciler::TrainingJobReconciler(kube::KubeApi& api, TrainingJobCaches caches, kube::EventRecorder& events,
-                                             Clock& clock, TrainingJobSettings settings)
-    : api_(api), caches_(caches), events_(events), clock_(clock), settings_(std::move(settings)) {}
+                                             Clock& clock, metrics::Registry& registry, TrainingJobSettings settings)
+    : api_(api),
+      caches_(caches),
+      events_(events),
+      clock_(clock),
+      pods_(registry.Counter("lockstep_trainingjob_pods_total",
+                             "Pods the TrainingJob controller created or deleted, by role (rank, coordinator, spare)",
+                             {"role", "action"})),
+      settings_(std::move(settings)) {}
 
 Status TrainingJobReconciler::ApplyChild(const Json& obj, bool* changed) {
   const std::string kind = obj.value("kind", "");
@@ -66,7 +73,10 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     for (const Json& pod : plan.create_pods) {
       auto r = api_.Create(kube::gvr::kPods, ns, pod);
       if (r.ok() || r.code() == ErrorCode::kAlreadyExists) {
-        if (r.ok()) created.push_back(kube::Name(pod));
+        if (r.ok()) {
+          created.push_back(kube::Name(pod));
+          pods_.Inc({kube::GetString(pod, {"metadata", "labels", kRoleLabel}), "created"});
+        }
         continue;
       }
       failed = Error{r.code(), "Pod " + ns + "/" + kube::Name(pod) + ": " + r.error().message};
@@ -75,7 +85,11 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
   }
   if (failed.ok()) {
     for (const std::string& pod : plan.delete_pods) {
+      kube::ObjectPtr cached = caches_.pods.Get(ns, pod);
       Status s = api_.Delete(kube::gvr::kPods, ns, pod);
+      if (s.ok()) {
+        pods_.Inc({cached ? kube::GetString(*cached, {"metadata", "labels", kRoleLabel}) : "", "deleted"});
+      }
       if (!s.ok() && s.code() != ErrorCode::kNotFound) {
         failed = Error{s.code(), "deleting Pod " + ns + "/" + pod + ": " + s.error().message};
         break;

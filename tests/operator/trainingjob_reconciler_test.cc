@@ -58,10 +58,13 @@ Json Condition(const Json& obj, const std::string& type) {
 struct Synced {
   FakeClock clock;
   FakeKubeApi api{clock};
+  metrics::Registry registry;
   std::unique_ptr<Operator> op;
   explicit Synced(const Json& job = Job(), bool leader_elect = false) {
     REQUIRE(api.Create(gvr::kTrainingJobs, "ml", job).ok());
-    auto built = BuildOperator(api, clock, Options(leader_elect));
+    OperatorOptions o = Options(leader_elect);
+    o.registry = &registry;
+    auto built = BuildOperator(api, clock, o);
     REQUIRE(built.ok());
     op = std::move(*built);
     Fill();
@@ -94,6 +97,9 @@ TEST_CASE("trainingjob reconcile: creates the coordinator and rank pods once, th
   CHECK_FALSE(s.api.Peek(gvr::kPods, "ml", "demo-rank-2"));
   CHECK(s.Stored()["status"]["phase"] == "Pending");
   CHECK(Calls(s.api, Verb::kPatch, "trainingjobs", "status") == 1);
+  auto& pods = s.registry.Counter("lockstep_trainingjob_pods_total", "", {"role", "action"});
+  CHECK(pods.Get({"rank", "created"}) == 2);
+  CHECK(pods.Get({"coordinator", "created"}) == 1);
 
   const uint64_t writes = s.api.WriteCount();
   for (int i = 0; i < 3; ++i) {

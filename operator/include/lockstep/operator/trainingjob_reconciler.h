@@ -8,11 +8,14 @@
 // Level-based and idempotent: reads only the caches. An API error fails the
 // reconcile, so the work queue retries the key with backoff; a job whose spec
 // is invalid or names a pytorchJobRef is reported in its status once and not
-// retried (an Event says why). Thread-safe (distinct keys may be reconciled
+// retried (an Event says why). Counts its pod writes in
+// lockstep_trainingjob_pods_total{role, action} (action created or deleted).
+// Thread-safe (distinct keys may be reconciled
 // concurrently).
 #pragma once
 
 #include "lockstep/common/clock.h"
+#include "lockstep/common/metrics.h"
 #include "lockstep/kube/controller.h"
 #include "lockstep/kube/event_recorder.h"
 #include "lockstep/kube/kube_api.h"
@@ -34,7 +37,7 @@ class TrainingJobReconciler final : public kube::Reconciler {
  public:
   // REQUIRES: everything referenced outlives the reconciler.
   TrainingJobReconciler(kube::KubeApi& api, TrainingJobCaches caches, kube::EventRecorder& events, Clock& clock,
-                        TrainingJobSettings settings);
+                        metrics::Registry& registry, TrainingJobSettings settings);
 
   kube::ReconcileResult Reconcile(const std::string& key) override;
 
@@ -45,6 +48,7 @@ class TrainingJobReconciler final : public kube::Reconciler {
   TrainingJobCaches caches_;
   kube::EventRecorder& events_;
   Clock& clock_;
+  metrics::Family& pods_;
   const TrainingJobSettings settings_;
 };
 
