@@ -99,6 +99,8 @@ spare=$(kubectl -n $TJ get configmap demo-coordinator -o jsonpath='{.data.spare-
 # The spare manifest is a Pod the API server accepts (what the coordinator will create).
 jq --arg n demo-spare-dryrun 'del(.metadata.generateName) | .metadata.name = $n' <<<"$spare" |
   kubectl create --dry-run=server -f - >/dev/null || fail "the API server rejects spare-pod.json"
+[[ $(kubectl -n $TJ get configmap demo-coordinator-state -o jsonpath='{.metadata.ownerReferences[0].kind}') == TrainingJob ]] ||
+  fail "the coordinator's state ConfigMap is not owned by the job"
 [[ $(kubectl -n $TJ get rolebinding demo-coordinator -o jsonpath='{.roleRef.name}') == lockstep-coordinator ]] ||
   fail "RoleBinding roleRef"
 can() { kubectl auth can-i --as=system:serviceaccount:$TJ:demo-coordinator "$@" 2>/dev/null || true; }

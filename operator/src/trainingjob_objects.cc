@@ -112,6 +112,12 @@ Json RenderSparePod(const JobRef& job, const api::TrainingJobSpec& spec) {
   return PodFromTemplate(job, spec, kRoleSpare, -1);
 }
 
+Json RenderCoordinatorStateConfigMap(const JobRef& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", Metadata(job, CoordinatorStateName(job.name), kRoleCoordinator)}};
+}
+
 Json RenderCoordinatorConfigMap(const JobRef& job, const api::TrainingJobSpec& spec) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},

@@ -162,6 +162,7 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
   plan.apply.push_back(RenderCoordinatorServiceAccount(ref));
   plan.apply.push_back(RenderCoordinatorRoleBinding(ref, settings));
   plan.apply.push_back(RenderCoordinatorConfigMap(ref, *spec));
+  plan.apply.push_back(RenderCoordinatorStateConfigMap(ref));
   plan.apply.push_back(RenderCoordinatorService(ref));
   if (!coordinator_pod) {
     plan.create_pods.push_back(RenderCoordinatorPod(ref, *spec, settings));

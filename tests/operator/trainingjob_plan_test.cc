@@ -71,7 +71,8 @@ TEST_CASE("trainingjob plan: a new job gets the coordinator's objects, its pod a
   auto plan = Plan(Job(), {});
   CHECK(plan.spec_error.empty());
   CHECK(Names(plan.apply) == std::vector<std::string>{"ServiceAccount/demo-coordinator", "RoleBinding/demo-coordinator",
-                                                      "ConfigMap/demo-coordinator", "Service/demo-coordinator"});
+                                                      "ConfigMap/demo-coordinator", "ConfigMap/demo-coordinator-state",
+                                                      "Service/demo-coordinator"});
   CHECK(Names(plan.create_pods) ==
         std::vector<std::string>{"Pod/demo-coordinator", "Pod/demo-rank-0", "Pod/demo-rank-1"});
   CHECK(plan.delete_pods.empty());
@@ -140,7 +141,11 @@ TEST_CASE("trainingjob objects: the coordinator pod, its arguments, ConfigMap, S
         Json{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", "lockstep-coordinator"}});
   CHECK(rb["subjects"][0] == Json{{"kind", "ServiceAccount"}, {"name", "demo-coordinator"}, {"namespace", "ml"}});
 
-  const Json& svc = plan.apply[3];
+  const Json& state = plan.apply[3];
+  CHECK(kube::Name(state) == "demo-coordinator-state");
+  CHECK_FALSE(state.contains("data"));  // the coordinator's to write
+
+  const Json& svc = plan.apply[4];
   CHECK(svc["spec"]["selector"] == Json{{"lockstep.dev/job", "demo"}, {"lockstep.dev/role", "coordinator"}});
   CHECK(svc["spec"]["ports"][0]["port"] == 8470);
 

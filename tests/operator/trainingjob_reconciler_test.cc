@@ -89,6 +89,7 @@ TEST_CASE("trainingjob reconcile: creates the coordinator and rank pods once, th
   REQUIRE(cm);
   CHECK((*cm)["data"].contains("spare-pod.json"));
   CHECK(s.api.Peek(gvr::kServices, "ml", "demo-coordinator"));
+  CHECK(s.api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator-state"));
   auto coord = s.api.Peek(gvr::kPods, "ml", "demo-coordinator");
   REQUIRE(coord);
   CHECK((*coord)["spec"]["containers"][0]["image"] == "coord:test");
@@ -151,6 +152,18 @@ TEST_CASE("trainingjob reconcile: Running once kwok-like pods run, readyReplicas
     s.Fill();
     REQUIRE_FALSE(s.Reconcile().error);
     CHECK(s.api.Peek(gvr::kServices, "ml", "demo-coordinator"));
+  }
+  SECTION("the coordinator's state in its ConfigMap is never reverted") {
+    REQUIRE(s.api
+                .MergePatch(gvr::kConfigMaps, "ml", "demo-coordinator-state",
+                            {{"data", {{"state.json", R"({"generation":2})"}}}})
+                .ok());
+    s.Fill();
+    const uint64_t writes = s.api.WriteCount();
+    REQUIRE_FALSE(s.Reconcile().error);
+    CHECK(s.api.WriteCount() == writes);
+    CHECK((*s.api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator-state"))["data"]["state.json"] ==
+          R"({"generation":2})");
   }
   SECTION("deleting the job garbage-collects every object it owns") {
     REQUIRE(s.api.Delete(gvr::kTrainingJobs, "ml", "demo").ok());

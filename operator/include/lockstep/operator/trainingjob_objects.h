@@ -55,6 +55,10 @@ Json RenderCoordinatorRoleBinding(const JobRef& job, const TrainingJobSettings& 
 // "<job>-spare-"): the job's template, role spare, the rank environment
 // without LOCKSTEP_RANK. REQUIRES: spec.pod_template.
 Json RenderSparePod(const JobRef& job, const api::TrainingJobSpec& spec);
+// ConfigMap "<job>-coordinator-state", without data: the coordinator writes
+// its state there (the operator applies only the metadata, so it never claims
+// or reverts the coordinator's keys); owned by the job, so it goes with it.
+Json RenderCoordinatorStateConfigMap(const JobRef& job);
 // ConfigMap "<job>-coordinator" with kSparePodKey: RenderSparePod as JSON.
 Json RenderCoordinatorConfigMap(const JobRef& job, const api::TrainingJobSpec& spec);
 // The coordinator Pod: restartPolicy Always, the ConfigMap at /etc/lockstep,

@@ -3,8 +3,8 @@
 // the reconciler applies the plan on the KubeApi port.
 //
 // Rules (each tested in tests/operator/trainingjob_plan_test.cc):
-//  - spec.template: the coordinator's ServiceAccount, RoleBinding, ConfigMap
-//    and Service are applied; its Pod is created when missing (and deleted
+//  - spec.template: the coordinator's ServiceAccount, RoleBinding, ConfigMap,
+//    state ConfigMap (metadata only) and Service are applied; its Pod is created when missing (and deleted
 //    when it ended, to be created again: the coordinator keeps its state in
 //    "<job>-coordinator-state", so a new one continues).
 //  - Rank pods "<job>-rank-<i>" are created when missing only before the job
@@ -42,7 +42,8 @@ struct TrainingJobInput {
 };
 
 struct TrainingJobPlan {
-  std::vector<Json> apply;               // ServiceAccount, RoleBinding, ConfigMap, Service (in this order)
+  // ServiceAccount, RoleBinding, ConfigMap, state ConfigMap, Service (in this order).
+  std::vector<Json> apply;
   std::vector<Json> create_pods;         // the coordinator, then missing rank pods
   std::vector<std::string> delete_pods;  // pod names in the job's namespace
   Json status = Json::object();          // the whole status to write (when it differs from the job's)
