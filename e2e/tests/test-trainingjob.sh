@@ -9,6 +9,7 @@
 #   - status readyReplicas=2 and phase Running once kwok runs the pods;
 #     `kubectl get trainingjob` shows RANKS, SPARES, MIGRATIONS, LAST;
 #   - a pytorchJobRef job is reported as not handled yet, nothing created;
+#   - a template the API server rejects as a Pod: status names the field;
 #   - deleting the job garbage-collects everything it owns.
 . "$(dirname "$0")/lib.sh"
 
@@ -138,6 +139,24 @@ msg=$(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.t
 [[ -z $(kubectl -n $TJ get pods -l lockstep.dev/job=bert -o name) ]] || fail "pods were created for the pytorchJobRef job"
 kubectl -n $TJ delete trainingjob bert >/dev/null
 pass "a pytorchJobRef job is reported as not handled yet ($msg)"
+
+# --- a template the CRD lets through but the API server rejects as a Pod ---
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: badpod, namespace: $TJ}
+spec: {replicas: 1, spares: 0, template: {spec: {containers: [{name: Bad_Name, image: trainer:e2e}]}}}
+YAML
+rejected() {
+  [[ $(kubectl -n $TJ get trainingjob badpod -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}') == InvalidTemplate ]]
+}
+wait_for "the rejected rank pod reported on the job" 30 rejected
+msg=$(kubectl -n $TJ get trainingjob badpod -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')
+[[ $msg == spec.template.spec.containers\[0\].name:* ]] || fail "the condition does not name the template field: $msg"
+kubectl -n $TJ get events --field-selector involvedObject.name=badpod,reason=InvalidTemplate -o name | grep -q . ||
+  fail "no InvalidTemplate Event on the job"
+kubectl -n $TJ delete trainingjob badpod >/dev/null
+pass "a rank pod the API server rejects is reported on the job with the field named ($(head -c 160 <<<"$msg"))"
 
 # --- deleting the job garbage-collects what it owns ---
 kubectl -n $TJ delete trainingjob demo >/dev/null

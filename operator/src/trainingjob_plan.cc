@@ -6,6 +6,7 @@
 
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
+#include "lockstep/operator/apply_outcome.h"
 
 namespace lockstep::op {
 namespace {
@@ -182,6 +183,25 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
     }
   }
   return plan;
+}
+
+std::string DescribeRejectedPod(const Json& pod, const std::string& server_message) {
+  const std::string name = kube::Name(pod);
+  const std::string path = InvalidFieldPath(server_message);
+  if (kube::GetString(pod, {"metadata", "labels", kRoleLabel}) == kRoleCoordinator) {
+    return "the API server rejected the coordinator pod " + name + ": " + server_message +
+           "; check the operator's --coordinator-image and --coordinator-cluster-role";
+  }
+  std::string field = path.empty() ? "spec.template" : "spec.template." + path;
+  return field + ": the API server rejected rank pod " + name + " made from spec.template: " + server_message +
+         "; fix spec.template";
+}
+
+Json WithRejectedPod(const Json& status, const std::string& message, int64_t generation, const std::string& now) {
+  Json s = status;
+  s["conditions"] = kube::SetCondition(s.contains("conditions") ? s["conditions"] : Json::array(),
+                                       {kReady, "False", "InvalidTemplate", message}, generation, now);
+  return s;
 }
 
 }  // namespace lockstep::op

@@ -69,6 +69,7 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     }
   }
   std::vector<std::string> created;
+  std::string rejected;  // a pod the API server found invalid: reported, retried slowly
   if (failed.ok()) {
     for (const Json& pod : plan.create_pods) {
       auto r = api_.Create(kube::gvr::kPods, ns, pod);
@@ -79,7 +80,12 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
         }
         continue;
       }
-      failed = Error{r.code(), "Pod " + ns + "/" + kube::Name(pod) + ": " + r.error().message};
+      if (r.code() == ErrorCode::kInvalidArgument) {
+        rejected = DescribeRejectedPod(pod, r.error().message);
+        plan.status = WithRejectedPod(plan.status, rejected, kube::Generation(*job), in.now);
+      } else {
+        failed = Error{r.code(), "Pod " + ns + "/" + kube::Name(pod) + ": " + r.error().message};
+      }
       break;
     }
   }
@@ -102,6 +108,10 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     const bool newly_invalid = !plan.spec_error.empty() && kube::GetString(old_status, {"phase"}).empty();
     const bool newly_unsupported = plan.unsupported && !kube::FindCondition(old_status, "Supported");
     if (newly_invalid) events_.Warning(*job, "InvalidSpec", plan.spec_error);
+    const Json* ready = kube::FindCondition(old_status, "Ready");
+    if (!rejected.empty() && !(ready && ready->value("reason", "") == "InvalidTemplate")) {
+      events_.Warning(*job, "InvalidTemplate", rejected);
+    }
     if (newly_unsupported) {
       events_.Warning(*job, "Unsupported", kube::FindCondition(plan.status, "Supported")->value("message", ""));
     }
@@ -122,6 +132,10 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     // yet): retried at once, nothing to tell the user.
     if (failed.code() != ErrorCode::kConflict) events_.Warning(*job, "ReconcileFailed", failed.error().message);
     return ReconcileResult::Fail(failed.error());
+  }
+  if (!rejected.empty()) {
+    log::Warn("a pod of the job was rejected by the API server", {{"trainingjob", key}, {"error", rejected}});
+    return ReconcileResult::After(kInvalidRetry);
   }
   return ReconcileResult::Done();
 }

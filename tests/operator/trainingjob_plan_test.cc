@@ -292,6 +292,24 @@ TEST_CASE("trainingjob plan: an invalid spec names the field and creates nothing
   CHECK((*ready)["message"] == plan.spec_error);
 }
 
+TEST_CASE("trainingjob plan: a rejected rank pod names the TrainingJob field, a coordinator pod the flags",
+          "[operator]") {
+  auto plan = Plan(Job(), {});
+  const Json& rank = plan.create_pods[1];
+  const std::string server = "Pod \"demo-rank-0\" is invalid: spec.containers[0].name: Invalid value: \"Bad_Name\"";
+  const std::string msg = DescribeRejectedPod(rank, server);
+  CHECK(msg.rfind("spec.template.spec.containers[0].name: the API server rejected rank pod demo-rank-0", 0) == 0);
+  CHECK(msg.find("Bad_Name") != std::string::npos);
+  CHECK(DescribeRejectedPod(rank, "something else").rfind("spec.template: ", 0) == 0);
+  CHECK(DescribeRejectedPod(plan.create_pods[0], server).find("--coordinator-image") != std::string::npos);
+
+  const Json status = WithRejectedPod(plan.status, msg, 3, kNow);
+  const Json* ready = Condition(status, "Ready");
+  CHECK((*ready)["reason"] == "InvalidTemplate");
+  CHECK((*ready)["message"] == msg);
+  CHECK(status["phase"] == "Pending");
+}
+
 TEST_CASE("trainingjob plan: the status keeps the coordinator's keys and is stable", "[operator]") {
   Json status = Json::parse(R"({"phase":"Running","migrations":2,"generation":3,
                                 "lastMigration":{"rank":1,"toPod":"demo-spare-x"}})");

@@ -189,6 +189,38 @@ TEST_CASE("trainingjob reconcile: an API error fails the reconcile, so the queue
   CHECK(s.api.Peek(gvr::kPods, "ml", "demo-rank-1"));
 }
 
+TEST_CASE("trainingjob reconcile: a pod the API server rejects is named in the status and not retried hot",
+          "[operator]") {
+  Synced s;
+  s.api.SetFaultHook([](const FakeKubeApi::Call& c) -> std::optional<Error> {
+    if (c.verb == Verb::kCreate && c.resource == "pods" && c.name.find("-rank-") != std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "Pod \"demo-rank-0\" is invalid: spec.containers[0].name: Invalid value: \"Bad_Name\""};
+    }
+    return std::nullopt;
+  });
+  auto r = s.Reconcile();
+  CHECK_FALSE(r.error);
+  REQUIRE(r.requeue_after);
+  CHECK(*r.requeue_after == TrainingJobReconciler::kInvalidRetry);
+  const Json ready = Condition(s.Stored(), "Ready");
+  CHECK(ready["reason"] == "InvalidTemplate");
+  CHECK(ready["message"].get<std::string>().rfind("spec.template.spec.containers[0].name:", 0) == 0);
+  CHECK(s.api.Peek(gvr::kPods, "ml", "demo-coordinator"));  // made before the rank pods
+  int warnings = 0;
+  for (const Json& e : s.api.Objects(gvr::kEvents)) warnings += e["reason"] == "InvalidTemplate";
+  CHECK(warnings == 1);
+  // Again: the same status, no second status write or Event.
+  const uint64_t patches = Calls(s.api, Verb::kPatch, "trainingjobs", "status");
+  CHECK_FALSE(s.Reconcile().error);
+  CHECK(Calls(s.api, Verb::kPatch, "trainingjobs", "status") == patches);
+  // Fixed (here: the server accepts it now): the rank pods are created.
+  s.api.SetFaultHook(nullptr);
+  CHECK_FALSE(s.Reconcile().error);
+  CHECK(s.api.Peek(gvr::kPods, "ml", "demo-rank-1"));
+  CHECK(Condition(s.Stored(), "Ready")["reason"] == "Pending");
+}
+
 TEST_CASE("trainingjob reconcile: a pytorchJobRef job is reported once, with an Event, and not retried", "[operator]") {
   Json job = Job();
   job["spec"].erase("template");

@@ -20,6 +20,8 @@
 //  - spec.pytorchJobRef: not handled yet; the status says so (condition
 //    Supported=False naming the field), nothing is created, nothing retried.
 //  - A spec that does not parse: the status names the field, nothing is created.
+//    A pod the API server rejects (a template the CRD's schema lets through):
+//    Ready False, reason InvalidTemplate, naming the field (DescribeRejectedPod).
 //  - Status: phase, readyReplicas (distinct ranks with a Running pod),
 //    availableSpares (Running spare pods), observedGeneration and the Ready
 //    condition are the operator's; other keys (the coordinator's migrations)
@@ -53,5 +55,13 @@ struct TrainingJobPlan {
 
 // REQUIRES: in.job != nullptr.
 TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSettings& settings);
+
+// What to tell the user when the API server rejected (422) one of the job's
+// pods: for a rank pod the TrainingJob field (the pod's field path under
+// spec.template), then the server's words and what to do.
+std::string DescribeRejectedPod(const Json& pod, const std::string& server_message);
+
+// `status` with Ready False, reason InvalidTemplate, `message`.
+Json WithRejectedPod(const Json& status, const std::string& message, int64_t generation, const std::string& now);
 
 }  // namespace lockstep::op

@@ -8,7 +8,9 @@
 // Level-based and idempotent: reads only the caches. An API error fails the
 // reconcile, so the work queue retries the key with backoff; a job whose spec
 // is invalid or names a pytorchJobRef is reported in its status once and not
-// retried (an Event says why). Counts its pod writes in
+// retried (an Event says why); a pod the API server rejects (422) is named in
+// the status (Ready False, InvalidTemplate) and retried after kInvalidRetry
+// or on the next change, not with the fast backoff. Counts its pod writes in
 // lockstep_trainingjob_pods_total{role, action} (action created or deleted).
 // Thread-safe (distinct keys may be reconciled
 // concurrently).
@@ -40,6 +42,8 @@ class TrainingJobReconciler final : public kube::Reconciler {
                         metrics::Registry& registry, TrainingJobSettings settings);
 
   kube::ReconcileResult Reconcile(const std::string& key) override;
+
+  static constexpr Nanos kInvalidRetry = std::chrono::minutes(5);
 
  private:
   Status ApplyChild(const Json& obj, bool* changed);
