@@ -1,9 +1,9 @@
 // The objects the operator makes for one TrainingJob run from spec.template:
 // the ranks' pods, the job's coordinator (ServiceAccount, RoleBinding, the
-// ConfigMap with the spare pod manifest, Pod, Service). Pure: job in, objects
-// out. Every object is owned by the TrainingJob (ownerReference with
-// controller=true; deleting the job garbage-collects them) and labelled
-// lockstep.dev/job=<job>.
+// ConfigMap with the spare pod manifest, the state ConfigMap, Pod, Service).
+// Pure: job in, objects out. Every object is owned by the TrainingJob
+// (ownerReference with controller=true; deleting the job garbage-collects
+// them) and labelled lockstep.dev/job=<job>. Pure functions; thread-safe.
 #pragma once
 
 #include <string>

@@ -1,12 +1,13 @@
 // What to do for one TrainingJob, from the job and the pods observed: the
 // objects to apply, the pods to create and delete, and the status. Pure:
-// the reconciler applies the plan on the KubeApi port.
+// the reconciler applies the plan on the KubeApi port. Thread-safe.
 //
 // Rules (each tested in tests/operator/trainingjob_plan_test.cc):
 //  - spec.template: the coordinator's ServiceAccount, RoleBinding, ConfigMap,
-//    state ConfigMap (metadata only) and Service are applied; its Pod is created when missing (and deleted
-//    when it ended, to be created again: the coordinator keeps its state in
-//    "<job>-coordinator-state", so a new one continues).
+//    state ConfigMap (metadata only) and Service are applied; its Pod is
+//    created when missing (and deleted when it ended, to be created again:
+//    the coordinator keeps its state in "<job>-coordinator-state", so a new
+//    one continues).
 //  - Rank pods "<job>-rank-<i>" are created when missing only before the job
 //    has started (phase unset or Pending); once it started, a gone rank is
 //    the coordinator's to move onto a spare, never recreated here. Before the
