@@ -20,9 +20,9 @@
 #     agent.yaml, as the DaemonSet's config-hash roll would restart them): a
 #     generous SLA (1 s) makes every FabricHealth's LatencyWithinSLA True and
 #     the paths' lockstep_fabric_path_latency_breach 0; an impossible one on
-#     rail1 (1 us) makes it False naming a rail1 path, raises Warning Events
-#     FabricLatencySLABreach, and sets the breach gauge of rail1's paths to 1
-#     (rail0's stay 0).
+#     rail1 (1 us) makes it False naming a rail1 path, raises one Warning
+#     Event FabricLatencySLABreach per rail1 path (count 1), and sets the
+#     breach gauge of rail1's paths to 1 (rail0's stay 0).
 #
 # How agents in namespaces reach the API server: it listens on the root
 # namespace's 127.0.0.1 only. netlab-relay opens a listener on 127.0.0.1:<port
@@ -286,7 +286,14 @@ breached() {
 }
 wait_for "every FabricHealth LatencyWithinSLA False (SLABreached) naming a rail1 path with a 1 us SLA on rail1" 120 breached
 latency_report
+# One Event per path (each node's HOSTS-1 rail1 paths), each raised once:
+# the agents rate-limit them to one per path per 10 minutes.
+all_breach_events() { [[ $(breach_events | jq "length == $((HOSTS * (HOSTS - 1)))") == true ]]; }
 wait_for "Warning Events FabricLatencySLABreach naming rail1 paths" 60 some_breach_event
+wait_for "one Warning Event FabricLatencySLABreach per rail1 path ($((HOSTS * (HOSTS - 1))))" 60 all_breach_events
+sleep 5  # reports go on every 2 s: no further Event, no repeat
+all_breach_events && [[ $(breach_events | jq 'all(.count == 1)') == true ]] ||
+  fail "FabricLatencySLABreach Events repeated: $(breach_events | jq -c '[.[] | {count, message}]')"
 kubectl -n default get events --field-selector reason=FabricLatencySLABreach >&2
 metrics 0 >"$OUT/metrics-impossible.txt"
 r1=$(grep -c '^lockstep_fabric_path_latency_breach{peer="[^"]*",rail="rail1"} 1$' "$OUT/metrics-impossible.txt")
@@ -296,4 +303,4 @@ r0=$(grep -c '^lockstep_fabric_path_latency_breach{peer="[^"]*",rail="rail0"} 0$
 awk '$1 == "lockstep_fabric_path_owd_sla_seconds{peer=\"gpu-node-1\",rail=\"rail1\"}" && $2 > 0.99e-6 && $2 < 1.01e-6 { ok = 1 }
   END { exit !ok }' "$OUT/metrics-impossible.txt" ||
   fail "h0 does not export the 1 us SLA of rail1: $(grep owd_sla "$OUT/metrics-impossible.txt")"
-pass "spec.latency.rails rail1 1 us: LatencyWithinSLA False (SLABreached) on every node, $(breach_events | jq length) Warning Events FabricLatencySLABreach, h0's rail1 paths breach 1, rail0 paths 0"
+pass "spec.latency.rails rail1 1 us: LatencyWithinSLA False (SLABreached) on every node, one Warning Event FabricLatencySLABreach per rail1 path ($(breach_events | jq length)), h0's rail1 paths breach 1, rail0 paths 0"
