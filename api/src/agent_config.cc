@@ -24,6 +24,7 @@ AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPol
   c.fabric.rails = spec.rails;
   c.fabric.host_interface = spec.host_interface;
   c.gpu = spec.gpu;
+  c.latency = spec.latency;
   c.probe_key_file = kProbeKeyFile;
   c.health_addr = {kHealthHost, health_port};
   c.time_api_addr = {kTimeApiHost, health_port + 1};

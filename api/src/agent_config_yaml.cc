@@ -317,6 +317,39 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     }
     r.RejectUnknown();
   }
+  {
+    MapReader r(top.Child("latency"), "latency", source, err);
+    int64_t sla = 0;
+    r.Int("oneWayDelayP99Micros", 1, kMaxOneWayDelayP99Micros, sla);
+    if (sla > 0) c.latency.one_way_delay_p99_micros = sla;
+    r.Int("minSamples", 1, kMaxLatencyMinSamples, c.latency.min_samples);
+    YAML::Node rails = r.Child("rails");
+    r.RejectUnknown();
+    if (err.empty() && rails && !rails.IsNull() && !rails.IsSequence()) {
+      r.Fail("latency.rails must be a list of {name, oneWayDelayP99Micros} (got a " +
+             std::string(rails.IsMap() ? "map" : "scalar") + ")");
+    }
+    for (size_t i = 0; err.empty() && rails && rails.IsSequence() && i < rails.size(); ++i) {
+      const std::string item = "latency.rails[" + std::to_string(i) + "]";
+      RailLatencySla rail;
+      rail.one_way_delay_p99_micros = 0;
+      MapReader e(rails[i], item, source, err);
+      if (err.empty() && !rails[i].IsMap()) e.Fail(item + " must be a map {name, oneWayDelayP99Micros}");
+      e.String("name", rail.name, false);
+      e.Int("oneWayDelayP99Micros", 1, kMaxOneWayDelayP99Micros, rail.one_way_delay_p99_micros);
+      e.RejectUnknown();
+      if (!err.empty()) break;
+      if (rail.name.empty() || rail.one_way_delay_p99_micros == 0) {
+        e.Fail(item + " needs name and oneWayDelayP99Micros");
+      } else if (std::any_of(c.latency.rails.begin(), c.latency.rails.end(),
+                             [&](const RailLatencySla& x) { return x.name == rail.name; })) {
+        e.Fail("latency.rails names rail \"" + rail.name + "\" twice");
+      } else if (std::find(c.fabric.rails.begin(), c.fabric.rails.end(), rail.name) == c.fabric.rails.end()) {
+        e.Fail(item + ".name: \"" + rail.name + "\" is not one of fabric.rails");
+      }
+      c.latency.rails.push_back(std::move(rail));
+    }
+  }
   top.String("probeKeyFile", c.probe_key_file, false);
   top.String("nodeKeyFile", c.node_key_file);
   top.Addr("healthAddr", c.health_addr);
@@ -384,6 +417,17 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Key << "eccSingleBitPerHour" << YAML::Value << w.ecc_single_bit_per_hour
     << YAML::Key << "pendingRowRemaps" << YAML::Value << w.pending_row_remaps
     << YAML::Key << "xids" << YAML::Value << YAML::Flow << w.xids << YAML::EndMap << YAML::EndMap;
+  y << YAML::Key << "latency" << YAML::Value << YAML::BeginMap;
+  if (c.latency.one_way_delay_p99_micros) {
+    y << YAML::Key << "oneWayDelayP99Micros" << YAML::Value << *c.latency.one_way_delay_p99_micros;
+  }
+  y << YAML::Key << "minSamples" << YAML::Value << c.latency.min_samples;
+  y << YAML::Key << "rails" << YAML::Value << YAML::BeginSeq;
+  for (const RailLatencySla& r : c.latency.rails) {
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << r.name << YAML::Key
+      << "oneWayDelayP99Micros" << YAML::Value << r.one_way_delay_p99_micros << YAML::EndMap;
+  }
+  y << YAML::EndSeq << YAML::EndMap;
   y << YAML::Key << "probeKeyFile" << YAML::Value << c.probe_key_file;
   if (!c.node_key_file.empty()) y << YAML::Key << "nodeKeyFile" << YAML::Value << c.node_key_file;
   y << YAML::Key << "healthAddr" << YAML::Value << c.health_addr.ToString();

@@ -134,6 +134,37 @@ void ReadGpu(JsonReader& r, const Json& gpu, GpuSpec& out) {
   }
 }
 
+// spec.latency; rail names must be distinct and among `rails` (spec.rails).
+void ReadLatency(JsonReader& r, const Json& lat, const std::vector<std::string>& rails, LatencySpec& out) {
+  r.OptInt(lat, "oneWayDelayP99Micros", "spec.latency.oneWayDelayP99Micros", 1, kMaxOneWayDelayP99Micros,
+           out.one_way_delay_p99_micros);
+  r.Int(lat, "minSamples", "spec.latency.minSamples", 1, kMaxLatencyMinSamples, out.min_samples);
+  const Json& list = r.Array(lat, "rails", "spec.latency.rails");
+  if (list.size() > static_cast<size_t>(kMaxRails)) {
+    r.Fail("spec.latency.rails must have at most " + std::to_string(kMaxRails) + " entries");
+  }
+  out.rails.clear();
+  for (size_t i = 0; i < list.size() && r.ok(); ++i) {
+    const std::string p = "spec.latency.rails[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) return r.Fail(p + " must be an object {name, oneWayDelayP99Micros}");
+    if (!JsonReader::Get(list[i], "name") || !JsonReader::Get(list[i], "oneWayDelayP99Micros")) {
+      return r.Fail(p + " needs name and oneWayDelayP99Micros");
+    }
+    RailLatencySla rail;
+    r.String(list[i], "name", p + ".name", rail.name, false, 15);
+    r.Int(list[i], "oneWayDelayP99Micros", p + ".oneWayDelayP99Micros", 1, kMaxOneWayDelayP99Micros,
+          rail.one_way_delay_p99_micros);
+    if (!r.ok()) return;
+    for (const RailLatencySla& seen : out.rails) {
+      if (seen.name == rail.name) return r.Fail("spec.latency.rails names rail \"" + rail.name + "\" twice");
+    }
+    if (std::find(rails.begin(), rails.end(), rail.name) == rails.end()) {
+      return r.Fail(p + ".name: \"" + rail.name + "\" is not one of spec.rails; add it there or fix the name");
+    }
+    out.rails.push_back(std::move(rail));
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& GpuModes() {
@@ -223,6 +254,7 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
            p.host_interface + "\")");
   }
   ReadGpu(r, r.Object(spec, "gpu", "spec.gpu"), p.gpu);
+  ReadLatency(r, r.Object(spec, "latency", "spec.latency"), p.rails, p.latency);
   const Json& agent = r.Object(spec, "agent", "spec.agent");
   r.String(agent, "image", "spec.agent.image", p.agent.image, false, 512);
   r.Enum(agent, "imagePullPolicy", "spec.agent.imagePullPolicy", {"Always", "IfNotPresent", "Never"},
@@ -299,6 +331,15 @@ Json ToJson(const GpuSpec& g) {
                             {"xids", w.xids}}}};
 }
 
+Json ToJson(const LatencySpec& l) {
+  Json j = {{"minSamples", l.min_samples}, {"rails", Json::array()}};
+  if (l.one_way_delay_p99_micros) j["oneWayDelayP99Micros"] = *l.one_way_delay_p99_micros;
+  for (const RailLatencySla& r : l.rails) {
+    j["rails"].push_back({{"name", r.name}, {"oneWayDelayP99Micros", r.one_way_delay_p99_micros}});
+  }
+  return j;
+}
+
 Json ToJson(const FabricPolicySpec& p) {
   return {{"nodeSelector", ToJson(p.node_selector)},
           {"tolerations", ToJson(p.tolerations)},
@@ -318,6 +359,7 @@ Json ToJson(const FabricPolicySpec& p) {
           {"rails", p.rails},
           {"hostInterface", p.host_interface},
           {"gpu", ToJson(p.gpu)},
+          {"latency", ToJson(p.latency)},
           {"agent", {{"image", p.agent.image},
                      {"imagePullPolicy", p.agent.image_pull_policy},
                      {"priorityClassName", p.agent.priority_class_name},

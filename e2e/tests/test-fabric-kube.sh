@@ -15,7 +15,14 @@
 #  3. the link comes back: 2/2 again, flapsLastHour >= 1, lastFlapTime set;
 #  4. with the policy's flapAlertPerHour lowered to 2, two more flaps raise
 #     exactly one Warning Event FabricFlapAlert for rail0 on gpu-node-1's
-#     FabricHealth (edge-triggered: one Event per raise, count 1).
+#     FabricHealth (edge-triggered: one Event per raise, count 1);
+#  5. latency SLAs (spec.latency; the agents restart on the re-rendered
+#     agent.yaml, as the DaemonSet's config-hash roll would restart them): a
+#     generous SLA (1 s) makes every FabricHealth's LatencyWithinSLA True and
+#     the paths' lockstep_fabric_path_latency_breach 0; an impossible one on
+#     rail1 (1 us) makes it False naming a rail1 path, raises one Warning
+#     Event FabricLatencySLABreach per rail1 path (count 1), and sets the
+#     breach gauge of rail1's paths to 1 (rail0's stay 0).
 #
 # How agents in namespaces reach the API server: it listens on the root
 # namespace's 127.0.0.1 only. netlab-relay opens a listener on 127.0.0.1:<port
@@ -77,7 +84,9 @@ cleanup() {
       >/dev/null 2>&1 || true
   fi
   kubectl patch fabricpolicy $POLICY --type merge -p '{"spec":{"rails":[]}}' >/dev/null 2>&1 || true
+  kubectl patch fabricpolicy $POLICY --type json -p '[{"op":"remove","path":"/spec/latency"}]' >/dev/null 2>&1 || true
   kubectl -n default delete events --field-selector reason=FabricFlapAlert >/dev/null 2>&1 || true
+  kubectl -n default delete events --field-selector reason=FabricLatencySLABreach >/dev/null 2>&1 || true
   kubectl delete fabrichealth --all --wait=true >/dev/null 2>&1 || true
   wait_for "the operator to recreate the FabricHealths" 60 healths_match_gpu_nodes
   exit $rc
@@ -118,12 +127,24 @@ wait_for "netlab-relay listening in every host namespace" 10 grep -qx ready "$OU
 for h in $(seq 0 $((HOSTS - 1))); do
   kubectl -n $NS create token lockstep-agent --duration=1h --bound-object-kind=Node \
     --bound-object-name="$(node "$h")" >"$OUT/h$h.token"
-  ip netns exec "$(ns "$h")" "$AGENT" run --config "$OUT/agent.yaml" --node-name "$(node "$h")" \
-    --server "$LOCKSTEP_APISERVER" --token-file "$OUT/h$h.token" --certificate-authority "$LOCKSTEP_CA_CERT" \
-    --bind-address "$(addr "$h")" --node-address-fallback=false --report-interval 2 \
-    --probe-key-file "$OUT/probe-key" >"$OUT/h$h.log" 2>&1 </dev/null &
-  PIDS+=($!)
 done
+start_agents() {  # one agent per host namespace, on $OUT/agent.yaml as the operator rendered it
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    ip netns exec "$(ns "$h")" "$AGENT" run --config "$OUT/agent.yaml" --node-name "$(node "$h")" \
+      --server "$LOCKSTEP_APISERVER" --token-file "$OUT/h$h.token" --certificate-authority "$LOCKSTEP_CA_CERT" \
+      --bind-address "$(addr "$h")" --node-address-fallback=false --report-interval 2 \
+      --probe-key-file "$OUT/probe-key" >>"$OUT/h$h.log" 2>&1 </dev/null &
+    PIDS+=($!)
+  done
+}
+stop_agents() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+start_agents
 
 # status_is H JQ-EXPR: gpu-node-H's FabricHealth satisfies the jq expression
 # (over .status, with $c the conditions by type).
@@ -204,3 +225,82 @@ status_is $X '$s.flapsLastHour > '$ALERT_AT || fail "$(node $X): flapsLastHour n
 sleep 5  # no second Event for the same raise (reports keep coming every 2 s)
 one_alert || fail "more than one FabricFlapAlert Event (or a repeat) for one alert: $(alert_events $X | jq -c '[.[] | {count, message}]')"
 pass "$((ALERT_AT + 1)) flaps of h${X}r0 with flapAlertPerHour $ALERT_AT: one Warning Event FabricFlapAlert on FabricHealth $(node $X)"
+
+# --- latency SLAs ---
+metrics() { ip netns exec "$(ns "$1")" curl -fsS http://127.0.0.1:9610/metrics; }
+# apply_latency JSON GREP: the policy's spec.latency, rendered (GREP matches a
+# line of agent.yaml), then the agents restarted on it.
+apply_latency() {
+  kubectl patch fabricpolicy $POLICY --type merge -p "{\"spec\":{\"latency\":$1}}" >/dev/null
+  LATENCY_LINE=$2
+  wait_for "the operator to render spec.latency ($2) into agent.yaml" 60 latency_rendered
+  stop_agents
+  start_agents
+}
+latency_rendered() {
+  kubectl -n $NS get configmap "lockstep-agent-$POLICY" -o jsonpath='{.data.agent\.yaml}' >"$OUT/agent.yaml" &&
+    grep -q -- "$LATENCY_LINE" "$OUT/agent.yaml"
+}
+latency_is() {  # every node's LatencyWithinSLA has status $1
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    status_is "$h" '$c.LatencyWithinSLA.status == "'"$1"'"' || return 1
+  done
+}
+latency_report() {
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    echo "$(node "$h"): $(fh "$h" | jq -c '.status.conditions[]? | select(.type == "LatencyWithinSLA") | {status, reason, message}')" >&2
+  done
+}
+no_sla() {
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    status_is "$h" '$c.LatencyWithinSLA.status == "Unknown" and $c.LatencyWithinSLA.reason == "NoSLA"' || return 1
+  done
+}
+no_sla || { latency_report; fail "without spec.latency every LatencyWithinSLA should be Unknown (NoSLA)"; }
+apply_latency '{"oneWayDelayP99Micros":1000000}' 'oneWayDelayP99Micros: 1000000'
+wait_for "every FabricHealth LatencyWithinSLA True with a 1 s SLA" 120 latency_is True
+latency_report
+metrics 0 >"$OUT/metrics-generous.txt"
+grep -q '^lockstep_fabric_path_owd_sla_seconds{peer="gpu-node-1",rail="rail1"} 1$' "$OUT/metrics-generous.txt" ||
+  fail "h0 does not export the 1 s SLA of path rail1 -> gpu-node-1: $(grep owd_sla "$OUT/metrics-generous.txt")"
+n=$(grep -c '^lockstep_fabric_path_latency_breach{.*} 0$' "$OUT/metrics-generous.txt")
+((n == 2 * (HOSTS - 1))) && ! grep -q '^lockstep_fabric_path_latency_breach{.*} 1$' "$OUT/metrics-generous.txt" ||
+  fail "h0: expected $((2 * (HOSTS - 1))) paths with lockstep_fabric_path_latency_breach 0, got $n"
+pass "spec.latency 1 s: every FabricHealth LatencyWithinSLA True; h0 exports the SLA and breach 0 on its $n paths"
+
+breach_events() {
+  kubectl -n default get events --field-selector reason=FabricLatencySLABreach -o json |
+    jq '[.items[] | select(.involvedObject.kind == "FabricHealth" and .type == "Warning" and (.message | contains("fabric path rail1 -> ")))]'
+}
+some_breach_event() { [[ $(breach_events | jq 'length >= 1') == true ]]; }
+apply_latency '{"oneWayDelayP99Micros":1000000,"rails":[{"name":"rail1","oneWayDelayP99Micros":1}]}' 'name: rail1'
+breached() {
+  local h
+  for h in $(seq 0 $((HOSTS - 1))); do
+    status_is "$h" '$c.LatencyWithinSLA.status == "False" and $c.LatencyWithinSLA.reason == "SLABreached"
+      and ($c.LatencyWithinSLA.message | startswith("path rail1 -> "))' || return 1
+  done
+}
+wait_for "every FabricHealth LatencyWithinSLA False (SLABreached) naming a rail1 path with a 1 us SLA on rail1" 120 breached
+latency_report
+# One Event per path (each node's HOSTS-1 rail1 paths), each raised once:
+# the agents rate-limit them to one per path per 10 minutes.
+all_breach_events() { [[ $(breach_events | jq "length == $((HOSTS * (HOSTS - 1)))") == true ]]; }
+wait_for "Warning Events FabricLatencySLABreach naming rail1 paths" 60 some_breach_event
+wait_for "one Warning Event FabricLatencySLABreach per rail1 path ($((HOSTS * (HOSTS - 1))))" 60 all_breach_events
+sleep 5  # reports go on every 2 s: no further Event, no repeat
+all_breach_events && [[ $(breach_events | jq 'all(.count == 1)') == true ]] ||
+  fail "FabricLatencySLABreach Events repeated: $(breach_events | jq -c '[.[] | {count, message}]')"
+kubectl -n default get events --field-selector reason=FabricLatencySLABreach >&2
+metrics 0 >"$OUT/metrics-impossible.txt"
+r1=$(grep -c '^lockstep_fabric_path_latency_breach{peer="[^"]*",rail="rail1"} 1$' "$OUT/metrics-impossible.txt")
+r0=$(grep -c '^lockstep_fabric_path_latency_breach{peer="[^"]*",rail="rail0"} 0$' "$OUT/metrics-impossible.txt")
+((r1 == HOSTS - 1 && r0 == HOSTS - 1)) ||
+  fail "h0: expected breach 1 on its $((HOSTS - 1)) rail1 paths and 0 on its rail0 paths: $(grep latency_breach "$OUT/metrics-impossible.txt")"
+awk '$1 == "lockstep_fabric_path_owd_sla_seconds{peer=\"gpu-node-1\",rail=\"rail1\"}" && $2 > 0.99e-6 && $2 < 1.01e-6 { ok = 1 }
+  END { exit !ok }' "$OUT/metrics-impossible.txt" ||
+  fail "h0 does not export the 1 us SLA of rail1: $(grep owd_sla "$OUT/metrics-impossible.txt")"
+pass "spec.latency.rails rail1 1 us: LatencyWithinSLA False (SLABreached) on every node, one Warning Event FabricLatencySLABreach per rail1 path ($(breach_events | jq length)), h0's rail1 paths breach 1, rail0 paths 0"

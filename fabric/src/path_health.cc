@@ -228,6 +228,7 @@ PathStats PathHealth::Stats(Time now) const {
     if (x.owd >= Nanos(0)) owd.push_back(x.owd);
   }
   if (s.window_samples > 0) s.loss = static_cast<double>(lost) / s.window_samples;
+  s.owd_samples = static_cast<int>(owd.size());
   if (!owd.empty()) std::tie(s.owd_p50, s.owd_p99) = P50P99(owd);
   if (!rtt.empty()) std::tie(s.rtt_p50, s.rtt_p99) = P50P99(rtt);
   return s;

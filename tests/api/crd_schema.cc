@@ -52,6 +52,7 @@ const std::map<std::string, Json>& Overrides() {
       {".spec.tolerations[].operator", "Equal"},
       {".spec.nodeSelector.matchExpressions[].operator", "In"},
       {".spec.tolerations[].effect", "NoExecute"},
+      {".spec.rails", Json::array({"x"})},  // spec.latency.rails[].name must be one of them
       {".spec.nodeSelector.matchLabels", {{"example.com/role", "gpu"}}},
       {".spec.template", {{"metadata", {{"labels", {{"app", "train"}}}}},
                           {"spec", {{"containers", {{{"name", "trainer"}, {"image", "python:3"}}}}}}}},

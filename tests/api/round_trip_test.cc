@@ -40,6 +40,7 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.fabric.rails == spec.rails);
   REQUIRE(c.fabric.host_interface == spec.host_interface);
   REQUIRE(c.gpu == spec.gpu);
+  REQUIRE(c.latency == spec.latency);
   REQUIRE(c.health_addr.port == health_port);
   REQUIRE(c.probe_key_file == kProbeKeyFile);
   REQUIRE(c == AgentConfigForPolicy(policy, spec, health_port));
@@ -88,6 +89,13 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
     auto spec = op::ParsePolicySpec(name, j);
     REQUIRE(spec.ok());
     op::OperatorSettings s;
+    Json lat_rails = Json::array();
+    for (const Json& r : rails) {
+      if (pick(0, 1) == 1)
+        lat_rails.push_back({{"name", r}, {"oneWayDelayP99Micros", pick(1, kMaxOneWayDelayP99Micros)}});
+    }
+    j["latency"] = {{"minSamples", pick(1, kMaxLatencyMinSamples)}, {"rails", lat_rails}};
+    if (pick(0, 1) == 1) j["latency"]["oneWayDelayP99Micros"] = pick(1, kMaxOneWayDelayP99Micros);
     s.agent_health_port = static_cast<int>(pick(1024, 65000));
     RequireCarries(AgentReads({name, "u"}, *spec, s), name, *spec, s.agent_health_port);
   }
@@ -155,6 +163,47 @@ TEST_CASE("agent.yaml gpu mistakes are errors that name the key", "[api]") {
   AgentConfig defaults = *ParseAgentConfig("nodeName: a\n", "agent.yaml");
   CHECK(defaults.gpu == GpuSpec{});
   CHECK(defaults.gpu.mode == "Auto");
+}
+
+TEST_CASE("agent.yaml with a latency section survives render and parse", "[api]") {
+  AgentConfig c;
+  c.fabric.rails = {"rail0", "rail1"};
+  auto back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(back->latency == LatencySpec{});
+  REQUIRE_FALSE(back->latency.one_way_delay_p99_micros);
+  c.latency.one_way_delay_p99_micros = 250;
+  c.latency.min_samples = 7;
+  c.latency.rails = {{"rail1", 1}};
+  back = ParseAgentConfig(RenderAgentConfigYaml(c), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(*back == c);
+  REQUIRE(back->latency.rails[0].one_way_delay_p99_micros == 1);
+}
+
+TEST_CASE("agent.yaml latency mistakes are errors that name the key", "[api]") {
+  auto err = [](const std::string& yaml) {
+    auto r = ParseAgentConfig(yaml, "agent.yaml");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  const std::string rails = "fabric: {rails: [rail0, rail1]}\n";
+  CHECK(err(rails + "latency: {oneWayDelayP99Micros: 0}\n")
+            .find("latency.oneWayDelayP99Micros must be between 1 and 10000000") != std::string::npos);
+  CHECK(err(rails + "latency: {minSamples: 0}\n").find("latency.minSamples must be between 1 and 10000") !=
+        std::string::npos);
+  CHECK(err(rails +
+            "latency: {rails: [{name: rail0, oneWayDelayP99Micros: 5}, {name: rail0, oneWayDelayP99Micros: 6}]}\n")
+            .find("latency.rails names rail \"rail0\" twice") != std::string::npos);
+  CHECK(err(rails + "latency: {rails: [{name: rail9, oneWayDelayP99Micros: 5}]}\n")
+            .find("latency.rails[0].name: \"rail9\" is not one of fabric.rails") != std::string::npos);
+  CHECK(
+      err(rails + "latency: {rails: [{name: rail0}]}\n").find("latency.rails[0] needs name and oneWayDelayP99Micros") !=
+      std::string::npos);
+  CHECK(err(rails + "latency: {rails: {name: rail0}}\n").find("latency.rails must be a list") != std::string::npos);
+  CHECK(err(rails + "latency: {p99: 5}\n").find("unknown key latency.p99") != std::string::npos);
+  CHECK(err(rails + "latency: {rails: [{name: rail0, oneWayDelayP99Micros: 5, x: 1}]}\n")
+            .find("unknown key latency.rails[0].x") != std::string::npos);
 }
 
 TEST_CASE("agent.yaml fabric mistakes are errors that name the key", "[api]") {

@@ -124,6 +124,29 @@ TEST_CASE("rails: interface names, distinct, at most 16, hostInterface an interf
           "agent.yaml: fabric.rails: \"eth:1\" is not an interface name (1 to 15 characters, no '/', ':' or whitespace)");
 }
 
+TEST_CASE("latency: bounded SLAs, each rail once and one of spec.rails", "[api]") {
+  auto ok = ParseFabricPolicySpec("p", Json::parse(R"({"rails":["eth2","eth3"],"latency":{"oneWayDelayP99Micros":200,
+      "rails":[{"name":"eth3","oneWayDelayP99Micros":1}]}})"));
+  REQUIRE(ok.ok());
+  REQUIRE(ok->latency.one_way_delay_p99_micros == 200);
+  REQUIRE(ok->latency.rails == std::vector<RailLatencySla>{{"eth3", 1}});
+  REQUIRE(ok->latency.min_samples == kLatencyMinSamples);
+  REQUIRE_FALSE(FabricPolicySpec{}.latency.one_way_delay_p99_micros);
+  auto msg = [](const char* spec) { return ParseFabricPolicySpec("p", Json::parse(spec)).error().message; };
+  REQUIRE(msg(R"({"latency":{"oneWayDelayP99Micros":0}})") ==
+          "FabricPolicy \"p\": spec.latency.oneWayDelayP99Micros must be between 1 and 10000000 (got 0)");
+  REQUIRE(msg(R"({"latency":{"minSamples":10001}})") ==
+          "FabricPolicy \"p\": spec.latency.minSamples must be between 1 and 10000 (got 10001)");
+  REQUIRE(msg(R"({"rails":["eth2"],"latency":{"rails":[{"name":"eth2","oneWayDelayP99Micros":5},
+      {"name":"eth2","oneWayDelayP99Micros":6}]}})") ==
+          "FabricPolicy \"p\": spec.latency.rails names rail \"eth2\" twice");
+  REQUIRE(msg(R"({"rails":["eth2"],"latency":{"rails":[{"name":"eth9","oneWayDelayP99Micros":5}]}})") ==
+          "FabricPolicy \"p\": spec.latency.rails[0].name: \"eth9\" is not one of spec.rails; add it there or fix the "
+          "name");
+  REQUIRE(msg(R"({"rails":["eth2"],"latency":{"rails":[{"name":"eth2"}]}})") ==
+          "FabricPolicy \"p\": spec.latency.rails[0] needs name and oneWayDelayP99Micros");
+}
+
 TEST_CASE("gpu: a known mode, bounded thresholds and distinct Xids, in the CRD's parser and in agent.yaml", "[api]") {
   auto ok = ParseFabricPolicySpec(
       "p", Json::parse(R"({"gpu":{"mode":"Required","earlyWarning":{"gpuTempCelsius":85,"xids":[79,48]}}})"));

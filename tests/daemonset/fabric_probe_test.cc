@@ -248,7 +248,16 @@ TEST_CASE("fabric status prints rails, paths and where each peer's traffic goes"
       {"flaps_last_hour", 1},
       {"last_flap_seconds_ago", 2.5},
       {"rails", {{{"rail", 0}, {"interface", "rail0"}, {"down", true}}}},
-      {"paths", {{{"peer", "b"}, {"interface", "rail0"}, {"state", "down"}, {"loss", 0.5}, {"rtt_p50_ns", 91000}}}},
+      {"latency",
+       {{"verdict", "SLABreached"}, {"breaches", 1}, {"judged", 2}, {"paths_with_sla", 2}, {"min_samples", 50}}},
+      {"paths",
+       {{{"peer", "b"},
+         {"interface", "rail0"},
+         {"state", "down"},
+         {"loss", 0.5},
+         {"rtt_p50_ns", 91000},
+         {"owd_sla_ns", 12000},
+         {"latency", "SLABreached"}}}},
       {"peers", {{{"peer", "b"}, {"host_address", "10.0.200.2"}, {"via", "rail1"}, {"route", "10.0.200.2/32 ..."}}}}};
   std::string text = FormatFabricStatus(s);
   CHECK(text.find("last 2.5 s ago") != std::string::npos);
@@ -256,6 +265,9 @@ TEST_CASE("fabric status prints rails, paths and where each peer's traffic goes"
   CHECK(text.find("91.0") != std::string::npos);
   CHECK(text.find("rail1") != std::string::npos);
   CHECK(text.find("10.0.200.2/32 ...") != std::string::npos);
+  CHECK(text.find("latency SLA:   SLABreached (1 of 2 judged paths in breach, 2 with an SLA, minSamples 50)") !=
+        std::string::npos);
+  CHECK(text.find("12.0") != std::string::npos);  // the path's SLA in us
   CHECK(FormatFabricStatus(nlohmann::json::object()).find("node:") != std::string::npos);
 }
 

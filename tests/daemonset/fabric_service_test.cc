@@ -420,6 +420,49 @@ TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daem
   for (const auto& p : a.service->monitor().Paths(clock.Monotonic())) CHECK(p.stats.owd_p50.has_value());
 }
 
+TEST_CASE("latency SLAs are judged on the measured one-way delays, only while fabric time is LOCKED",
+          "[daemonset][fabric]") {
+  FakeClock clock;
+  FakeFabricNetwork net(clock);
+  bool locked = false;
+  // b's fabric time runs 50 us ahead of a's: a's probes arrive at b 50 us
+  // "late" in fabric time, so a's paths measure one-way delays of >= 50 us.
+  auto fabric_now = [&](Nanos skew) {
+    return [&clock, &locked, skew]() -> std::optional<int64_t> {
+      if (!locked) return std::nullopt;
+      return (clock.Monotonic().time_since_epoch() + skew).count();
+    };
+  };
+  Node a(net, clock, "a", kHostA, {"b", NodeIdFromName("b"), kHostB}, fabric_now(0ns));
+  Node b(net, clock, "b", kHostB, {"a", NodeIdFromName("a"), kHostA}, fabric_now(50us));
+  a.options.latency.all_rails = 1s;      // generous
+  a.options.latency.per_rail[1] = 10us;  // impossible for a 50 us delay
+  a.service =
+      std::make_unique<FabricService>(a.socket, a.routes, clock, a.codec, fabric_now(0ns), a.options, a.registry);
+  REQUIRE(a.service->Start().ok());
+  REQUIRE(b.service->Start().ok());
+  RunPair(clock, a, b, 2s);
+  CHECK(a.service->Health().latency.verdict == fabric::LatencyVerdict::kClockNotLocked);
+  CHECK(a.service->TakeLatencyBreaches().empty());
+  locked = true;
+  RunPair(clock, a, b, 2s);
+  const FabricLatencyView v = a.service->Health().latency;
+  CHECK(v.verdict == fabric::LatencyVerdict::kBreach);
+  CHECK(v.with_sla == 2);
+  CHECK(v.judged == 2);
+  CHECK(v.breaches == 1);
+  CHECK(v.worst_rail == "rail1");
+  CHECK(v.worst_peer == "b");
+  CHECK(v.worst_p99 >= 50us);
+  const std::vector<FabricLatencyBreach> breaches = a.service->TakeLatencyBreaches();
+  REQUIRE(breaches.size() == 1);
+  CHECK(breaches[0].rail == "rail1");
+  CHECK(breaches[0].sla == 10us);
+  CHECK(a.registry.Gauge("lockstep_fabric_path_latency_breach", "").Get({"b", "rail1"}) == 1);
+  CHECK(a.registry.Gauge("lockstep_fabric_path_latency_breach", "").Get({"b", "rail0"}) == 0);
+  // b has no SLA: nothing judged there.
+  CHECK(b.service->Health().latency.verdict == fabric::LatencyVerdict::kNoSla);
+}
 
 // Replays (fabric_probe.h, "Replays"): an attacker on a rail, without the
 // key, sends genuine packets again.

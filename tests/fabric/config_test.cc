@@ -43,5 +43,23 @@ TEST_CASE("every failover setting reaches the options", "[fabric]") {
   REQUIRE(o->flap_alert_per_hour == 3);
 }
 
+TEST_CASE("latency SLAs reach the options, per-rail ones by the rail's index", "[fabric]") {
+  const LatencySlaOptions none = LatencySlaOptionsFromConfig(api::AgentConfig{});
+  REQUIRE_FALSE(none.all_rails);
+  REQUIRE(none.per_rail.empty());
+  REQUIRE(none.min_samples == api::kLatencyMinSamples);
+  auto c = api::ParseAgentConfig(
+      "fabric: {rails: [rail0, rail1]}\n"
+      "latency: {oneWayDelayP99Micros: 250, minSamples: 80, rails: [{name: rail1, oneWayDelayP99Micros: 3}]}\n",
+      "agent.yaml");
+  REQUIRE(c.ok());
+  const LatencySlaOptions o = LatencySlaOptionsFromConfig(*c);
+  REQUIRE(o.all_rails == 250us);
+  REQUIRE(o.per_rail == std::map<int, Nanos>{{1, 3us}});
+  REQUIRE(o.min_samples == 80);
+  REQUIRE(SlaFor(o, 0) == 250us);
+  REQUIRE(SlaFor(o, 1) == 3us);
+}
+
 }  // namespace
 }  // namespace lockstep::fabric

@@ -81,6 +81,13 @@ TEST_CASE("a config change changes the pod template hash", "[operator]") {
   REQUIRE(before == hash());
   spec.probe.interval_ms = 10;
   REQUIRE(before != hash());
+  // A latency SLA change rolls the agents too (they read agent.yaml at start).
+  Json with_probe = hash();
+  spec.latency.one_way_delay_p99_micros = 500;
+  REQUIRE(with_probe != hash());
+  Json with_sla = hash();
+  spec.latency.min_samples = 20;
+  REQUIRE(with_sla != hash());
 }
 
 TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
@@ -98,6 +105,9 @@ TEST_CASE("agent.yaml carries the policy's settings", "[operator]") {
   REQUIRE(y["probe"]["missThreshold"].as<int>() == api::kMissThreshold);
   REQUIRE_FALSE(y["loadBalancing"]);
   REQUIRE(y["probeKeyFile"].as<std::string>() == api::kProbeKeyFile);
+  REQUIRE_FALSE(y["latency"]["oneWayDelayP99Micros"]);  // no SLA by default
+  REQUIRE(y["latency"]["minSamples"].as<int>() == api::kLatencyMinSamples);
+  REQUIRE(y["latency"]["rails"].size() == 0);
   Json cm = RenderAgentConfigMap({"p1", "u"}, spec, s);
   REQUIRE(cm["data"]["agent.yaml"] == RenderAgentConfig({"p1", "u"}, spec, s));
 }

@@ -27,6 +27,7 @@ Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config,
   o.setup.rails = std::move(rails);
   o.setup.peers = std::move(*peers);
   o.fabric = *fabric;
+  o.latency = fabric::LatencySlaOptionsFromConfig(config);
   o.peer_port = config.fabric.port;
   o.seed = seed;
   o.await_peers = discovered_peers;

@@ -70,7 +70,14 @@ std::string FormatFabricStatus(const Json& s) {
     std::snprintf(b, sizeof b, "%.1f s ago", s["last_flap_seconds_ago"].get<double>());
     last = b;
   }
-  out += "flaps:         " + Str(s, "flaps_last_hour") + " in the last hour, last " + last + "\n\n";
+  out += "flaps:         " + Str(s, "flaps_last_hour") + " in the last hour, last " + last + "\n";
+  if (s.contains("latency") && s["latency"].is_object()) {
+    const Json& l = s["latency"];
+    out += "latency SLA:   " + Str(l, "verdict") + " (" + Str(l, "breaches") + " of " + Str(l, "judged") +
+           " judged paths in breach, " + Str(l, "paths_with_sla") + " with an SLA, minSamples " +
+           Str(l, "min_samples") + ")\n";
+  }
+  out += "\n";
 
   std::vector<std::vector<std::string>> rails{{"RAIL", "INTERFACE", "GATEWAY", "PATHS", "USABLE", "FAILED", "DOWN",
                                                "FLAPS/1H", "ALERT"}};
@@ -80,16 +87,16 @@ std::string FormatFabricStatus(const Json& s) {
   }
   out += Table(rails) + "\n";
 
-  std::vector<std::vector<std::string>> paths{{"PEER", "RAIL", "STATE", "LOSS", "OWD P50 us", "OWD P99 us",
-                                               "RTT P50 us", "RTT P99 us", "SENT", "REPLIES", "MISSES", "FLAPS/1H",
-                                               "READMIT IN"}};
+  std::vector<std::vector<std::string>> paths{{"PEER", "RAIL", "STATE", "LOSS", "OWD P50 us", "OWD P99 us", "SLA us",
+                                               "LATENCY", "RTT P50 us", "RTT P99 us", "SENT", "REPLIES", "MISSES",
+                                               "FLAPS/1H", "READMIT IN"}};
   for (const Json& p : s.value("paths", Json::array())) {
     std::string readmit = "-";
     if (p.contains("readmit_in_ms") && p["readmit_in_ms"].is_number()) readmit = Str(p, "readmit_in_ms") + " ms";
-    paths.push_back({Str(p, "peer"), Str(p, "interface"), Str(p, "state"), Percent(p, "loss"),
-                     Us(p, "owd_p50_ns"), Us(p, "owd_p99_ns"), Us(p, "rtt_p50_ns"), Us(p, "rtt_p99_ns"),
-                     Str(p, "probes_sent"), Str(p, "replies"), Str(p, "misses"), Str(p, "flaps_last_hour"),
-                     readmit});
+    paths.push_back({Str(p, "peer"), Str(p, "interface"), Str(p, "state"), Percent(p, "loss"), Us(p, "owd_p50_ns"),
+                     Us(p, "owd_p99_ns"), Us(p, "owd_sla_ns"), Str(p, "latency"), Us(p, "rtt_p50_ns"),
+                     Us(p, "rtt_p99_ns"), Str(p, "probes_sent"), Str(p, "replies"), Str(p, "misses"),
+                     Str(p, "flaps_last_hour"), readmit});
   }
   out += Table(paths) + "\n";
 

@@ -1,6 +1,7 @@
 #include "lockstep/agent/kube/health_status.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
@@ -99,6 +100,41 @@ kube::Condition ProberStalledCondition(const FabricSnapshot& f) {
           "the fabric prober wakes on time, or its rare stalls are excused within their budget"};
 }
 
+namespace {
+
+std::string Micros(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+kube::Condition LatencyCondition(const LatencyReport& l) {
+  const char* type = api::kLatencyConditionType;
+  if (l.verdict == "SLABreached") {
+    return {type, "False", "SLABreached",
+            "path " + l.worst_rail + " -> " + l.worst_peer + ": one-way delay p99 " + Micros(l.worst_p99_ns) +
+                " is above its SLA of " + Micros(l.worst_sla_ns) + "; " + std::to_string(l.breaches) + " of " +
+                std::to_string(l.judged) + " judged paths in breach (lockstep-agent fabric status lists them)"};
+  }
+  if (l.verdict == "WithinSLA") {
+    return {type, "True", "WithinSLA",
+            "every fabric path judged is within its latency SLA (one-way delay p99; breaches clear below 90% of "
+            "the SLA)"};
+  }
+  if (l.verdict == "ClockNotLocked") {
+    return {type, "Unknown", "ClockNotLocked",
+            "clock sync is not LOCKED: one-way delays are not measured, so latency SLAs are not judged"};
+  }
+  if (l.verdict == "NotEnoughSamples") {
+    return {type, "Unknown", "NotEnoughSamples",
+            "no fabric path with a latency SLA has " + std::to_string(l.min_samples) +
+                " one-way delays (latency.minSamples) in its stats window yet"};
+  }
+  return {type, "Unknown", "NoSLA", "the FabricPolicy sets no latency SLA (spec.latency)"};
+}
+
 Readiness Assess(const AgentReport& report) {
   Readiness clock = Assess(report.clock);
   if (!report.fabric) return clock;
@@ -122,6 +158,8 @@ std::string ReportSignature(const AgentReport& report) {
     }
     const kube::Condition c = ProberStalledCondition(*report.fabric);
     s += "|" + c.type + "=" + c.status + "/" + c.reason;
+    const kube::Condition l = LatencyCondition(report.fabric->latency);
+    s += "|" + l.type + "=" + l.status + "/" + l.reason;
   }
   if (report.gpu) {
     const kube::Condition& c = report.gpu->condition;
@@ -186,6 +224,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
       continue;
     }
     if (type == api::kProberStalledConditionType && !report.fabric) continue;  // fabric failover turned off
+    if (type == api::kLatencyConditionType && !report.fabric) continue;
     if (type == api::kGpuConditionType && !report.gpu) continue;                // gpu.mode Disabled
     kept.push_back(cond);
   }
@@ -193,6 +232,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   for (const kube::Condition& rc : rails) conditions = kube::SetCondition(conditions, rc, std::nullopt, now);
   if (report.fabric) {
     conditions = kube::SetCondition(conditions, ProberStalledCondition(*report.fabric), std::nullopt, now);
+    conditions = kube::SetCondition(conditions, LatencyCondition(report.fabric->latency), std::nullopt, now);
   }
   if (report.gpu) conditions = kube::SetCondition(conditions, report.gpu->condition, std::nullopt, now);
   s["conditions"] = conditions;

@@ -1,6 +1,7 @@
 #include "lockstep/agent/kube/kube_agent.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "lockstep/common/log.h"
@@ -26,6 +27,16 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
   }
   f.flaps_last_hour = view.flaps_last_hour;
   f.prober_stalled = view.prober_stalled;
+  const FabricLatencyView& l = view.latency;
+  f.latency = {.verdict = fabric::ToString(l.verdict),
+               .with_sla = l.with_sla,
+               .judged = l.judged,
+               .breaches = l.breaches,
+               .min_samples = l.min_samples,
+               .worst_peer = l.worst_peer,
+               .worst_rail = l.worst_rail,
+               .worst_p99_ns = l.worst_p99.count(),
+               .worst_sla_ns = l.worst_sla.count()};
   if (view.last_flap) f.last_flap_time = kube::FormatRfc3339(*view.last_flap);
   return f;
 }
@@ -41,6 +52,23 @@ void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json
                      std::to_string(alert.flaps_last_hour) + " times in the last hour, above the policy's " +
                      "flapAlertPerHour (" + std::to_string(alert.threshold) +
                      "): check its cable, transceiver and switch port (lockstep-agent fabric status shows its paths)");
+}
+
+void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                         const std::string& node_name, const FabricLatencyBreach& b) {
+  kube::Json involved = health ? *health
+                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
+                                            {"kind", "FabricHealth"},
+                                            {"metadata", {{"name", node_name}}}};
+  auto us = [](Nanos d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f us", std::chrono::duration<double, std::micro>(d).count());
+    return std::string(buf);
+  };
+  events.Warning(involved, kLatencyBreachReason,
+                 "fabric path " + b.rail + " -> " + b.peer + " of node " + node_name + ": one-way delay p99 " +
+                     us(b.owd_p99) + " (over " + std::to_string(b.samples) + " delays) is above its latency SLA of " +
+                     us(b.sla) + " (FabricPolicy spec.latency); lockstep-agent fabric status shows its paths");
 }
 
 KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
@@ -136,6 +164,9 @@ void KubeAgent::RaiseFlapAlerts() {
   if (!fabric_) return;
   for (const FabricFlapAlert& a : fabric_->TakeFlapAlerts()) {
     RecordFlapAlert(events_, reporter_.current(), options_.node_name, a);
+  }
+  for (const FabricLatencyBreach& b : fabric_->TakeLatencyBreaches()) {
+    RecordLatencyBreach(events_, reporter_.current(), options_.node_name, b);
   }
 }
 

@@ -30,12 +30,13 @@ nlohmann::json NsOrNull(std::optional<Nanos> d) {
 
 FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup& setup,
                                  const fabric::FabricOptions& fabric, std::chrono::nanoseconds publish_every,
-                                 const Clock& clock, metrics::Registry& registry)
+                                 const Clock& clock, metrics::Registry& registry, fabric::LatencySlaOptions latency)
     : self_name_(self_name),
       setup_(setup),
       fabric_(fabric),
       publish_every_(publish_every),
       clock_(clock),
+      latency_(std::move(latency)),
       state_(registry.Gauge("lockstep_fabric_path_state",
                             "1 for the state each path (local rail -> peer) is in, 0 for the others",
                             {"peer", "rail", "state"})),
@@ -75,7 +76,16 @@ FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup
                                       "judged, their probe timeouts counted as misses")),
       prober_stalled_(registry.Gauge("lockstep_fabric_prober_stalled",
                                      "1 while a stall was judged within the last stall window: the prober is late "
-                                     "so often that stalls are no longer excused (FabricHealth ProberStalled)")) {
+                                     "so often that stalls are no longer excused (FabricHealth ProberStalled)")),
+      owd_sla_(registry.Gauge("lockstep_fabric_path_owd_sla_seconds",
+                              "The latency SLA in force on the path: the one-way delay p99 it should stay at or "
+                              "below (FabricPolicy spec.latency); only paths with an SLA",
+                              {"peer", "rail"})),
+      latency_breach_(registry.Gauge("lockstep_fabric_path_latency_breach",
+                                     "1 while the path's one-way delay p99 breaks its latency SLA (entered above "
+                                     "the SLA, cleared below 90% of it; judged only while clock sync is LOCKED and "
+                                     "with minSamples delays), else 0",
+                                     {"peer", "rail"})) {
   stalls_.Inc({}, 0);
   stalls_judged_.Inc({}, 0);
   prober_stalled_.Set(0);
@@ -177,6 +187,8 @@ std::vector<std::string> FabricPublisher::ForgetPeersExcept(const std::vector<st
       rtt_.Remove({k.peer, rail, q});
     }
     sent_.Remove({k.peer, rail});
+    owd_sla_.Remove({k.peer, rail});
+    latency_breach_.Remove({k.peer, rail});
     replies_.Remove({k.peer, rail});
     misses_.Remove({k.peer, rail});
     if (std::find(gone.begin(), gone.end(), k.peer) == gone.end()) gone.push_back(k.peer);
@@ -196,7 +208,7 @@ bool FabricPublisher::Due(MonoTime now) const {
   return now >= next_publish_ || (changed_ && now >= last_publish_ + ChangeGap());
 }
 
-void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) {
+void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor, bool clock_locked) {
   next_publish_ = now + publish_every_;
   last_publish_ = now;
   changed_ = false;
@@ -207,8 +219,17 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
   const auto& rails = setup_.rails;
   nlohmann::json paths = nlohmann::json::array();
   std::map<int, std::vector<std::string>> failed_peers;
-  for (const fabric::PathView& v : monitor.Paths(now)) {
+  const std::vector<fabric::PathView> views = monitor.Paths(now);
+  std::vector<fabric::LatencySample> delays;
+  delays.reserve(views.size());
+  for (const fabric::PathView& v : views) delays.push_back({v.path, v.stats.owd_p99, v.stats.owd_samples});
+  const fabric::LatencyDecisions latency = latency_.Judge(now, clock_locked, delays);
+  for (size_t i = 0; i < views.size(); ++i) {
+    const fabric::PathView& v = views[i];
+    const fabric::PathLatency& sla = latency.paths[i];
     const std::string rail = RailName(v.path.rail);
+    if (sla.sla) owd_sla_.Set({v.path.peer, rail}, std::chrono::duration<double>(*sla.sla).count());
+    latency_breach_.Set({v.path.peer, rail}, sla.breach() ? 1 : 0);
     if (v.state == PathState::kDown || v.state == PathState::kRecovering) {
       failed_peers[v.path.rail].push_back(v.path.peer);
     }
@@ -244,7 +265,9 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
                      {"misses", v.stats.misses},
                      {"hold_down_level", v.hold_down_level},
                      {"readmit_in_ms", readmit},
-                     {"flaps_last_hour", v.flaps_in_window}});
+                     {"flaps_last_hour", v.flaps_in_window},
+                     {"owd_sla_ns", NsOrNull(sla.sla)},
+                     {"latency", fabric::ToString(sla.verdict)}});
   }
   nlohmann::json peers = nlohmann::json::array();
   for (const FabricPeer& p : setup_.peers) {
@@ -298,6 +321,30 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
          {"flaps_last_hour", r.flaps_in_window},
          {"alerting", r.alerting}});
   }
+  const fabric::LatencySummary& sum = latency.summary;
+  health.latency = {.verdict = sum.verdict,
+                    .with_sla = sum.with_sla,
+                    .judged = sum.judged,
+                    .breaches = sum.breaches,
+                    .min_samples = latency_.options().min_samples};
+  if (sum.worst) {
+    health.latency.worst_peer = sum.worst->path.peer;
+    health.latency.worst_rail = RailName(sum.worst->path.rail);
+    health.latency.worst_p99 = sum.worst->owd_p99.value_or(Nanos(0));
+    health.latency.worst_sla = sum.worst->sla.value_or(Nanos(0));
+  }
+  std::vector<FabricLatencyBreach> breaches;
+  for (const fabric::LatencyBreach& b : latency.breaches) {
+    const std::string rail = RailName(b.path.rail);
+    log::Warn("fabric path above its latency SLA",
+              {{"peer", b.path.peer},
+               {"rail", rail},
+               {"owd_p99_us", std::to_string(std::chrono::duration<double, std::micro>(b.owd_p99).count())},
+               {"sla_us", std::to_string(std::chrono::duration<double, std::micro>(b.sla).count())},
+               {"samples", std::to_string(b.samples)},
+               {"event", b.notify ? "true" : "false"}});
+    if (b.notify) breaches.push_back({b.path.peer, rail, b.owd_p99, b.sla, b.samples});
+  }
   nlohmann::json last_flap = nullptr;
   if (auto lf = monitor.LastFlap()) last_flap = std::chrono::duration<double>(now - *lf).count();
   nlohmann::json status = {
@@ -311,12 +358,21 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor) 
       {"prober_stalls", stalls.stalls},
       {"prober_stalls_judged", stalls.judged},
       {"prober_stalled", stalls.persistent},
+      {"latency",
+       {{"verdict", fabric::ToString(sum.verdict)},
+        {"paths_with_sla", sum.with_sla},
+        {"judged", sum.judged},
+        {"breaches", sum.breaches},
+        {"min_samples", latency_.options().min_samples}}},
       {"rails", rail_views},
       {"paths", paths},
       {"peers", peers}};
   std::lock_guard lock(mu_);
   status_ = std::move(status);
   health_ = std::move(health);
+  for (FabricLatencyBreach& b : breaches) {
+    if (latency_breaches_.size() < 1024) latency_breaches_.push_back(std::move(b));
+  }
 }
 
 FabricHealthView FabricPublisher::Health() const {
@@ -327,6 +383,11 @@ FabricHealthView FabricPublisher::Health() const {
 std::vector<FabricFlapAlert> FabricPublisher::TakeFlapAlerts() {
   std::lock_guard lock(mu_);
   return std::exchange(alerts_raised_, {});
+}
+
+std::vector<FabricLatencyBreach> FabricPublisher::TakeLatencyBreaches() {
+  std::lock_guard lock(mu_);
+  return std::exchange(latency_breaches_, {});
 }
 
 nlohmann::json FabricPublisher::StatusJson() const {

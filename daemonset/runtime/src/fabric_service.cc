@@ -57,7 +57,8 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       monitor_(WithSelf(options_.fabric, options_.self_name), options_.seed),
       acks_(AckOptions(options_)),
       routes_(actuator, clock_, options_.setup, options_.reconcile_every, registry),
-      publisher_(options_.self_name, options_.setup, options_.fabric, options_.publish_every, clock_, registry),
+      publisher_(options_.self_name, options_.setup, options_.fabric, options_.publish_every, clock_, registry,
+                 options_.latency),
       urgent_(registry.Counter("lockstep_fabric_urgent_probes_total",
                                "Urgent probes sent to confirm a missed probe at once (counted in probes_sent too)",
                                {"peer", "rail"})),
@@ -100,7 +101,7 @@ Status FabricService::Start() {
   if (adopted_) WatchPeers(peers, now);
   ApplyPendingPeers(now);
   routes_.ScheduleReconcile(now);
-  publisher_.Publish(now, monitor_);
+  publisher_.Publish(now, monitor_, fabric_now_ && fabric_now_().has_value());
   return result;
 }
 
@@ -429,7 +430,7 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   if (now >= next_sweep_) Sweep(now);
   // Periodically for the percentiles, and soon after any change of state or
   // pin so `fabric status`, the metrics and FabricHealth follow failovers.
-  if (publisher_.Due(now)) publisher_.Publish(now, monitor_);
+  if (publisher_.Due(now)) publisher_.Publish(now, monitor_, fabric_now.has_value());
 }
 
 void FabricService::Sweep(MonoTime now) {
@@ -446,6 +447,8 @@ void FabricService::Sweep(MonoTime now) {
 FabricHealthView FabricService::Health() const { return publisher_.Health(); }
 
 std::vector<FabricFlapAlert> FabricService::TakeFlapAlerts() { return publisher_.TakeFlapAlerts(); }
+
+std::vector<FabricLatencyBreach> FabricService::TakeLatencyBreaches() { return publisher_.TakeLatencyBreaches(); }
 
 nlohmann::json FabricService::StatusJson() const { return publisher_.StatusJson(); }
 

@@ -18,4 +18,18 @@ Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
   return o;
 }
 
+LatencySlaOptions LatencySlaOptionsFromConfig(const api::AgentConfig& config) {
+  LatencySlaOptions o;
+  const api::LatencySpec& l = config.latency;
+  if (l.one_way_delay_p99_micros) o.all_rails = std::chrono::microseconds(*l.one_way_delay_p99_micros);
+  for (const api::RailLatencySla& r : l.rails) {
+    const auto& rails = config.fabric.rails;
+    for (size_t i = 0; i < rails.size(); ++i) {
+      if (rails[i] == r.name) o.per_rail[static_cast<int>(i)] = std::chrono::microseconds(r.one_way_delay_p99_micros);
+    }
+  }
+  o.min_samples = l.min_samples;
+  return o;
+}
+
 }  // namespace lockstep::fabric

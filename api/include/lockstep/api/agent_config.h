@@ -72,6 +72,9 @@ struct AgentConfig {
   // GPU health (agent.yaml `gpu:`, the FabricPolicy's spec.gpu): the mode,
   // how often NVML is read and the early-warning thresholds.
   GpuSpec gpu;
+  // Latency SLAs of the fabric paths (agent.yaml `latency:`, the
+  // FabricPolicy's spec.latency); rail names must be in fabric.rails.
+  LatencySpec latency;
   std::string probe_key_file = kProbeKeyFile;
   // This node's Ed25519 signing key (a 32-byte seed); "" = a fresh key pair at
   // every start (published in FabricHealth status.nodePublicKey).

@@ -57,6 +57,13 @@ inline constexpr int kMaxHoldDownDecaySeconds = 86400;
 inline constexpr int kMaxFlapAlertPerHour = 10000;
 inline constexpr int kMaxRails = 16;  // spec.rails
 
+// Latency SLAs (FabricPolicy spec.latency, agent.yaml latency:): a path's
+// one-way delay p99 above its SLA is a breach, judged once the path's stats
+// window holds minSamples delays.
+inline constexpr int kLatencyMinSamples = 50;
+inline constexpr int kMaxLatencyMinSamples = 10000;
+inline constexpr int64_t kMaxOneWayDelayP99Micros = 10'000'000;  // 10 s
+
 // A FabricPolicy's name is the value of the label lockstep.dev/policy on its
 // agent objects and FabricHealths, and of app.kubernetes.io/instance: a label
 // value holds at most 63 characters. (The objects named lockstep-agent-<policy>

@@ -139,6 +139,12 @@ inline constexpr char kProberStalledConditionType[] = "ProberStalled";
 // (NvmlUnavailable) when NVML cannot be read. The controller reads it (and
 // status.gpu) for pre-emptive migrations.
 inline constexpr char kGpuConditionType[] = "GPUHealthy";
+// An agent condition (with fabric failover only): True while every fabric
+// path judged is within its latency SLA (FabricPolicy spec.latency), False
+// naming the worst path and its p99 while any breaks it, Unknown (NoSLA,
+// ClockNotLocked, NotEnoughSamples) when nothing can be judged
+// (LatencyCondition in lockstep/agent/kube/health_status.h).
+inline constexpr char kLatencyConditionType[] = "LatencyWithinSLA";
 
 // Parses .status (null: empty). Errors name the node and the field.
 Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node_name, const Json& status);

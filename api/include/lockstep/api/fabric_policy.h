@@ -109,6 +109,23 @@ struct GpuSpec {
 };
 const std::vector<std::string>& GpuModes();  // Auto, Required, Disabled
 
+// One rail's latency SLA (spec.latency.rails[]): overrides the policy-wide one.
+struct RailLatencySla {
+  std::string name;                      // one of spec.rails
+  int64_t one_way_delay_p99_micros = 1;  // 1..kMaxOneWayDelayP99Micros
+  bool operator==(const RailLatencySla&) const = default;
+};
+
+// Latency SLAs (spec.latency; agent.yaml latency:): the p99 one-way delay
+// each path (local rail -> peer) should stay below. A path's SLA is its
+// rail's entry in `rails`, else one_way_delay_p99_micros, else none.
+struct LatencySpec {
+  std::optional<int64_t> one_way_delay_p99_micros;  // 1..kMaxOneWayDelayP99Micros; absent: no policy-wide SLA
+  std::vector<RailLatencySla> rails;                // distinct names, at most kMaxRails
+  int min_samples = kLatencyMinSamples;             // 1..kMaxLatencyMinSamples: delays in the window before judging
+  bool operator==(const LatencySpec&) const = default;
+};
+
 struct AgentSpec {
   std::string image = kAgentImage;
   std::string image_pull_policy = kAgentImagePullPolicy;  // Always, IfNotPresent, Never
@@ -133,6 +150,7 @@ struct FabricPolicySpec {
   std::vector<std::string> rails;
   std::string host_interface = kFabricHostInterface;  // holds each node's host address
   GpuSpec gpu;
+  LatencySpec latency;
   AgentSpec agent;
   bool operator==(const FabricPolicySpec&) const = default;
 };
@@ -162,6 +180,7 @@ Json ToJson(const Toleration& t);
 Json ToJson(const std::vector<Toleration>& t);
 Json ToJson(const ResourceRequirements& r);
 Json ToJson(const GpuSpec& g);
+Json ToJson(const LatencySpec& l);
 Json ToJson(const FabricPolicySpec& spec);
 Json ToJson(const FabricPolicyStatus& status);
 

@@ -58,6 +58,7 @@ struct PathStats {
   int window_samples = 0;          // probes decided (replied or missed) in the window
   double loss = 0;                 // misses / window_samples over the window (0 when empty)
   std::optional<Nanos> owd_p50, owd_p99;  // one-way delay (replies that carried one)
+  int owd_samples = 0;                    // replies in the window that carried a one-way delay
   std::optional<Nanos> rtt_p50, rtt_p99;  // round trip
 };
 

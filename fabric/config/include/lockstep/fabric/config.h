@@ -6,6 +6,7 @@
 #pragma once
 
 #include "lockstep/api/agent_config.h"
+#include "lockstep/fabric/latency_sla.h"
 #include "lockstep/fabric/options.h"
 
 namespace lockstep::fabric {
@@ -17,5 +18,10 @@ namespace lockstep::fabric {
 // flapAlertPerHour -> flap_alert_per_hour; the rest keep their defaults.
 // InvalidArgument (naming the agent.yaml key) when the result is not valid.
 Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config);
+
+// latency.oneWayDelayP99Micros -> all_rails, latency.rails[] -> per_rail (by
+// the rail's index in fabric.rails; a name not there is ignored: the parser
+// rejects it), latency.minSamples -> min_samples.
+LatencySlaOptions LatencySlaOptionsFromConfig(const api::AgentConfig& config);
 
 }  // namespace lockstep::fabric

@@ -48,6 +48,17 @@ struct RailReport {
   bool alerting = false;  // flaps above flapAlertPerHour
 };
 
+// The latency SLAs' summary (FabricLatencyView).
+struct LatencyReport {
+  // NoSLA, ClockNotLocked, NotEnoughSamples, WithinSLA or SLABreached
+  // (fabric::ToString(LatencyVerdict)).
+  std::string verdict = "NoSLA";
+  int with_sla = 0, judged = 0, breaches = 0;  // paths
+  int min_samples = 0;
+  std::string worst_peer{}, worst_rail{};  // SLABreached: the path furthest above its SLA
+  int64_t worst_p99_ns = 0, worst_sla_ns = 0;
+};
+
 // Fabric failover's view (only with fabric.rails).
 struct FabricSnapshot {
   std::string host_address{};        // status.hostAddress
@@ -57,6 +68,7 @@ struct FabricSnapshot {
   // A stall of the prober was judged (beyond its excuse budget) within the
   // last stall window (FabricHealthView::prober_stalled).
   bool prober_stalled = false;
+  LatencyReport latency{};
 };
 
 // GPU health (agent.yaml gpu.mode not Disabled): the GPUHealthy condition
@@ -125,14 +137,25 @@ kube::Condition RailCondition(const RailReport& rail);
 // The message holds no counts (a write per change, not per stall).
 kube::Condition ProberStalledCondition(const FabricSnapshot& fabric);
 
+// The latency SLA condition, type LatencyWithinSLA (only with fabric):
+//   True    WithinSLA         every path judged is within its SLA
+//   False   SLABreached       names the path furthest above its SLA, its p99
+//                             and the number of paths in breach
+//   Unknown NoSLA             the policy sets no latency SLA
+//   Unknown ClockNotLocked    clock sync is not LOCKED: delays are not judged
+//   Unknown NotEnoughSamples  no path with an SLA has minSamples delays yet
+// The message holds no values that move while the state holds (a write per
+// change, not per publish), except the worst path's p99 in breach.
+kube::Condition LatencyCondition(const LatencyReport& latency);
+
 // "Rail-" + the interface name with characters a condition type may not
 // hold (it allows [-A-Za-z0-9_.], alphanumeric last) replaced by '-', and an
 // 'x' appended when it would not end alphanumeric.
 std::string RailConditionType(const std::string& rail_name);
 
 // What a write is due for at once (subject to the reporter's rate limit):
-// the Ready reason, every rail condition's status and reason, ProberStalled's
-// and GPUHealthy's (a GPU that starts to warn is written within the report
+// the Ready reason, every rail condition's status and reason, ProberStalled's,
+// LatencyWithinSLA's and GPUHealthy's (a GPU that starts to warn is written within the report
 // interval, not at the next heartbeat). GPUHealthy does not change Ready or
 // the phase: those describe the fabric and the clock.
 std::string ReportSignature(const AgentReport& report);

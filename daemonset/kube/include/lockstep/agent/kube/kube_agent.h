@@ -9,7 +9,10 @@
 //    selection, peers with a status.hostAddress), the report carries its
 //    rails, flaps and last flap (FabricSnapshotOf), we publish our host
 //    address (status.hostAddress), and each flap alert the service raises
-//    becomes one Warning Event (reason FabricFlapAlert) on our FabricHealth.
+//    becomes one Warning Event (reason FabricFlapAlert) on our FabricHealth;
+//    so does each new latency SLA breach the service hands over (reason
+//    FabricLatencySLABreach), and the LatencyWithinSLA condition follows
+//    the service's latency view.
 //  - With a GPU report source (agent.yaml gpu.mode not Disabled): status.gpu
 //    and the GPUHealthy condition from it, at every report.
 //
@@ -59,6 +62,7 @@ struct KubeAgentOptions {
 };
 
 inline constexpr char kFlapAlertReason[] = "FabricFlapAlert";
+inline constexpr char kLatencyBreachReason[] = "FabricLatencySLABreach";
 
 // The report's fabric part from the service's view; `host_address` is ours.
 FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string& host_address);
@@ -68,6 +72,12 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
 // FabricHealth/<node> before the first read).
 void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health,
                      const std::string& node_name, const FabricFlapAlert& alert);
+
+// The Warning Event for a path's new latency SLA breach (at most one per
+// path per 10 minutes: the service decides): reason kLatencyBreachReason,
+// on our FabricHealth as RecordFlapAlert.
+void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                         const std::string& node_name, const FabricLatencyBreach& breach);
 
 // The GPU part of a report, read from the kube thread (thread-safe); empty
 // function: no GPU monitor.

@@ -9,8 +9,13 @@
 // change of path state or pin. The snapshot, the health view and the alerts
 // are read from any thread.
 //
-// Thread-safety: StatusJson(), Health() and TakeFlapAlerts() from any
-// thread; the rest from the service thread.
+// Latency SLAs (fabric::LatencySla) are judged at each publish from the
+// paths' one-way delay p99 over the stats window: the SLA in force and the
+// breach flag per path are gauges, the summary goes into the health view
+// (LatencyWithinSLA) and new breaches due an Event into TakeLatencyBreaches.
+//
+// Thread-safety: StatusJson(), Health(), TakeFlapAlerts() and
+// TakeLatencyBreaches() from any thread; the rest from the service thread.
 #pragma once
 
 #include <chrono>
@@ -25,6 +30,7 @@
 #include "lockstep/agent/fabric_setup.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/fabric/latency_sla.h"
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path_monitor.h"
 
@@ -43,6 +49,26 @@ struct FabricRailHealth {
   bool operator==(const FabricRailHealth&) const = default;
 };
 
+// The latency SLAs as of the last publish (fabric::LatencySummary, with
+// names): what the LatencyWithinSLA condition says.
+struct FabricLatencyView {
+  fabric::LatencyVerdict verdict = fabric::LatencyVerdict::kNoSla;
+  int with_sla = 0, judged = 0, breaches = 0;  // paths
+  int min_samples = 0;                         // the policy's minSamples
+  // kBreach: the path furthest above its SLA.
+  std::string worst_peer{}, worst_rail{};
+  Nanos worst_p99{}, worst_sla{};
+  bool operator==(const FabricLatencyView&) const = default;
+};
+
+// A path's new latency SLA breach that asks for an Event (at most one per
+// path per 10 minutes; fabric::LatencySla).
+struct FabricLatencyBreach {
+  std::string peer{}, rail{};
+  Nanos owd_p99{}, sla{};
+  int samples = 0;
+};
+
 // What FabricHealth needs from the service: one entry per configured rail,
 // in rail order, as of the last publish (publish_every, 1 s, and at once
 // after a change).
@@ -55,6 +81,7 @@ struct FabricHealthView {
   // judged (beyond the excuse budget) within the last stall window.
   bool prober_stalled = false;
   uint64_t stalls = 0, stalls_judged = 0;  // since the start
+  FabricLatencyView latency{};
   bool operator==(const FabricHealthView&) const = default;
 };
 
@@ -68,8 +95,10 @@ struct FabricFlapAlert {
 class FabricPublisher {
  public:
   // The references (the service's options) must outlive the publisher.
+  // `latency`: the paths' latency SLAs (none by default).
   FabricPublisher(const std::string& self_name, const FabricSetup& setup, const fabric::FabricOptions& fabric,
-                  std::chrono::nanoseconds publish_every, const Clock& clock, metrics::Registry& registry);
+                  std::chrono::nanoseconds publish_every, const Clock& clock, metrics::Registry& registry,
+                  fabric::LatencySlaOptions latency = {});
 
   // The monitor's decisions: transitions logged, flaps and alerts counted
   // (and logged); any decision is published soon (Due).
@@ -91,12 +120,16 @@ class FabricPublisher {
 
   // Periodically, or soon after a change.
   bool Due(MonoTime now) const;
-  // Gauges, counters, the status snapshot and the health view as of `now`.
-  void Publish(MonoTime now, const fabric::PathMonitor& monitor);
+  // Gauges, counters, the status snapshot and the health view as of `now`;
+  // the latency SLAs are judged here (`clock_locked`: this node's clock
+  // sync is LOCKED, so its one-way delays are meaningful).
+  void Publish(MonoTime now, const fabric::PathMonitor& monitor, bool clock_locked = false);
 
   nlohmann::json StatusJson() const;
   FabricHealthView Health() const;
   std::vector<FabricFlapAlert> TakeFlapAlerts();
+  // The latency SLA breaches that ask for an Event since the last call.
+  std::vector<FabricLatencyBreach> TakeLatencyBreaches();
 
  private:
   std::string RailName(int rail) const;  // the interface, or the number for a rail we do not have
@@ -128,9 +161,11 @@ class FabricPublisher {
   int judged_unlogged_ = 0;
 
   mutable std::mutex mu_;
-  nlohmann::json status_;                       // GUARDED_BY(mu_)
-  FabricHealthView health_;                     // GUARDED_BY(mu_)
-  std::vector<FabricFlapAlert> alerts_raised_;  // GUARDED_BY(mu_)
+  nlohmann::json status_;                              // GUARDED_BY(mu_)
+  FabricHealthView health_;                            // GUARDED_BY(mu_)
+  std::vector<FabricFlapAlert> alerts_raised_;         // GUARDED_BY(mu_)
+  std::vector<FabricLatencyBreach> latency_breaches_;  // GUARDED_BY(mu_)
+  fabric::LatencySla latency_;
 
   metrics::Family& state_;
   metrics::Family& loss_;
@@ -148,6 +183,8 @@ class FabricPublisher {
   metrics::Family& stalls_;
   metrics::Family& stalls_judged_;
   metrics::Family& prober_stalled_;
+  metrics::Family& owd_sla_;
+  metrics::Family& latency_breach_;
 };
 
 }  // namespace lockstep::agent

@@ -112,6 +112,9 @@ struct FabricServiceOptions {
   // Probes per path after which we take a new epoch (seqs compare modulo
   // 2^32 and a stale replay must never look newer; ~350 days at 71/s).
   uint32_t renew_epoch_after = uint32_t{1} << 31;
+  // The paths' latency SLAs (agent.yaml latency:), judged at each publish
+  // while clock sync is LOCKED (fabric_now has a value).
+  fabric::LatencySlaOptions latency{};
 };
 
 class FabricService {
@@ -144,6 +147,8 @@ class FabricService {
   FabricHealthView Health() const;
   // The flap alerts raised since the last call (each raise once).
   std::vector<FabricFlapAlert> TakeFlapAlerts();
+  // The latency SLA breaches due an Event since the last call.
+  std::vector<FabricLatencyBreach> TakeLatencyBreaches();
   const fabric::PathMonitor& monitor() const { return monitor_; }
   // This boot's epoch as sent (fabric_probe.h). Read from the service thread.
   uint64_t epoch() const { return epoch_; }
