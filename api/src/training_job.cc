@@ -23,8 +23,8 @@ Status ValidateTrainingJobName(const std::string& name) {
   if (name.size() > static_cast<size_t>(kMaxTrainingJobNameLength)) {
     return InvalidArgument(Context(name) + "metadata.name must be at most " +
                            std::to_string(kMaxTrainingJobNameLength) +
-                           " characters so that the names and labels derived from it (pods, spares) stay within "
-                           "63; choose a shorter name");
+                           " characters so that the names derived from it (pods, the coordinator's \"<name>-coordinator-state\") "
+                           "stay within 63; choose a shorter name");
   }
   return Status::Ok();
 }

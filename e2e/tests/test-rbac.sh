@@ -99,10 +99,23 @@ check_can agent no delete events -n default
 check_can agent no get secrets -n $NS
 pass "agent RBAC: read FabricHealths and a Node, write FabricHealth status and Events in default; nothing else"
 
-check_can operator no create pods -n $NS
-check_can operator no delete pods -n $NS
-check_can operator no list pods
-check_can operator no get trainingjobs -A
+# TrainingJobs (any namespace): rank and coordinator pods created and deleted,
+# the coordinator's objects server-side applied, the coordinator role bound.
+check_can operator yes create pods -n default
+check_can operator yes delete pods -n default
+check_can operator yes list pods
+check_can operator no update pods -n default
+check_can operator no patch pods -n default
+check_can operator yes list trainingjobs -A
+check_can operator no update trainingjobs -n default
+check_can operator yes patch trainingjobs --subresource=status -n default
+check_can operator yes patch services -n default
+check_can operator no delete services -n default
+check_can operator yes patch rolebindings -n default
+check_can operator no delete rolebindings -n default
+check_can operator yes bind clusterroles/lockstep-coordinator
+check_can operator no bind clusterroles/cluster-admin
+check_can operator no escalate clusterroles/lockstep-coordinator
 check_can operator no update fabricpolicies
 check_can operator no patch fabricpolicies
 check_can operator yes patch fabricpolicies --subresource=status
@@ -119,7 +132,7 @@ check_can operator yes create secrets -n $NS
 check_can operator yes update leases/lockstep-operator -n $NS
 check_can operator no update leases/other -n $NS
 check_can operator no create events.events.k8s.io -n $NS
-pass "operator RBAC: no pods, TrainingJobs, FabricPolicy spec writes, deletes or other Secrets"
+pass "operator RBAC: TrainingJob pods and coordinator objects only; no FabricPolicy spec writes, object deletes or other Secrets"
 
 # --- the agent pods ---
 ds() { kubectl -n $NS get daemonset lockstep-agent-default -o jsonpath="$1"; }

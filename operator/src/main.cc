@@ -1,5 +1,6 @@
-// lockstep-operator: reconciles FabricPolicy into the node agent DaemonSet and
-// keeps one FabricHealth per selected node. The wiring is BuildOperator()
+// lockstep-operator: reconciles FabricPolicy into the node agent DaemonSet,
+// keeps one FabricHealth per selected node and runs each TrainingJob (its rank
+// pods and its coordinator). The wiring is BuildOperator()
 // (operator_runtime.h); this file parses flags, builds the adapters (curl API,
 // system clock, HTTP endpoints) and waits for a signal. Flags: --help.
 #include <unistd.h>
@@ -51,6 +52,7 @@ struct Flags {
   std::string identity;
   std::string metrics_addr = ":8080", health_addr = ":8081";
   std::string agent_service_account = "lockstep-agent", agent_image, probe_key_secret = "lockstep-probe-key";
+  std::string coordinator_image = api::kCoordinatorImage, coordinator_cluster_role = api::kCoordinatorClusterRole;
   int workers = 4;
   std::string log_level = "info";
 };
@@ -89,6 +91,8 @@ int Run(const Flags& f) {
   if (Status s = op::EnsureProbeKeySecret(**api, f.ns, f.probe_key_secret, op::OsRandomBytes); !s.ok()) {
     return Fail(s.error().message);
   }
+  o.training_jobs.coordinator_image = f.coordinator_image;
+  o.training_jobs.coordinator_cluster_role = f.coordinator_cluster_role;
   o.workers = f.workers;
   o.leader_elect = f.leader_elect;
   o.election = {.lease_namespace = f.ns,
@@ -142,7 +146,9 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App app{"lockstep-operator: reconciles FabricPolicy into the node agent DaemonSet and one FabricHealth per node"};
+  CLI::App app{
+      "lockstep-operator: reconciles FabricPolicy into the node agent DaemonSet and one FabricHealth per node, and "
+      "runs each TrainingJob's rank pods and coordinator"};
   app.add_option("--kubeconfig", f.config.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--context", f.config.context, "kubeconfig context");
   app.add_option("--server", f.config.server, "API server URL (with --token-file: a ServiceAccount token)");
@@ -160,6 +166,11 @@ int main(int argc, char** argv) {
   app.add_option("--agent-service-account", f.agent_service_account, "agent ServiceAccount")->default_val(f.agent_service_account);
   app.add_option("--agent-image", f.agent_image, "overrides every policy's spec.agent.image");
   app.add_option("--probe-key-secret", f.probe_key_secret, "Secret with the probe key (created with 32 random bytes when missing, never overwritten)")->default_val(f.probe_key_secret);
+  app.add_option("--coordinator-image", f.coordinator_image, "image of each TrainingJob's coordinator pod")
+      ->default_val(f.coordinator_image);
+  app.add_option("--coordinator-cluster-role", f.coordinator_cluster_role,
+                 "ClusterRole bound to each TrainingJob's coordinator ServiceAccount in the job's namespace")
+      ->default_val(f.coordinator_cluster_role);
   app.add_option("--workers", f.workers, "reconcile workers per controller")->check(CLI::Range(1, 64))->default_val(4);
   app.add_option("--log-level", f.log_level, "debug|info|warn|error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))

@@ -12,6 +12,17 @@ kube::InformerOptions AllObjects(const OperatorOptions& o) {
   return {.watch_timeout_seconds = o.watch_timeout_seconds};
 }
 
+// Pods of TrainingJobs (ranks, spares the coordinator made, the coordinator).
+kube::InformerOptions JobPods(const OperatorOptions& o) {
+  return {.label_selector = kJobLabel, .watch_timeout_seconds = o.watch_timeout_seconds};
+}
+
+// What the TrainingJob controller applies, in every namespace.
+kube::InformerOptions JobOwned(const OperatorOptions& o) {
+  return {.label_selector = std::string(kJobLabel) + "," + kOwnedSelector,
+          .watch_timeout_seconds = o.watch_timeout_seconds};
+}
+
 kube::InformerOptions Owned(const OperatorOptions& o) {
   return {.ns = o.settings.namespace_name, .label_selector = kOwnedSelector,
           .watch_timeout_seconds = o.watch_timeout_seconds};
@@ -33,6 +44,7 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                                    // Keys a standby held back are reconciled now.
                                    policy_ctl_.GateOpened();
                                    health_ctl_.GateOpened();
+                                   job_ctl_.GateOpened();
                                  },
                              .on_stopped_leading =
                                  [this](bool was_lost) {
@@ -48,17 +60,30 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       healths_(api, kube::gvr::kFabricHealths, AllObjects(options_)),
       daemonsets_(api, kube::gvr::kDaemonSets, Owned(options_)),
       configmaps_(api, kube::gvr::kConfigMaps, Owned(options_)),
+      jobs_(api, kube::gvr::kTrainingJobs, AllObjects(options_)),
+      job_pods_(api, kube::gvr::kPods, JobPods(options_)),
+      job_serviceaccounts_(api, kube::gvr::kServiceAccounts, JobOwned(options_)),
+      job_rolebindings_(api, kube::gvr::kRoleBindings, JobOwned(options_)),
+      job_configmaps_(api, kube::gvr::kConfigMaps, JobOwned(options_)),
+      job_services_(api, kube::gvr::kServices, JobOwned(options_)),
       events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
       policy_reconciler_(fenced_,
                          {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()}, events_,
                          clock, options_.settings, options_.policy),
       health_reconciler_(fenced_, {policies_.store(), nodes_.store(), healths_.store()}, clock),
+      job_reconciler_(fenced_,
+                      {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
+                       job_configmaps_.store(), job_services_.store()},
+                      events_, clock, registry_, options_.training_jobs),
       policy_ctl_(policy_reconciler_, clock,
                   {.name = "fabricpolicy", .workers = options_.workers, .registry = &registry_,
                    .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
       health_ctl_(health_reconciler_, clock,
                   {.name = "fabrichealth", .workers = options_.workers, .registry = &registry_,
-                   .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
+                   .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
+      job_ctl_(job_reconciler_, clock,
+               {.name = "trainingjob", .workers = options_.workers, .registry = &registry_,
+                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
   Wire();
 }
 
@@ -103,10 +128,24 @@ void Operator::Wire() {
         return keys;
       },
       kube::GenerationOrDeletionChanged);
+
+  kube::Controller& j = job_ctl_;
+  // The job's own status writes carry nothing it plans from.
+  j.For(jobs_, kube::SpecOrMetadataChanged);
+  // Every pod change of a job (phase, deletion; spares the coordinator made).
+  j.Watches(job_pods_, TrainingJobKeysForPod);
+  for (kube::Informer* i : {&job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_}) {
+    j.Owns(*i, kube::gvr::kTrainingJobs);
+  }
+}
+
+std::vector<kube::Informer*> Operator::Informers() {
+  return {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_, &jobs_, &job_pods_,
+          &job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_};
 }
 
 Status Operator::ListOnce() {
-  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) {
+  for (kube::Informer* i : Informers()) {
     if (Status s = i->ListOnce(); !s.ok()) return s;
   }
   return Status();
@@ -115,17 +154,19 @@ Status Operator::ListOnce() {
 void Operator::Start() {
   if (started_) return;
   started_ = true;
-  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) i->Start();
+  for (kube::Informer* i : Informers()) i->Start();
   policy_ctl_.Start();
   health_ctl_.Start();
+  job_ctl_.Start();
   if (elector_) elector_->Start();
 }
 
 void Operator::Stop() {
   policy_ctl_.Stop();
   health_ctl_.Stop();
+  job_ctl_.Stop();
   if (elector_) elector_->Stop();  // releases the lease so a successor starts at once
-  for (kube::Informer* i : {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_}) i->Stop();
+  for (kube::Informer* i : Informers()) i->Stop();
 }
 
 Result<std::unique_ptr<Operator>> BuildOperator(kube::KubeApi& api, Clock& clock, OperatorOptions options) {

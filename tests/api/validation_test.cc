@@ -90,7 +90,12 @@ TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers
   auto ok = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2,"pytorchJobRef":{"name":"x"}})"));
   REQUIRE(ok.ok());
   REQUIRE(ok->pytorch_job_ref == "x");
-  REQUIRE_FALSE(ParseTrainingJobSpec(std::string(53, 'j'), Json::parse(R"({"replicas":1})")).ok());
+  const Json one = Json::parse(R"({"replicas":1,"pytorchJobRef":{"name":"x"}})");
+  REQUIRE(ParseTrainingJobSpec(std::string(45, 'j'), one).ok());
+  auto long_name = ParseTrainingJobSpec(std::string(46, 'j'), one);
+  REQUIRE_FALSE(long_name.ok());
+  REQUIRE(long_name.error().message.find("metadata.name must be at most 45 characters") != std::string::npos);
+  REQUIRE(long_name.error().message.find("-coordinator-state") != std::string::npos);
 }
 
 }  // namespace

@@ -74,6 +74,13 @@ render numeric-tag --set operator.image.tag=1.10 --set agent.image.tag=1.10
 expect_eq "numeric-tag: operator image" "$(operator_field "$tmp/numeric-tag.yaml" image)" "ghcr.io/lockstep/lockstep-operator:1.10"
 expect_eq "numeric-tag: FabricPolicy spec.agent.image" "$(policy_agent_field "$tmp/numeric-tag.yaml" image)" "ghcr.io/lockstep/lockstep-agent:1.10"
 
+# The coordinator image of each TrainingJob: the operator's --coordinator-image flag.
+grep -qxE -- " +- --coordinator-image=ghcr.io/lockstep/lockstep-coordinator:$app_version" "$tmp/defaults.yaml" &&
+  ok "defaults: --coordinator-image tagged with the appVersion" || bad "defaults: no --coordinator-image with the appVersion"
+render coordinator --set coordinator.image.repository=localhost/lockstep-coordinator --set-string coordinator.image.tag=dev
+grep -qxE -- " +- --coordinator-image=localhost/lockstep-coordinator:dev" "$tmp/coordinator.yaml" &&
+  ok "coordinator: --coordinator-image=localhost/lockstep-coordinator:dev" || bad "coordinator: coordinator.image does not reach --coordinator-image"
+
 # The images run the operator as 65532 (images/build); the chart must agree.
 grep -qE '^ +runAsUser: 65532$' "$tmp/defaults.yaml" && ok "operator pod runAsUser 65532 (the image's nonroot user)" \
   || bad "operator pod runAsUser is not 65532, the image's user"

@@ -161,7 +161,19 @@ expect_rules "operator ClusterRole" "$r" ClusterRole lockstep-operator "[fabricp
 [fabrichealths] [get, list, watch, create, update, delete]
 [fabrichealths/status] [get, update, patch]
 [nodes] [get, list, watch]
-[events] [create, patch]"
+[events] [create, patch]
+[trainingjobs] [get, list, watch]
+[trainingjobs/status] [update, patch]
+[pods] [get, list, watch, create, delete]
+[services] [get, list, watch, create, patch]
+[configmaps] [get, list, watch, create, patch]
+[serviceaccounts] [get, list, watch, create, patch]
+[rolebindings] [get, list, watch, create, patch]
+[clusterroles] [bind] names=[lockstep-coordinator]"
+expect_rules "coordinator ClusterRole (bound per TrainingJob by the operator)" "$r" ClusterRole lockstep-coordinator \
+"[pods] [get, list, watch, create, delete]
+[configmaps] [get, create, update, patch]
+[events] [create]"
 expect_rules "operator Role" "$r" Role lockstep-operator "[daemonsets] [get, list, watch, create, patch]
 [configmaps] [get, list, watch, create, patch]
 [leases] [create]
@@ -186,11 +198,13 @@ else
 fi
 unused=0
 for f in "$tmp"/*.yaml; do
-  if grep -qE 'trainingjobs|resources: \[pods\]|events\.k8s\.io' "$f"; then
-    bad "$(basename "$f"): grants trainingjobs, pods or events.k8s.io, which no code uses"; unused=1
+  if grep -qE 'events\.k8s\.io|resources: \[(deployments|jobs|secrets/)' "$f"; then
+    bad "$(basename "$f"): grants events.k8s.io, deployments, jobs or a secrets subresource, which no code uses"; unused=1
   fi
 done
-[[ $unused -eq 1 ]] || ok "no trainingjobs, pods or events.k8s.io permissions in any render"
+[[ $unused -eq 1 ]] || ok "no events.k8s.io, deployments or jobs permissions in any render"
+expect "operator arg --coordinator-image"        '^ +- --coordinator-image=ghcr.io/lockstep/lockstep-coordinator:0.1.0$' "$r"
+expect "operator arg --coordinator-cluster-role" '^ +- --coordinator-cluster-role=lockstep-coordinator$' "$r"
 expect "operator pod seccompProfile RuntimeDefault" '^        seccompProfile:$' "$r"
 
 summary

@@ -60,6 +60,10 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) }}
 {{- end }}
 
+{{- define "lockstep.coordinatorImage" -}}
+{{- printf "%s:%s" .Values.coordinator.image.repository (default .Chart.AppVersion .Values.coordinator.image.tag) }}
+{{- end }}
+
 {{- define "lockstep.agentImage" -}}
 {{- printf "%s:%s" .Values.agent.image.repository (default .Chart.AppVersion .Values.agent.image.tag) }}
 {{- end }}

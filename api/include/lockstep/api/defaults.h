@@ -79,7 +79,11 @@ inline constexpr int kHeartbeatTimeoutMs = 2000;
 inline constexpr int kHangTimeoutSeconds = 10;
 inline constexpr int kGpuTempCelsius = 90;
 inline constexpr int kEccSingleBitPerHour = 100;
-inline constexpr int kMaxTrainingJobNameLength = 52;
+// "<job>-coordinator-state" (the coordinator's state ConfigMap, 18 more
+// characters) stays within 63.
+inline constexpr int kMaxTrainingJobNameLength = 45;
+inline constexpr char kCoordinatorImage[] = "ghcr.io/lockstep/lockstep-coordinator:0.1.0";
+inline constexpr char kCoordinatorClusterRole[] = "lockstep-coordinator";
 
 // GPU health in the agent (FabricPolicy spec.gpu, agent.yaml gpu:). Mode
 // Auto reads GPUs through NVML where the driver is, Required also reports a

@@ -71,7 +71,8 @@ struct TrainingJobStatus {
   bool operator==(const TrainingJobStatus&) const = default;
 };
 
-// Checks metadata.name: at most 52 characters (names derived from it stay within 63).
+// Checks metadata.name: at most 45 characters (names derived from it, the
+// longest "<job>-coordinator-state", stay within 63).
 Status ValidateTrainingJobName(const std::string& name);
 
 // Parses spec (replicas is required). Errors name the job and the field.

@@ -15,6 +15,9 @@
 //                                                      health controller (own key; status-only
 //                                                       updates, i.e. agent reports, filtered out)
 //   agent DaemonSets, ConfigMaps -> policy controller (owner policy)
+//   trainingjobs -> trainingjob controller (own key; status-only updates filtered out)
+//   pods labelled lockstep.dev/job -> trainingjob controller (the label's job)
+//   a job's ServiceAccount, RoleBinding, ConfigMap, Service -> trainingjob controller (owner job)
 // Every write goes through a FencedKubeApi: with leader election on, writes
 // pass only while this process holds a lease renewed within the renew
 // deadline (on the injected clock). Standby controllers hold keys back
@@ -38,6 +41,7 @@
 #include "lockstep/kube/leader_elector.h"
 #include "lockstep/operator/fabrichealth_reconciler.h"
 #include "lockstep/operator/fabricpolicy_reconciler.h"
+#include "lockstep/operator/trainingjob_reconciler.h"
 
 namespace lockstep::op {
 
@@ -50,6 +54,7 @@ struct OperatorOptions {
   // when leader_elect is on.
   kube::LeaderElectionConfig election{.lease_name = "lockstep-operator"};
   PolicyReconcilerOptions policy{};
+  TrainingJobSettings training_jobs{};
   metrics::Registry* registry = nullptr;  // optional; must outlive the operator
 };
 
@@ -69,7 +74,7 @@ class Operator {
   bool IsLeader() const { return !elector_ || elector_->IsLeader(); }
   // Leadership was lost (the binary exits: a fresh process re-syncs cleanly).
   bool Lost() const { return lost_.load(); }
-  bool Synced() const { return policy_ctl_.Synced() && health_ctl_.Synced(); }
+  bool Synced() const { return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced(); }
 
   // Fills every informer's store synchronously (Informer::ListOnce), running
   // the controllers' handlers. For tests that call Reconcile() directly.
@@ -81,16 +86,21 @@ class Operator {
   kube::Informer& healths() { return healths_; }
   kube::Informer& daemonsets() { return daemonsets_; }
   kube::Informer& configmaps() { return configmaps_; }
+  kube::Informer& trainingjobs() { return jobs_; }
+  kube::Informer& job_pods() { return job_pods_; }
   FabricPolicyReconciler& policy_reconciler() { return policy_reconciler_; }
   FabricHealthReconciler& health_reconciler() { return health_reconciler_; }
+  TrainingJobReconciler& trainingjob_reconciler() { return job_reconciler_; }
   kube::Controller& policy_controller() { return policy_ctl_; }
   kube::Controller& health_controller() { return health_ctl_; }
+  kube::Controller& trainingjob_controller() { return job_ctl_; }
   kube::LeaderElector* elector() { return elector_.get(); }  // null without leader election
   const kube::FencedKubeApi& fenced_api() const { return fenced_; }
   const OperatorOptions& options() const { return options_; }
 
  private:
   void Wire();
+  std::vector<kube::Informer*> Informers();
 
   const OperatorOptions options_;
   metrics::Registry own_registry_;
@@ -98,10 +108,13 @@ class Operator {
   std::unique_ptr<kube::LeaderElector> elector_;  // writes the Lease through the raw API
   kube::FencedKubeApi fenced_;                    // every other write
   kube::Informer policies_, nodes_, healths_, daemonsets_, configmaps_;
+  // TrainingJobs and what they own, in every namespace.
+  kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_;
   kube::EventRecorder events_;
   FabricPolicyReconciler policy_reconciler_;
   FabricHealthReconciler health_reconciler_;
-  kube::Controller policy_ctl_, health_ctl_;
+  TrainingJobReconciler job_reconciler_;
+  kube::Controller policy_ctl_, health_ctl_, job_ctl_;
   std::atomic<bool> lost_{false};
   bool started_ = false;
 };

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The TrainingJob controller against the real API server, kwok nodes and the
+# kube-controller-manager's garbage collector, with the operator running as
+# the chart's ServiceAccount (so the chart's RBAC is what is exercised):
+#   - invalid TrainingJobs are rejected with a message naming the field;
+#   - a job with 2 replicas + 1 spare gets its rank pods (labels, env,
+#     restartPolicy Never), the coordinator pod (flags, ConfigMap, RBAC bound
+#     in the job's namespace only), its Service and the spare pod manifest;
+#   - status readyReplicas=2 and phase Running once kwok runs the pods;
+#     `kubectl get trainingjob` shows RANKS, SPARES, MIGRATIONS, LAST;
+#   - a pytorchJobRef job is reported as not handled yet, nothing created;
+#   - a template the API server rejects as a Pod: status names the field;
+#   - deleting the job garbage-collects everything it owns.
+. "$(dirname "$0")/lib.sh"
+
+operator_alive a || start_operator a
+TJ=tj-e2e
+kubectl get namespace $TJ >/dev/null 2>&1 || kubectl create namespace $TJ >/dev/null
+
+# --- invalid TrainingJobs ---
+# expect_rejected NAME SPEC_YAML MESSAGE_REGEX
+expect_rejected() {
+  local name=$1 spec=$2 want=$3 out
+  if out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: $name, namespace: $TJ}
+spec:
+$spec
+YAML
+  ); then
+    kubectl -n $TJ delete trainingjob "$name" >/dev/null 2>&1 || true
+    fail "$name was accepted"
+  fi
+  grep -Eq -- "$want" <<<"$out" || fail "$name: message does not name the field: $out"
+  say "rejected $name: $(grep -Eo -- "$want.*" <<<"$out" | head -c 200)"
+}
+good_template="  template: {spec: {containers: [{name: train, image: trainer:e2e}]}}"
+expect_rejected zero-replicas "  replicas: 0
+$good_template" "spec.replicas"
+expect_rejected no-containers "  replicas: 2
+  template: {spec: {containers: []}}" "spec.template.spec.containers"
+expect_rejected both-sources "  replicas: 2
+  pytorchJobRef: {name: x}
+$good_template" "exactly one of spec.template or spec.pytorchJobRef"
+expect_rejected a-training-job-name-of-forty-six-characters-xy "  replicas: 1
+$good_template" "metadata.name must be at most 45 characters"
+[[ -z $(kubectl -n $TJ get trainingjobs -o name) ]] || fail "an invalid TrainingJob was stored"
+pass "invalid TrainingJobs are rejected with the field named"
+
+# --- a job with 2 ranks and 1 spare ---
+t0=$SECONDS
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: demo, namespace: $TJ}
+spec:
+  replicas: 2
+  spares: 1
+  template:
+    metadata: {labels: {team: e2e}}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers: [{name: train, image: trainer:e2e, env: [{name: KEEP, value: "1"}]}]
+YAML
+wait_for "rank pods demo-rank-0 and demo-rank-1" 30 kubectl -n $TJ get pod demo-rank-0 demo-rank-1
+wait_for "coordinator pod" 30 kubectl -n $TJ get pod demo-coordinator
+
+pod_json=$(kubectl -n $TJ get pod demo-rank-1 -o json)
+env_of() { jq -r --arg n "$2" '.spec.containers[0].env[] | select(.name == $n) | (.value // .valueFrom.fieldRef.fieldPath)' <<<"$1"; }
+[[ $(jq -r '.metadata.labels["lockstep.dev/job"]' <<<"$pod_json") == demo ]] || fail "rank pod lacks lockstep.dev/job=demo"
+[[ $(jq -r '.metadata.labels["lockstep.dev/role"]' <<<"$pod_json") == rank ]] || fail "rank pod lacks lockstep.dev/role=rank"
+[[ $(jq -r '.metadata.labels["lockstep.dev/rank"]' <<<"$pod_json") == 1 ]] || fail "rank pod lacks lockstep.dev/rank=1"
+[[ $(jq -r '.metadata.labels.team' <<<"$pod_json") == e2e ]] || fail "rank pod lost the template's labels"
+[[ $(jq -r '.spec.restartPolicy' <<<"$pod_json") == Never ]] || fail "rank pod restartPolicy is not Never"
+[[ $(jq -r '.metadata.ownerReferences[0].kind + "/" + (.metadata.ownerReferences[0].controller|tostring)' <<<"$pod_json") == TrainingJob/true ]] ||
+  fail "rank pod is not controlled by its TrainingJob"
+[[ $(env_of "$pod_json" LOCKSTEP_COORDINATOR) == http://demo-coordinator.$TJ.svc:8470 ]] || fail "LOCKSTEP_COORDINATOR: $(env_of "$pod_json" LOCKSTEP_COORDINATOR)"
+[[ $(env_of "$pod_json" LOCKSTEP_ROLE) == rank ]] || fail "LOCKSTEP_ROLE"
+[[ $(env_of "$pod_json" LOCKSTEP_RANK) == 1 ]] || fail "LOCKSTEP_RANK"
+[[ $(env_of "$pod_json" LOCKSTEP_WORLD_SIZE) == 2 ]] || fail "LOCKSTEP_WORLD_SIZE"
+[[ $(env_of "$pod_json" LOCKSTEP_POD_NAME) == metadata.name ]] || fail "LOCKSTEP_POD_NAME"
+[[ $(env_of "$pod_json" LOCKSTEP_POD_UID) == metadata.uid ]] || fail "LOCKSTEP_POD_UID"
+[[ $(env_of "$pod_json" KEEP) == 1 ]] || fail "the template's own env was dropped"
+pass "rank pods: labels, owner, restartPolicy Never and the rank environment"
+
+coord=$(kubectl -n $TJ get pod demo-coordinator -o json)
+args=$(jq -r '.spec.containers[0].args | join(" ")' <<<"$coord")
+[[ $args == "--job demo --world-size 2 --listen 0.0.0.0:8470 --kube --namespace $TJ --spares 1 --spare-pod-template /etc/lockstep/spare-pod.json --state-configmap demo-coordinator-state --fence kube --pid-check off" ]] ||
+  fail "coordinator args: $args"
+[[ $(jq -r '.spec.serviceAccountName' <<<"$coord") == demo-coordinator ]] || fail "coordinator ServiceAccount"
+[[ $(jq -r '.spec.volumes[0].configMap.name' <<<"$coord") == demo-coordinator ]] || fail "coordinator ConfigMap volume"
+[[ $(kubectl -n $TJ get service demo-coordinator -o jsonpath='{.spec.ports[0].port}') == 8470 ]] || fail "Service port"
+[[ $(kubectl -n $TJ get service demo-coordinator -o jsonpath='{.spec.selector.lockstep\.dev/role}') == coordinator ]] ||
+  fail "Service selector"
+spare=$(kubectl -n $TJ get configmap demo-coordinator -o jsonpath='{.data.spare-pod\.json}')
+[[ $(jq -r '.metadata.generateName + " " + .metadata.labels["lockstep.dev/role"]' <<<"$spare") == "demo-spare- spare" ]] ||
+  fail "spare-pod.json: $(head -c 300 <<<"$spare")"
+[[ $(env_of "$spare" LOCKSTEP_ROLE) == spare ]] || fail "the spare manifest's LOCKSTEP_ROLE"
+# The spare manifest is a Pod the API server accepts (what the coordinator will create).
+jq --arg n demo-spare-dryrun 'del(.metadata.generateName) | .metadata.name = $n' <<<"$spare" |
+  kubectl create --dry-run=server -f - >/dev/null || fail "the API server rejects spare-pod.json"
+[[ $(kubectl -n $TJ get configmap demo-coordinator-state -o jsonpath='{.metadata.ownerReferences[0].kind}') == TrainingJob ]] ||
+  fail "the coordinator's state ConfigMap is not owned by the job"
+[[ $(kubectl -n $TJ get rolebinding demo-coordinator -o jsonpath='{.roleRef.name}') == lockstep-coordinator ]] ||
+  fail "RoleBinding roleRef"
+can() { kubectl auth can-i --as=system:serviceaccount:$TJ:demo-coordinator "$@" 2>/dev/null || true; }
+[[ $(can create pods -n $TJ) == yes && $(can delete pods -n $TJ) == yes && $(can update configmaps -n $TJ) == yes ]] ||
+  fail "the coordinator cannot manage pods and its state ConfigMap in its namespace"
+[[ $(can create pods -n default) == no && $(can get secrets -n $TJ) == no ]] ||
+  fail "the coordinator has rights beyond its namespace's pods, ConfigMaps and Events"
+pass "coordinator: pod with the job's flags, ConfigMap with spare-pod.json, Service :8470, RBAC in its namespace only"
+
+running() {
+  [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.phase}/{.status.readyReplicas}') == Running/2 ]]
+}
+wait_for "TrainingJob demo Running with readyReplicas=2" 60 running
+[[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] ||
+  fail "Ready condition is not True"
+out=$(kubectl -n $TJ get trainingjob demo)
+echo "$out" >&2
+head -1 <<<"$out" | grep -Eq '^NAME +REPLICAS +RANKS +SPARES +MIGRATIONS +LAST +PHASE +AGE' ||
+  fail "kubectl get trainingjob columns: $(head -1 <<<"$out")"
+pass "TrainingJob demo Running, readyReplicas 2, $((SECONDS - t0)) s after create"
+
+# --- pytorchJobRef: reported, not handled, not retried ---
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: bert, namespace: $TJ}
+spec: {replicas: 2, pytorchJobRef: {name: bert}}
+YAML
+unsupported() {
+  [[ $(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Supported")].reason}') == PyTorchJobRefNotHandled ]]
+}
+wait_for "the pytorchJobRef job reported as not handled" 30 unsupported
+msg=$(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Supported")].message}')
+[[ $msg == spec.pytorchJobRef* ]] || fail "the condition does not name spec.pytorchJobRef: $msg"
+[[ -z $(kubectl -n $TJ get pods -l lockstep.dev/job=bert -o name) ]] || fail "pods were created for the pytorchJobRef job"
+kubectl -n $TJ delete trainingjob bert >/dev/null
+pass "a pytorchJobRef job is reported as not handled yet ($msg)"
+
+# --- a template the CRD lets through but the API server rejects as a Pod ---
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: lockstep.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: badpod, namespace: $TJ}
+spec: {replicas: 1, spares: 0, template: {spec: {containers: [{name: Bad_Name, image: trainer:e2e}]}}}
+YAML
+rejected() {
+  [[ $(kubectl -n $TJ get trainingjob badpod -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}') == InvalidTemplate ]]
+}
+wait_for "the rejected rank pod reported on the job" 30 rejected
+msg=$(kubectl -n $TJ get trainingjob badpod -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')
+[[ $msg == spec.template.spec.containers\[0\].name:* ]] || fail "the condition does not name the template field: $msg"
+kubectl -n $TJ get events --field-selector involvedObject.name=badpod,reason=InvalidTemplate -o name | grep -q . ||
+  fail "no InvalidTemplate Event on the job"
+kubectl -n $TJ delete trainingjob badpod >/dev/null
+pass "a rank pod the API server rejects is reported on the job with the field named ($(head -c 160 <<<"$msg"))"
+
+# --- deleting the job garbage-collects what it owns ---
+kubectl -n $TJ delete trainingjob demo >/dev/null
+gone() {
+  [[ -z $(kubectl -n $TJ get pods,services,configmaps,serviceaccounts,rolebindings -l lockstep.dev/job=demo -o name) ]]
+}
+wait_for "the job's pods, Service, ConfigMap, ServiceAccount and RoleBinding garbage-collected" 45 gone
+kubectl delete namespace $TJ --wait=false >/dev/null
+pass "deleting the TrainingJob garbage-collected everything it owned"

@@ -1,0 +1,73 @@
+// The objects the operator makes for one TrainingJob run from spec.template:
+// the ranks' pods, the job's coordinator (ServiceAccount, RoleBinding, the
+// ConfigMap with the spare pod manifest, the state ConfigMap, Pod, Service).
+// Pure: job in, objects out. Every object is owned by the TrainingJob
+// (ownerReference with controller=true; deleting the job garbage-collects
+// them) and labelled lockstep.dev/job=<job>. Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/api/defaults.h"
+#include "lockstep/api/training_job.h"
+
+namespace lockstep::op {
+
+using Json = nlohmann::json;
+
+// Operator-wide TrainingJob settings from flags.
+struct TrainingJobSettings {
+  std::string coordinator_image = api::kCoordinatorImage;               // --coordinator-image
+  std::string coordinator_cluster_role = api::kCoordinatorClusterRole;  // --coordinator-cluster-role
+};
+
+// Identity of the owning TrainingJob.
+struct JobRef {
+  std::string name;
+  std::string ns;
+  std::string uid;
+};
+
+inline constexpr int kCoordinatorPort = 8470;
+inline constexpr char kJobLabel[] = "lockstep.dev/job";
+inline constexpr char kRoleLabel[] = "lockstep.dev/role";
+inline constexpr char kRankLabel[] = "lockstep.dev/rank";
+inline constexpr char kRoleRank[] = "rank";
+inline constexpr char kRoleSpare[] = "spare";
+inline constexpr char kRoleCoordinator[] = "coordinator";
+inline constexpr char kSparePodKey[] = "spare-pod.json";  // key of the coordinator ConfigMap
+inline constexpr char kCoordinatorConfigDir[] = "/etc/lockstep";
+
+std::string CoordinatorName(const std::string& job);        // "<job>-coordinator" (Pod, Service, SA, RB, ConfigMap)
+std::string CoordinatorStateName(const std::string& job);   // "<job>-coordinator-state" (left to the coordinator)
+std::string RankPodName(const std::string& job, int rank);  // "<job>-rank-<rank>"
+std::string CoordinatorUrl(const JobRef& job);              // "http://<job>-coordinator.<ns>.svc:8470"
+
+// The coordinator's argv after the binary name, flags as lockstep-coordinator takes them.
+Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec);
+
+Json RenderCoordinatorServiceAccount(const JobRef& job);
+// Binds settings.coordinator_cluster_role to the coordinator's ServiceAccount in the job's namespace.
+Json RenderCoordinatorRoleBinding(const JobRef& job, const TrainingJobSettings& settings);
+// The Pod manifest the coordinator creates each spare from (generateName
+// "<job>-spare-"): the job's template, role spare, the rank environment
+// without LOCKSTEP_RANK. REQUIRES: spec.pod_template.
+Json RenderSparePod(const JobRef& job, const api::TrainingJobSpec& spec);
+// ConfigMap "<job>-coordinator-state", without data: the coordinator writes
+// its state there (the operator applies only the metadata, so it never claims
+// or reverts the coordinator's keys); owned by the job, so it goes with it.
+Json RenderCoordinatorStateConfigMap(const JobRef& job);
+// ConfigMap "<job>-coordinator" with kSparePodKey: RenderSparePod as JSON.
+Json RenderCoordinatorConfigMap(const JobRef& job, const api::TrainingJobSpec& spec);
+// The coordinator Pod: restartPolicy Always, the ConfigMap at /etc/lockstep,
+// preferably not on a node that runs one of the job's ranks.
+Json RenderCoordinatorPod(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings);
+Json RenderCoordinatorService(const JobRef& job);
+// Rank `rank`'s pod from spec.template: restartPolicy Never (a failed rank is
+// replaced by a spare through the coordinator, never restarted in place).
+// REQUIRES: spec.pod_template, 0 <= rank < spec.replicas.
+Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank);
+
+}  // namespace lockstep::op

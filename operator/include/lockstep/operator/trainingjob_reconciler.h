@@ -1,0 +1,62 @@
+// TrainingJobReconciler: converges one TrainingJob (key "<ns>/<name>") by
+// applying PlanTrainingJob (trainingjob_plan.h): server-side apply of the
+// coordinator's ServiceAccount, RoleBinding, ConfigMap and Service (skipped
+// when the cached live object already carries every applied field), creates
+// of the coordinator and rank pods, deletes of pods the plan lets go, and a
+// status write (status subresource) only when the status changed.
+//
+// Level-based and idempotent: reads only the caches. An API error fails the
+// reconcile, so the work queue retries the key with backoff; a job whose spec
+// is invalid or names a pytorchJobRef is reported in its status once and not
+// retried (an Event says why); a pod the API server rejects (422) is named in
+// the status (Ready False, InvalidTemplate) and retried after kInvalidRetry
+// or on the next change, not with the fast backoff. Counts its pod writes in
+// lockstep_trainingjob_pods_total{role, action} (action created or deleted).
+// Thread-safe (distinct keys may be reconciled
+// concurrently).
+#pragma once
+
+#include "lockstep/common/clock.h"
+#include "lockstep/common/metrics.h"
+#include "lockstep/kube/controller.h"
+#include "lockstep/kube/event_recorder.h"
+#include "lockstep/kube/kube_api.h"
+#include "lockstep/kube/store.h"
+#include "lockstep/operator/trainingjob_plan.h"
+
+namespace lockstep::op {
+
+struct TrainingJobCaches {
+  const kube::Store& jobs;             // TrainingJobs, all namespaces
+  const kube::Store& pods;             // pods labelled lockstep.dev/job, all namespaces
+  const kube::Store& serviceaccounts;  // the four below: labelled lockstep.dev/job and managed by the operator
+  const kube::Store& rolebindings;
+  const kube::Store& configmaps;
+  const kube::Store& services;
+};
+
+class TrainingJobReconciler final : public kube::Reconciler {
+ public:
+  // REQUIRES: everything referenced outlives the reconciler.
+  TrainingJobReconciler(kube::KubeApi& api, TrainingJobCaches caches, kube::EventRecorder& events, Clock& clock,
+                        metrics::Registry& registry, TrainingJobSettings settings);
+
+  kube::ReconcileResult Reconcile(const std::string& key) override;
+
+  static constexpr Nanos kInvalidRetry = std::chrono::minutes(5);
+
+ private:
+  Status ApplyChild(const Json& obj, bool* changed);
+
+  kube::KubeApi& api_;
+  TrainingJobCaches caches_;
+  kube::EventRecorder& events_;
+  Clock& clock_;
+  metrics::Family& pods_;
+  const TrainingJobSettings settings_;
+};
+
+// The TrainingJob key ("<ns>/<job>") of a pod labelled lockstep.dev/job, or none.
+std::vector<std::string> TrainingJobKeysForPod(const Json& pod);
+
+}  // namespace lockstep::op

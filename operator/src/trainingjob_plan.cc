@@ -1,0 +1,207 @@
+#include "lockstep/operator/trainingjob_plan.h"
+
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "lockstep/kube/conditions.h"
+#include "lockstep/kube/object_meta.h"
+#include "lockstep/operator/apply_outcome.h"
+
+namespace lockstep::op {
+namespace {
+
+constexpr char kReady[] = "Ready";
+constexpr char kSupported[] = "Supported";
+
+bool Deleting(const Json& o) { return kube::FindPath(o, {"metadata", "deletionTimestamp"}) != nullptr; }
+std::string Role(const Json& pod) { return kube::GetString(pod, {"metadata", "labels", kRoleLabel}); }
+std::string Phase(const Json& pod) { return kube::GetString(pod, {"status", "phase"}); }
+
+// The pod's rank label as a number, or -1.
+int RankOf(const Json& pod) {
+  const std::string s = kube::GetString(pod, {"metadata", "labels", kRankLabel});
+  int v = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return -1;
+  return v;
+}
+
+Json WithoutCondition(const Json& conditions, const std::string& type) {
+  Json out = Json::array();
+  if (!conditions.is_array()) return out;
+  for (const Json& c : conditions) {
+    if (!(c.is_object() && c.value("type", "") == type)) out.push_back(c);
+  }
+  return out;
+}
+
+std::string Plural(int n, const std::string& word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+}  // namespace
+
+TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSettings& settings) {
+  const Json& job = *in.job;
+  TrainingJobPlan plan;
+  const JobRef ref{kube::Name(job), kube::Namespace(job), kube::Uid(job)};
+  const int64_t generation = kube::Generation(job);
+  const Json old_status = job.contains("status") && job["status"].is_object() ? job["status"] : Json::object();
+  const std::string old_phase = old_status.value("phase", "");
+  Json status = old_status;
+  status["observedGeneration"] = generation;
+  Json conditions = status.contains("conditions") ? status["conditions"] : Json::array();
+  auto set_ready = [&](const std::string& st, const std::string& reason, const std::string& message) {
+    conditions = kube::SetCondition(conditions, {kReady, st, reason, message}, generation, in.now);
+  };
+
+  auto spec = api::ParseTrainingJobSpec(ref.name, job.contains("spec") ? job["spec"] : Json());
+  if (!spec.ok()) {
+    plan.spec_error = spec.error().message;
+    status["phase"] = "Pending";
+    status["readyReplicas"] = 0;
+    status["availableSpares"] = 0;
+    set_ready("False", "InvalidSpec", plan.spec_error);
+    status["conditions"] = conditions;
+    plan.status = status;
+    return plan;
+  }
+  if (spec->pytorch_job_ref) {
+    plan.unsupported = true;
+    const std::string message = "spec.pytorchJobRef (PyTorchJob \"" + *spec->pytorch_job_ref +
+                                "\") is not handled yet: this operator runs TrainingJobs from spec.template only, "
+                                "so nothing was created for this job";
+    status["phase"] = "Pending";
+    status["readyReplicas"] = 0;
+    status["availableSpares"] = 0;
+    conditions =
+        kube::SetCondition(conditions, {kSupported, "False", "PyTorchJobRefNotHandled", message}, generation, in.now);
+    set_ready("False", "Unsupported", message);
+    status["conditions"] = conditions;
+    plan.status = status;
+    return plan;
+  }
+  conditions = WithoutCondition(conditions, kSupported);
+
+  const int replicas = spec->replicas;
+  const std::string coordinator = CoordinatorName(ref.name);
+  std::set<std::string> names;        // every pod observed, by name
+  std::set<int> running, succeeded;   // ranks with such a pod
+  std::map<int, std::string> failed;  // rank -> a failed pod of it
+  std::set<int> present;              // ranks with a pod in any state
+  const Json* coordinator_pod = nullptr;
+  std::vector<const Json*> spares, extra_ranks;
+  int available_spares = 0;
+  for (const Json* p : in.pods) {
+    names.insert(kube::Name(*p));
+    const std::string role = Role(*p);
+    if (kube::Name(*p) == coordinator) {
+      coordinator_pod = p;
+      continue;
+    }
+    if (role == kRoleSpare) {
+      spares.push_back(p);
+      if (!Deleting(*p) && Phase(*p) == "Running") ++available_spares;
+      continue;
+    }
+    if (role != kRoleRank) continue;
+    const int rank = RankOf(*p);
+    if (rank < 0) continue;
+    if (rank >= replicas) {
+      extra_ranks.push_back(p);
+      continue;
+    }
+    present.insert(rank);
+    if (Deleting(*p)) continue;
+    const std::string phase = Phase(*p);
+    if (phase == "Running") running.insert(rank);
+    if (phase == "Succeeded") succeeded.insert(rank);
+    if (phase == "Failed") failed.emplace(rank, kube::Name(*p));
+  }
+  const int ready = static_cast<int>(running.size());
+  status["readyReplicas"] = ready;
+  status["availableSpares"] = available_spares;
+
+  const bool terminal = old_phase == "Succeeded" || old_phase == "Failed";
+  const bool started = old_phase == "Running" || old_phase == "Migrating" || old_phase == "Degraded";
+  const bool can_migrate = spec->spares > 0 && spec->migration.on_failure;
+  const std::string counts = Plural(ready, "rank") + " of " + std::to_string(replicas) + " running, " +
+                             Plural(available_spares, "spare") + " of " + std::to_string(spec->spares) + " available";
+  std::string phase = old_phase;
+  if (!terminal) {
+    if (static_cast<int>(succeeded.size()) == replicas) {
+      phase = "Succeeded";
+      set_ready("False", "Succeeded", "all " + Plural(replicas, "rank") + " completed");
+    } else if (!failed.empty() && !can_migrate) {
+      const auto& [rank, pod] = *failed.begin();
+      phase = "Failed";
+      set_ready("False", "RankFailed",
+                "rank " + std::to_string(rank) + " (pod " + pod + ") failed and no spare can take it over (" +
+                    (spec->spares == 0 ? "spec.spares is 0" : "spec.migration.onFailure is false") + ")");
+    } else if (ready == replicas) {
+      phase = "Running";
+      set_ready("True", "AllRanksRunning", counts);
+    } else if (started || !failed.empty()) {
+      phase = "Degraded";
+      set_ready("False", "RankMissing", counts + "; the coordinator moves a lost rank onto a spare");
+    } else {
+      phase = "Pending";
+      set_ready("False", "Pending", counts);
+    }
+  }
+  status["phase"] = phase;
+  status["conditions"] = conditions;
+  plan.status = status;
+
+  if (phase == "Succeeded" || phase == "Failed") {
+    // Nothing will use the spares again: give their nodes back.
+    for (const Json* p : spares) {
+      if (!Deleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
+    }
+    return plan;
+  }
+
+  plan.apply.push_back(RenderCoordinatorServiceAccount(ref));
+  plan.apply.push_back(RenderCoordinatorRoleBinding(ref, settings));
+  plan.apply.push_back(RenderCoordinatorConfigMap(ref, *spec));
+  plan.apply.push_back(RenderCoordinatorStateConfigMap(ref));
+  plan.apply.push_back(RenderCoordinatorService(ref));
+  if (!coordinator_pod) {
+    plan.create_pods.push_back(RenderCoordinatorPod(ref, *spec, settings));
+  } else if (!Deleting(*coordinator_pod) &&
+             (Phase(*coordinator_pod) == "Failed" || Phase(*coordinator_pod) == "Succeeded")) {
+    // Evicted or ended: a new one continues from the state ConfigMap.
+    plan.delete_pods.push_back(coordinator);
+  }
+  if (!started) {
+    for (int i = 0; i < replicas; ++i) {
+      if (!present.count(i) && !names.count(RankPodName(ref.name, i))) {
+        plan.create_pods.push_back(RenderRankPod(ref, *spec, i));
+      }
+    }
+    for (const Json* p : extra_ranks) {
+      if (!Deleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
+    }
+  }
+  return plan;
+}
+
+std::string DescribeRejectedPod(const Json& pod, const std::string& server_message) {
+  const std::string name = kube::Name(pod);
+  const std::string path = InvalidFieldPath(server_message);
+  if (kube::GetString(pod, {"metadata", "labels", kRoleLabel}) == kRoleCoordinator) {
+    return "the API server rejected the coordinator pod " + name + ": " + server_message +
+           "; check the operator's --coordinator-image and --coordinator-cluster-role";
+  }
+  std::string field = path.empty() ? "spec.template" : "spec.template." + path;
+  return field + ": the API server rejected rank pod " + name + " made from spec.template: " + server_message +
+         "; fix spec.template";
+}
+
+Json WithRejectedPod(const Json& status, const std::string& message, int64_t generation, const std::string& now) {
+  Json s = status;
+  s["conditions"] = kube::SetCondition(s.contains("conditions") ? s["conditions"] : Json::array(),
+                                       {kReady, "False", "InvalidTemplate", message}, generation, now);
+  return s;
+}
+
+}  // namespace lockstep::op

@@ -1,0 +1,143 @@
+#include "lockstep/operator/trainingjob_reconciler.h"
+
+#include "lockstep/common/log.h"
+#include "lockstep/kube/conditions.h"
+#include "lockstep/kube/object_meta.h"
+#include "lockstep/kube/time_format.h"
+#include "lockstep/operator/apply_outcome.h"
+
+namespace lockstep::op {
+
+using kube::ReconcileResult;
+
+std::vector<std::string> TrainingJobKeysForPod(const Json& pod) {
+  std::string job = kube::GetString(pod, {"metadata", "labels", kJobLabel});
+  if (job.empty()) return {};
+  return {kube::ObjectKey(kube::Namespace(pod), job)};
+}
+
+TrainingJobReconciler::TrainingJobReconciler(kube::KubeApi& api, TrainingJobCaches caches, kube::EventRecorder& events,
+                                             Clock& clock, metrics::Registry& registry, TrainingJobSettings settings)
+    : api_(api),
+      caches_(caches),
+      events_(events),
+      clock_(clock),
+      pods_(registry.Counter("lockstep_trainingjob_pods_total",
+                             "Pods the TrainingJob controller created or deleted, by role (rank, coordinator, spare)",
+                             {"role", "action"})),
+      settings_(std::move(settings)) {}
+
+Status TrainingJobReconciler::ApplyChild(const Json& obj, bool* changed) {
+  const std::string kind = obj.value("kind", "");
+  const kube::Gvr* gvr = nullptr;
+  const kube::Store* cache = nullptr;
+  if (kind == "ServiceAccount") gvr = &kube::gvr::kServiceAccounts, cache = &caches_.serviceaccounts;
+  if (kind == "RoleBinding") gvr = &kube::gvr::kRoleBindings, cache = &caches_.rolebindings;
+  if (kind == "ConfigMap") gvr = &kube::gvr::kConfigMaps, cache = &caches_.configmaps;
+  if (kind == "Service") gvr = &kube::gvr::kServices, cache = &caches_.services;
+  if (!gvr) return Internal("no resource for kind " + kind);
+  const std::string ns = kube::Namespace(obj), name = kube::Name(obj);
+  kube::ObjectPtr cached = cache->Get(ns, name);
+  if (cached && LiveCovers(*cached, obj)) return Status();
+  auto r = api_.Apply(*gvr, ns, name, obj, {.field_manager = "lockstep-operator", .force = true});
+  if (!r.ok()) return Error{r.code(), kind + " " + ns + "/" + name + ": " + r.error().message};
+  *changed = true;
+  return Status();
+}
+
+ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
+  kube::ObjectPtr job = caches_.jobs.GetByKey(key);
+  if (!job || kube::FindPath(*job, {"metadata", "deletionTimestamp"})) {
+    return ReconcileResult::Done();  // its objects go with it (garbage collection)
+  }
+  const std::string ns = kube::Namespace(*job), name = kube::Name(*job);
+  TrainingJobInput in;
+  in.job = job.get();
+  in.now = kube::FormatRfc3339(clock_.Wall());
+  auto pods = caches_.pods.List([&](const Json& p) {
+    return kube::Namespace(p) == ns && kube::GetString(p, {"metadata", "labels", kJobLabel}) == name;
+  });
+  for (const auto& p : pods) in.pods.push_back(p.get());
+  TrainingJobPlan plan = PlanTrainingJob(in, settings_);
+
+  Status failed;
+  bool applied = false;
+  for (const Json& obj : plan.apply) {
+    if (Status s = ApplyChild(obj, &applied); !s.ok()) {
+      failed = s;
+      break;
+    }
+  }
+  std::vector<std::string> created;
+  std::string rejected;  // a pod the API server found invalid: reported, retried slowly
+  if (failed.ok()) {
+    for (const Json& pod : plan.create_pods) {
+      auto r = api_.Create(kube::gvr::kPods, ns, pod);
+      if (r.ok() || r.code() == ErrorCode::kAlreadyExists) {
+        if (r.ok()) {
+          created.push_back(kube::Name(pod));
+          pods_.Inc({kube::GetString(pod, {"metadata", "labels", kRoleLabel}), "created"});
+        }
+        continue;
+      }
+      if (r.code() == ErrorCode::kInvalidArgument) {
+        rejected = DescribeRejectedPod(pod, r.error().message);
+        plan.status = WithRejectedPod(plan.status, rejected, kube::Generation(*job), in.now);
+      } else {
+        failed = Error{r.code(), "Pod " + ns + "/" + kube::Name(pod) + ": " + r.error().message};
+      }
+      break;
+    }
+  }
+  if (failed.ok()) {
+    for (const std::string& pod : plan.delete_pods) {
+      kube::ObjectPtr cached = caches_.pods.Get(ns, pod);
+      Status s = api_.Delete(kube::gvr::kPods, ns, pod);
+      if (s.ok()) {
+        pods_.Inc({cached ? kube::GetString(*cached, {"metadata", "labels", kRoleLabel}) : "", "deleted"});
+      }
+      if (!s.ok() && s.code() != ErrorCode::kNotFound) {
+        failed = Error{s.code(), "deleting Pod " + ns + "/" + pod + ": " + s.error().message};
+        break;
+      }
+    }
+  }
+
+  const Json old_status = job->contains("status") ? (*job)["status"] : Json::object();
+  if (plan.status != old_status) {
+    const bool newly_invalid = !plan.spec_error.empty() && kube::GetString(old_status, {"phase"}).empty();
+    const bool newly_unsupported = plan.unsupported && !kube::FindCondition(old_status, "Supported");
+    if (newly_invalid) events_.Warning(*job, "InvalidSpec", plan.spec_error);
+    const Json* ready = kube::FindCondition(old_status, "Ready");
+    if (!rejected.empty() && !(ready && ready->value("reason", "") == "InvalidTemplate")) {
+      events_.Warning(*job, "InvalidTemplate", rejected);
+    }
+    if (newly_unsupported) {
+      events_.Warning(*job, "Unsupported", kube::FindCondition(plan.status, "Supported")->value("message", ""));
+    }
+    Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(*job)}}}, {"status", plan.status}};
+    auto r = api_.MergePatch(kube::gvr::kTrainingJobs, ns, name, patch, "status");
+    if (!r.ok() && r.code() != ErrorCode::kNotFound && failed.ok()) failed = r.error();
+  }
+  if (applied) log::Info("applied coordinator objects", {{"trainingjob", key}});
+  if (!created.empty()) {
+    std::string list;
+    for (const auto& c : created) list += (list.empty() ? "" : ", ") + c;
+    events_.Normal(*job, "CreatedPods", "created pods " + list);
+    log::Info("created pods", {{"trainingjob", key}, {"pods", list}});
+  }
+  if (!failed.ok()) {
+    log::Warn("trainingjob reconcile failed", {{"trainingjob", key}, {"error", failed.error().message}});
+    // A conflict is a stale cache (usually our own status write not seen
+    // yet): retried at once, nothing to tell the user.
+    if (failed.code() != ErrorCode::kConflict) events_.Warning(*job, "ReconcileFailed", failed.error().message);
+    return ReconcileResult::Fail(failed.error());
+  }
+  if (!rejected.empty()) {
+    log::Warn("a pod of the job was rejected by the API server", {{"trainingjob", key}, {"error", rejected}});
+    return ReconcileResult::After(kInvalidRetry);
+  }
+  return ReconcileResult::Done();
+}
+
+}  // namespace lockstep::op
