@@ -302,7 +302,9 @@ milliseconds KubeSpareLauncher::Round() {
       pending_.push_back(std::move(p));
     }
   }
-  // The spare pods that ended, at most once per poll interval.
+  // The spare pods that ended, at most once per poll interval. Listed by job
+  // only: a spare that took a rank is relabelled role=rank (KubeJobSync) and
+  // is still the launcher's to report when it ends.
   bool any_created;
   {
     std::lock_guard l(mu_);
@@ -312,9 +314,8 @@ milliseconds KubeSpareLauncher::Round() {
   if (any_created && Clock::now() >= next_list) {
     last_list_ = Clock::now();
     next_list = last_list_ + options_.poll_interval;
-    auto list = api_.List(
-        kube::gvr::kPods, options_.ns,
-        kube::ListOptions{.label_selector = std::string(kJobLabel) + "=" + options_.job + "," + kRoleLabel + "=spare"});
+    auto list = api_.List(kube::gvr::kPods, options_.ns,
+                          kube::ListOptions{.label_selector = std::string(kJobLabel) + "=" + options_.job});
     if (!list.ok()) {
       if (!list_failed_)
         log::Warn("listing spare pods failed", {{"job", options_.job}, {"error", list.error().message}});
