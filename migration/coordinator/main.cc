@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "lockstep/common/http_server.h"
@@ -20,7 +21,9 @@
 #include "lockstep/coordinator/adapters.h"
 #include "lockstep/coordinator/coordinator.h"
 #include "lockstep/coordinator/kube_adapters.h"
+#include "lockstep/coordinator/kube_job_sync.h"
 #include "lockstep/kube/curl_kube_api.h"
+#include "lockstep/kube/event_recorder.h"
 #include "lockstep/kube/kube_config.h"
 #include "lockstep/migration/decide.h"
 #include "lockstep/migration/state_json.h"
@@ -47,6 +50,7 @@ struct Flags {
   // Kubernetes mode.
   bool kube = false;
   std::string kubeconfig, ns, spare_pod_template, state_configmap;
+  std::optional<std::string> training_job;  // unset: --job; "": none
 };
 
 int Fail(const std::string& message) {
@@ -102,6 +106,7 @@ struct Wiring {
   std::unique_ptr<coordinator::ShellSpareLauncher> shell;      // local spares
   std::unique_ptr<coordinator::KubeSpareLauncher> spare_pods;  // --kube spares
   std::string where;                                           // of the state, for messages
+  std::string ns;                                              // --kube: the job's namespace
   bool pid_check = true;
   coordinator::SpareLauncher* launcher() const {
     return shell ? static_cast<coordinator::SpareLauncher*>(shell.get()) : spare_pods.get();
@@ -150,6 +155,7 @@ Result<Wiring> KubeWiring(const Flags& f, metrics::Registry& registry) {
   if (!api.ok()) return api.error();
   Wiring w;
   w.api = std::move(*api);
+  w.ns = ns;
   if (!f.state_configmap.empty()) {
     w.store = std::make_unique<coordinator::ConfigMapStateStore>(
         *w.api, coordinator::ConfigMapStoreOptions{.ns = ns, .name = f.state_configmap, .job = f.job});
@@ -282,6 +288,20 @@ int Run(const Flags& f) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-reply is an error value, not a death
   StartWorkers(w);
   coord.Start();
+  // --kube: pod annotations to migrations, rank labels, the TrainingJob's status and Events.
+  std::unique_ptr<kube::EventRecorder> events;
+  std::unique_ptr<coordinator::KubeJobSync> sync;
+  const std::string training_job = f.training_job.value_or(f.job);
+  if (w.api) {
+    events = std::make_unique<kube::EventRecorder>(
+        *w.api, SystemClock::Instance(),
+        kube::EventRecorderOptions{.component = "lockstep-coordinator", .registry = &registry});
+    sync = std::make_unique<coordinator::KubeJobSync>(
+        *w.api, coord, SystemClock::Instance(),
+        coordinator::KubeJobSyncOptions{.job = f.job, .ns = w.ns, .training_job = training_job}, &registry,
+        events.get());
+    sync->Start();
+  }
   log::Info("serving", {{"job", f.job},
                         {"url", url},
                         {"world_size", std::to_string(f.world_size)},
@@ -293,6 +313,7 @@ int Run(const Flags& f) {
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {}
   log::Info("shutting down", {{"signal", std::to_string(sig)}});
+  if (sync) sync->Stop();
   coord.Drain();  // held plan polls answer now, so that the server's threads can be joined
   server.Stop();
   coord.Stop();
@@ -349,12 +370,16 @@ int main(int argc, char** argv) {
                  "--kube: a corev1 Pod (JSON) the spare pods are made from; without it no spares are started");
   app.add_option("--state-configmap", f.state_configmap,
                  "--kube: keep the job state in this ConfigMap under key state.json (instead of --state-file)");
+  app.add_option("--training-job", f.training_job,
+                 "--kube: the TrainingJob whose status (generation, migrations, lastMigration) and Events the "
+                 "coordinator writes (default: --job; \"\": none)");
   CLI11_PARSE(app, argc, argv);
   if (f.fence.empty()) f.fence = f.kube ? "kube" : "local";
   if (!f.kube) {
     for (const auto* o : {&f.kubeconfig, &f.ns, &f.spare_pod_template, &f.state_configmap}) {
       if (!o->empty()) return Fail("--kubeconfig, --namespace, --spare-pod-template and --state-configmap need --kube");
     }
+    if (f.training_job) return Fail("--training-job needs --kube");
   }
   return Run(f);
 }
