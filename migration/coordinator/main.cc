@@ -51,6 +51,7 @@ struct Flags {
   bool kube = false;
   std::string kubeconfig, ns, spare_pod_template, state_configmap;
   std::optional<std::string> training_job;  // unset: --job; "": none
+  std::string leave_grace = "30s";
 };
 
 int Fail(const std::string& message) {
@@ -216,6 +217,8 @@ int Run(const Flags& f) {
   if (!tick.ok()) return Fail(tick.error().message);
   if (*hb <= 0 || *join <= 0) return Fail("--heartbeat-timeout and --join-timeout must be > 0");
   if (*tick <= 0 || *tick > 1) return Fail("--tick must be between 1ms and 1s");
+  auto leave_grace = Duration("leave-grace", f.leave_grace);
+  if (!leave_grace.ok()) return Fail(leave_grace.error().message);
 
   migration::JobConfig config;
   config.job = f.job;
@@ -298,8 +301,9 @@ int Run(const Flags& f) {
         kube::EventRecorderOptions{.component = "lockstep-coordinator", .registry = &registry});
     sync = std::make_unique<coordinator::KubeJobSync>(
         *w.api, coord, SystemClock::Instance(),
-        coordinator::KubeJobSyncOptions{.job = f.job, .ns = w.ns, .training_job = training_job}, &registry,
-        events.get());
+        coordinator::KubeJobSyncOptions{
+            .job = f.job, .ns = w.ns, .training_job = training_job, .leave_grace_s = *leave_grace},
+        &registry, events.get());
     sync->Start();
   }
   log::Info("serving", {{"job", f.job},
@@ -373,6 +377,10 @@ int main(int argc, char** argv) {
   app.add_option("--training-job", f.training_job,
                  "--kube: the TrainingJob whose status (generation, migrations, lastMigration) and Events the "
                  "coordinator writes (default: --job; \"\": none)");
+  app.add_option("--leave-grace", f.leave_grace,
+                 "--kube: a pod whose rank moved to a spare is deleted once it ended, or this long after (so that a "
+                 "drain of its node can finish)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (f.fence.empty()) f.fence = f.kube ? "kube" : "local";
   if (!f.kube) {
