@@ -15,7 +15,13 @@
 #  4. rank 0 keeps heartbeating but does not report the failure within the report
 #     grace: it is declared hung (dead) and its pod is deleted;
 #  5. the state ConfigMap holds the members with their pods; a restarted coordinator
-#     continues from it (same members and generation, its spare pods adopted, none added).
+#     continues from it (same members and generation, its spare pods adopted, none added);
+#  6. triggers and status (a second job, mtrig, with a TrainingJob and the operator's
+#     empty state ConfigMap): a rank pod annotated lockstep.dev/migrate=now gets a planned
+#     migration in GET /v1/migrations (once); after the re-form the spare's pod carries
+#     lockstep.dev/rank=1, the old pod is deleted after --leave-grace, the TrainingJob's
+#     status shows generation, migrations and lastMigration, and an Event RankMigrated
+#     is recorded on it.
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || fail "needs jq"
 command -v curl >/dev/null || fail "needs curl"
@@ -182,5 +188,108 @@ spare_count_is 2 || fail "spare pods after the restart: $(spares | jq -c '[.item
 [[ $(spares | jq -r '[.items[].metadata.name] | sort | join(" ")') == "$SPARE_NAMES" ]] ||
   fail "the restart changed the spare pods"
 pass "state in ConfigMap $JOB-state; the restarted coordinator continued from it and kept its 2 spare pods"
+kill -TERM "$COORD_PID" && wait "$COORD_PID" || true
+COORD_PID=
+
+# --- 6. triggers and status: lockstep.dev/migrate=now on a rank's pod ----------------
+TJ=mtrig
+K apply -f "$REPO/crds/lockstep.dev_trainingjobs.yaml" >/dev/null
+K wait --for condition=established crd/trainingjobs.lockstep.dev --timeout=30s >/dev/null
+K -n $MNS apply -f - >/dev/null <<EOF
+{"apiVersion": "lockstep.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "$TJ"},
+ "spec": {"replicas": 2, "spares": 1,
+          "template": {"spec": {"containers": [{"name": "trainer", "image": "lockstep/train:dev"}]}}}}
+EOF
+TJ_UID=$(K -n $MNS get trainingjob $TJ -o jsonpath='{.metadata.uid}')
+# What the operator applies: the state ConfigMap with metadata only, owned by the job.
+K -n $MNS apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "ConfigMap",
+ "metadata": {"name": "$TJ-coordinator-state", "labels": {"lockstep.dev/job": "$TJ"},
+   "ownerReferences": [{"apiVersion": "lockstep.dev/v1alpha1", "kind": "TrainingJob", "name": "$TJ",
+                        "uid": "$TJ_UID", "controller": true}]}}
+EOF
+trig_pod() { # trig_pod NAME ROLE [RANK]: a pod of job mtrig labelled as the operator does; prints its uid
+  local labels="\"lockstep.dev/job\": \"$TJ\", \"lockstep.dev/role\": \"$2\""
+  [[ -n ${3:-} ]] && labels+=", \"lockstep.dev/rank\": \"$3\""
+  K -n $MNS apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "$1", "labels": {$labels}},
+ "spec": {"tolerations": [{"operator": "Exists"}], "containers": [{"name": "trainer", "image": "lockstep/train:dev"}]}}
+EOF
+  wait_for "pod $1 running" 20 bash -c "[[ \$('$BIN/kubectl' --kubeconfig '$KDIR/kubeconfig' -n $MNS get pod $1 -o jsonpath='{.status.phase}') == Running ]]"
+  K -n $MNS get pod "$1" -o jsonpath='{.metadata.uid}'
+}
+TU0=$(trig_pod $TJ-rank-0 rank 0)
+TU1=$(trig_pod $TJ-rank-1 rank 1)
+TUS=$(trig_pod $TJ-spare-0 spare)
+LOG3=$WORK/coordinator-3.log
+rm -f "$WORK/port"
+"$COORD" --kube --kubeconfig "$KDIR/kubeconfig" --namespace $MNS --job $TJ --world-size 2 --spares 1 \
+  --state-configmap $TJ-coordinator-state --listen 127.0.0.1:0 --port-file "$WORK/port" \
+  --heartbeat-timeout 5s --report-grace 5s --join-timeout 60s --leave-grace 3s >"$LOG3" 2>&1 </dev/null &
+COORD_PID=$!
+wait_for "coordinator 3 serving" 20 grep -q '"msg":"serving"' "$LOG3"
+URL=http://127.0.0.1:$(cat "$WORK/port")
+for r in 0 1; do
+  uid=TU$r
+  api POST /v1/register "{\"member\":\"m$r\",\"role\":\"rank\",\"rank\":$r,\"host\":\"10.8.0.$r\",\"store_port\":4000,\"pid\":100,\"pod_name\":\"$TJ-rank-$r\",\"pod_uid\":\"${!uid}\"}" \
+    >/dev/null || fail "register m$r"
+done
+api POST /v1/register "{\"member\":\"s0\",\"role\":\"spare\",\"host\":\"10.8.0.9\",\"store_port\":4000,\"pid\":100,\"pod_name\":\"$TJ-spare-0\",\"pod_uid\":\"$TUS\"}" \
+  >/dev/null || fail "register s0"
+# Heartbeats: "<generation> <step> <members...>" in $WORK/beat; s0 waits as a spare until it holds a rank.
+echo "0 1 m0 m1" >"$WORK/beat"
+(while true; do
+  read -r g st ms <"$WORK/beat"
+  for m in $ms; do
+    api POST /v1/heartbeat "{\"member\":\"$m\",\"generation\":$g,\"step\":$st,\"state\":\"training\"}" >/dev/null 2>&1
+  done
+  [[ $ms == *s0* ]] || api POST /v1/heartbeat '{"member":"s0","generation":-1,"step":0,"state":"waiting"}' >/dev/null 2>&1
+  sleep 0.3
+done) &
+BEAT_PID=$!
+wait_for "generation 0 of $TJ complete" 10 bash -c "curl -sf $URL/v1/state | jq -e '.history[-1].status == \"complete\"'"
+K -n $MNS annotate pod $TJ-rank-1 lockstep.dev/migrate=now lockstep.dev/migrate-reason="e2e: move rank 1" >/dev/null
+planned() { api GET /v1/migrations | jq -e '[.[] | select(.rank == 1 and .kind == "planned" and .reason == "e2e: move rank 1")] | length == 1'; }
+wait_for "a planned migration of rank 1 in GET /v1/migrations" 10 planned
+grep -q '"msg":"migration requested by pod annotation"' "$LOG3" || fail "no log line for the annotation's request"
+pass "pod $TJ-rank-1 annotated lockstep.dev/migrate=now: a planned migration of rank 1 in GET /v1/migrations"
+# The ranks pause at the step asked for; s0 takes rank 1 in generation 1.
+P=$(api GET /v1/state | jq -r '.transition.pause_at_step')
+[[ $P =~ ^[0-9]+$ ]] || fail "no pause step: $(api GET /v1/state | jq -c '{phase, transition}')"
+echo "0 1" >"$WORK/beat"
+for m in m0 m1; do
+  api POST /v1/report "{\"member\":\"$m\",\"generation\":0,\"committed_step\":$P,\"reason\":\"pause\"}" >/dev/null ||
+    fail "pause report of $m"
+done
+[[ $(api GET /v1/state | jq -c '.history[-1].members') == '["m0","s0"]' ]] ||
+  fail "generation 1: $(api GET /v1/state | jq -c '.history[-1] | {number, members}')"
+echo "1 $P m0 s0" >"$WORK/beat"
+wait_for "generation 1 complete" 10 bash -c "curl -sf $URL/v1/state | jq -e '.history[-1].status == \"complete\"'"
+holder() { [[ $(K -n $MNS get pods -l lockstep.dev/rank=1 -o jsonpath='{.items[*].metadata.name}') == "$TJ-spare-0" ]]; }
+wait_for "kubectl get pods -l lockstep.dev/rank=1 finds the spare's pod only" 10 holder
+[[ $(K -n $MNS get pod $TJ-spare-0 -o jsonpath='{.metadata.labels.lockstep\.dev/role}') == rank ]] ||
+  fail "the spare's pod is not labelled role=rank"
+pass "the spare's pod $TJ-spare-0 carries lockstep.dev/role=rank, lockstep.dev/rank=1"
+status_done() {
+  K -n $MNS get trainingjob $TJ -o json | jq -e --arg from $TJ-rank-1 --arg to $TJ-spare-0 \
+    '.status.generation == 1 and .status.migrations == 1 and .status.lastMigration.rank == 1 and
+     .status.lastMigration.fromPod == $from and .status.lastMigration.toPod == $to and
+     .status.lastMigration.reason == "e2e: move rank 1" and .status.lastMigration.durationMs >= 0 and
+     (.status.lastMigration.completeTime | length) > 0'
+}
+wait_for "TrainingJob $TJ status: generation 1, 1 migration, lastMigration" 15 status_done
+event() {
+  K -n $MNS get events --field-selector involvedObject.name=$TJ,reason=RankMigrated -o json |
+    jq -e --arg m "rank 1 moved from pod $TJ-rank-1 to pod $TJ-spare-0 in " '[.items[] | select(.message | startswith($m))] | length == 1'
+}
+wait_for "an Event RankMigrated on TrainingJob $TJ" 10 event
+pass "TrainingJob $TJ: $(K -n $MNS get trainingjob $TJ -o json | jq -c '.status | {generation, migrations, lastMigration}'); Event RankMigrated"
+wait_for "the old pod $TJ-rank-1 deleted after --leave-grace" 15 bash -c "! '$BIN/kubectl' --kubeconfig '$KDIR/kubeconfig' -n $MNS get pod $TJ-rank-1 >/dev/null 2>&1"
+sleep 1.5
+[[ $(api GET /v1/migrations | jq length) == 1 ]] || fail "the annotation was acted on more than once: $(api GET /v1/migrations | jq -c .)"
+K -n $MNS get configmap $TJ-coordinator-state -o json |
+  jq -e '.data["state.json"] | fromjson | .history | length == 2' >/dev/null || fail "state not in the operator's ConfigMap"
+pass "the migrated-away pod deleted after --leave-grace; one migration for the annotation; state in the operator's ConfigMap"
+kill "$BEAT_PID" && BEAT_PID=
 say "test body $((SECONDS - T1))s"
 
