@@ -146,7 +146,7 @@ TEST_CASE("spare pod templates and job names are checked", "[migration][kube]") 
   CHECK(KubeSpareLauncher::Check(o).error().message == "the spare pod template has no spec.containers");
 }
 
-TEST_CASE("spare pod creation: API errors are retried, never a failed start; a refused pod is one",
+TEST_CASE("spare pod creation: API errors are retried, never a failed start, a refused pod is one",
           "[migration][kube]") {
   FakeKubeApi api;
   KubeSpareLauncher launcher(api, Options());

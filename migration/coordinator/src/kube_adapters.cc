@@ -570,7 +570,8 @@ Status ConfigMapStateStore::Save(const std::string& text) {
   std::string what = "configmap " + options_.ns + "/" + options_.name;
   Error last = Internal("no attempt");
   milliseconds delay = options_.retry_delay;
-  for (int attempt = 0; attempt < options_.attempts; ++attempt) {
+  const auto deadline = Clock::now() + options_.deadline;
+  for (int attempt = 0; attempt < options_.attempts && (attempt == 0 || Clock::now() < deadline); ++attempt) {
     if (attempt > 0 && Transient(last)) {
       std::this_thread::sleep_for(delay);
       delay *= 2;
@@ -614,7 +615,8 @@ Result<std::optional<std::string>> ConfigMapStateStore::Load() {
   std::lock_guard l(mu_);
   Error last = Internal("no attempt");
   milliseconds delay = options_.retry_delay;
-  for (int attempt = 0; attempt < options_.attempts; ++attempt) {
+  const auto deadline = Clock::now() + options_.deadline;
+  for (int attempt = 0; attempt < options_.attempts && (attempt == 0 || Clock::now() < deadline); ++attempt) {
     if (attempt > 0) {
       std::this_thread::sleep_for(delay);
       delay *= 2;

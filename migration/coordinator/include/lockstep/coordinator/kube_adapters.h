@@ -207,6 +207,9 @@ struct ConfigMapStoreOptions {
   std::string job{};                          // labels the ConfigMap lockstep.dev/job
   int attempts = 5;                           // per Save/Load, for conflicts and transient errors
   std::chrono::milliseconds retry_delay{50};  // doubled per attempt
+  // No retry starts after this much time in one Save/Load (it runs under the
+  // coordinator's lock; each request is bounded by the client's timeout).
+  std::chrono::milliseconds deadline{2000};
 };
 
 class ConfigMapStateStore final : public StateStore {
