@@ -320,10 +320,11 @@ Result<Json> CurlKubeApi::Apply(const Gvr& r, const std::string& ns, const std::
 }
 
 Status CurlKubeApi::Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                           const std::string& uid_precondition) {
+                           const std::string& uid_precondition, std::optional<int64_t> grace_period_seconds) {
   if (name.empty()) return InvalidArgument("delete " + r.resource + ": empty name");
   Json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"propagationPolicy", "Background"}};
   if (!uid_precondition.empty()) opts["preconditions"] = {{"uid", uid_precondition}};
+  if (grace_period_seconds) opts["gracePeriodSeconds"] = *grace_period_seconds;
   return Status::FromResult(Do({Verb::kDelete, r.resource, "DELETE", ResourcePath(r, ns, name), DumpJson(opts),
                                 "application/json", What("delete", r, ns, name)}));
 }

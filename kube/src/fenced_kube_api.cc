@@ -44,9 +44,9 @@ Result<Json> FencedKubeApi::Apply(const Gvr& r, const std::string& ns, const std
 }
 
 Status FencedKubeApi::Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                             const std::string& uid_precondition) {
+                             const std::string& uid_precondition, std::optional<int64_t> grace_period_seconds) {
   if (auto e = Check("delete", r, name)) return *e;
-  return inner_.Delete(r, ns, name, uid_precondition);
+  return inner_.Delete(r, ns, name, uid_precondition, grace_period_seconds);
 }
 
 Status FencedKubeApi::Watch(const Gvr& r, const std::string& ns, const WatchOptions& opts,

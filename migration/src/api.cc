@@ -1,5 +1,6 @@
 #include "lockstep/migration/api.h"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -87,6 +88,19 @@ Result<Registered> ParseRegister(const std::string& body) {
   LS_TRY(Int(*j, call, "pid", 1, 0x7fffffff, pid));
   r.store_port = static_cast<int>(port);
   r.pid = static_cast<int>(pid);
+  // Optional (Kubernetes): the member's pod, for the pod fencer and probe.
+  LS_TRY(String(*j, call, "pod_name", r.pod_name, false));
+  LS_TRY(String(*j, call, "pod_uid", r.pod_uid, false));
+  if (r.pod_name.size() > 253 || !std::all_of(r.pod_name.begin(), r.pod_name.end(), [](unsigned char c) {
+        return std::islower(c) || std::isdigit(c) || c == '-' || c == '.';
+      })) {
+    return InvalidArgument("register: \"pod_name\" must be a Kubernetes object name (lowercase letters, digits, "
+                           "'-' and '.', at most 253 characters; got \"" + r.pod_name + "\")");
+  }
+  if (r.pod_uid.size() > 128) return InvalidArgument("register: \"pod_uid\" is longer than 128 bytes");
+  if (!r.pod_uid.empty() && r.pod_name.empty()) {
+    return InvalidArgument("register: \"pod_uid\" is given without \"pod_name\"");
+  }
   return r;
 }
 

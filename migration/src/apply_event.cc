@@ -28,6 +28,8 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
             m->host = e.host;
             m->store_port = e.store_port;
             m->pid = e.pid;
+            m->pod_name = e.pod_name;
+            m->pod_uid = e.pod_uid;
             m->last_seen = now;
             return Status::Ok();
           }
@@ -42,6 +44,8 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m.host = e.host;
           m.store_port = e.store_port;
           m.pid = e.pid;
+          m.pod_name = e.pod_name;
+          m.pod_uid = e.pod_uid;
           m.requested_rank = e.rank;
           m.hb_intact = m.report_intact = e.role == Role::kRank;  // a spare holds no state until a transfer
           if (e.role == Role::kRank && s.phase == Phase::kAssembling) {
@@ -127,7 +131,8 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
         } else if constexpr (std::is_same_v<E, ProcessGone>) {
           Member* m = s.Find(e.member);
           if (!m) return NotFound("unknown member " + e.member);
-          MarkDead(s, *m, "pid_gone", "process " + std::to_string(m->pid) + " " + e.how, now, false, a);
+          std::string reason = m->pod_name.empty() ? "process " + std::to_string(m->pid) + " " + e.how : e.how;
+          MarkDead(s, *m, "pid_gone", reason, now, e.fence, a);
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, MigrationRequested>) {
           const int w = s.config.world_size;
@@ -157,7 +162,9 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
                              {{"id", mig.id}, {"rank", std::to_string(e.rank)}, {"kind", e.kind}, {"reason", e.reason}}});
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, SpareProcessExited>) {
-          for (const auto& [id, m] : s.members) if (m.pid == e.pid) return Status::Ok();
+          for (const auto& [id, m] : s.members) {
+            if (e.pod.empty() ? m.pid == e.pid : m.pod_name == e.pod) return Status::Ok();  // it registered
+          }
           s.spares_starting = std::max(0, s.spares_starting - 1);
           ++s.failed_launches;
           a.push_back(Notice{"spare_launch_failed", {{"pid", std::to_string(e.pid)}, {"how", e.how},

@@ -497,7 +497,7 @@ void EnsureSpares(JobState& s, Actions& a) {
     for (const auto& id : s.current()->members) urgent += s.Alive(id) ? 0 : 1;
   }
   for (const auto& mig : s.migrations) urgent += mig.state == "pending" ? 1 : 0;
-  int need = std::max(s.refill_active ? s.config.spares : 0, urgent);
+  int need = std::max(s.refill_active || s.config.spares_from_start ? s.config.spares : 0, urgent);
   int have = static_cast<int>(SparePool(s).size()) + s.spares_starting;
   while (have < need && s.failed_launches < s.config.max_failed_launches) {
     std::string reason = urgent > 0 ? "a rank needs a spare (" + std::to_string(have) + " ready or starting, " +

@@ -39,8 +39,10 @@ void to_json(nlohmann::json& j, Phase e) { EnumTo(j, e, kPhases); }
 void from_json(const nlohmann::json& j, Phase& e) { EnumFrom(j, e, kPhases, "phase"); }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobConfig, job, world_size, heartbeat_timeout_s, report_grace_s,
-                                                join_timeout_s, spares, can_launch_spares, max_failed_launches)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank, host, store_port, pid, seq,
+                                                join_timeout_s, spares, can_launch_spares, spares_from_start,
+                                                max_failed_launches)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank, host, store_port, pid, pod_name,
+                                                pod_uid, seq,
                                                 registered_at, last_seen, hb_generation, hb_step, hb_state, hb_at, hb_interval, hb_intact, hb_in_collective,
                                                 report_generation, report_step, report_reason, report_error, report_intact, status,
                                                 gone_cause, gone_reason, gone_at, fenced)

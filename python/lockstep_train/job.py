@@ -25,7 +25,7 @@ from . import _torch_private as private
 from . import faults, seeding
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
-from .protocol import ProtocolError, Settings, new_member_id, parse_plan, settings_from
+from .protocol import ProtocolError, Settings, new_member_id, parse_plan, register_body, settings_from
 from .reduce import GradientReducer
 from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
 from .wrappers import DDPAdapter, check_module
@@ -412,10 +412,8 @@ class Job:
         return True
 
     def _register(self):
-        body = {"member": self.member, "role": self.settings.role, "host": self.host,
-                "store_port": self.store_port, "pid": os.getpid()}
-        if self.settings.rank is not None:
-            body["rank"] = self.settings.rank
+        body = register_body(self.member, self.settings.role, self.host, self.store_port,
+                             os.getpid(), self.settings.rank)
         status, reply = self.client.register(body)
         if status != 200:
             raise JoinError("lockstep: the coordinator refused registration (%d): %s" % (status, reply))

@@ -126,6 +126,23 @@ def new_member_id(host: Optional[str] = None, pid: Optional[int] = None) -> str:
     return "%s-%d-%s" % (host, pid, secrets.token_hex(4))
 
 
+def register_body(member: str, role: str, host: str, store_port: int, pid: int,
+                  rank: Optional[int] = None, env: Mapping[str, str] = os.environ) -> dict:
+    """The body of POST /v1/register. In Kubernetes the member's pod, from the
+    downward API (LOCKSTEP_POD_NAME, LOCKSTEP_POD_UID), goes with it so that the
+    coordinator can check and fence that pod; absent elsewhere."""
+    body = {"member": member, "role": role, "host": host, "store_port": store_port, "pid": pid}
+    if rank is not None:
+        body["rank"] = rank
+    pod_name = env.get("LOCKSTEP_POD_NAME") or ""
+    if pod_name:
+        body["pod_name"] = pod_name
+        pod_uid = env.get("LOCKSTEP_POD_UID") or ""
+        if pod_uid:
+            body["pod_uid"] = pod_uid
+    return body
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """join()'s inputs after environment and arguments are merged."""

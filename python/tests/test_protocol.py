@@ -74,6 +74,15 @@ class SettingsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "rank 4 is not below world size 4"):
             protocol.settings_from({"LOCKSTEP_COORDINATOR": "c:1"}, rank=4, world_size=4)
 
+    def test_register_body_carries_the_pod_when_in_kubernetes(self):
+        b = protocol.register_body("m", "spare", "10.0.0.5", 4000, 12, None, env={})
+        self.assertEqual(b, {"member": "m", "role": "spare", "host": "10.0.0.5", "store_port": 4000, "pid": 12})
+        env = {"LOCKSTEP_POD_NAME": "job-spare-0-ab1cd", "LOCKSTEP_POD_UID": "1f2e-33"}
+        b = protocol.register_body("m", "rank", "10.0.0.5", 4000, 12, 3, env=env)
+        self.assertEqual((b["rank"], b["pod_name"], b["pod_uid"]), (3, "job-spare-0-ab1cd", "1f2e-33"))
+        b = protocol.register_body("m", "rank", "h", 1, 1, 0, env={"LOCKSTEP_POD_UID": "u"})
+        self.assertNotIn("pod_uid", b)  # a uid without a pod name is not sent (the coordinator refuses it)
+
     def test_member_id(self):
         m = protocol.new_member_id("node-a", 42)
         self.assertRegex(m, r"^node-a-42-[0-9a-f]{8}$")

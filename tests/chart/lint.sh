@@ -171,9 +171,11 @@ expect_rules "operator ClusterRole" "$r" ClusterRole lockstep-operator "[fabricp
 [rolebindings] [get, list, watch, create, patch]
 [clusterroles] [bind] names=[lockstep-coordinator]"
 expect_rules "coordinator ClusterRole (bound per TrainingJob by the operator)" "$r" ClusterRole lockstep-coordinator \
-"[pods] [get, list, watch, create, delete]
+"[pods] [get, list, watch, create, patch, delete]
 [configmaps] [get, create, update, patch]
-[events] [create]"
+[events] [create, patch]
+[trainingjobs] [get]
+[trainingjobs/status] [patch]"
 expect_rules "operator Role" "$r" Role lockstep-operator "[daemonsets] [get, list, watch, create, patch]
 [configmaps] [get, list, watch, create, patch]
 [leases] [create]

@@ -130,11 +130,15 @@ TEST_CASE("curl api: verbs, paths, bodies and status mapping", "[kube][curl]") {
 
   REQUIRE(api->Delete(gvr::kPods, "ns", "p", "uid-1").ok());
   CHECK(Json::parse(s.Last().body)["preconditions"]["uid"] == "uid-1");
+  CHECK_FALSE(Json::parse(s.Last().body).contains("gracePeriodSeconds"));  // the object's default
+  REQUIRE(api->Delete(gvr::kPods, "ns", "p", "uid-2", 0).ok());
+  CHECK(Json::parse(s.Last().body)["gracePeriodSeconds"] == 0);
+  CHECK(Json::parse(s.Last().body)["preconditions"]["uid"] == "uid-2");
   CHECK(api->Delete(gvr::kPods, "ns", "missing").code() == ErrorCode::kNotFound);
 
   CHECK(api->RequestCount(Verb::kGet) == 6);
   CHECK(api->RequestCount(Verb::kApply) == 2);
-  CHECK(api->RequestCount() == 14);
+  CHECK(api->RequestCount() == 15);
   auto& requests = reg.Counter("lockstep_kube_requests_total", "", {"verb", "resource", "code"});
   CHECK(requests.Get({"get", "pods", "200"}) == 2);
   CHECK(requests.Get({"get", "pods", "404"}) == 1);

@@ -6,6 +6,7 @@
 #include "fake_kube_api.h"
 #include "lockstep/kube/fenced_kube_api.h"
 #include "lockstep/kube/leader_elector.h"
+#include "lockstep/kube/object_meta.h"
 
 namespace lockstep::kube {
 namespace {
@@ -34,6 +35,13 @@ TEST_CASE("fenced API: writes stop when the renew deadline passes or the lease i
   REQUIRE(a.Poll());
   REQUIRE(fenced.Create(gvr::kConfigMaps, "ls", ConfigMap("cm")).ok());
   REQUIRE(fenced.MergePatch(gvr::kConfigMaps, "ls", "cm", {{"data", {{"k", "v"}}}}).ok());
+  // Delete options pass through: the uid precondition and the grace period.
+  auto gone = fenced.Create(gvr::kConfigMaps, "ls", ConfigMap("gone"));
+  REQUIRE(gone.ok());
+  REQUIRE(fenced.Delete(gvr::kConfigMaps, "ls", "gone", Uid(*gone), 0).ok());
+  REQUIRE(api.Deletes().size() == 1);
+  CHECK(api.Deletes()[0].uid_precondition == Uid(*gone));
+  CHECK(api.Deletes()[0].grace_period_seconds == std::optional<int64_t>(0));
 
   // A reconcile still running after the last renewal: once the renew deadline
   // has passed on the clock, its writes are refused (before anyone else holds the lease).

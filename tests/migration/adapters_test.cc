@@ -66,7 +66,7 @@ TEST_CASE("a spare starts with an empty signal mask even when the coordinator bl
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   REQUIRE(pid.ok());
   int st = 0;
-  REQUIRE(::waitpid(*pid, &st, 0) == *pid);
+  REQUIRE(::waitpid(pid->pid, &st, 0) == pid->pid);
   char buf[128] = {};
   FILE* f = std::fopen(path, "r");
   REQUIRE(f != nullptr);

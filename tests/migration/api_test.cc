@@ -42,6 +42,66 @@ TEST_CASE("register bodies: what is wrong is said", "[migration]") {
   CHECK(ok->role == Role::kRank);
 }
 
+TEST_CASE("register bodies: the member's pod (Kubernetes) is optional and checked", "[migration]") {
+  auto plain = ParseRegister(R"({"member":"m","role":"rank","host":"h","store_port":1,"pid":2})");
+  REQUIRE(plain.ok());
+  CHECK(plain->pod_name.empty());
+  CHECK(plain->pod_uid.empty());
+  auto pod = ParseRegister(
+      R"({"member":"m","role":"spare","host":"10.1.2.3","store_port":1,"pid":1,"pod_name":"job-spare-0-ab1cd","pod_uid":"0b7c-11"})");
+  REQUIRE(pod.ok());
+  CHECK(pod->pod_name == "job-spare-0-ab1cd");
+  CHECK(pod->pod_uid == "0b7c-11");
+  struct Row { std::string body; std::string error; };
+  for (const auto& r : std::vector<Row>{
+           {R"({"member":"m","role":"rank","host":"h","store_port":1,"pid":2,"pod_name":7})",
+            "register: \"pod_name\" must be a string"},
+           {R"({"member":"m","role":"rank","host":"h","store_port":1,"pid":2,"pod_name":"Job_0"})",
+            "register: \"pod_name\" must be a Kubernetes object name (lowercase letters, digits, '-' and '.', at most "
+            "253 characters; got \"Job_0\")"},
+           {R"({"member":"m","role":"rank","host":"h","store_port":1,"pid":2,"pod_uid":"u"})",
+            "register: \"pod_uid\" is given without \"pod_name\""},
+       }) {
+    auto p = ParseRegister(r.body);
+    REQUIRE(!p.ok());
+    CHECK(p.error().message == r.error);
+  }
+}
+
+TEST_CASE("state JSON round trip keeps the members' pods", "[migration]") {
+  JobConfig c = Config(2);
+  c.spares_from_start = true;
+  MigrationSim sim(c);
+  Registered r;
+  r.member = "m0";
+  r.role = Role::kRank;
+  r.rank = 0;
+  r.host = "10.0.0.1";
+  r.store_port = 4000;
+  r.pid = 1;
+  r.pod_name = "job-node-0-0-abcde";
+  r.pod_uid = "uid-0";
+  REQUIRE(sim.Do(r).status.ok());
+  nlohmann::json j = StateToJson(sim.state);
+  CHECK(j["members"][0]["pod_name"] == "job-node-0-0-abcde");
+  CHECK(j["members"][0]["pod_uid"] == "uid-0");
+  CHECK(j["config"]["spares_from_start"] == true);
+  auto back = StateFromString(j.dump());
+  REQUIRE(back.ok());
+  CHECK(back->Find("m0")->pod_name == "job-node-0-0-abcde");
+  CHECK(back->Find("m0")->pod_uid == "uid-0");
+  CHECK(back->config.spares_from_start);
+  CHECK(StateToJson(*back) == j);
+  // A state file written before pods were kept loads with none.
+  j["members"][0].erase("pod_name");
+  j["members"][0].erase("pod_uid");
+  j["config"].erase("spares_from_start");
+  auto old = StateFromString(j.dump());
+  REQUIRE(old.ok());
+  CHECK(old->Find("m0")->pod_name.empty());
+  CHECK_FALSE(old->config.spares_from_start);
+}
+
 TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
   CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"idle"})").error().message ==
         "heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"idle\")");

@@ -237,7 +237,14 @@ TEST_CASE("binary: bad flags are refused with a message", "[migration]") {
   for (const auto& r : std::vector<Row>{
            {{"--heartbeat-timeout", "soon"}, "--heartbeat-timeout must be a duration such as 1.5s or 500ms (got \"soon\")"},
            {{"--listen", "nowhere"}, "--listen must be HOST:PORT (got \"nowhere\")"},
-           {{"--fence", "maybe"}, "--fence: maybe not in {local,none}"},
+           {{"--fence", "maybe"}, "--fence: maybe not in {local,kube,none}"},
+           {{"--fence", "kube"}, "--fence kube needs --kube"},
+           {{"--state-configmap", "s"},
+            "--kubeconfig, --namespace, --spare-pod-template and --state-configmap need --kube"},
+           {{"--kube", "--state-configmap", "s"},
+            "with --kube give one of --state-configmap (in the cluster) or --state-file"},
+           {{"--kube", "--kubeconfig", "/nonexistent/kubeconfig"}, "lockstep-coordinator: --kube: "},
+           {{"--kube", "--fence", "local"}, "--fence local does not apply with --kube (use kube or none)"},
        }) {
     fs::remove(err);
     std::vector<std::string> args{LOCKSTEP_COORDINATOR_BIN, "--job", "j", "--world-size", "2", "--state-file",

@@ -316,6 +316,40 @@ TEST_CASE("hot pool (K=2): refilled to K after a generation used a spare", "[mig
   CHECK(sim.All<RequestSpare>().size() == 1);
 }
 
+TEST_CASE("spares from the start (Kubernetes): the pool is filled before generation 0 and kept at K", "[migration]") {
+  JobConfig c = Config(2, 2, true);
+  c.spares_from_start = true;
+  MigrationSim sim(c);
+  sim.Advance(0.1);
+  CHECK(sim.All<RequestSpare>().size() == 2);  // K spares while the job assembles
+  CHECK(sim.state.spares_starting == 2);
+  sim.Advance(0.1);
+  CHECK(sim.All<RequestSpare>().size() == 2);  // not again while they start
+  // A spare pod that ended without registering is replaced.
+  sim.Do(SpareProcessExited{0, "pod Failed", "test-spare-0-x"});
+  CHECK(sim.All<RequestSpare>().size() == 3);
+  CHECK(sim.state.failed_launches == 1);
+  // A spare pod that ended after it registered is not a failed start (matched by pod name).
+  Registered r;
+  r.member = "s0";
+  r.role = Role::kSpare;
+  r.host = "10.0.0.9";
+  r.store_port = 4000;
+  r.pid = 1;
+  r.pod_name = "test-spare-1-x";
+  r.pod_uid = "uid-1";
+  REQUIRE(sim.Do(r).status.ok());
+  CHECK(sim.state.failed_launches == 0);
+  CHECK(sim.state.Find("s0")->pod_name == "test-spare-1-x");
+  CHECK(sim.state.Find("s0")->pod_uid == "uid-1");
+  sim.Do(SpareProcessExited{0, "pod deleted", "test-spare-1-x"});
+  CHECK(sim.state.failed_launches == 0);
+  // Without spares_from_start the same config requests nothing before a spare is used.
+  MigrationSim cold(Config(2, 2, true));
+  cold.Advance(0.1);
+  CHECK(cold.All<RequestSpare>().empty());
+}
+
 TEST_CASE("spare launches that never register stop after three in a row", "[migration]") {
   auto sim = Formed(2, 0, Config(2, 0, true));
   sim.BeatAll(1);
@@ -323,7 +357,7 @@ TEST_CASE("spare launches that never register stop after three in a row", "[migr
   sim.ReportErr("m0", 0, 1);
   for (int i = 0; i < 5; ++i) {
     sim.Beat("m0", 0, 1, "waiting");
-    sim.Do(SpareProcessExited{5000 + i, "exited with status 127"});
+    sim.Do(SpareProcessExited{5000 + i, "exited with status 127", ""});
   }
   CHECK(sim.All<RequestSpare>().size() == 3);
   CHECK(sim.Notices("spare_launches_stopped").size() == 1);
@@ -898,7 +932,7 @@ TEST_CASE("waiting for spares that will come is not 'exhausted'", "[migration]")
   CHECK(sim.All<RequestSpare>().size() == 1);
   // Three launches that never register: launches stop, and the wait says so.
   for (int i = 0; i < 3; ++i) {
-    sim.Do(SpareProcessExited{9000 + i, "exited with status 1"});
+    sim.Do(SpareProcessExited{9000 + i, "exited with status 1", ""});
     sim.Advance(0.1);
   }
   CHECK(sim.state.spares_exhausted);

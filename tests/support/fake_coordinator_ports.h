@@ -16,9 +16,9 @@ namespace lockstep::coordinator {
 
 class FakeFencer final : public Fencer {
  public:
-  Status Fence(const std::string& member, const std::string&, int) override {
+  Status Fence(const MemberRef& m) override {
     std::lock_guard l(mu_);
-    fenced_.push_back(member);
+    fenced_.push_back(m.member);
     return Status::Ok();
   }
   std::vector<std::string> fenced() const { std::lock_guard l(mu_); return fenced_; }
@@ -30,17 +30,17 @@ class FakeFencer final : public Fencer {
 
 class FakeLauncher final : public SpareLauncher {
  public:
-  Result<int> Launch() override {
+  Result<SpareHandle> Launch() override {
     std::lock_guard l(mu_);
     int pid = next_pid_++;
     launched_.push_back(pid);
-    return pid;
+    return SpareHandle{pid, ""};
   }
   std::vector<Exited> Reap() override {
     std::lock_guard l(mu_);
     return std::exchange(exited_, {});
   }
-  void Exit(int pid, std::string how) { std::lock_guard l(mu_); exited_.push_back({pid, std::move(how)}); }
+  void Exit(int pid, std::string how) { std::lock_guard l(mu_); exited_.push_back({SpareHandle{pid, ""}, std::move(how)}); }
   std::vector<int> launched() const { std::lock_guard l(mu_); return launched_; }
 
  private:
@@ -55,9 +55,9 @@ class FakeLauncher final : public SpareLauncher {
 // thread has run a whole tick after a Kill() (AwaitWaits(Kill(pid) + 2)).
 class FakeProbe final : public ProcessProbe {
  public:
-  std::optional<std::string> Gone(int pid) override {
+  std::optional<std::string> Gone(const MemberRef& m) override {
     std::lock_guard l(mu_);
-    if (gone_.count(pid)) return std::string("is gone");
+    if (gone_.count(m.pid)) return std::string("is gone");
     return std::nullopt;
   }
   void Wait(std::chrono::milliseconds timeout) override {

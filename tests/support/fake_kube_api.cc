@@ -443,9 +443,10 @@ Result<Json> FakeKubeApi::Apply(const Gvr& r, const std::string& ns, const std::
 }
 
 Status FakeKubeApi::Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                           const std::string& uid_precondition) {
+                           const std::string& uid_precondition, std::optional<int64_t> grace_period_seconds) {
   std::lock_guard l(mu_);
   if (auto e = BeginLocked({Verb::kDelete, r.resource, ns, name, "", ""})) return *e;
+  deletes_.push_back(DeleteRecord{r.resource, ns, name, uid_precondition, grace_period_seconds});
   return DeleteLocked(r, KeyFor(r, ns, name), uid_precondition);
 }
 
@@ -606,6 +607,11 @@ uint64_t FakeKubeApi::WriteCount() const {
 std::vector<FakeKubeApi::Call> FakeKubeApi::Calls() const {
   std::lock_guard l(mu_);
   return calls_;
+}
+
+std::vector<FakeKubeApi::DeleteRecord> FakeKubeApi::Deletes() const {
+  std::lock_guard l(mu_);
+  return deletes_;
 }
 
 void FakeKubeApi::ClearCalls() {

@@ -58,6 +58,14 @@ class FakeKubeApi final : public KubeApi {
     std::string subresource;
     std::string field_manager;  // Apply only
   };
+  // The options of one Delete call that got past the faults.
+  struct DeleteRecord {
+    std::string resource;
+    std::string ns;
+    std::string name;
+    std::string uid_precondition;
+    std::optional<int64_t> grace_period_seconds;
+  };
   // Returns an error to fail the call, nullopt to let it through.
   using FaultHook = std::function<std::optional<Error>(const Call&)>;
 
@@ -75,7 +83,8 @@ class FakeKubeApi final : public KubeApi {
   Result<Json> Apply(const Gvr& r, const std::string& ns, const std::string& name, const Json& obj,
                      const ApplyOptions& opts, const std::string& subresource = "") override;
   Status Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                const std::string& uid_precondition = "") override;
+                const std::string& uid_precondition = "",
+                std::optional<int64_t> grace_period_seconds = std::nullopt) override;
   Status Watch(const Gvr& r, const std::string& ns, const WatchOptions& opts, const WatchHandler& handler,
                const std::atomic<bool>& stop) override;
 
@@ -105,6 +114,8 @@ class FakeKubeApi final : public KubeApi {
   // Writes (create/update/patch/apply/delete) so far.
   uint64_t WriteCount() const;
   std::vector<Call> Calls() const;
+  // Delete calls that reached the store (after FailNext/fault hook), in order.
+  std::vector<DeleteRecord> Deletes() const;
   void ClearCalls();
   size_t ActiveWatches() const;
   // Waits (real time) until at least `n` watches are live. For tests.
@@ -161,6 +172,7 @@ class FakeKubeApi final : public KubeApi {
   std::vector<Fault> faults_;                   // GUARDED_BY(mu_)
   FaultHook hook_;                              // GUARDED_BY(mu_)
   std::vector<Call> calls_;                     // GUARDED_BY(mu_)
+  std::vector<DeleteRecord> deletes_;           // GUARDED_BY(mu_)
   std::map<Verb, uint64_t> counts_;             // GUARDED_BY(mu_)
   std::map<Gvr, bool> status_subresource_;      // GUARDED_BY(mu_)
   bool gc_ = true;                              // GUARDED_BY(mu_)

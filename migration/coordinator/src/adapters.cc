@@ -45,7 +45,10 @@ LocalHosts::LocalHosts(std::vector<std::string> extra) : hosts_(extra.begin(), e
   }
 }
 
-Status LocalSignalFencer::Fence(const std::string& member, const std::string& host, int pid) {
+Status LocalSignalFencer::Fence(const MemberRef& m) {
+  const std::string& member = m.member;
+  const std::string& host = m.host;
+  const int pid = m.pid;
   if (!local_.Contains(host)) {
     return Unavailable("cannot fence member " + member + ": host " + host + " is not this machine (only marked dead)");
   }
@@ -61,7 +64,7 @@ ShellSpareLauncher::ShellSpareLauncher(std::string command, std::string coordina
 
 ShellSpareLauncher::~ShellSpareLauncher() = default;
 
-Result<int> ShellSpareLauncher::Launch() {
+Result<SpareHandle> ShellSpareLauncher::Launch() {
   if (command_.empty()) return InvalidArgument("no --spare-command: cannot start a spare");
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e) {
@@ -93,7 +96,7 @@ Result<int> ShellSpareLauncher::Launch() {
   ::posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal(std::string("starting the spare command: posix_spawn: ") + std::strerror(rc));
   children_.insert(pid);
-  return static_cast<int>(pid);
+  return SpareHandle{static_cast<int>(pid), ""};
 }
 
 std::vector<SpareLauncher::Exited> ShellSpareLauncher::Reap() {
@@ -106,7 +109,7 @@ std::vector<SpareLauncher::Exited> ShellSpareLauncher::Reap() {
                       : WIFEXITED(st)      ? "exited with status " + std::to_string(WEXITSTATUS(st))
                       : WIFSIGNALED(st)    ? "killed by signal " + std::to_string(WTERMSIG(st))
                                            : "ended";
-    out.push_back({*it, how});
+    out.push_back({SpareHandle{*it, ""}, how});
     it = children_.erase(it);
   }
   return out;

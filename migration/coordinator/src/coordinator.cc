@@ -130,23 +130,31 @@ void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& foll
         [&](const auto& a) {
           using A = std::decay_t<decltype(a)>;
           if constexpr (std::is_same_v<A, m::Fence>) {
-            Status s = ports_.fencer ? ports_.fencer->Fence(a.member, a.host, a.pid) : Status::Ok();
-            log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence",
-                       {{"job", job}, {"member", a.member}, {"pid", std::to_string(a.pid)}, {"host", a.host},
-                        {"why", a.reason}, {"result", s.ok() ? "done" : s.error().message}});
+            MemberRef ref{a.member, a.host, a.pid, "", ""};
+            if (const m::Member* mem = state_.Find(a.member)) {
+              ref.pod_name = mem->pod_name;
+              ref.pod_uid = mem->pod_uid;
+            }
+            Status s = ports_.fencer ? ports_.fencer->Fence(ref) : Status::Ok();
+            std::vector<log::Field> fields{{"job", job}, {"member", a.member}, {"pid", std::to_string(a.pid)},
+                                           {"host", a.host}};
+            if (!ref.pod_name.empty()) fields.emplace_back("pod", ref.pod_name);
+            fields.emplace_back("why", a.reason);
+            fields.emplace_back("result", s.ok() ? "done" : s.error().message);
+            log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence", fields);
           } else if constexpr (std::is_same_v<A, m::RequestSpare>) {
             if (!ports_.launcher) {
               log::Warn("spare needed but no --spare-command", {{"job", job}, {"why", a.reason}});
-              follow.push_back(m::SpareProcessExited{0, "not started: no --spare-command"});
+              follow.push_back(m::SpareProcessExited{0, "not started: no --spare-command", ""});
               return;
             }
-            auto pid = ports_.launcher->Launch();
+            auto spare = ports_.launcher->Launch();
             if (spares_requested_) spares_requested_->Inc();
-            if (!pid.ok()) {
-              log::Error("starting a spare failed", {{"job", job}, {"error", pid.error().message}});
-              follow.push_back(m::SpareProcessExited{0, "not started: " + pid.error().message});
+            if (!spare.ok()) {
+              log::Error("starting a spare failed", {{"job", job}, {"error", spare.error().message}});
+              follow.push_back(m::SpareProcessExited{0, "not started: " + spare.error().message, ""});
             } else {
-              log::Info("spare started", {{"job", job}, {"pid", std::to_string(*pid)}, {"why", a.reason}});
+              log::Info("spare started", {{"job", job}, {"spare", spare->ToString()}, {"why", a.reason}});
             }
           } else if constexpr (std::is_same_v<A, m::Notice>) {
             std::vector<log::Field> fields{{"job", job}};
@@ -209,20 +217,24 @@ void Coordinator::Tick() {
   std::vector<m::Event> events;
   if (ports_.launcher) {
     for (const auto& e : ports_.launcher->Reap()) {
-      log::Info("spare process exited", {{"job", state_.config.job}, {"pid", std::to_string(e.pid)}, {"how", e.how}});
+      log::Info("spare exited", {{"job", state_.config.job}, {"spare", e.spare.ToString()}, {"how", e.how}});
       for (const auto& [id, mem] : state_.members) {
-        if (mem.pid == e.pid && mem.status == m::MemberStatus::kAlive && ports_.local &&
-            ports_.local->Contains(mem.host)) {
-          events.push_back(m::ProcessGone{id, e.how});
-        }
+        if (mem.status != m::MemberStatus::kAlive) continue;
+        bool same = e.spare.pod.empty()
+                        ? mem.pid == e.spare.pid && ports_.local && ports_.local->Contains(mem.host)
+                        : mem.pod_name == e.spare.pod;
+        if (same) events.push_back(m::ProcessGone{id, e.how, !e.spare.pod.empty()});
       }
-      events.push_back(m::SpareProcessExited{e.pid, e.how});
+      events.push_back(m::SpareProcessExited{e.spare.pid, e.how, e.spare.pod});
     }
   }
-  if (options_.pid_check && ports_.probe && ports_.local) {
+  if (options_.pid_check && ports_.probe && (ports_.local || !ports_.probe->LocalOnly())) {
     for (const auto& [id, mem] : state_.members) {
-      if (mem.status != m::MemberStatus::kAlive || !ports_.local->Contains(mem.host)) continue;
-      if (auto how = ports_.probe->Gone(mem.pid)) events.push_back(m::ProcessGone{id, *how});
+      if (mem.status != m::MemberStatus::kAlive) continue;
+      if (ports_.probe->LocalOnly() && !ports_.local->Contains(mem.host)) continue;
+      if (auto how = ports_.probe->Gone(MemberRef{id, mem.host, mem.pid, mem.pod_name, mem.pod_uid})) {
+        events.push_back(m::ProcessGone{id, *how, !ports_.probe->LocalOnly()});
+      }
     }
   }
   for (const auto& e : events) ApplyLocked(e, false);

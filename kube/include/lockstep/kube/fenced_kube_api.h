@@ -41,7 +41,8 @@ class FencedKubeApi final : public KubeApi {
   Result<Json> Apply(const Gvr& r, const std::string& ns, const std::string& name, const Json& obj,
                      const ApplyOptions& opts, const std::string& subresource = "") override;
   Status Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                const std::string& uid_precondition = "") override;
+                const std::string& uid_precondition = "",
+                std::optional<int64_t> grace_period_seconds = std::nullopt) override;
   Status Watch(const Gvr& r, const std::string& ns, const WatchOptions& opts, const WatchHandler& handler,
                const std::atomic<bool>& stop) override;
 

@@ -63,9 +63,12 @@ class KubeApi {
   virtual Result<Json> Apply(const Gvr& r, const std::string& ns, const std::string& name, const Json& obj,
                              const ApplyOptions& opts, const std::string& subresource = "") = 0;
   // Deletes; NotFound is reported as kNotFound. uid_precondition guards against
-  // deleting a newer object of the same name.
+  // deleting a newer object of the same name (a mismatch is kConflict).
+  // grace_period_seconds: DeleteOptions.gracePeriodSeconds (nullopt: the
+  // object's default; 0: a pod is removed at once, its containers killed).
   virtual Status Delete(const Gvr& r, const std::string& ns, const std::string& name,
-                        const std::string& uid_precondition = "") = 0;
+                        const std::string& uid_precondition = "",
+                        std::optional<int64_t> grace_period_seconds = std::nullopt) = 0;
   // Streams events to `handler` until the server ends the stream, the handler
   // returns false, `stop` becomes true, or an error occurs. An expired
   // resourceVersion yields kGone (from the HTTP status or an ERROR event with 410).

@@ -19,6 +19,10 @@ struct Registered {
   std::string host;
   int store_port = 0;
   int pid = 0;
+  // Kubernetes: the member's pod (LOCKSTEP_POD_NAME/LOCKSTEP_POD_UID from the
+  // downward API); empty elsewhere. The pod fencer and probe act on them.
+  std::string pod_name;
+  std::string pod_uid;
 };
 
 struct Heartbeat {
@@ -52,7 +56,10 @@ struct Tick {};
 
 struct ProcessGone {
   std::string member;
-  std::string how;  // "exited with status 1", "killed by signal 9", "gone", "zombie"
+  std::string how;  // "exited with status 1", "killed by signal 9", "gone", "zombie", "pod p was deleted"
+  // Fence the member too: its pod (Kubernetes) could restart the container in
+  // place and bring a second holder of the rank back. A gone local pid is not.
+  bool fence = false;
 };
 
 struct MigrationRequested {
@@ -61,10 +68,12 @@ struct MigrationRequested {
   std::string reason;
 };
 
-// A process started for RequestSpare ended (pid as launched).
+// A process started for RequestSpare ended: pid as launched (local), or the
+// spare pod's name (Kubernetes: pod non-empty, pid 0).
 struct SpareProcessExited {
   int pid = 0;
   std::string how;
+  std::string pod;
 };
 
 // The coordinator restarted from its state file: every member counts as alive

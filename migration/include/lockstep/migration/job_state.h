@@ -22,6 +22,7 @@ struct JobConfig {
   double join_timeout_s = 20.0;      // time for a new generation to complete
   int spares = 0;                    // K: pool size kept ready once a spare was used
   bool can_launch_spares = false;    // a --spare-command exists
+  bool spares_from_start = false;    // keep K ready from the start (Kubernetes spare pods), not once one was used
   int max_failed_launches = 3;       // spare launches that never registered, in a row
 };
 
@@ -35,6 +36,8 @@ struct Member {
   std::string host;
   int store_port = 0;
   int pid = 0;
+  std::string pod_name;  // Kubernetes: the member's pod and its uid (empty: not in a pod)
+  std::string pod_uid;
   int64_t seq = 0;  // registration order (first registered spare is used first)
   double registered_at = 0;
   double last_seen = 0;  // any call from the member (heartbeat, report, plan poll)

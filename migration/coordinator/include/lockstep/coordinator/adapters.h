@@ -32,7 +32,7 @@ class LocalHosts {
 class LocalSignalFencer final : public Fencer {
  public:
   explicit LocalSignalFencer(const LocalHosts& local) : local_(local) {}
-  Status Fence(const std::string& member, const std::string& host, int pid) override;
+  Status Fence(const MemberRef& m) override;
 
  private:
   const LocalHosts& local_;
@@ -40,7 +40,7 @@ class LocalSignalFencer final : public Fencer {
 
 class NoFencer final : public Fencer {
  public:
-  Status Fence(const std::string&, const std::string&, int) override { return Status::Ok(); }
+  Status Fence(const MemberRef&) override { return Status::Ok(); }
 };
 
 class ShellSpareLauncher final : public SpareLauncher {
@@ -50,7 +50,7 @@ class ShellSpareLauncher final : public SpareLauncher {
   ~ShellSpareLauncher() override;  // does not kill what it started
   // REQUIRES: before the first Launch() (the URL is known once the API listens).
   void SetCoordinatorUrl(std::string url) { url_ = std::move(url); }
-  Result<int> Launch() override;
+  Result<SpareHandle> Launch() override;
   std::vector<Exited> Reap() override;
 
  private:
@@ -68,7 +68,8 @@ class ProcProcessProbe final : public ProcessProbe {
   ProcProcessProbe(const ProcProcessProbe&) = delete;
   ProcProcessProbe& operator=(const ProcProcessProbe&) = delete;
   ~ProcProcessProbe() override;
-  std::optional<std::string> Gone(int pid) override;
+  std::optional<std::string> Gone(const MemberRef& m) override { return Gone(m.pid); }
+  std::optional<std::string> Gone(int pid);
   // poll() on the pidfds asked about since the last Wait: a process exit wakes the
   // coordinator's tick loop at once, so the tick itself can be slow.
   void Wait(std::chrono::milliseconds timeout) override;

@@ -31,7 +31,7 @@ namespace lockstep::coordinator {
 
 struct CoordinatorOptions {
   std::chrono::milliseconds tick_interval{100};  // a local process exit wakes the loop at once (pidfd)
-  bool pid_check = true;  // check the pids of members on this host
+  bool pid_check = true;  // ask the probe about members (pids on this host, or every pod)
   // Long polls of GET /v1/plan held at once (0: none, every poll is answered at
   // once). Each holds an HTTP server thread: give the server this many more.
   int max_held_plan_polls = 0;

@@ -1,0 +1,478 @@
+// The coordinator's Kubernetes adapters (kube_adapters.h) on the in-memory
+// FakeKubeApi: the spare pod's shape, its creation retried through API errors,
+// ended spare pods reaped; the pod fencer (grace 0, uid precondition, retries);
+// the pod probe; the ConfigMap state store. Worker threads are not started:
+// each test drives RunOnce() itself.
+#include <catch2/catch.hpp>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "fake_kube_api.h"
+#include "lockstep/coordinator/coordinator.h"
+#include "lockstep/coordinator/kube_adapters.h"
+#include "lockstep/kube/gvr.h"
+#include "lockstep/kube/object_meta.h"
+#include "lockstep/migration/state_json.h"
+
+namespace lockstep::coordinator {
+namespace {
+
+using kube::FakeKubeApi;
+using kube::Json;
+using kube::Verb;
+namespace gvr = kube::gvr;
+using namespace std::chrono_literals;
+
+const kube::BackoffPolicy kFast{std::chrono::milliseconds(1), std::chrono::milliseconds(4), 2.0, 0.0};
+
+// What a TrainJob's pod looks like when the operator copies it as a template.
+Json Template() {
+  return Json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {
+      "name": "train-node-0-1-xk2p4", "generateName": "train-node-0-1-", "uid": "old-uid",
+      "resourceVersion": "77",
+      "labels": {"app": "train", "jobset.sigs.k8s.io/jobset-name": "train",
+                 "batch.kubernetes.io/job-name": "train-node-0", "job-name": "train-node-0",
+                 "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"},
+      "annotations": {"batch.kubernetes.io/job-completion-index": "1", "note": "kept"},
+      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train-node-0", "uid": "j1",
+                           "controller": true}]
+    },
+    "spec": {
+      "nodeName": "node-7",
+      "restartPolicy": "OnFailure",
+      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+      "containers": [{"name": "trainer", "image": "train:1",
+                      "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                      "env": [{"name": "PET_NODE_RANK", "value": "1"}, {"name": "LOCKSTEP_RANK", "value": "1"},
+                              {"name": "KEEP", "value": "yes"},
+                              {"name": "LOCKSTEP_COORDINATOR", "value": "http://stale:1"}]}]
+    },
+    "status": {"phase": "Running"}
+  })");
+}
+
+KubeSpareOptions Options(std::string suffix = "abcde") {
+  KubeSpareOptions o;
+  o.job = "train";
+  o.ns = "ml";
+  o.pod_template = Template();
+  o.coordinator_url = "http://10.0.0.2:7000";
+  o.suffix = std::move(suffix);
+  o.poll_interval = 0ms;
+  o.backoff = kFast;
+  return o;
+}
+
+const Json* Env(const Json& container, const std::string& name) {
+  for (const Json& e : container["env"]) {
+    if (e["name"] == name) return &e;
+  }
+  return nullptr;
+}
+
+Json Pod(const std::string& name, const std::string& phase = "Running", const std::string& ip = "") {
+  Json p = {{"metadata", {{"name", name}, {"namespace", "ml"}}},
+            {"spec", {{"containers", Json::array({{{"name", "c"}, {"image", "i"}}})}}},
+            {"status", {{"phase", phase}}}};
+  if (!ip.empty()) p["status"]["podIP"] = ip;
+  p["status"]["containerStatuses"] =
+      Json::array({{{"name", "c"}, {"restartCount", 0}, {"state", {{"running", {{"startedAt", "x"}}}}}}});
+  return p;
+}
+
+std::string MakePod(FakeKubeApi& api, const Json& pod) {
+  auto made = api.Create(gvr::kPods, "ml", pod);
+  REQUIRE(made.ok());
+  return kube::Uid(*made);
+}
+
+TEST_CASE("spare pod: named <job>-spare-<n>-<suffix>, our labels and env, nothing of the job's controller",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  KubeSpareLauncher launcher(api, Options());
+  auto h = launcher.Launch();
+  REQUIRE(h.ok());
+  CHECK(h->pod == "train-spare-0-abcde");
+  CHECK(h->pid == 0);
+  CHECK(launcher.Launch()->pod == "train-spare-1-abcde");  // the counter makes names unique in a run
+  CHECK(api.CallCount() == 0);                             // Launch() only queues: no API call under the lock
+  launcher.RunOnce();
+  auto pod = api.Peek(gvr::kPods, "ml", "train-spare-0-abcde");
+  REQUIRE(pod.has_value());
+  REQUIRE(api.Peek(gvr::kPods, "ml", "train-spare-1-abcde").has_value());
+  const Json& meta = (*pod)["metadata"];
+  CHECK(meta["labels"] == Json({{"app", "train"}, {"lockstep.dev/job", "train"}, {"lockstep.dev/role", "spare"}}));
+  CHECK(meta["annotations"] == Json({{"note", "kept"}}));
+  CHECK_FALSE(meta.contains("ownerReferences"));
+  CHECK_FALSE(meta.contains("generateName"));
+  CHECK(meta["uid"] != "old-uid");
+  CHECK_FALSE((*pod)["spec"].contains("nodeName"));
+  CHECK((*pod)["spec"]["restartPolicy"] == "Never");
+  CHECK((*pod)["spec"]["tolerations"] == Template()["spec"]["tolerations"]);  // scheduled like the job's pods
+  const Json& c = (*pod)["spec"]["containers"][0];
+  CHECK(c["resources"] == Template()["spec"]["containers"][0]["resources"]);
+  REQUIRE(Env(c, "LOCKSTEP_COORDINATOR"));
+  CHECK((*Env(c, "LOCKSTEP_COORDINATOR"))["value"] == "http://10.0.0.2:7000");
+  CHECK((*Env(c, "LOCKSTEP_ROLE"))["value"] == "spare");
+  CHECK((*Env(c, "LOCKSTEP_POD_NAME"))["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name");
+  CHECK((*Env(c, "LOCKSTEP_POD_UID"))["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid");
+  CHECK((*Env(c, "KEEP"))["value"] == "yes");
+  CHECK(Env(c, "LOCKSTEP_RANK") == nullptr);
+  CHECK(Env(c, "PET_NODE_RANK") == nullptr);
+  int coordinators = 0;
+  for (const Json& e : c["env"]) coordinators += e["name"] == "LOCKSTEP_COORDINATOR" ? 1 : 0;
+  CHECK(coordinators == 1);
+  CHECK(launcher.Reap().empty());
+
+  // A restarted coordinator (another random suffix) never reuses a name.
+  KubeSpareLauncher a(api, Options("")), b(api, Options(""));
+  CHECK(std::regex_match(a.Launch()->pod, std::regex("train-spare-0-[a-z0-9]{5}")));
+  CHECK(a.Launch()->pod != b.Launch()->pod);
+}
+
+TEST_CASE("spare pod templates and job names are checked", "[migration][kube]") {
+  auto o = Options();
+  CHECK(KubeSpareLauncher::Check(o).ok());
+  o.job = "Train_1";
+  CHECK(KubeSpareLauncher::Check(o).error().message.find("--job \"Train_1\" must be a DNS label") == 0);
+  o = Options();
+  o.pod_template["kind"] = "Deployment";
+  CHECK(KubeSpareLauncher::Check(o).error().message == "the spare pod template must be a Pod (kind is \"Deployment\")");
+  o = Options();
+  o.pod_template["spec"].erase("containers");
+  CHECK(KubeSpareLauncher::Check(o).error().message == "the spare pod template has no spec.containers");
+}
+
+TEST_CASE("spare pod creation: API errors are retried, never a failed start, a refused pod is one",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  KubeSpareLauncher launcher(api, Options());
+  api.FailNext(3, ErrorCode::kUnavailable, Verb::kCreate, "etcdserver: request timed out");
+  REQUIRE(launcher.Launch().ok());
+  launcher.RunOnce();
+  CHECK(launcher.Pending() == 1);
+  CHECK(launcher.Reap().empty());  // not reported as ended: it is still starting
+  for (int i = 0; i < 200 && launcher.Pending() > 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+    launcher.RunOnce();
+  }
+  CHECK(launcher.Pending() == 0);
+  CHECK(api.CallCount(Verb::kCreate) == 4);
+  CHECK(api.Peek(gvr::kPods, "ml", "train-spare-0-abcde").has_value());
+  CHECK(launcher.Reap().empty());
+
+  // A timeout whose create did land: AlreadyExists with our labels is ours.
+  api.FailNext(1, ErrorCode::kUnavailable, Verb::kCreate);
+  REQUIRE(launcher.Launch()->pod == "train-spare-1-abcde");
+  launcher.RunOnce();
+  REQUIRE(api.Create(gvr::kPods, "ml", launcher.SparePod("train-spare-1-abcde")).ok());
+  for (int i = 0; i < 200 && launcher.Pending() > 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+    launcher.RunOnce();
+  }
+  CHECK(launcher.Reap().empty());
+
+  // Refused (422): reported at once as a spare that did not start.
+  api.FailNext(1, ErrorCode::kInvalidArgument, Verb::kCreate, "spec.containers[0].image: Required value");
+  REQUIRE(launcher.Launch().ok());
+  launcher.RunOnce();
+  auto ended = launcher.Reap();
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].spare.pod == "train-spare-2-abcde");
+  CHECK(ended[0].how == "not created: spec.containers[0].image: Required value (create pods)");
+  CHECK(launcher.Pending() == 0);
+}
+
+TEST_CASE("spare pods that fail, succeed or are deleted are reaped once", "[migration][kube]") {
+  FakeKubeApi api;
+  KubeSpareLauncher launcher(api, Options());
+  for (int i = 0; i < 3; ++i) REQUIRE(launcher.Launch().ok());
+  launcher.RunOnce(true);
+  CHECK(launcher.Reap().empty());
+  Json failed = {{"status", {{"phase", "Failed"}, {"reason", "Evicted"}}}};
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "train-spare-0-abcde", failed, "status").ok());
+  REQUIRE(api.Delete(gvr::kPods, "ml", "train-spare-2-abcde").ok());
+  api.FailNext(1, ErrorCode::kUnavailable, Verb::kList);
+  launcher.RunOnce(true);  // the list fails: nothing is known, nothing reported
+  CHECK(launcher.Reap().empty());
+  launcher.RunOnce(true);
+  auto ended = launcher.Reap();
+  REQUIRE(ended.size() == 2);
+  std::map<std::string, std::string> how;
+  for (const auto& e : ended) how[e.spare.pod] = e.how;
+  CHECK(how["train-spare-0-abcde"] == "pod Failed (Evicted)");
+  CHECK(how["train-spare-2-abcde"] == "pod deleted");
+  launcher.RunOnce(true);
+  CHECK(launcher.Reap().empty());  // once
+
+  // A new coordinator adopts the spare pods it finds, and reports their end.
+  auto next_options = Options("zzzzz");
+  next_options.poll_interval = 5ms;
+  KubeSpareLauncher next(api, next_options);
+  next.Start();
+  REQUIRE(api.Delete(gvr::kPods, "ml", "train-spare-1-abcde").ok());
+  ended.clear();
+  for (int i = 0; i < 500 && ended.empty(); ++i) {
+    std::this_thread::sleep_for(2ms);
+    ended = next.Reap();
+  }
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].spare.pod == "train-spare-1-abcde");
+}
+
+TEST_CASE("pod fencer: grace period 0 with the member's uid as precondition, off the caller's thread",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  std::string uid = MakePod(api, Pod("train-node-0-1"));
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  REQUIRE(fencer.Fence(MemberRef{"m1", "10.0.0.5", 1, "train-node-0-1", uid}).ok());
+  CHECK(api.CallCount() == 1);  // only the create above: Fence() queued the deletion
+  CHECK(fencer.Pending() == 1);
+  fencer.RunOnce();
+  auto deletes = api.Deletes();
+  REQUIRE(deletes.size() == 1);
+  CHECK(deletes[0].name == "train-node-0-1");
+  CHECK(deletes[0].ns == "ml");
+  CHECK(deletes[0].uid_precondition == uid);
+  CHECK(deletes[0].grace_period_seconds == std::optional<int64_t>(0));
+  CHECK_FALSE(api.Peek(gvr::kPods, "ml", "train-node-0-1").has_value());
+  CHECK(fencer.Results() == std::vector<std::string>{"deleted pod train-node-0-1"});
+}
+
+TEST_CASE("pod fencer: a newer pod of the same name survives, a gone pod is done", "[migration][kube]") {
+  FakeKubeApi api;
+  std::string old_uid = MakePod(api, Pod("train-node-0-1"));
+  REQUIRE(api.Delete(gvr::kPods, "ml", "train-node-0-1").ok());
+  std::string new_uid = MakePod(api, Pod("train-node-0-1"));  // recreated by the job's controller
+  REQUIRE(new_uid != old_uid);
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  REQUIRE(fencer.Fence(MemberRef{"m1", "10.0.0.5", 1, "train-node-0-1", old_uid}).ok());
+  REQUIRE(fencer.Fence(MemberRef{"m2", "10.0.0.6", 1, "train-node-0-2", "u2"}).ok());
+  fencer.RunOnce();
+  CHECK(fencer.Pending() == 0);
+  auto pod = api.Peek(gvr::kPods, "ml", "train-node-0-1");
+  REQUIRE(pod.has_value());
+  CHECK(kube::Uid(*pod) == new_uid);
+  CHECK(fencer.Results() ==
+        std::vector<std::string>{"pod train-node-0-1 is a newer pod (uid is not " + old_uid + "): left alone",
+                                 "pod train-node-0-2 already gone"});
+}
+
+TEST_CASE("pod fencer: API errors are retried with backoff until the pod is deleted", "[migration][kube]") {
+  FakeKubeApi api;
+  std::string uid = MakePod(api, Pod("p"));
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  api.FailNext(3, ErrorCode::kUnavailable, Verb::kDelete, "connection refused");
+  REQUIRE(fencer.Fence(MemberRef{"m", "h", 1, "p", uid}).ok());
+  fencer.RunOnce();
+  CHECK(fencer.Pending() == 1);
+  CHECK(api.Peek(gvr::kPods, "ml", "p").has_value());
+  for (int i = 0; i < 200 && fencer.Pending() > 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+    fencer.RunOnce();
+  }
+  CHECK(fencer.Pending() == 0);
+  CHECK(api.CallCount(Verb::kDelete) == 4);
+  CHECK_FALSE(api.Peek(gvr::kPods, "ml", "p").has_value());
+
+  // The worker thread does the same on its own.
+  std::string uid2 = MakePod(api, Pod("q"));
+  fencer.Start();
+  api.FailNext(2, ErrorCode::kUnavailable, Verb::kDelete);
+  REQUIRE(fencer.Fence(MemberRef{"m", "h", 1, "q", uid2}).ok());
+  for (int i = 0; i < 1000 && api.Peek(gvr::kPods, "ml", "q").has_value(); ++i) std::this_thread::sleep_for(2ms);
+  CHECK_FALSE(api.Peek(gvr::kPods, "ml", "q").has_value());
+}
+
+TEST_CASE("pod fencer: without a pod name, the pod whose IP is the member's host", "[migration][kube]") {
+  FakeKubeApi api;
+  std::string uid = MakePod(api, Pod("a", "Running", "10.0.0.5"));
+  MakePod(api, Pod("b", "Running", "10.0.0.6"));
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  REQUIRE(fencer.Fence(MemberRef{"m", "10.0.0.5", 1, "", ""}).ok());
+  fencer.RunOnce();
+  CHECK_FALSE(api.Peek(gvr::kPods, "ml", "a").has_value());
+  CHECK(api.Peek(gvr::kPods, "ml", "b").has_value());
+  REQUIRE(api.Deletes().size() == 1);
+  CHECK(api.Deletes()[0].uid_precondition == uid);
+  REQUIRE(fencer.Fence(MemberRef{"m", "10.9.9.9", 1, "", ""}).ok());
+  fencer.RunOnce();
+  CHECK(fencer.Results().back() == "no single pod with IP 10.9.9.9 (0 found): nothing deleted");
+  CHECK_FALSE(fencer.Fence(MemberRef{"m", "", 1, "", ""}).ok());
+}
+
+TEST_CASE("pod probe: deleted, replaced, failed, terminated or restarted means dead", "[migration][kube]") {
+  FakeKubeApi api;
+  std::map<std::string, MemberRef> refs;
+  for (const char* n : {"alive", "deleted", "replaced", "failed", "terminated", "restarted", "byip"}) {
+    std::string uid = MakePod(api, Pod(n, "Running", std::string("10.0.1.") + std::to_string(refs.size())));
+    refs[n] = MemberRef{std::string("m-") + n, "10.0.1." + std::to_string(refs.size()), 1, n, uid};
+  }
+  refs["byip"].pod_name = refs["byip"].pod_uid = "";
+  KubePodProbe probe(api, "ml");
+  auto ask = [&] {
+    std::map<std::string, std::string> gone;
+    for (const auto& [n, r] : refs) {
+      if (auto how = probe.Gone(r)) gone[n] = *how;
+    }
+    return gone;
+  };
+  CHECK(ask().empty());  // nothing polled yet
+  probe.RunOnce();
+  CHECK(ask().empty());
+  REQUIRE(api.Delete(gvr::kPods, "ml", "deleted").ok());
+  REQUIRE(api.Delete(gvr::kPods, "ml", "replaced").ok());
+  MakePod(api, Pod("replaced"));
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "failed", Json{{"status", {{"phase", "Failed"}}}}, "status").ok());
+  Json term = Pod("terminated")["status"];
+  term["containerStatuses"][0]["state"] = {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}};
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "terminated", Json{{"status", term}}, "status").ok());
+  Json restarted = Pod("restarted")["status"];
+  restarted["containerStatuses"][0]["restartCount"] = 1;
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "restarted", Json{{"status", restarted}}, "status").ok());
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "byip", Json{{"status", {{"phase", "Succeeded"}}}}, "status").ok());
+  probe.RunOnce();
+  auto gone = ask();
+  CHECK(gone.count("alive") == 0);
+  CHECK(gone["deleted"] == "pod deleted was deleted");
+  CHECK(gone["replaced"].find("pod replaced was replaced (uid ") == 0);
+  CHECK(gone["failed"] == "pod failed is Failed");
+  CHECK(gone["terminated"] == "container c of pod terminated terminated (exit code 137, OOMKilled)");
+  CHECK(gone["restarted"] == "container c of pod restarted restarted (restart count 1)");
+  CHECK(gone["byip"] == "pod byip is Succeeded");
+  CHECK(gone.size() == 6);
+  CHECK(probe.LocalOnly() == false);
+  // A List error: nothing new is concluded, what was concluded stays.
+  api.FailNext(1, ErrorCode::kUnavailable, Verb::kList);
+  probe.RunOnce();
+  CHECK(ask().size() == 6);
+}
+
+TEST_CASE("configmap state store: created when absent, updated, conflicts and API errors retried",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  ConfigMapStateStore store(api, {.ns = "ml", .name = "train-state", .job = "train", .retry_delay = 1ms});
+  auto none = store.Load();
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  REQUIRE(store.Save("{\"v\":1}").ok());
+  auto cm = api.Peek(gvr::kConfigMaps, "ml", "train-state");
+  REQUIRE(cm.has_value());
+  CHECK((*cm)["data"]["state.json"] == "{\"v\":1}");
+  CHECK((*cm)["metadata"]["labels"]["lockstep.dev/job"] == "train");
+  CHECK(api.CallCount(Verb::kCreate) == 1);
+  REQUIRE(store.Save("{\"v\":2}").ok());
+  CHECK(api.CallCount(Verb::kUpdate) == 1);
+  CHECK((*api.Peek(gvr::kConfigMaps, "ml", "train-state"))["data"]["state.json"] == "{\"v\":2}");
+
+  // Someone else changed it: the update conflicts, is re-read and written again.
+  Json other = *api.Peek(gvr::kConfigMaps, "ml", "train-state");
+  other["data"]["note"] = "x";
+  REQUIRE(api.Update(gvr::kConfigMaps, "ml", other).ok());
+  api.ClearCalls();
+  REQUIRE(store.Save("{\"v\":3}").ok());
+  CHECK(api.CallCount(Verb::kUpdate) == 2);  // the stale one (409) and the one after the re-read
+  auto now = *api.Peek(gvr::kConfigMaps, "ml", "train-state");
+  CHECK(now["data"]["state.json"] == "{\"v\":3}");
+  CHECK(now["data"]["note"] == "x");
+
+  // Transient errors are retried within the call.
+  api.FailNext(2, ErrorCode::kUnavailable, Verb::kUpdate);
+  REQUIRE(store.Save("{\"v\":4}").ok());
+  api.FailNext(2, ErrorCode::kUnavailable, Verb::kGet);
+  ConfigMapStateStore fresh(api, {.ns = "ml", .name = "train-state", .job = "train", .retry_delay = 1ms});
+  auto loaded = fresh.Load();
+  REQUIRE(loaded.ok());
+  CHECK(loaded->value() == "{\"v\":4}");
+  // An API server that stays down: an error naming the ConfigMap.
+  api.FailNext(100, ErrorCode::kUnavailable, Verb::kUpdate, "connection refused");
+  Status s = store.Save("{\"v\":5}");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message == "saving the state in configmap ml/train-state: connection refused (update configmaps)");
+  api.ClearFaults();
+  // Deleted behind its back: created again.
+  REQUIRE(api.Delete(gvr::kConfigMaps, "ml", "train-state").ok());
+  REQUIRE(store.Save("{\"v\":6}").ok());
+  CHECK((*api.Peek(gvr::kConfigMaps, "ml", "train-state"))["data"]["state.json"] == "{\"v\":6}");
+}
+
+TEST_CASE("coordinator in Kubernetes mode: spare pods from the start, a dead member's pod deleted, state kept",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  migration::JobConfig config;
+  config.job = "train";
+  config.world_size = 2;
+  config.spares = 2;
+  config.can_launch_spares = true;
+  config.spares_from_start = true;
+  KubeSpareLauncher launcher(api, Options());
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  KubePodProbe probe(api, "ml");
+  ConfigMapStateStore store(api, {.ns = "ml", .name = "train-state", .job = "train", .retry_delay = 1ms});
+  LocalHosts local;
+  CoordinatorPorts ports;
+  ports.fencer = &fencer;
+  ports.launcher = &launcher;
+  ports.probe = &probe;
+  ports.store = &store;
+  ports.local = &local;
+  Coordinator coord(*migration::NewJob(config), false, ports);
+  coord.Begin();
+  coord.Tick();
+  launcher.RunOnce();
+  auto spares = api.Objects(gvr::kPods);
+  REQUIRE(spares.size() == 2);
+  CHECK(kube::Name(spares[0]) == "train-spare-0-abcde");
+  coord.Tick();
+  launcher.RunOnce();
+  CHECK(api.Objects(gvr::kPods).size() == 2);  // kept at 2, not more
+
+  std::map<int, std::string> uids;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string pod = "train-node-0-" + std::to_string(rank);
+    uids[rank] = MakePod(api, Pod(pod, "Running", "10.0.0." + std::to_string(rank + 1)));
+    migration::Registered r;
+    r.member = "m" + std::to_string(rank);
+    r.role = migration::Role::kRank;
+    r.rank = rank;
+    r.host = "10.0.0." + std::to_string(rank + 1);
+    r.store_port = 4000;
+    r.pid = 1;
+    r.pod_name = pod;
+    r.pod_uid = uids[rank];
+    REQUIRE(coord.Apply(r).status.ok());
+  }
+  REQUIRE(coord.Snapshot().generation() == 0);
+  // Rank 1's container dies: the probe says so, the member is dead and its pod deleted.
+  Json term = Pod("x")["status"];
+  term["containerStatuses"][0]["state"] = {{"terminated", {{"exitCode", 1}}}};
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "train-node-0-1", Json{{"status", term}}, "status").ok());
+  coord.Tick();  // asks the probe about m0 and m1 (first sight)
+  probe.RunOnce();
+  coord.Tick();
+  auto m1 = *coord.Snapshot().Find("m1");
+  CHECK(m1.status == migration::MemberStatus::kDead);
+  CHECK(m1.gone_reason == "container c of pod train-node-0-1 terminated (exit code 1)");
+  CHECK(m1.fenced);
+  CHECK(coord.Snapshot().Find("m0")->status == migration::MemberStatus::kAlive);
+  fencer.RunOnce();
+  CHECK_FALSE(api.Peek(gvr::kPods, "ml", "train-node-0-1").has_value());
+  CHECK(api.Peek(gvr::kPods, "ml", "train-node-0-0").has_value());
+  REQUIRE(api.Deletes().size() == 1);
+  CHECK(api.Deletes()[0].uid_precondition == uids[1]);
+  CHECK(api.Deletes()[0].grace_period_seconds == std::optional<int64_t>(0));
+  auto saved = store.Load();
+  REQUIRE(saved.ok());
+  REQUIRE(saved->has_value());
+  auto state = migration::StateFromString(**saved);
+  REQUIRE(state.ok());
+  CHECK(state->Find("m1")->pod_name == "train-node-0-1");
+  CHECK(state->Find("m1")->pod_uid == uids[1]);
+  CHECK(state->Find("m1")->status == migration::MemberStatus::kDead);
+}
+
+}  // namespace
+}  // namespace lockstep::coordinator
