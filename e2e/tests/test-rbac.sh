@@ -107,7 +107,7 @@ check_can operator yes delete pods -n default
 check_can operator yes list pods
 check_can operator no update pods -n default
 check_can operator yes patch pods -n default
-check_can operator no create pods/eviction -n default
+check_can operator no create pods --subresource=eviction -n default
 check_can operator yes patch poddisruptionbudgets -n default
 check_can operator yes list poddisruptionbudgets -A
 check_can operator no delete poddisruptionbudgets -n default

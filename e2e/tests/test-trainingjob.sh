@@ -62,6 +62,7 @@ metadata: {name: demo, namespace: $TJ}
 spec:
   replicas: 2
   spares: 1
+  migration: {maxConcurrent: 2}  # rank 1 may move while rank 0 is moving (the triggers below)
   template:
     metadata: {labels: {team: e2e}}
     spec:
