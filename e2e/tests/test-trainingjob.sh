@@ -154,6 +154,8 @@ blocked() {  # blocked STATUS/REASON
   [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.conditions[?(@.type=="MigrationBlocked")].status}/{.status.conditions[?(@.type=="MigrationBlocked")].reason}') == "$1" ]]
 }
 spares() { [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.availableSpares}') == "$1" ]]; }
+triggered() { operator_metric a "lockstep_trainingjob_migration_triggers_total{trigger=\"$1\"}"; }
+drains0=$(triggered drain) warnings0=$(triggered early-warning)
 make_spare demo-spare-e2e-a
 wait_for "one spare available" 30 spares 1
 # No agent runs here: the test writes what an agent reports for rank 0's node.
@@ -185,6 +187,8 @@ reason=$(kubectl -n $TJ get pod demo-rank-1 -o jsonpath='{.metadata.annotations.
 [[ $reason == "node $node1 cordoned" ]] || fail "drain reason: $reason"
 wait_for "MigrationBlocked False" 10 blocked False/NotBlocked
 [[ $(migrate_of demo-rank-0) == early-warning ]] || fail "demo-rank-0's annotation was changed: $(migrate_of demo-rank-0)"
+[[ $(triggered drain)/$(triggered early-warning) == $((drains0 + 1))/$((warnings0 + 1)) ]] ||
+  fail "lockstep_trainingjob_migration_triggers_total: drain $drains0 -> $(triggered drain), early-warning $warnings0 -> $(triggered early-warning)"
 triggers_cleanup
 warned=
 trap - EXIT
