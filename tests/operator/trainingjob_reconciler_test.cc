@@ -3,6 +3,8 @@
 // Operator::ListOnce(), FakeClock) and one run with informers and workers.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "../kube/eventually.h"
 #include "fake_clock.h"
 #include "fake_kube_api.h"
@@ -392,6 +394,63 @@ TEST_CASE("trainingjob reconcile: a pod changed since the cache saw it is not an
   s.Fill();
   REQUIRE_FALSE(s.Reconcile().error);
   CHECK(Annotations(s.api, "demo-rank-1").value("lockstep.dev/migrate", "") == "now");
+}
+
+std::set<std::string> Drain(kube::Controller& c) {
+  std::set<std::string> keys;
+  while (auto k = c.queue().TryGet()) {
+    keys.insert(*k);
+    c.queue().Done(*k);
+  }
+  return keys;
+}
+
+TEST_CASE("trainingjob wiring: a cordon or a GPU change queues only the jobs with a pod on that node", "[operator]") {
+  Synced s;
+  StartOnNodes(s);
+  REQUIRE(s.api.Create(gvr::kNodes, "", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n2"}}}}).ok());
+  REQUIRE(
+      s.api
+          .Create(gvr::kFabricHealths, "",
+                  {{"apiVersion", "lockstep.dev/v1alpha1"}, {"kind", "FabricHealth"}, {"metadata", {{"name", "n0"}}}})
+          .ok());
+  s.Fill();
+  auto& jobs = s.op->trainingjob_controller();
+  Drain(jobs);
+
+  // A node heartbeat, a cordon of a node without the job's pods: nothing.
+  REQUIRE(s.api.MergePatch(gvr::kNodes, "", "n0", {{"status", {{"conditions", Json::array()}}}}, "status").ok());
+  Cordon(s.api, "n2");
+  s.Fill();
+  CHECK(Drain(jobs).empty());
+  // The cordon of a node with a rank pod.
+  Cordon(s.api, "n1");
+  s.Fill();
+  CHECK(Drain(jobs) == std::set<std::string>{"ml/demo"});
+
+  // An agent report that changes no GPU reading: nothing; GPUHealthy turning False: the job.
+  REQUIRE(s.api.MergePatch(gvr::kFabricHealths, "", "n0", {{"status", {{"phase", "Healthy"}}}}, "status").ok());
+  s.Fill();
+  CHECK(Drain(jobs).empty());
+  REQUIRE(s.api
+              .MergePatch(gvr::kFabricHealths, "", "n0",
+                          {{"status",
+                            {{"conditions", Json::array({{{"type", "GPUHealthy"},
+                                                          {"status", "False"},
+                                                          {"reason", "EarlyWarning"},
+                                                          {"message", "GPU 0: Xid 79"}}})}}}},
+                          "status")
+              .ok());
+  s.Fill();
+  CHECK(Drain(jobs) == std::set<std::string>{"ml/demo"});
+
+  // A pod gone from a node takes the node out of the index.
+  REQUIRE(s.api.Delete(gvr::kPods, "ml", "demo-rank-1").ok());
+  s.Fill();
+  Drain(jobs);
+  REQUIRE(s.api.MergePatch(gvr::kNodes, "", "n1", {{"spec", {{"unschedulable", false}}}}).ok());
+  s.Fill();
+  CHECK(Drain(jobs).empty());
 }
 
 TEST_CASE("trainingjob controller: informers and workers converge a job and follow its pods", "[operator]") {
