@@ -144,9 +144,14 @@ triggers_cleanup() {
 trap triggers_cleanup EXIT
 [[ $(kubectl -n $TJ get pdb demo-ranks -o jsonpath='{.spec.maxUnavailable}/{.spec.selector.matchLabels.lockstep\.dev/role}/{.metadata.ownerReferences[0].kind}') == 0/rank/TrainingJob ]] ||
   fail "PodDisruptionBudget demo-ranks: $(kubectl -n $TJ get pdb demo-ranks -o json 2>&1 | head -c 400)"
-# make_spare NAME: a spare as the coordinator makes it (from its spare-pod.json), run by kwok.
+# make_spare NAME: a spare as the coordinator makes it (from its spare-pod.json),
+# run by kwok; kept off the ranks' nodes (a spare on a cordoned or warned node
+# is no spare to move to).
 make_spare() {
-  jq --arg n "$1" 'del(.metadata.generateName) | .metadata.name = $n' <<<"$spare" | kubectl -n $TJ create -f - >/dev/null
+  jq --arg n "$1" --arg n0 "$node0" --arg n1 "$node1" 'del(.metadata.generateName) | .metadata.name = $n |
+    .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms =
+      [{matchExpressions: [{key: "kubernetes.io/hostname", operator: "NotIn", values: [$n0, $n1]}]}]' <<<"$spare" |
+    kubectl -n $TJ create -f - >/dev/null
 }
 migrate_of() { kubectl -n $TJ get pod "$1" -o jsonpath='{.metadata.annotations.lockstep\.dev/migrate}'; }
 annotated() { [[ $(migrate_of "$1") == "$2" ]]; }  # annotated POD TRIGGER

@@ -90,10 +90,20 @@ MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in) {
   MigrationTriggerPlan plan;
   int available_spares = 0, in_flight = 0;
   std::vector<MigrationTrigger> wanted;
+  // A spare on a node that is cordoned or whose GPUs warn would only have to
+  // move again: it is no spare to move to.
+  auto usable_node = [&](const std::string& node) {
+    auto n = in.nodes.find(node);
+    if (n != in.nodes.end() && n->second && Cordoned(*n->second)) return false;
+    auto h = in.healths.find(node);
+    return h == in.healths.end() || !h->second || EarlyWarningReason(*h->second, spec.early_warning).empty();
+  };
   for (const Json* p : in.pods) {
     const std::string role = Role(*p);
     if (role == kRoleSpare) {
-      if (!Deleting(*p) && Phase(*p) == "Running") ++available_spares;
+      if (!Deleting(*p) && Phase(*p) == "Running" && usable_node(kube::GetString(*p, {"spec", "nodeName"}))) {
+        ++available_spares;
+      }
       continue;
     }
     if (role != kRoleRank || Deleting(*p)) continue;
@@ -130,7 +140,8 @@ MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in) {
     plan.blocked_reason = "NoSpare";
     std::string why = spec.spares == 0 ? "spec.spares is 0"
                                        : std::to_string(available_spares) + " of " + std::to_string(spec.spares) +
-                                             " spares running, " + std::to_string(in_flight) + " migrations in flight";
+                                             " spares running on a usable node, " + std::to_string(in_flight) +
+                                             " migrations in flight";
     plan.blocked_message = "no spare to move to (" + why + "), held: " + what +
                            "; each moves once a spare runs, and a drain of its node waits until then "
                            "(the job's PodDisruptionBudget)";

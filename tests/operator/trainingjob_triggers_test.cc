@@ -222,7 +222,8 @@ TEST_CASE("migration triggers: no spare running is reported, nothing annotated",
   CHECK(Pods(plan.held) == std::vector<std::string>{"demo-rank-1=drain"});
   CHECK(plan.blocked_reason == "NoSpare");
   CHECK(plan.blocked_message ==
-        "no spare to move to (0 of 2 spares running, 0 migrations in flight), held: rank 1 (pod demo-rank-1, drain: "
+        "no spare to move to (0 of 2 spares running on a usable node, 0 migrations in flight), held: rank 1 (pod "
+        "demo-rank-1, drain: "
         "node n1 cordoned); each moves once a spare runs, and a drain of its node waits until then (the job's "
         "PodDisruptionBudget)");
 
@@ -235,6 +236,15 @@ TEST_CASE("migration triggers: no spare running is reported, nothing annotated",
   SECTION("a spare being deleted is no spare") {
     w.pods.back() = Spare("demo-spare-a");
     w.pods.back()["metadata"]["deletionTimestamp"] = kNow;
+    CHECK(w.Plan().annotate.empty());
+  }
+  SECTION("a spare on a cordoned or warned node is no spare") {
+    w.pods.back() = Spare("demo-spare-a");  // on node s1
+    CHECK(w.Plan().annotate.size() == 1);
+    w.nodes.push_back(Node("s1", true));
+    CHECK(w.Plan().annotate.empty());
+    w.nodes.back() = Node("s1", false);
+    w.healths.push_back(Health("s1", Json::array({Device(2, {{"temperatureCelsius", 99}})})));
     CHECK(w.Plan().annotate.empty());
   }
 }

@@ -24,7 +24,8 @@
 //    candidate held back is reported (MigrationBlocked True, reason NoSpare
 //    or MaxConcurrent, naming the ranks and why they should move); a job
 //    with nothing held back has MigrationBlocked False once it had it.
-//    Available spares: spare pods Running and not being deleted.
+//    Available spares: spare pods Running, not being deleted, on a node
+//    that is neither cordoned nor warned (by the rules above).
 #pragma once
 
 #include <map>
