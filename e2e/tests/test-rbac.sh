@@ -99,13 +99,19 @@ check_can agent no delete events -n default
 check_can agent no get secrets -n $NS
 pass "agent RBAC: read FabricHealths and a Node, write FabricHealth status and Events in default; nothing else"
 
-# TrainingJobs (any namespace): rank and coordinator pods created and deleted,
-# the coordinator's objects server-side applied, the coordinator role bound.
+# TrainingJobs (any namespace): rank and coordinator pods created, deleted
+# and patched (the migrate annotation), the coordinator's objects and the
+# ranks' PodDisruptionBudget server-side applied, the coordinator role bound.
 check_can operator yes create pods -n default
 check_can operator yes delete pods -n default
 check_can operator yes list pods
 check_can operator no update pods -n default
-check_can operator no patch pods -n default
+check_can operator yes patch pods -n default
+check_can operator no create pods --subresource=eviction -n default
+check_can operator yes patch poddisruptionbudgets -n default
+check_can operator yes list poddisruptionbudgets -A
+check_can operator no delete poddisruptionbudgets -n default
+check_can operator no update poddisruptionbudgets -n default
 check_can operator yes list trainingjobs -A
 check_can operator no update trainingjobs -n default
 check_can operator yes patch trainingjobs --subresource=status -n default

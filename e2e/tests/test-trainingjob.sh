@@ -8,6 +8,11 @@
 #     in the job's namespace only), its Service and the spare pod manifest;
 #   - status readyReplicas=2 and phase Running once kwok runs the pods;
 #     `kubectl get trainingjob` shows RANKS, SPARES, MIGRATIONS, LAST;
+#   - migration triggers: the ranks' PodDisruptionBudget (maxUnavailable 0)
+#     refuses a drain's eviction; with spares standing in for the coordinator's,
+#     GPUHealthy False on rank 0's FabricHealth annotates it early-warning, and
+#     the cordon of rank 1's node annotates it drain once a spare is free
+#     (MigrationBlocked NoSpare until then);
 #   - a pytorchJobRef job is reported as not handled yet, nothing created;
 #   - a template the API server rejects as a Pod: status names the field;
 #   - deleting the job garbage-collects everything it owns.
@@ -57,9 +62,11 @@ metadata: {name: demo, namespace: $TJ}
 spec:
   replicas: 2
   spares: 1
+  migration: {maxConcurrent: 2}  # rank 1 may move while rank 0 is moving (the triggers below)
   template:
     metadata: {labels: {team: e2e}}
     spec:
+      nodeSelector: {nvidia.com/gpu.present: "true"}
       tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
       containers: [{name: train, image: trainer:e2e, env: [{name: KEEP, value: "1"}]}]
 YAML
@@ -123,6 +130,75 @@ head -1 <<<"$out" | grep -Eq '^NAME +REPLICAS +RANKS +SPARES +MIGRATIONS +LAST +
   fail "kubectl get trainingjob columns: $(head -1 <<<"$out")"
 pass "TrainingJob demo Running, readyReplicas 2, $((SECONDS - t0)) s after create"
 
+# --- migration triggers: the PodDisruptionBudget, early-warning, drain ---
+t0=$SECONDS
+node0=$(kubectl -n $TJ get pod demo-rank-0 -o jsonpath='{.spec.nodeName}')
+node1=$(kubectl -n $TJ get pod demo-rank-1 -o jsonpath='{.spec.nodeName}')
+triggers_cleanup() {
+  kubectl uncordon "$node1" >/dev/null 2>&1 || true
+  if [[ -n ${warned:-} ]]; then
+    kubectl delete fabrichealth "$node0" --wait=true >/dev/null 2>&1 || true
+    wait_for "the operator to recreate the FabricHealths" 60 healths_match_gpu_nodes
+  fi
+}
+trap triggers_cleanup EXIT
+[[ $(kubectl -n $TJ get pdb demo-ranks -o jsonpath='{.spec.maxUnavailable}/{.spec.selector.matchLabels.lockstep\.dev/role}/{.metadata.ownerReferences[0].kind}') == 0/rank/TrainingJob ]] ||
+  fail "PodDisruptionBudget demo-ranks: $(kubectl -n $TJ get pdb demo-ranks -o json 2>&1 | head -c 400)"
+# make_spare NAME: a spare as the coordinator makes it (from its spare-pod.json),
+# run by kwok; kept off the ranks' nodes (a spare on a cordoned or warned node
+# is no spare to move to).
+make_spare() {
+  jq --arg n "$1" --arg n0 "$node0" --arg n1 "$node1" 'del(.metadata.generateName) | .metadata.name = $n |
+    .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms =
+      [{matchExpressions: [{key: "kubernetes.io/hostname", operator: "NotIn", values: [$n0, $n1]}]}]' <<<"$spare" |
+    kubectl -n $TJ create -f - >/dev/null
+}
+migrate_of() { kubectl -n $TJ get pod "$1" -o jsonpath='{.metadata.annotations.lockstep\.dev/migrate}'; }
+annotated() { [[ $(migrate_of "$1") == "$2" ]]; }  # annotated POD TRIGGER
+blocked() {  # blocked STATUS/REASON
+  [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.conditions[?(@.type=="MigrationBlocked")].status}/{.status.conditions[?(@.type=="MigrationBlocked")].reason}') == "$1" ]]
+}
+spares() { [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.availableSpares}') == "$1" ]]; }
+triggered() { operator_metric a "lockstep_trainingjob_migration_triggers_total{trigger=\"$1\"}"; }
+drains0=$(triggered drain) warnings0=$(triggered early-warning)
+make_spare demo-spare-e2e-a
+wait_for "one spare available" 30 spares 1
+# No agent runs here: the test writes what an agent reports for rank 0's node.
+warned=1
+kubectl patch fabrichealth "$node0" --subresource=status --type=merge -p \
+  '{"status":{"conditions":[{"type":"GPUHealthy","status":"False","reason":"EarlyWarning","message":"GPU 0 (GPU-e2e) Xid 79","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}' >/dev/null
+wait_for "demo-rank-0 annotated early-warning" 10 annotated demo-rank-0 early-warning
+reason=$(kubectl -n $TJ get pod demo-rank-0 -o jsonpath='{.metadata.annotations.lockstep\.dev/migrate-reason}')
+[[ $reason == "node $node0 GPUHealthy False (EarlyWarning): GPU 0 (GPU-e2e) Xid 79" ]] || fail "early-warning reason: $reason"
+pass "GPUHealthy False on $node0: demo-rank-0 annotated early-warning ($reason)"
+
+# The drain cordons rank 1's node, then its eviction is refused (the PDB):
+# the one spare is taken by rank 0's migration, so nothing is annotated and
+# the job says why.
+if out=$(kubectl drain "$node1" --pod-selector=lockstep.dev/job=demo,lockstep.dev/role=rank --ignore-daemonsets \
+  --timeout=3s 2>&1); then
+  fail "kubectl drain evicted a rank pod: $out"
+fi
+grep -q "disruption budget" <<<"$out" || fail "the drain failed, but not on the PodDisruptionBudget: $(tail -c 400 <<<"$out")"
+kubectl -n $TJ get pod demo-rank-1 >/dev/null || fail "demo-rank-1 was evicted"
+wait_for "MigrationBlocked True (NoSpare)" 10 blocked True/NoSpare
+[[ -z $(migrate_of demo-rank-1) ]] || fail "demo-rank-1 annotated without a spare: $(migrate_of demo-rank-1)"
+msg=$(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.conditions[?(@.type=="MigrationBlocked")].message}')
+pass "drain of $node1: eviction refused by the PodDisruptionBudget, MigrationBlocked: $(head -c 200 <<<"$msg")"
+
+make_spare demo-spare-e2e-b
+wait_for "demo-rank-1 annotated drain" 30 annotated demo-rank-1 drain
+reason=$(kubectl -n $TJ get pod demo-rank-1 -o jsonpath='{.metadata.annotations.lockstep\.dev/migrate-reason}')
+[[ $reason == "node $node1 cordoned" ]] || fail "drain reason: $reason"
+wait_for "MigrationBlocked False" 10 blocked False/NotBlocked
+[[ $(migrate_of demo-rank-0) == early-warning ]] || fail "demo-rank-0's annotation was changed: $(migrate_of demo-rank-0)"
+[[ $(triggered drain)/$(triggered early-warning) == $((drains0 + 1))/$((warnings0 + 1)) ]] ||
+  fail "lockstep_trainingjob_migration_triggers_total: drain $drains0 -> $(triggered drain), early-warning $warnings0 -> $(triggered early-warning)"
+triggers_cleanup
+warned=
+trap - EXIT
+pass "a second spare: demo-rank-1 annotated drain ($reason), MigrationBlocked False, $((SECONDS - t0)) s for the triggers"
+
 # --- pytorchJobRef: reported, not handled, not retried ---
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: lockstep.dev/v1alpha1
@@ -161,8 +237,8 @@ pass "a rank pod the API server rejects is reported on the job with the field na
 # --- deleting the job garbage-collects what it owns ---
 kubectl -n $TJ delete trainingjob demo >/dev/null
 gone() {
-  [[ -z $(kubectl -n $TJ get pods,services,configmaps,serviceaccounts,rolebindings -l lockstep.dev/job=demo -o name) ]]
+  [[ -z $(kubectl -n $TJ get pods,services,configmaps,serviceaccounts,rolebindings,poddisruptionbudgets -l lockstep.dev/job=demo -o name) ]]
 }
-wait_for "the job's pods, Service, ConfigMap, ServiceAccount and RoleBinding garbage-collected" 45 gone
+wait_for "the job's pods, Service, ConfigMap, ServiceAccount, RoleBinding and PodDisruptionBudget garbage-collected" 45 gone
 kubectl delete namespace $TJ --wait=false >/dev/null
 pass "deleting the TrainingJob garbage-collected everything it owned"

@@ -1,6 +1,8 @@
 #include "lockstep/operator/operator_runtime.h"
 
 #include "lockstep/common/log.h"
+#include "lockstep/api/fabric_health.h"
+#include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
 
 namespace lockstep::op {
@@ -24,8 +26,14 @@ kube::InformerOptions JobOwned(const OperatorOptions& o) {
 }
 
 kube::InformerOptions Owned(const OperatorOptions& o) {
-  return {.ns = o.settings.namespace_name, .label_selector = kOwnedSelector,
+  return {.ns = o.settings.namespace_name,
+          .label_selector = kOwnedSelector,
           .watch_timeout_seconds = o.watch_timeout_seconds};
+}
+
+bool Cordoned(const kube::Json& node) {
+  const kube::Json* u = kube::FindPath(node, {"spec", "unschedulable"});
+  return u && u->is_boolean() && u->get<bool>();
 }
 
 }  // namespace
@@ -53,7 +61,9 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                                    lost_ = true;
                                  },
                              .on_new_leader =
-                                 [](const std::string& h) { log::Info("observed leader", {{"holder", h}}); }})),
+                                 [](const std::string& h) {
+                                   log::Info("observed leader", {{"holder", h}});
+                                 }})),
       fenced_(api, [this] { return IsLeader(); }),
       policies_(api, kube::gvr::kFabricPolicies, AllObjects(options_)),
       nodes_(api, kube::gvr::kNodes, AllObjects(options_)),
@@ -66,23 +76,30 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       job_rolebindings_(api, kube::gvr::kRoleBindings, JobOwned(options_)),
       job_configmaps_(api, kube::gvr::kConfigMaps, JobOwned(options_)),
       job_services_(api, kube::gvr::kServices, JobOwned(options_)),
+      job_pdbs_(api, kube::gvr::kPodDisruptionBudgets, JobOwned(options_)),
       events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
-      policy_reconciler_(fenced_,
-                         {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()}, events_,
-                         clock, options_.settings, options_.policy),
+      policy_reconciler_(fenced_, {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()},
+                         events_, clock, options_.settings, options_.policy),
       health_reconciler_(fenced_, {policies_.store(), nodes_.store(), healths_.store()}, clock),
-      job_reconciler_(fenced_,
-                      {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
-                       job_configmaps_.store(), job_services_.store()},
-                      events_, clock, registry_, options_.training_jobs),
+      job_reconciler_(
+          fenced_,
+          {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
+           job_configmaps_.store(), job_services_.store(), job_pdbs_.store(), nodes_.store(), healths_.store()},
+          events_, clock, registry_, options_.training_jobs),
       policy_ctl_(policy_reconciler_, clock,
-                  {.name = "fabricpolicy", .workers = options_.workers, .registry = &registry_,
+                  {.name = "fabricpolicy",
+                   .workers = options_.workers,
+                   .registry = &registry_,
                    .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
       health_ctl_(health_reconciler_, clock,
-                  {.name = "fabrichealth", .workers = options_.workers, .registry = &registry_,
+                  {.name = "fabrichealth",
+                   .workers = options_.workers,
+                   .registry = &registry_,
                    .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
       job_ctl_(job_reconciler_, clock,
-               {.name = "trainingjob", .workers = options_.workers, .registry = &registry_,
+               {.name = "trainingjob",
+                .workers = options_.workers,
+                .registry = &registry_,
                 .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
   Wire();
 }
@@ -95,13 +112,14 @@ void Operator::Wire() {
   // A policy's conflicts depend on every other policy's selector: a policy
   // added, deleted or respecified re-evaluates all of them (not their status
   // writes, which would loop every policy through every other).
-  p.Watches(policies_, [this](const kube::Json&) { return policies_.store().Keys(); },
-            kube::GenerationOrDeletionChanged);
+  p.Watches(
+      policies_, [this](const kube::Json&) { return policies_.store().Keys(); }, kube::GenerationOrDeletionChanged);
   p.Owns(daemonsets_, kube::gvr::kFabricPolicies);
   p.Owns(configmaps_, kube::gvr::kFabricPolicies);
   // Both controllers read only a node's labels (and whether it is going away):
   // status heartbeats are filtered out before they reach a queue.
-  p.Watches(nodes_, [this](const kube::Json&) { return policies_.store().Keys(); }, kube::LabelsOrDeletionChanged);
+  p.Watches(
+      nodes_, [this](const kube::Json&) { return policies_.store().Keys(); }, kube::LabelsOrDeletionChanged);
   // A FabricHealth coming, going or changing policy label; its status (the
   // agents' reports) is nothing the policy status reads.
   p.Watches(
@@ -134,14 +152,37 @@ void Operator::Wire() {
   j.For(jobs_, kube::SpecOrMetadataChanged);
   // Every pod change of a job (phase, deletion; spares the coordinator made).
   j.Watches(job_pods_, TrainingJobKeysForPod);
-  for (kube::Informer* i : {&job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_}) {
+  for (kube::Informer* i : {&job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_}) {
     j.Owns(*i, kube::gvr::kTrainingJobs);
   }
+  // The migration triggers: a node cordoned (or uncordoned) or its GPU
+  // health changing enqueues the jobs with a pod there (the index, kept from
+  // the job pods' events, spares scanning every pod).
+  job_pods_.AddEventHandlers(
+      {.on_add = [this](const kube::ObjectPtr& p) { node_jobs_.Add(*p); },
+       .on_update = [this](const kube::ObjectPtr& o, const kube::ObjectPtr& n) { node_jobs_.Update(*o, *n); },
+       .on_delete = [this](const kube::ObjectPtr& p) { node_jobs_.Remove(*p); }});
+  j.Watches(
+      nodes_, [this](const kube::Json& n) { return node_jobs_.JobsOn(kube::Name(n)); },
+      [](const kube::Json& o, const kube::Json& n) { return Cordoned(o) != Cordoned(n); });
+  j.Watches(
+      healths_, [this](const kube::Json& h) { return node_jobs_.JobsOn(kube::Name(h)); },
+      [](const kube::Json& o, const kube::Json& n) {
+        const kube::Json* og = kube::FindPath(o, {"status", "gpu"});
+        const kube::Json* ng = kube::FindPath(n, {"status", "gpu"});
+        const kube::Json* oc = kube::FindPath(o, {"status"});
+        const kube::Json* nc = kube::FindPath(n, {"status"});
+        const kube::Json* ocond = oc ? kube::FindCondition(*oc, api::kGpuConditionType) : nullptr;
+        const kube::Json* ncond = nc ? kube::FindCondition(*nc, api::kGpuConditionType) : nullptr;
+        auto same = [](const kube::Json* a, const kube::Json* b) { return a == b || (a && b && *a == *b); };
+        return !same(og, ng) || !same(ocond, ncond);
+      });
 }
 
 std::vector<kube::Informer*> Operator::Informers() {
-  return {&policies_, &nodes_, &healths_, &daemonsets_, &configmaps_, &jobs_, &job_pods_,
-          &job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_};
+  return {&policies_,         &nodes_,          &healths_,      &daemonsets_,
+          &configmaps_,       &jobs_,           &job_pods_,     &job_serviceaccounts_,
+          &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_};
 }
 
 Status Operator::ListOnce() {

@@ -78,6 +78,7 @@ Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const st
 std::string CoordinatorName(const std::string& job) { return job + "-coordinator"; }
 std::string CoordinatorStateName(const std::string& job) { return job + "-coordinator-state"; }
 std::string RankPodName(const std::string& job, int rank) { return job + "-rank-" + std::to_string(rank); }
+std::string RankDisruptionBudgetName(const std::string& job) { return job + "-ranks"; }
 std::string CoordinatorUrl(const JobRef& job) {
   return "http://" + CoordinatorName(job.name) + "." + job.ns + ".svc:" + std::to_string(kCoordinatorPort);
 }
@@ -177,6 +178,14 @@ Json RenderCoordinatorService(const JobRef& job) {
 
 Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank) {
   return PodFromTemplate(job, spec, kRoleRank, rank);
+}
+
+Json RenderRankDisruptionBudget(const JobRef& job) {
+  return {{"apiVersion", "policy/v1"},
+          {"kind", "PodDisruptionBudget"},
+          {"metadata", Metadata(job, RankDisruptionBudgetName(job.name), "")},
+          {"spec",
+           {{"selector", {{"matchLabels", {{kJobLabel, job.name}, {kRoleLabel, kRoleRank}}}}}, {"maxUnavailable", 0}}}};
 }
 
 }  // namespace lockstep::op

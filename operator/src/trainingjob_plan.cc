@@ -148,6 +148,19 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
       set_ready("False", "Pending", counts);
     }
   }
+  if (phase != "Succeeded" && phase != "Failed") {
+    MigrationTriggerPlan triggers = PlanMigrationTriggers({&*spec, in.pods, in.nodes, in.healths});
+    plan.annotate = std::move(triggers.annotate);
+    if (!triggers.held.empty()) {
+      conditions = kube::SetCondition(
+          conditions, {kMigrationBlockedCondition, "True", triggers.blocked_reason, triggers.blocked_message},
+          generation, in.now);
+    } else if (kube::FindCondition(Json{{"conditions", conditions}}, kMigrationBlockedCondition)) {
+      conditions = kube::SetCondition(
+          conditions, {kMigrationBlockedCondition, "False", "NotBlocked", "no rank waits for a spare to move to"},
+          generation, in.now);
+    }
+  }
   status["phase"] = phase;
   status["conditions"] = conditions;
   plan.status = status;
@@ -165,6 +178,7 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
   plan.apply.push_back(RenderCoordinatorConfigMap(ref, *spec));
   plan.apply.push_back(RenderCoordinatorStateConfigMap(ref));
   plan.apply.push_back(RenderCoordinatorService(ref));
+  plan.apply.push_back(RenderRankDisruptionBudget(ref));
   if (!coordinator_pod) {
     plan.create_pods.push_back(RenderCoordinatorPod(ref, *spec, settings));
   } else if (!Deleting(*coordinator_pod) &&

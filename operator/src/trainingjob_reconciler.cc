@@ -16,6 +16,45 @@ std::vector<std::string> TrainingJobKeysForPod(const Json& pod) {
   return {kube::ObjectKey(kube::Namespace(pod), job)};
 }
 
+namespace {
+std::string NodeOf(const Json& pod) { return kube::GetString(pod, {"spec", "nodeName"}); }
+}  // namespace
+
+void NodeJobIndex::Add(const Json& pod) {
+  const std::string node = NodeOf(pod);
+  auto keys = TrainingJobKeysForPod(pod);
+  if (node.empty() || keys.empty()) return;
+  std::lock_guard l(mu_);
+  ++jobs_[node][keys[0]];
+}
+
+void NodeJobIndex::Remove(const Json& pod) {
+  const std::string node = NodeOf(pod);
+  auto keys = TrainingJobKeysForPod(pod);
+  if (node.empty() || keys.empty()) return;
+  std::lock_guard l(mu_);
+  auto n = jobs_.find(node);
+  if (n == jobs_.end()) return;
+  auto j = n->second.find(keys[0]);
+  if (j == n->second.end()) return;
+  if (--j->second <= 0) n->second.erase(j);
+  if (n->second.empty()) jobs_.erase(n);
+}
+
+void NodeJobIndex::Update(const Json& old_pod, const Json& new_pod) {
+  Remove(old_pod);
+  Add(new_pod);
+}
+
+std::vector<std::string> NodeJobIndex::JobsOn(const std::string& node) const {
+  std::lock_guard l(mu_);
+  std::vector<std::string> out;
+  auto n = jobs_.find(node);
+  if (n == jobs_.end()) return out;
+  for (const auto& [key, count] : n->second) out.push_back(key);
+  return out;
+}
+
 TrainingJobReconciler::TrainingJobReconciler(kube::KubeApi& api, TrainingJobCaches caches, kube::EventRecorder& events,
                                              Clock& clock, metrics::Registry& registry, TrainingJobSettings settings)
     : api_(api),
@@ -25,6 +64,10 @@ TrainingJobReconciler::TrainingJobReconciler(kube::KubeApi& api, TrainingJobCach
       pods_(registry.Counter("lockstep_trainingjob_pods_total",
                              "Pods the TrainingJob controller created or deleted, by role (rank, coordinator, spare)",
                              {"role", "action"})),
+      triggers_(registry.Counter("lockstep_trainingjob_migration_triggers_total",
+                                 "Rank pods the TrainingJob controller annotated lockstep.dev/migrate, by trigger "
+                                 "(drain: the node was cordoned; early-warning: its GPU health)",
+                                 {"trigger"})),
       settings_(std::move(settings)) {}
 
 Status TrainingJobReconciler::ApplyChild(const Json& obj, bool* changed) {
@@ -35,6 +78,7 @@ Status TrainingJobReconciler::ApplyChild(const Json& obj, bool* changed) {
   if (kind == "RoleBinding") gvr = &kube::gvr::kRoleBindings, cache = &caches_.rolebindings;
   if (kind == "ConfigMap") gvr = &kube::gvr::kConfigMaps, cache = &caches_.configmaps;
   if (kind == "Service") gvr = &kube::gvr::kServices, cache = &caches_.services;
+  if (kind == "PodDisruptionBudget") gvr = &kube::gvr::kPodDisruptionBudgets, cache = &caches_.pdbs;
   if (!gvr) return Internal("no resource for kind " + kind);
   const std::string ns = kube::Namespace(obj), name = kube::Name(obj);
   kube::ObjectPtr cached = cache->Get(ns, name);
@@ -57,7 +101,15 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
   auto pods = caches_.pods.List([&](const Json& p) {
     return kube::Namespace(p) == ns && kube::GetString(p, {"metadata", "labels", kJobLabel}) == name;
   });
-  for (const auto& p : pods) in.pods.push_back(p.get());
+  std::vector<kube::ObjectPtr> held;  // keeps the nodes and FabricHealths alive for the plan
+  for (const auto& p : pods) {
+    in.pods.push_back(p.get());
+    const std::string node = kube::GetString(*p, {"spec", "nodeName"});
+    if (node.empty() || in.nodes.count(node)) continue;
+    if (kube::ObjectPtr n = caches_.nodes.Get("", node)) in.nodes[node] = held.emplace_back(n).get();
+    if (kube::ObjectPtr h = caches_.healths.Get("", node)) in.healths[node] = held.emplace_back(h).get();
+    if (!in.nodes.count(node)) in.nodes[node] = nullptr;  // looked up once
+  }
   TrainingJobPlan plan = PlanTrainingJob(in, settings_);
 
   Status failed;
@@ -103,6 +155,21 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     }
   }
 
+  std::vector<std::string> triggered;
+  if (failed.ok()) {
+    for (const MigrationTrigger& t : plan.annotate) {
+      auto r = api_.MergePatch(kube::gvr::kPods, ns, t.pod, MigrationAnnotationPatch(t));
+      if (r.ok()) {
+        triggers_.Inc({t.trigger});
+        triggered.push_back("rank " + std::to_string(t.rank) + " (pod " + t.pod + "): " + t.trigger + ", " + t.reason);
+        continue;
+      }
+      if (r.code() == ErrorCode::kNotFound) continue;  // gone already: nothing to move
+      failed = Error{r.code(), "annotating Pod " + ns + "/" + t.pod + ": " + r.error().message};
+      break;
+    }
+  }
+
   const Json old_status = job->contains("status") ? (*job)["status"] : Json::object();
   if (plan.status != old_status) {
     const bool newly_invalid = !plan.spec_error.empty() && kube::GetString(old_status, {"phase"}).empty();
@@ -120,6 +187,10 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     if (!r.ok() && r.code() != ErrorCode::kNotFound && failed.ok()) failed = r.error();
   }
   if (applied) log::Info("applied coordinator objects", {{"trainingjob", key}});
+  for (const std::string& t : triggered) {
+    events_.Normal(*job, "MigrationTriggered", "annotated " + t);
+    log::Info("migration triggered", {{"trainingjob", key}, {"pod", t}});
+  }
   if (!created.empty()) {
     std::string list;
     for (const auto& c : created) list += (list.empty() ? "" : ", ") + c;

@@ -20,6 +20,10 @@ TEST_CASE("well-known resources", "[kube][paths]") {
   CHECK(gvr::kTrainingJobs.namespaced);
   CHECK(gvr::kTrainingJobs.kind == "TrainingJob");
   CHECK(gvr::kEvents.resource == "events");
+  CHECK(gvr::kPodDisruptionBudgets.ApiVersion() == "policy/v1");
+  CHECK(gvr::kPodDisruptionBudgets.kind == "PodDisruptionBudget");
+  CHECK(ResourcePath(gvr::kPodDisruptionBudgets, "ml", "demo-ranks") ==
+        "/apis/policy/v1/namespaces/ml/poddisruptionbudgets/demo-ranks");
 }
 
 TEST_CASE("resource paths", "[kube][paths]") {

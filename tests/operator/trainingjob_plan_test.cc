@@ -72,10 +72,17 @@ TEST_CASE("trainingjob plan: a new job gets the coordinator's objects, its pod a
   CHECK(plan.spec_error.empty());
   CHECK(Names(plan.apply) == std::vector<std::string>{"ServiceAccount/demo-coordinator", "RoleBinding/demo-coordinator",
                                                       "ConfigMap/demo-coordinator", "ConfigMap/demo-coordinator-state",
-                                                      "Service/demo-coordinator"});
+                                                      "Service/demo-coordinator", "PodDisruptionBudget/demo-ranks"});
   CHECK(Names(plan.create_pods) ==
         std::vector<std::string>{"Pod/demo-coordinator", "Pod/demo-rank-0", "Pod/demo-rank-1"});
   CHECK(plan.delete_pods.empty());
+  // A drain cannot evict a rank pod before its rank moved.
+  const Json& pdb = plan.apply.back();
+  CHECK(pdb["apiVersion"] == "policy/v1");
+  CHECK(pdb["spec"]["maxUnavailable"] == 0);
+  CHECK(pdb["spec"]["selector"] ==
+        Json{{"matchLabels", {{"lockstep.dev/job", "demo"}, {"lockstep.dev/role", "rank"}}}});
+  CHECK(pdb["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "lockstep-operator");
   for (const Json& o : plan.apply) {
     INFO(o.dump());
     CHECK(o["metadata"]["namespace"] == "ml");

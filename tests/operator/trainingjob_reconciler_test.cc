@@ -3,6 +3,8 @@
 // Operator::ListOnce(), FakeClock) and one run with informers and workers.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "../kube/eventually.h"
 #include "fake_clock.h"
 #include "fake_kube_api.h"
@@ -254,6 +256,203 @@ TEST_CASE("trainingjob leadership: a standby holds the job's key without work un
   CHECK(s.api.Peek(gvr::kPods, "ml", "demo-rank-0"));
 }
 
+// Rank pods bound to nodes n0, n1 and Running, one Running spare (as the
+// coordinator makes it), the nodes and the job Running.
+void StartOnNodes(Synced& s, bool spare = true) {
+  REQUIRE_FALSE(s.Reconcile().error);
+  for (int i = 0; i < 2; ++i) {
+    const std::string node = "n" + std::to_string(i), pod = "demo-rank-" + std::to_string(i);
+    REQUIRE(
+        s.api.Create(gvr::kNodes, "", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}}).ok());
+    REQUIRE(s.api.MergePatch(gvr::kPods, "ml", pod, {{"spec", {{"nodeName", node}}}}).ok());
+    SetPhase(s.api, pod, "Running");
+  }
+  if (spare) {
+    Json p = Json::parse(
+        (*s.api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator"))["data"]["spare-pod.json"].get<std::string>());
+    p["metadata"]["name"] = "demo-spare-a";
+    REQUIRE(s.api.Create(gvr::kPods, "ml", p).ok());
+    SetPhase(s.api, "demo-spare-a", "Running");
+  }
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  REQUIRE(s.Stored()["status"]["phase"] == "Running");
+}
+
+void Cordon(FakeKubeApi& api, const std::string& node) {
+  REQUIRE(api.MergePatch(gvr::kNodes, "", node, {{"spec", {{"unschedulable", true}}}}).ok());
+}
+
+Json Annotations(FakeKubeApi& api, const std::string& pod) {
+  auto p = api.Peek(gvr::kPods, "ml", pod);
+  REQUIRE(p);
+  return (*p)["metadata"].value("annotations", Json::object());
+}
+
+TEST_CASE("trainingjob reconcile: the ranks' PodDisruptionBudget, maxUnavailable 0", "[operator]") {
+  Synced s;
+  REQUIRE_FALSE(s.Reconcile().error);
+  auto pdb = s.api.Peek(gvr::kPodDisruptionBudgets, "ml", "demo-ranks");
+  REQUIRE(pdb);
+  CHECK((*pdb)["spec"]["maxUnavailable"] == 0);
+  CHECK((*pdb)["spec"]["selector"]["matchLabels"]["lockstep.dev/role"] == "rank");
+  CHECK((*pdb)["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob");
+  SECTION("deleted behind the operator's back, applied again") {
+    REQUIRE(s.api.Delete(gvr::kPodDisruptionBudgets, "ml", "demo-ranks").ok());
+    s.Fill();
+    REQUIRE_FALSE(s.Reconcile().error);
+    CHECK(s.api.Peek(gvr::kPodDisruptionBudgets, "ml", "demo-ranks"));
+  }
+}
+
+TEST_CASE("trainingjob reconcile: a cordoned node's rank pod is annotated drain once, counted, with an Event",
+          "[operator]") {
+  Synced s;
+  StartOnNodes(s);
+  Cordon(s.api, "n1");
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  const Json a = Annotations(s.api, "demo-rank-1");
+  CHECK(a.value("lockstep.dev/migrate", "") == "drain");
+  CHECK(a.value("lockstep.dev/migrate-reason", "") == "node n1 cordoned");
+  CHECK_FALSE(Annotations(s.api, "demo-rank-0").contains("lockstep.dev/migrate"));
+  auto& triggers = s.registry.Counter("lockstep_trainingjob_migration_triggers_total", "", {"trigger"});
+  CHECK(triggers.Get({"drain"}) == 1);
+  bool event = false;
+  for (const Json& e : s.api.Objects(gvr::kEvents)) event = event || e.value("reason", "") == "MigrationTriggered";
+  CHECK(event);
+
+  // Annotated once: the next reconciles write nothing.
+  const uint64_t writes = s.api.WriteCount();
+  REQUIRE_FALSE(s.Reconcile().error);
+  REQUIRE_FALSE(s.Reconcile().error);
+  CHECK(s.api.WriteCount() == writes);
+  CHECK(triggers.Get({"drain"}) == 1);
+}
+
+TEST_CASE("trainingjob reconcile: a FabricHealth with GPUHealthy False annotates early-warning", "[operator]") {
+  Synced s;
+  StartOnNodes(s);
+  REQUIRE(s.api
+              .Create(gvr::kFabricHealths, "",
+                      {{"apiVersion", "lockstep.dev/v1alpha1"},
+                       {"kind", "FabricHealth"},
+                       {"metadata", {{"name", "n0"}}},
+                       {"status",
+                        {{"conditions", Json::array({{{"type", "GPUHealthy"},
+                                                      {"status", "False"},
+                                                      {"reason", "EarlyWarning"},
+                                                      {"message", "GPU 0: Xid 79"}}})}}}})
+              .ok());
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  const Json a = Annotations(s.api, "demo-rank-0");
+  CHECK(a.value("lockstep.dev/migrate", "") == "early-warning");
+  CHECK(a.value("lockstep.dev/migrate-reason", "") == "node n0 GPUHealthy False (EarlyWarning): GPU 0: Xid 79");
+  auto& triggers = s.registry.Counter("lockstep_trainingjob_migration_triggers_total", "", {"trigger"});
+  CHECK(triggers.Get({"early-warning"}) == 1);
+}
+
+TEST_CASE("trainingjob reconcile: no spare, no annotation: MigrationBlocked says why, then clears", "[operator]") {
+  Synced s;
+  StartOnNodes(s, /*spare=*/false);
+  Cordon(s.api, "n0");
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  CHECK_FALSE(Annotations(s.api, "demo-rank-0").contains("lockstep.dev/migrate"));
+  Json c = Condition(s.Stored(), "MigrationBlocked");
+  REQUIRE(c.is_object());
+  CHECK(c["status"] == "True");
+  CHECK(c["reason"] == "NoSpare");
+  CHECK(c["message"].get<std::string>().find("rank 0 (pod demo-rank-0, drain: node n0 cordoned)") != std::string::npos);
+
+  // The spare runs: the rank is annotated and the condition clears.
+  Json p = Json::parse(
+      (*s.api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator"))["data"]["spare-pod.json"].get<std::string>());
+  p["metadata"]["name"] = "demo-spare-a";
+  REQUIRE(s.api.Create(gvr::kPods, "ml", p).ok());
+  SetPhase(s.api, "demo-spare-a", "Running");
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  CHECK(Annotations(s.api, "demo-rank-0").value("lockstep.dev/migrate", "") == "drain");
+  CHECK(Condition(s.Stored(), "MigrationBlocked")["status"] == "False");
+}
+
+TEST_CASE("trainingjob reconcile: a pod changed since the cache saw it is not annotated blind", "[operator]") {
+  Synced s;
+  StartOnNodes(s);
+  Cordon(s.api, "n1");
+  s.Fill();
+  // The user annotates the pod after the operator's cache saw it.
+  REQUIRE(s.api
+              .MergePatch(gvr::kPods, "ml", "demo-rank-1",
+                          {{"metadata", {{"annotations", {{"lockstep.dev/migrate", "now"}}}}}})
+              .ok());
+  auto result = s.op->trainingjob_reconciler().Reconcile("ml/demo");
+  REQUIRE(result.error);  // conflict: retried with the fresh pod
+  CHECK(Annotations(s.api, "demo-rank-1").value("lockstep.dev/migrate", "") == "now");
+  s.Fill();
+  REQUIRE_FALSE(s.Reconcile().error);
+  CHECK(Annotations(s.api, "demo-rank-1").value("lockstep.dev/migrate", "") == "now");
+}
+
+std::set<std::string> Drain(kube::Controller& c) {
+  std::set<std::string> keys;
+  while (auto k = c.queue().TryGet()) {
+    keys.insert(*k);
+    c.queue().Done(*k);
+  }
+  return keys;
+}
+
+TEST_CASE("trainingjob wiring: a cordon or a GPU change queues only the jobs with a pod on that node", "[operator]") {
+  Synced s;
+  StartOnNodes(s);
+  REQUIRE(s.api.Create(gvr::kNodes, "", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n2"}}}}).ok());
+  REQUIRE(
+      s.api
+          .Create(gvr::kFabricHealths, "",
+                  {{"apiVersion", "lockstep.dev/v1alpha1"}, {"kind", "FabricHealth"}, {"metadata", {{"name", "n0"}}}})
+          .ok());
+  s.Fill();
+  auto& jobs = s.op->trainingjob_controller();
+  Drain(jobs);
+
+  // A node heartbeat, a cordon of a node without the job's pods: nothing.
+  REQUIRE(s.api.MergePatch(gvr::kNodes, "", "n0", {{"status", {{"conditions", Json::array()}}}}, "status").ok());
+  Cordon(s.api, "n2");
+  s.Fill();
+  CHECK(Drain(jobs).empty());
+  // The cordon of a node with a rank pod.
+  Cordon(s.api, "n1");
+  s.Fill();
+  CHECK(Drain(jobs) == std::set<std::string>{"ml/demo"});
+
+  // An agent report that changes no GPU reading: nothing; GPUHealthy turning False: the job.
+  REQUIRE(s.api.MergePatch(gvr::kFabricHealths, "", "n0", {{"status", {{"phase", "Healthy"}}}}, "status").ok());
+  s.Fill();
+  CHECK(Drain(jobs).empty());
+  REQUIRE(s.api
+              .MergePatch(gvr::kFabricHealths, "", "n0",
+                          {{"status",
+                            {{"conditions", Json::array({{{"type", "GPUHealthy"},
+                                                          {"status", "False"},
+                                                          {"reason", "EarlyWarning"},
+                                                          {"message", "GPU 0: Xid 79"}}})}}}},
+                          "status")
+              .ok());
+  s.Fill();
+  CHECK(Drain(jobs) == std::set<std::string>{"ml/demo"});
+
+  // A pod gone from a node takes the node out of the index.
+  REQUIRE(s.api.Delete(gvr::kPods, "ml", "demo-rank-1").ok());
+  s.Fill();
+  Drain(jobs);
+  REQUIRE(s.api.MergePatch(gvr::kNodes, "", "n1", {{"spec", {{"unschedulable", false}}}}).ok());
+  s.Fill();
+  CHECK(Drain(jobs).empty());
+}
+
 TEST_CASE("trainingjob controller: informers and workers converge a job and follow its pods", "[operator]") {
   FakeKubeApi api;
   REQUIRE(api.Create(gvr::kTrainingJobs, "ml", Job(2, 1)).ok());
@@ -275,6 +474,24 @@ TEST_CASE("trainingjob controller: informers and workers converge a job and foll
   // A child deleted behind the operator's back is put back (the Owns watch).
   REQUIRE(api.Delete(gvr::kConfigMaps, "ml", "demo-coordinator").ok());
   REQUIRE(Eventually([&] { return api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator").has_value(); }));
+  // A cordon reaches the job through the node -> jobs index: the rank pod on
+  // the node is annotated drain (a spare runs to take it).
+  REQUIRE(api.Create(gvr::kNodes, "", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}).ok());
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "demo-rank-1", {{"spec", {{"nodeName", "n1"}}}}).ok());
+  Json spare =
+      Json::parse((*api.Peek(gvr::kConfigMaps, "ml", "demo-coordinator"))["data"]["spare-pod.json"].get<std::string>());
+  spare["metadata"]["name"] = "demo-spare-a";
+  REQUIRE(api.Create(gvr::kPods, "ml", spare).ok());
+  SetPhase(api, "demo-spare-a", "Running");
+  REQUIRE(Eventually([&] {
+    auto j = api.Peek(gvr::kTrainingJobs, "ml", "demo");
+    return j && kube::GetInt(*j, {"status", "availableSpares"}) == 1;
+  }));
+  REQUIRE(api.MergePatch(gvr::kNodes, "", "n1", {{"spec", {{"unschedulable", true}}}}).ok());
+  REQUIRE(Eventually([&] {
+    auto p = api.Peek(gvr::kPods, "ml", "demo-rank-1");
+    return p && kube::GetString(*p, {"metadata", "annotations", "lockstep.dev/migrate"}) == "drain";
+  }));
   op.Stop();
 }
 

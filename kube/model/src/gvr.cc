@@ -17,6 +17,7 @@ const Gvr kRoleBindings{"rbac.authorization.k8s.io", "v1", "rolebindings", true,
 const Gvr kFabricPolicies{"lockstep.dev", "v1alpha1", "fabricpolicies", false, "FabricPolicy"};
 const Gvr kFabricHealths{"lockstep.dev", "v1alpha1", "fabrichealths", false, "FabricHealth"};
 const Gvr kTrainingJobs{"lockstep.dev", "v1alpha1", "trainingjobs", true, "TrainingJob"};
+const Gvr kPodDisruptionBudgets{"policy", "v1", "poddisruptionbudgets", true, "PodDisruptionBudget"};
 }  // namespace gvr
 
 std::string UrlEncode(std::string_view s) {

@@ -109,7 +109,8 @@ class Operator {
   kube::FencedKubeApi fenced_;                    // every other write
   kube::Informer policies_, nodes_, healths_, daemonsets_, configmaps_;
   // TrainingJobs and what they own, in every namespace.
-  kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_;
+  kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_, job_pdbs_;
+  NodeJobIndex node_jobs_;  // from job_pods_' events; read by the Node and FabricHealth mappers
   kube::EventRecorder events_;
   FabricPolicyReconciler policy_reconciler_;
   FabricHealthReconciler health_reconciler_;

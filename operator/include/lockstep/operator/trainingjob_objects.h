@@ -44,6 +44,8 @@ std::string CoordinatorName(const std::string& job);        // "<job>-coordinato
 std::string CoordinatorStateName(const std::string& job);   // "<job>-coordinator-state" (left to the coordinator)
 std::string RankPodName(const std::string& job, int rank);  // "<job>-rank-<rank>"
 std::string CoordinatorUrl(const JobRef& job);              // "http://<job>-coordinator.<ns>.svc:8470"
+// "<job>-ranks" (the ranks' PodDisruptionBudget).
+std::string RankDisruptionBudgetName(const std::string& job);
 
 // The coordinator's argv after the binary name, flags as lockstep-coordinator takes them.
 Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec);
@@ -69,5 +71,11 @@ Json RenderCoordinatorService(const JobRef& job);
 // replaced by a spare through the coordinator, never restarted in place).
 // REQUIRES: spec.pod_template, 0 <= rank < spec.replicas.
 Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank);
+// The ranks' PodDisruptionBudget (policy/v1) "<job>-ranks": selector
+// lockstep.dev/job=<job>, lockstep.dev/role=rank, maxUnavailable 0. An
+// eviction (kubectl drain) of a rank pod is refused and retried while the
+// coordinator moves the rank onto a spare (the operator annotates the pod
+// drain on the cordon), which then deletes the old pod itself.
+Json RenderRankDisruptionBudget(const JobRef& job);
 
 }  // namespace lockstep::op

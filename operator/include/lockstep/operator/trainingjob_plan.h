@@ -23,18 +23,25 @@
 //  - A spec that does not parse: the status names the field, nothing is created.
 //    A pod the API server rejects (a template the CRD's schema lets through):
 //    Ready False, reason InvalidTemplate, naming the field (DescribeRejectedPod).
+//  - The ranks' PodDisruptionBudget (maxUnavailable 0) is applied while the
+//    job runs, so a drain cannot evict a rank pod before its rank moved.
+//  - Migration triggers (drain, early-warning) while the job is neither
+//    Succeeded nor Failed: PlanMigrationTriggers; the MigrationBlocked
+//    condition says when a rank should move and no spare can take it.
 //  - Status: phase, readyReplicas (distinct ranks with a Running pod),
 //    availableSpares (Running spare pods), observedGeneration and the Ready
 //    condition are the operator's; other keys (the coordinator's migrations)
 //    are kept as found.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "lockstep/operator/trainingjob_objects.h"
+#include "lockstep/operator/trainingjob_triggers.h"
 
 namespace lockstep::op {
 
@@ -42,16 +49,21 @@ struct TrainingJobInput {
   const Json* job = nullptr;      // the TrainingJob
   std::vector<const Json*> pods;  // pods in its namespace labelled lockstep.dev/job=<job>
   std::string now;                // RFC 3339, for condition transitions
+  // For the migration triggers (trainingjob_triggers.h): Nodes and
+  // FabricHealths by name; those of the pods' nodes suffice.
+  std::map<std::string, const Json*> nodes, healths;
 };
 
 struct TrainingJobPlan {
-  // ServiceAccount, RoleBinding, ConfigMap, state ConfigMap, Service (in this order).
+  // ServiceAccount, RoleBinding, ConfigMap, state ConfigMap, Service,
+  // PodDisruptionBudget (in this order).
   std::vector<Json> apply;
-  std::vector<Json> create_pods;         // the coordinator, then missing rank pods
-  std::vector<std::string> delete_pods;  // pod names in the job's namespace
-  Json status = Json::object();          // the whole status to write (when it differs from the job's)
-  std::string spec_error;                // the spec did not parse (field named)
-  bool unsupported = false;              // spec.pytorchJobRef
+  std::vector<Json> create_pods;           // the coordinator, then missing rank pods
+  std::vector<std::string> delete_pods;    // pod names in the job's namespace
+  std::vector<MigrationTrigger> annotate;  // pods to annotate lockstep.dev/migrate
+  Json status = Json::object();            // the whole status to write (when it differs from the job's)
+  std::string spec_error;                  // the spec did not parse (field named)
+  bool unsupported = false;                // spec.pytorchJobRef
 };
 
 // REQUIRES: in.job != nullptr.

@@ -12,9 +12,17 @@
 // the status (Ready False, InvalidTemplate) and retried after kInvalidRetry
 // or on the next change, not with the fast backoff. Counts its pod writes in
 // lockstep_trainingjob_pods_total{role, action} (action created or deleted).
+// Annotates the pods PlanMigrationTriggers picks (a merge patch with the
+// pod's resourceVersion: a pod changed since the cache saw it is retried,
+// never annotated blind), counted in
+// lockstep_trainingjob_migration_triggers_total{trigger} (drain,
+// early-warning), with a Normal Event MigrationTriggered on the job.
 // Thread-safe (distinct keys may be reconciled
 // concurrently).
 #pragma once
+
+#include <map>
+#include <mutex>
 
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
@@ -33,6 +41,26 @@ struct TrainingJobCaches {
   const kube::Store& rolebindings;
   const kube::Store& configmaps;
   const kube::Store& services;
+  const kube::Store& pdbs;     // PodDisruptionBudgets, labelled like the four above
+  const kube::Store& nodes;    // Nodes (cordons)
+  const kube::Store& healths;  // FabricHealths (GPU early warnings)
+};
+
+// Which TrainingJobs have pods on which node, kept from the job pods'
+// informer events (so a Node or FabricHealth change enqueues only the jobs
+// with a pod on that node, without scanning every pod). Thread-safe.
+class NodeJobIndex {
+ public:
+  void Add(const Json& pod);
+  void Update(const Json& old_pod, const Json& new_pod);
+  void Remove(const Json& pod);
+  // The TrainingJob keys ("<ns>/<job>") with a pod bound to `node`.
+  std::vector<std::string> JobsOn(const std::string& node) const;
+
+ private:
+  mutable std::mutex mu_;
+  // node -> job key -> pods of that job on the node. GUARDED_BY(mu_)
+  std::map<std::string, std::map<std::string, int>> jobs_;
 };
 
 class TrainingJobReconciler final : public kube::Reconciler {
@@ -53,6 +81,7 @@ class TrainingJobReconciler final : public kube::Reconciler {
   kube::EventRecorder& events_;
   Clock& clock_;
   metrics::Family& pods_;
+  metrics::Family& triggers_;
   const TrainingJobSettings settings_;
 };
 

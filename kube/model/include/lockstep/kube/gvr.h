@@ -42,6 +42,7 @@ extern const Gvr kRoleBindings;
 extern const Gvr kFabricPolicies;
 extern const Gvr kFabricHealths;
 extern const Gvr kTrainingJobs;
+extern const Gvr kPodDisruptionBudgets;
 }  // namespace gvr
 
 }  // namespace lockstep::kube
