@@ -250,16 +250,17 @@ chart_app_version() {
 }
 
 # local_image_archives BUILD_DIR OUT_DIR LOG: images/build from BUILD_DIR's binaries into
-# OUT_DIR (cached: seconds when nothing changed; its output goes to LOG); prints the agent's
-# and then the operator's OCI archive, one per line, for `up --real-node-image`. Root only.
+# OUT_DIR (cached: seconds when nothing changed; its output goes to LOG); prints the agent's,
+# the operator's and then the coordinator's OCI archive (the operator's per-TrainingJob
+# coordinator Pod), one per line, for `up --real-node-image`. Root only.
 local_image_archives() {
-	local build=$1 out=$2 logf=$3 v a o
+	local build=$1 out=$2 logf=$3 v a o c
 	"$cluster_repo/images/build" --build-dir "$build" --out "$out" >"$logf" 2>&1 ||
 		{ log "images/build failed (log: $logf):"; tail -n 5 "$logf" >&2; return 1; }
 	v=$(chart_app_version)
-	a=$out/lockstep-agent-$v.oci.tar o=$out/lockstep-operator-$v.oci.tar
-	[[ -f $a && -f $o ]] || { log "images/build wrote no $a / $o (log: $logf)"; return 1; }
-	printf '%s\n%s\n' "$a" "$o"
+	a=$out/lockstep-agent-$v.oci.tar o=$out/lockstep-operator-$v.oci.tar c=$out/lockstep-coordinator-$v.oci.tar
+	[[ -f $a && -f $o && -f $c ]] || { log "images/build wrote no $a / $o / $c (log: $logf)"; return 1; }
+	printf '%s\n%s\n%s\n' "$a" "$o" "$c"
 }
 
 # helm_local_image_args: `helm install` flags for images imported into the real nodes'

@@ -41,7 +41,8 @@ if [[ -z $images_dir ]]; then
 fi
 AGENT_TAR=$images_dir/lockstep-agent-$app_version.oci.tar
 OPERATOR_TAR=$images_dir/lockstep-operator-$app_version.oci.tar
-[[ -f $AGENT_TAR && -f $OPERATOR_TAR ]] || fail "no image archives in $images_dir"
+COORDINATOR_TAR=$images_dir/lockstep-coordinator-$app_version.oci.tar  # the operator's TrainingJob coordinator Pods
+[[ -f $AGENT_TAR && -f $OPERATOR_TAR && -f $COORDINATOR_TAR ]] || fail "no image archives in $images_dir"
 AGENT_IMAGE=ghcr.io/lockstep/lockstep-agent:$app_version
 PAUSE_IMAGE=$(cat "$BIN/pause.ref")
 
@@ -77,7 +78,7 @@ if [[ -n $NETLAB && -x $NETLAB ]]; then
 fi
 say "up: 2 real GPU + 1 real CPU + 1 kwok CPU node"
 "$REPO/e2e/cluster/up" --dir "$RDIR" --nodes 0 --cpu-nodes 1 --real-nodes 2 --real-cpu-nodes 1 \
-  --real-node-image "$AGENT_TAR" --real-node-image "$OPERATOR_TAR" ${lab_args[@]+"${lab_args[@]}"} >"$STATE/real-nodes-up.log" 2>&1 ||
+  --real-node-image "$AGENT_TAR" --real-node-image "$OPERATOR_TAR" --real-node-image "$COORDINATOR_TAR" ${lab_args[@]+"${lab_args[@]}"} >"$STATE/real-nodes-up.log" 2>&1 ||
   fail "up failed: $(tail -20 "$STATE/real-nodes-up.log")"
 # shellcheck disable=SC1091
 . "$RDIR/env"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The chart names the images images/build makes: by default
-# ghcr.io/lockstep/lockstep-{operator,agent}:<appVersion> with IfNotPresent, and
+# ghcr.io/lockstep/lockstep-{operator,agent}:<appVersion> with IfNotPresent (and
+# the operator's --coordinator-image ghcr.io/lockstep/lockstep-coordinator:<appVersion>), and
 # --set of a local image (repository, tag, pullPolicy Never) reaches every place
 # an image is named: the operator's container, its --agent-image flag, and the
 # default FabricPolicy's spec.agent (from which the operator renders the agent
@@ -70,9 +71,11 @@ check prefix "registry.local:5000/lockstep/lockstep-operator:$app_version" \
   "registry.local:5000/lockstep/lockstep-agent:$app_version" IfNotPresent
 
 # A numeric-looking tag given with --set stays the string typed (1.10, not 1.1).
-render numeric-tag --set operator.image.tag=1.10 --set agent.image.tag=1.10
+render numeric-tag --set operator.image.tag=1.10 --set agent.image.tag=1.10 --set coordinator.image.tag=1.10
 expect_eq "numeric-tag: operator image" "$(operator_field "$tmp/numeric-tag.yaml" image)" "ghcr.io/lockstep/lockstep-operator:1.10"
 expect_eq "numeric-tag: FabricPolicy spec.agent.image" "$(policy_agent_field "$tmp/numeric-tag.yaml" image)" "ghcr.io/lockstep/lockstep-agent:1.10"
+grep -qxE -- " +- --coordinator-image=ghcr.io/lockstep/lockstep-coordinator:1\.10" "$tmp/numeric-tag.yaml" &&
+  ok "numeric-tag: --coordinator-image=ghcr.io/lockstep/lockstep-coordinator:1.10" || bad "numeric-tag: the coordinator's tag is not 1.10"
 
 # The coordinator image of each TrainingJob: the operator's --coordinator-image flag.
 grep -qxE -- " +- --coordinator-image=ghcr.io/lockstep/lockstep-coordinator:$app_version" "$tmp/defaults.yaml" &&

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The container images, end to end: images/build makes both OCI archives from
-# the binaries of BUILD_DIR; then, for each archive:
+# The container images, end to end: images/build makes the three OCI archives
+# (operator, agent, coordinator) from the binaries of BUILD_DIR; then, for each archive:
 #   - the layout is intact (every blob's sha256 is its name) and names the image
 #     <prefix>/<name>:<appVersion> for containerd (io.containerd.image.name) and
 #     podman/skopeo (org.opencontainers.image.ref.name);
-#   - the config: Entrypoint, User (the operator non-root, as the chart's
-#     runAsUser says; the agent root, which its capabilities need), labels;
+#   - the config: Entrypoint, User (the operator and the coordinator non-root,
+#     as the chart's runAsUser says; the agent root, which its capabilities
+#     need), labels;
 #   - umoci unpacks it and every ELF file in the root filesystem resolves all its
 #     libraries inside the image (ld.so --list in a chroot), libibverbs providers
 #     included;
@@ -13,6 +14,10 @@
 #     `lockstep-agent version` prints the appVersion;
 #   - the agent runs from its image as the DaemonSet runs it (PID 1, only
 #     CAP_NET_ADMIN, read-only root), serves /healthz, stops on SIGTERM;
+#   - the coordinator runs from its image as the operator's coordinator Pod runs
+#     it: the Pod's `command` (read from operator/src/trainingjob_objects.cc)
+#     found on the image's PATH, uid 65532, no capabilities, read-only root; it
+#     serves /healthz, /readyz and /metrics, writes its state, stops on SIGTERM;
 # and a second images/build with the same inputs is a cache hit that leaves the
 # archives byte for byte as they were, while --force rebuilds the same digests.
 #   tests/images/images.sh BUILD_DIR   (needs root, umoci, runc, jq, curl, iproute2)
@@ -30,10 +35,12 @@ done
 tmp="$(mktemp -d /tmp/lockstep-images-test.XXXXXX)"
 ids=()
 netns=""
+coord_netns=""
 cleanup() {
   local id
   for id in "${ids[@]}"; do runc delete --force "$id" >/dev/null 2>&1 || true; done
   [[ -z "$netns" ]] || ip netns del "$netns" 2>/dev/null || true
+  [[ -z "$coord_netns" ]] || ip netns del "$coord_netns" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -150,6 +157,7 @@ check_image() { # check_image NAME USER
 
 check_image lockstep-operator 65532:65532
 check_image lockstep-agent 0:0
+check_image lockstep-coordinator 65532:65532
 
 # The agent really runs from its image, as the DaemonSet runs it: PID 1, root
 # with only CAP_NET_ADMIN, read-only root filesystem, its config and probe key
@@ -205,6 +213,67 @@ agent_run() {
 }
 agent_run
 
+# The coordinator really runs from its image, as the operator's coordinator Pod
+# runs it: the Pod's `command` replaces the entrypoint and is looked up on the
+# image's PATH, uid 65532 (the image's user: the Pod sets none), no
+# capabilities, read-only root. Without --kube (no API server here) its state
+# goes to a file on a writable mount, as a volume would hold it. It serves
+# /healthz, /readyz and /metrics, writes the job's state, and SIGTERM stops it
+# with exit 0.
+coordinator_run() {
+  local bundle="$tmp/lockstep-coordinator/bundle" id="lockstep-images-test-$$-coordinator-run"
+  [[ -f "$bundle/config.json.orig" ]] || { bad "coordinator run: no unpacked bundle"; return; }
+  local cmd
+  cmd="$(grep -o '{"command", Json::array({"[^"]*"})}' "$root/operator/src/trainingjob_objects.cc" | cut -d'"' -f4)"
+  [[ -n "$cmd" ]] || { bad "coordinator run: no coordinator Pod command in operator/src/trainingjob_objects.cc"; return; }
+  coord_netns="lockstep-imgc-$$"
+  ip netns add "$coord_netns" && ip -n "$coord_netns" link set lo up || { bad "coordinator run: cannot create netns $coord_netns"; return; }
+  mkdir -p "$tmp/coord-state" && chown 65532:65532 "$tmp/coord-state"
+  jq --arg cmd "$cmd" --arg state "$tmp/coord-state" --arg ns "/run/netns/$coord_netns" '
+      .process.terminal = false
+    | .process.args = [$cmd, "--job", "x", "--world-size", "1", "--listen", "127.0.0.1:0",
+                       "--state-file", "/var/lib/lockstep/state.json"]
+    | .process.capabilities = {bounding: [], effective: [], permitted: []}
+    | .process.noNewPrivileges = true
+    | .root.readonly = true
+    | .mounts += [{destination: "/var/lib/lockstep", type: "bind", source: $state, options: ["rbind", "rw"]}]
+    | .linux.namespaces |= map(if .type == "network" then . + {path: $ns} else . end)' \
+    "$bundle/config.json.orig" >"$bundle/config.json"
+  ids+=("$id")
+  runc run --bundle "$bundle" "$id" >"$tmp/coord-run.out" 2>"$tmp/coord-run.err" &
+  local runc_pid=$! url="" i
+  for ((i = 0; i < 300; i++)); do  # until it logs the URL it serves (or exits)
+    url="$(grep -o '"url":"[^"]*"' "$tmp/coord-run.out" "$tmp/coord-run.err" 2>/dev/null | head -1 | cut -d'"' -f4)"
+    [[ -n "$url" ]] && break
+    kill -0 "$runc_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z "$url" ]]; then
+    cat "$tmp/coord-run.out" "$tmp/coord-run.err"; bad "coordinator run: '$cmd' did not start in its image"
+  else
+    ok "coordinator run: the Pod's command '$cmd' starts from the image's PATH ($url)"
+    local pid1 p h; pid1="$(runc state "$id" 2>/dev/null | jq -r .pid)"
+    for p in /healthz /readyz; do
+      h="$(nsenter --net="/run/netns/$coord_netns" curl -s -o /dev/null -w '%{http_code}' "$url$p")"
+      [[ "$h" == 200 ]] && ok "coordinator run: $p 200 from the container" || bad "coordinator run: $p answered '$h'"
+    done
+    nsenter --net="/run/netns/$coord_netns" curl -s "$url/metrics" | grep -q '^lockstep_migration_generation ' \
+      && ok "coordinator run: /metrics has lockstep_migration_generation" || bad "coordinator run: /metrics lacks lockstep_migration_generation"
+    grep -q '^Uid:[[:space:]]*65532[[:space:]]' "/proc/$pid1/status" && grep -q '^CapEff:[[:space:]]*0000000000000000$' "/proc/$pid1/status" \
+      && ok "coordinator run: the process runs as uid 65532 with no capabilities" \
+      || bad "coordinator run: $(grep -E '^(Uid|CapEff)' "/proc/$pid1/status" 2>/dev/null | tr -s '\n\t' '  ')"
+    [[ "$(jq -r '.config.job // .job // empty' "$tmp/coord-state/state.json" 2>/dev/null)" == x ]] \
+      && ok "coordinator run: job x's state written to the mounted state file" \
+      || bad "coordinator run: no state of job x in the state file: $(head -c 200 "$tmp/coord-state/state.json" 2>&1)"
+    runc kill "$id" TERM
+  fi
+  local rc=0
+  wait "$runc_pid" || rc=$?
+  [[ -n "$url" && $rc -eq 0 ]] && ok "coordinator run: SIGTERM to PID 1 stops it with exit 0" \
+    || { [[ -z "$url" ]] || bad "coordinator run: exit $rc after SIGTERM: $(tail -3 "$tmp/coord-run.err")"; }
+}
+coordinator_run
+
 # The chart runs the operator as the image's non-root user.
 if grep -qE '^ +runAsUser: 65532$' "$root/charts/lockstep/templates/deployment.yaml"; then
   ok "chart's operator runAsUser 65532 = the operator image's user"
@@ -216,7 +285,7 @@ fi
 sums_before="$(sha256sum "$out"/*.oci.tar)"
 if "$root/images/build" --build-dir "$build_dir" --out "$out" >/dev/null 2>"$tmp/build2.err"; then
   hits="$(grep -c 'cache hit' "$tmp/build2.err")"
-  [[ "$hits" == 2 ]] && ok "second images/build: cache hit for both images" || { cat "$tmp/build2.err"; bad "second images/build: $hits cache hits, expected 2"; }
+  [[ "$hits" == 3 ]] && ok "second images/build: cache hit for all three images" || { cat "$tmp/build2.err"; bad "second images/build: $hits cache hits, expected 3"; }
   [[ "$(sha256sum "$out"/*.oci.tar)" == "$sums_before" ]] && ok "cache hit leaves the archives unchanged" \
     || bad "the archives changed on a cache hit"
 else
