@@ -198,7 +198,7 @@ agent_run() {
     local pid1; pid1="$(runc state "$id" 2>/dev/null | jq -r .pid)"
     local h; h="$(nsenter --net="/run/netns/$netns" curl -s -o /dev/null -w '%{http_code}' "http://$addr/healthz")"
     [[ "$h" == 200 ]] && ok "agent run: /healthz 200 from the container" || bad "agent run: /healthz answered '$h'"
-    nsenter --net="/run/netns/$netns" curl -s "http://$addr/metrics" | grep -q '^lockstep_agent_info{' \
+    grep -q <<<"$(nsenter --net="/run/netns/$netns" curl -s "http://$addr/metrics")" '^lockstep_agent_info{' \
       && ok "agent run: /metrics has lockstep_agent_info" || bad "agent run: /metrics lacks lockstep_agent_info"
     [[ "$(cut -d' ' -f1 "/proc/$pid1/stat" 2>/dev/null)" == "$pid1" ]] \
       && grep -q '^CapEff:.*0000000000001000$' "/proc/$pid1/status" \
@@ -257,7 +257,7 @@ coordinator_run() {
       h="$(nsenter --net="/run/netns/$coord_netns" curl -s -o /dev/null -w '%{http_code}' "$url$p")"
       [[ "$h" == 200 ]] && ok "coordinator run: $p 200 from the container" || bad "coordinator run: $p answered '$h'"
     done
-    nsenter --net="/run/netns/$coord_netns" curl -s "$url/metrics" | grep -q '^lockstep_migration_generation ' \
+    grep -q <<<"$(nsenter --net="/run/netns/$coord_netns" curl -s "$url/metrics")" '^lockstep_migration_generation ' \
       && ok "coordinator run: /metrics has lockstep_migration_generation" || bad "coordinator run: /metrics lacks lockstep_migration_generation"
     grep -q '^Uid:[[:space:]]*65532[[:space:]]' "/proc/$pid1/status" && grep -q '^CapEff:[[:space:]]*0000000000000000$' "/proc/$pid1/status" \
       && ok "coordinator run: the process runs as uid 65532 with no capabilities" \
