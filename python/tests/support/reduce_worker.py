@@ -65,6 +65,9 @@ def main():
     h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
     nb = len(red.layout_for(1)) if red is not None else 0
     print("%s %s %d %d" % (mode, h, nb, red.overlapped if red is not None else 0), flush=True)
+    # Every rank is done before any tears the group down: torch 2.x's gloo aborted a rank
+    # (std::terminate) once when its peer destroyed the group first (2026-11-29, plain DDP).
+    dist.barrier()
     dist.destroy_process_group()
 
 
