@@ -83,17 +83,18 @@ cleanup() {
     kubectl patch fabricpolicy $POLICY --type json -p '[{"op":"remove","path":"/spec/flapAlertPerHour"}]' \
       >/dev/null 2>&1 || true
   fi
-  kubectl patch fabricpolicy $POLICY --type merge -p '{"spec":{"rails":[]}}' >/dev/null 2>&1 || true
+  # spec.latency first: its rails must be in spec.rails (a CEL rule), so emptying spec.rails
+  # while it names rail1 is refused.
   kubectl patch fabricpolicy $POLICY --type json -p '[{"op":"remove","path":"/spec/latency"}]' >/dev/null 2>&1 || true
-  kubectl patch fabricpolicy $POLICY --type json -p '[{"op":"remove","path":"/spec/hostInterface"}]' >/dev/null 2>&1 || true
+  kubectl patch fabricpolicy $POLICY --type merge -p '{"spec":{"rails":[]}}' >/dev/null 2>&1 || true
   # Tests after this one (e2e.gpu-health) run an agent on the policy's rendered agent.yaml:
-  # hand it back without this test's fabric section.
+  # hand it back without this test's rails.
   config_restored() {
     local y
     y=$(kubectl -n $NS get configmap "lockstep-agent-$POLICY" -o jsonpath='{.data.agent\.yaml}') &&
-      ! grep -q '^  hostInterface: host0' <<<"$y" && ! grep -q '^  rails: \[rail0' <<<"$y"
+      ! grep -q '^  rails: \[rail0' <<<"$y"
   }
-  wait_for "the operator to render the policy without this test's rails and host interface" 60 config_restored
+  wait_for "the operator to render the policy without this test's rails" 60 config_restored
   kubectl -n default delete events --field-selector reason=FabricFlapAlert >/dev/null 2>&1 || true
   kubectl -n default delete events --field-selector reason=FabricLatencySLABreach >/dev/null 2>&1 || true
   kubectl delete fabrichealth --all --wait=true >/dev/null 2>&1 || true
