@@ -1,6 +1,9 @@
 #include "lockstep/operator/trainingjob_objects.h"
 
+#include <charconv>
 #include <set>
+
+#include "lockstep/kube/object_meta.h"
 
 namespace lockstep::op {
 namespace {
@@ -186,6 +189,18 @@ Json RenderRankDisruptionBudget(const JobRef& job) {
           {"metadata", Metadata(job, RankDisruptionBudgetName(job.name), "")},
           {"spec",
            {{"selector", {{"matchLabels", {{kJobLabel, job.name}, {kRoleLabel, kRoleRank}}}}}, {"maxUnavailable", 0}}}};
+}
+
+bool IsDeleting(const Json& pod) { return kube::FindPath(pod, {"metadata", "deletionTimestamp"}) != nullptr; }
+std::string PodRole(const Json& pod) { return kube::GetString(pod, {"metadata", "labels", kRoleLabel}); }
+std::string PodPhase(const Json& pod) { return kube::GetString(pod, {"status", "phase"}); }
+
+int PodRank(const Json& pod) {
+  const std::string s = kube::GetString(pod, {"metadata", "labels", kRankLabel});
+  int v = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return -1;
+  return v;
 }
 
 }  // namespace lockstep::op

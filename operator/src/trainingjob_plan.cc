@@ -1,6 +1,5 @@
 #include "lockstep/operator/trainingjob_plan.h"
 
-#include <charconv>
 #include <map>
 #include <set>
 
@@ -13,19 +12,6 @@ namespace {
 
 constexpr char kReady[] = "Ready";
 constexpr char kSupported[] = "Supported";
-
-bool Deleting(const Json& o) { return kube::FindPath(o, {"metadata", "deletionTimestamp"}) != nullptr; }
-std::string Role(const Json& pod) { return kube::GetString(pod, {"metadata", "labels", kRoleLabel}); }
-std::string Phase(const Json& pod) { return kube::GetString(pod, {"status", "phase"}); }
-
-// The pod's rank label as a number, or -1.
-int RankOf(const Json& pod) {
-  const std::string s = kube::GetString(pod, {"metadata", "labels", kRankLabel});
-  int v = -1;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return -1;
-  return v;
-}
 
 Json WithoutCondition(const Json& conditions, const std::string& type) {
   Json out = Json::array();
@@ -93,26 +79,26 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
   int available_spares = 0;
   for (const Json* p : in.pods) {
     names.insert(kube::Name(*p));
-    const std::string role = Role(*p);
+    const std::string role = PodRole(*p);
     if (kube::Name(*p) == coordinator) {
       coordinator_pod = p;
       continue;
     }
     if (role == kRoleSpare) {
       spares.push_back(p);
-      if (!Deleting(*p) && Phase(*p) == "Running") ++available_spares;
+      if (!IsDeleting(*p) && PodPhase(*p) == "Running") ++available_spares;
       continue;
     }
     if (role != kRoleRank) continue;
-    const int rank = RankOf(*p);
+    const int rank = PodRank(*p);
     if (rank < 0) continue;
     if (rank >= replicas) {
       extra_ranks.push_back(p);
       continue;
     }
     present.insert(rank);
-    if (Deleting(*p)) continue;
-    const std::string phase = Phase(*p);
+    if (IsDeleting(*p)) continue;
+    const std::string phase = PodPhase(*p);
     if (phase == "Running") running.insert(rank);
     if (phase == "Succeeded") succeeded.insert(rank);
     if (phase == "Failed") failed.emplace(rank, kube::Name(*p));
@@ -168,7 +154,7 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
   if (phase == "Succeeded" || phase == "Failed") {
     // Nothing will use the spares again: give their nodes back.
     for (const Json* p : spares) {
-      if (!Deleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
+      if (!IsDeleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
     }
     return plan;
   }
@@ -181,8 +167,8 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
   plan.apply.push_back(RenderRankDisruptionBudget(ref));
   if (!coordinator_pod) {
     plan.create_pods.push_back(RenderCoordinatorPod(ref, *spec, settings));
-  } else if (!Deleting(*coordinator_pod) &&
-             (Phase(*coordinator_pod) == "Failed" || Phase(*coordinator_pod) == "Succeeded")) {
+  } else if (!IsDeleting(*coordinator_pod) &&
+             (PodPhase(*coordinator_pod) == "Failed" || PodPhase(*coordinator_pod) == "Succeeded")) {
     // Evicted or ended: a new one continues from the state ConfigMap.
     plan.delete_pods.push_back(coordinator);
   }
@@ -193,7 +179,7 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
       }
     }
     for (const Json* p : extra_ranks) {
-      if (!Deleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
+      if (!IsDeleting(*p)) plan.delete_pods.push_back(kube::Name(*p));
     }
   }
   return plan;

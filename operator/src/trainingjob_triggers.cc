@@ -1,7 +1,6 @@
 #include "lockstep/operator/trainingjob_triggers.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
@@ -10,18 +9,6 @@
 
 namespace lockstep::op {
 namespace {
-
-bool Deleting(const Json& o) { return kube::FindPath(o, {"metadata", "deletionTimestamp"}) != nullptr; }
-std::string Role(const Json& pod) { return kube::GetString(pod, {"metadata", "labels", kRoleLabel}); }
-std::string Phase(const Json& pod) { return kube::GetString(pod, {"status", "phase"}); }
-
-int RankOf(const Json& pod) {
-  const std::string s = kube::GetString(pod, {"metadata", "labels", kRankLabel});
-  int v = -1;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return -1;
-  return v;
-}
 
 bool Cordoned(const Json& node) {
   const Json* u = kube::FindPath(node, {"spec", "unschedulable"});
@@ -99,17 +86,17 @@ MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in) {
     return h == in.healths.end() || !h->second || EarlyWarningReason(*h->second, spec.early_warning).empty();
   };
   for (const Json* p : in.pods) {
-    const std::string role = Role(*p);
+    const std::string role = PodRole(*p);
     if (role == kRoleSpare) {
-      if (!Deleting(*p) && Phase(*p) == "Running" && usable_node(kube::GetString(*p, {"spec", "nodeName"}))) {
+      if (!IsDeleting(*p) && PodPhase(*p) == "Running" && usable_node(kube::GetString(*p, {"spec", "nodeName"}))) {
         ++available_spares;
       }
       continue;
     }
-    if (role != kRoleRank || Deleting(*p)) continue;
-    const std::string phase = Phase(*p);
+    if (role != kRoleRank || IsDeleting(*p)) continue;
+    const std::string phase = PodPhase(*p);
     if (phase == "Succeeded" || phase == "Failed") continue;
-    const int rank = RankOf(*p);
+    const int rank = PodRank(*p);
     if (rank < 0 || rank >= spec.replicas) continue;
     if (kube::FindPath(*p, {"metadata", "annotations", kMigrateAnnotation})) {
       ++in_flight;

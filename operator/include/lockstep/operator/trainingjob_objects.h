@@ -78,4 +78,11 @@ Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank
 // drain on the cordon), which then deletes the old pod itself.
 Json RenderRankDisruptionBudget(const JobRef& job);
 
+// A pod as the planners read it: being deleted, its role and rank labels (the rank as
+// a number, -1 when absent or not one), status.phase.
+bool IsDeleting(const Json& pod);
+std::string PodRole(const Json& pod);
+int PodRank(const Json& pod);
+std::string PodPhase(const Json& pod);
+
 }  // namespace lockstep::op
