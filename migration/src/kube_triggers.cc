@@ -27,9 +27,9 @@ bool Active(const Migration& mig) {
 
 // kind and default reason for a known value; kind "" for an unknown one.
 std::pair<std::string, std::string> Meaning(const std::string& value, const std::string& pod) {
-  if (value == "now") return {"planned", "pod " + pod + " annotated " + kMigrateAnnotation + "=now"};
-  if (value == "drain") return {"planned", "the node of pod " + pod + " is cordoned or draining"};
-  if (value == "early-warning") return {"preemptive", "GPU early warning on the node of pod " + pod};
+  if (value == api::kMigrateNow) return {"planned", "pod " + pod + " annotated " + kMigrateAnnotation + "=now"};
+  if (value == api::kMigrateDrain) return {"planned", "the node of pod " + pod + " is cordoned or draining"};
+  if (value == api::kMigrateEarlyWarning) return {"preemptive", "GPU early warning on the node of pod " + pod};
   return {"", ""};
 }
 

@@ -50,14 +50,14 @@ Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const st
   if (meta.contains("annotations") && meta["annotations"].is_object()) metadata["annotations"] = meta["annotations"];
 
   Json env = Json::array(
-      {{{"name", "LOCKSTEP_COORDINATOR"}, {"value", CoordinatorUrl(j)}}, {{"name", "LOCKSTEP_ROLE"}, {"value", role}}});
-  if (rank >= 0) env.push_back({{"name", "LOCKSTEP_RANK"}, {"value", std::to_string(rank)}});
-  env.push_back({{"name", "LOCKSTEP_WORLD_SIZE"}, {"value", std::to_string(spec.replicas)}});
-  env.push_back(FieldEnv("LOCKSTEP_POD_NAME", "metadata.name"));
-  env.push_back(FieldEnv("LOCKSTEP_POD_UID", "metadata.uid"));
+      {{{"name", api::kEnvCoordinator}, {"value", CoordinatorUrl(j)}}, {{"name", api::kEnvRole}, {"value", role}}});
+  if (rank >= 0) env.push_back({{"name", api::kEnvRank}, {"value", std::to_string(rank)}});
+  env.push_back({{"name", api::kEnvWorldSize}, {"value", std::to_string(spec.replicas)}});
+  env.push_back(FieldEnv(api::kEnvPodName, "metadata.name"));
+  env.push_back(FieldEnv(api::kEnvPodUid, "metadata.uid"));
   // Every variable the operator sets for some role (a spare has no rank until it takes one).
-  const std::set<std::string> ours = {"LOCKSTEP_COORDINATOR", "LOCKSTEP_ROLE",     "LOCKSTEP_RANK",
-                                      "LOCKSTEP_WORLD_SIZE",  "LOCKSTEP_POD_NAME", "LOCKSTEP_POD_UID"};
+  const std::set<std::string> ours = {api::kEnvCoordinator, api::kEnvRole,    api::kEnvRank,
+                                      api::kEnvWorldSize,   api::kEnvPodName, api::kEnvPodUid};
 
   Json pod_spec = tpl["spec"];
   pod_spec["restartPolicy"] = "Never";

@@ -16,17 +16,19 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/api/pod_contract.h"
 #include "lockstep/migration/event.h"
 #include "lockstep/migration/job_state.h"
 
 namespace lockstep::migration {
 
-inline constexpr const char* kMigrateAnnotation = "lockstep.dev/migrate";
-inline constexpr const char* kMigrateReasonAnnotation = "lockstep.dev/migrate-reason";
-inline constexpr const char* kRankLabel = "lockstep.dev/rank";
-inline constexpr const char* kPodRoleLabel = "lockstep.dev/role";
-inline constexpr const char* kRoleRankValue = "rank";
-inline constexpr const char* kRoleRetiredValue = "retired";  // a pod whose member was migrated away
+// The pod contract's names (lockstep/api/pod_contract.h), shared with the operator.
+inline constexpr const char* kMigrateAnnotation = api::kMigrateAnnotation;
+inline constexpr const char* kMigrateReasonAnnotation = api::kMigrateReasonAnnotation;
+inline constexpr const char* kRankLabel = api::kRankLabel;
+inline constexpr const char* kPodRoleLabel = api::kRoleLabel;
+inline constexpr const char* kRoleRankValue = api::kRoleRank;
+inline constexpr const char* kRoleRetiredValue = api::kRoleRetired;  // a pod whose member was migrated away
 
 // The parts of a pod the decisions read.
 struct PodView {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/api/defaults.h"
+#include "lockstep/api/pod_contract.h"
 #include "lockstep/api/training_job.h"
 
 namespace lockstep::op {
@@ -30,13 +31,14 @@ struct JobRef {
   std::string uid;
 };
 
-inline constexpr int kCoordinatorPort = 8470;
-inline constexpr char kJobLabel[] = "lockstep.dev/job";
-inline constexpr char kRoleLabel[] = "lockstep.dev/role";
-inline constexpr char kRankLabel[] = "lockstep.dev/rank";
-inline constexpr char kRoleRank[] = "rank";
-inline constexpr char kRoleSpare[] = "spare";
-inline constexpr char kRoleCoordinator[] = "coordinator";
+// The pod contract (lockstep/api/pod_contract.h), shared with the coordinator.
+inline constexpr int kCoordinatorPort = api::kCoordinatorPort;
+inline constexpr const char* kJobLabel = api::kJobLabel;
+inline constexpr const char* kRoleLabel = api::kRoleLabel;
+inline constexpr const char* kRankLabel = api::kRankLabel;
+inline constexpr const char* kRoleRank = api::kRoleRank;
+inline constexpr const char* kRoleSpare = api::kRoleSpare;
+inline constexpr const char* kRoleCoordinator = api::kRoleCoordinator;
 inline constexpr char kSparePodKey[] = "spare-pod.json";  // key of the coordinator ConfigMap
 inline constexpr char kCoordinatorConfigDir[] = "/etc/lockstep";
 

@@ -34,16 +34,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/api/pod_contract.h"
 #include "lockstep/api/training_job.h"
 
 namespace lockstep::op {
 
 using Json = nlohmann::json;
 
-inline constexpr char kMigrateAnnotation[] = "lockstep.dev/migrate";
-inline constexpr char kMigrateReasonAnnotation[] = "lockstep.dev/migrate-reason";
-inline constexpr char kTriggerDrain[] = "drain";
-inline constexpr char kTriggerEarlyWarning[] = "early-warning";
+inline constexpr const char* kMigrateAnnotation = api::kMigrateAnnotation;  // lockstep/api/pod_contract.h
+inline constexpr const char* kMigrateReasonAnnotation = api::kMigrateReasonAnnotation;
+inline constexpr const char* kTriggerDrain = api::kMigrateDrain;
+inline constexpr const char* kTriggerEarlyWarning = api::kMigrateEarlyWarning;
 inline constexpr char kMigrationBlockedCondition[] = "MigrationBlocked";
 
 struct MigrationTriggerInput {

@@ -32,14 +32,15 @@
 #include <thread>
 #include <vector>
 
+#include "lockstep/api/pod_contract.h"
 #include "lockstep/coordinator/ports.h"
 #include "lockstep/kube/backoff.h"
 #include "lockstep/kube/kube_api.h"
 
 namespace lockstep::coordinator {
 
-inline constexpr const char* kJobLabel = "lockstep.dev/job";
-inline constexpr const char* kRoleLabel = "lockstep.dev/role";
+inline constexpr const char* kJobLabel = api::kJobLabel;  // lockstep/api/pod_contract.h
+inline constexpr const char* kRoleLabel = api::kRoleLabel;
 inline constexpr const char* kStateKey = "state.json";
 
 // True for errors worth retrying (the API server or the network, throttling,
