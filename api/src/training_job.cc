@@ -52,9 +52,18 @@ Result<TrainingJobSpec> ParseTrainingJobSpec(const std::string& name, const Json
     r.String(ref, "name", "spec.pytorchJobRef.name", job, false, 253);
     t.pytorch_job_ref = job;
   }
-  if (r.ok() && t.pod_template.has_value() == t.pytorch_job_ref.has_value()) {
-    r.Fail("exactly one of spec.template or spec.pytorchJobRef must be set: use template to let Lockstep run the "
-           "ranks, or pytorchJobRef to protect an existing PyTorchJob");
+  if (JsonReader::Get(spec, "trainJobRef")) {
+    const Json& ref = r.Object(spec, "trainJobRef", "spec.trainJobRef");
+    std::string job;
+    if (!JsonReader::Get(ref, "name")) r.Fail("spec.trainJobRef.name is required");
+    r.String(ref, "name", "spec.trainJobRef.name", job, false, 253);
+    t.train_job_ref = job;
+  }
+  const int sources = t.pod_template.has_value() + t.pytorch_job_ref.has_value() + t.train_job_ref.has_value();
+  if (r.ok() && sources != 1) {
+    r.Fail("exactly one of spec.template, spec.pytorchJobRef or spec.trainJobRef must be set: use template to let "
+           "Lockstep run the ranks, pytorchJobRef to protect an existing Kubeflow PyTorchJob or trainJobRef a "
+           "Kubeflow TrainJob");
   }
   const Json& m = r.Object(spec, "migration", "spec.migration");
   r.Bool(m, "onFailure", "spec.migration.onFailure", t.migration.on_failure);
@@ -130,6 +139,7 @@ Json ToJson(const TrainingJobSpec& t) {
                               {"xids", t.early_warning.xids}}}};
   if (t.pod_template) j["template"] = *t.pod_template;
   if (t.pytorch_job_ref) j["pytorchJobRef"] = {{"name", *t.pytorch_job_ref}};
+  if (t.train_job_ref) j["trainJobRef"] = {{"name", *t.train_job_ref}};
   return j;
 }
 

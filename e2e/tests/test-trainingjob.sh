@@ -47,7 +47,7 @@ expect_rejected no-containers "  replicas: 2
   template: {spec: {containers: []}}" "spec.template.spec.containers"
 expect_rejected both-sources "  replicas: 2
   pytorchJobRef: {name: x}
-$good_template" "exactly one of spec.template or spec.pytorchJobRef"
+$good_template" "exactly one of spec.template, spec.pytorchJobRef or spec.trainJobRef"
 expect_rejected a-training-job-name-of-forty-six-characters-xy "  replicas: 1
 $good_template" "metadata.name must be at most 45 characters"
 [[ -z $(kubectl -n $TJ get trainingjobs -o name) ]] || fail "an invalid TrainingJob was stored"

@@ -51,9 +51,11 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
     plan.status = status;
     return plan;
   }
-  if (spec->pytorch_job_ref) {
+  if (spec->pytorch_job_ref || spec->train_job_ref) {
     plan.unsupported = true;
-    const std::string message = "spec.pytorchJobRef (PyTorchJob \"" + *spec->pytorch_job_ref +
+    const std::string field = spec->pytorch_job_ref ? "spec.pytorchJobRef (PyTorchJob \"" + *spec->pytorch_job_ref
+                                                    : "spec.trainJobRef (TrainJob \"" + *spec->train_job_ref;
+    const std::string message = field +
                                 "\") is not handled yet: this operator runs TrainingJobs from spec.template only, "
                                 "so nothing was created for this job";
     status["phase"] = "Pending";

@@ -80,14 +80,21 @@ TEST_CASE("TrainingJob: every schema field has a member and back", "[api]") {
   auto parse = [](const Json& j) { return ParseTrainingJobSpec("job", j); };
   Json with_template = full;
   with_template.erase("pytorchJobRef");
+  with_template.erase("trainJobRef");
   RequireRoundTrip(with_template, parse);
   Json with_ref = full;
   with_ref.erase("template");
+  with_ref.erase("trainJobRef");
   RequireRoundTrip(with_ref, parse);
+  Json with_train = full;
+  with_train.erase("template");
+  with_train.erase("pytorchJobRef");
+  RequireRoundTrip(with_train, parse);
   RequireRoundTrip(Populate(status_schema, ".status"), [](const Json& j) { return ParseTrainingJobStatus("job", j); });
 
   TrainingJobSpec spec;
   spec.pytorch_job_ref = "pj";
+  spec.train_job_ref = "tj";
   REQUIRE(Join(KeysNotInSchema(spec_schema, ToJson(spec))).empty());
   TrainingJobStatus st{"Running", 1, 2, 3, 4, 5, MigrationRecord{1, "a", "b", "Hang", "t1", "t2", 9},
                        {{"Ready", "True", 1, "t", "R", "m"}}};

@@ -81,7 +81,7 @@ TEST_CASE("failover: the hold-down cap may not be below the clean period, in the
 
 TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers", "[api]") {
   auto neither = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2})"));
-  REQUIRE(neither.error().message.find("exactly one of spec.template or spec.pytorchJobRef") != std::string::npos);
+  REQUIRE(neither.error().message.find("exactly one of spec.template, spec.pytorchJobRef or spec.trainJobRef") != std::string::npos);
   auto empty = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2,"template":{"spec":{"containers":[]}}})"));
   REQUIRE(empty.error().message.find("spec.template.spec.containers must list at least one container") !=
           std::string::npos);
@@ -90,6 +90,16 @@ TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers
   auto ok = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2,"pytorchJobRef":{"name":"x"}})"));
   REQUIRE(ok.ok());
   REQUIRE(ok->pytorch_job_ref == "x");
+  auto train = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":4,"trainJobRef":{"name":"llama"}})"));
+  REQUIRE(train.ok());
+  REQUIRE(train->train_job_ref == "llama");
+  REQUIRE_FALSE(train->pytorch_job_ref);
+  auto two_refs = ParseTrainingJobSpec(
+      "j", Json::parse(R"({"replicas":4,"trainJobRef":{"name":"a"},"pytorchJobRef":{"name":"b"}})"));
+  REQUIRE(two_refs.error().message.find("exactly one of spec.template, spec.pytorchJobRef or spec.trainJobRef") !=
+          std::string::npos);
+  auto no_name = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":4,"trainJobRef":{}})"));
+  REQUIRE(no_name.error().message.find("spec.trainJobRef.name is required") != std::string::npos);
   const Json one = Json::parse(R"({"replicas":1,"pytorchJobRef":{"name":"x"}})");
   REQUIRE(ParseTrainingJobSpec(std::string(45, 'j'), one).ok());
   auto long_name = ParseTrainingJobSpec(std::string(46, 'j'), one);

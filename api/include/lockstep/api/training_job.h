@@ -1,7 +1,7 @@
 // TrainingJob (lockstep.dev/v1alpha1, crds/lockstep.dev_trainingjobs.yaml):
 // spec and status as plain values with the CRD's defaults, and their JSON
-// conversions. No controller reads them yet; the types keep the CRD and the
-// code in step until one does. Pure; thread-compatible.
+// conversions (the operator's TrainingJob controller reads them); the types
+// keep the CRD and the code in step. Pure; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +46,11 @@ struct EarlyWarningSpec {
 struct TrainingJobSpec {
   int replicas = 1;  // required, 1..4096
   int spares = kTrainingJobSpares;  // 0..64
-  // Exactly one of template (a corev1.PodTemplateSpec with containers) and pytorchJobRef.
+  // Exactly one of template (a corev1.PodTemplateSpec with containers),
+  // pytorchJobRef (a Kubeflow PyTorchJob) and trainJobRef (a Kubeflow TrainJob).
   std::optional<Json> pod_template;
   std::optional<std::string> pytorch_job_ref;  // pytorchJobRef.name
+  std::optional<std::string> train_job_ref;    // trainJobRef.name
   MigrationSpec migration;
   DetectionSpec detection;
   EarlyWarningSpec early_warning;
