@@ -86,3 +86,8 @@ renders no key material, so `helm template` output is stable.
 {{- define "lockstep.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "lockstep.fullname" .) }}
 {{- end }}
+
+{{/* Whether the pod admission webhook is served: a Kubeflow kind protected and kubeflow.webhook.enabled. */}}
+{{- define "lockstep.webhookEnabled" -}}
+{{- if and .Values.kubeflow.webhook.enabled (or .Values.kubeflow.trainJob.enabled .Values.kubeflow.pytorchJob.enabled) -}}true{{- end -}}
+{{- end -}}
