@@ -13,7 +13,8 @@
 #     GPUHealthy False on rank 0's FabricHealth annotates it early-warning, and
 #     the cordon of rank 1's node annotates it drain once a spare is free
 #     (MigrationBlocked NoSpare until then);
-#   - a pytorchJobRef job is reported as not handled yet, nothing created;
+#   - a pytorchJobRef to a PyTorchJob that is not there (the operator does not
+#     watch PyTorchJobs here) is reported, naming the field, nothing created;
 #   - a template the API server rejects as a Pod: status names the field;
 #   - deleting the job garbage-collects everything it owns.
 . "$(dirname "$0")/lib.sh"
@@ -199,7 +200,7 @@ warned=
 trap - EXIT
 pass "a second spare: demo-rank-1 annotated drain ($reason), MigrationBlocked False, $((SECONDS - t0)) s for the triggers"
 
-# --- pytorchJobRef: reported, not handled, not retried ---
+# --- pytorchJobRef to a missing PyTorchJob: reported, nothing created, not retried hot ---
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: lockstep.dev/v1alpha1
 kind: TrainingJob
@@ -207,14 +208,14 @@ metadata: {name: bert, namespace: $TJ}
 spec: {replicas: 2, pytorchJobRef: {name: bert}}
 YAML
 unsupported() {
-  [[ $(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Supported")].reason}') == PyTorchJobRefNotHandled ]]
+  [[ $(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}') == KubeflowJobNotFound ]]
 }
-wait_for "the pytorchJobRef job reported as not handled" 30 unsupported
-msg=$(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Supported")].message}')
-[[ $msg == spec.pytorchJobRef* ]] || fail "the condition does not name spec.pytorchJobRef: $msg"
+wait_for "the pytorchJobRef job reported as not found" 30 unsupported
+msg=$(kubectl -n $TJ get trainingjob bert -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')
+[[ $msg == spec.pytorchJobRef.name* ]] || fail "the condition does not name spec.pytorchJobRef.name: $msg"
 [[ -z $(kubectl -n $TJ get pods -l lockstep.dev/job=bert -o name) ]] || fail "pods were created for the pytorchJobRef job"
 kubectl -n $TJ delete trainingjob bert >/dev/null
-pass "a pytorchJobRef job is reported as not handled yet ($msg)"
+pass "a pytorchJobRef to a missing PyTorchJob is reported ($msg)"
 
 # --- a template the CRD lets through but the API server rejects as a Pod ---
 kubectl apply -f - >/dev/null <<YAML

@@ -18,6 +18,7 @@
 #include "lockstep/kube/kube_config.h"
 #include "lockstep/operator/operator_runtime.h"
 #include "lockstep/operator/probe_key_secret.h"
+#include "lockstep/operator/webhook_server.h"
 
 namespace {
 
@@ -55,6 +56,8 @@ struct Flags {
   std::string coordinator_image = api::kCoordinatorImage, coordinator_cluster_role = api::kCoordinatorClusterRole;
   int workers = 4;
   std::string log_level = "info";
+  bool kubeflow_trainjobs = false, kubeflow_pytorchjobs = false;
+  std::string webhook_addr, webhook_cert_dir = "/etc/lockstep/webhook";
 };
 
 int Fail(const std::string& message) {
@@ -93,6 +96,8 @@ int Run(const Flags& f) {
   }
   o.training_jobs.coordinator_image = f.coordinator_image;
   o.training_jobs.coordinator_cluster_role = f.coordinator_cluster_role;
+  o.kubeflow_trainjobs = f.kubeflow_trainjobs;
+  o.kubeflow_pytorchjobs = f.kubeflow_pytorchjobs;
   o.workers = f.workers;
   o.leader_elect = f.leader_elect;
   o.election = {.lease_namespace = f.ns,
@@ -131,12 +136,26 @@ int Run(const Flags& f) {
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  // The pod admission webhook: every replica serves it (it only reads the
+  // TrainingJob cache), so the Service need not follow the leader.
+  std::unique_ptr<op::WebhookServer> webhook;
+  if (!f.webhook_addr.empty()) {
+    auto webhook_addr = Address("webhook-addr", f.webhook_addr);
+    if (!webhook_addr.ok()) return Fail(webhook_addr.error().message);
+    webhook = std::make_unique<op::WebhookServer>(
+        op::WebhookServerOptions{.cert_file = f.webhook_cert_dir + "/tls.crt",
+                                 .key_file = f.webhook_cert_dir + "/tls.key"},
+        [&op](const nlohmann::json& review) { return op::MutatePodAdmission(review, op.trainingjobs().store()); });
+    if (Status s = webhook->Start(webhook_addr->first, webhook_addr->second); !s.ok()) return Fail(s.error().message);
+    log::Info("serving the pod admission webhook", {{"port", std::to_string(webhook->port())}});
+  }
   op.Start();
   // Losing the lease ends the process: a fresh one re-syncs from scratch.
   while (g_signal == 0 && !op.Lost()) std::this_thread::sleep_for(50ms);
   log::Info(op.Lost() ? "shutting down: leadership lost" : "shutting down",
             {{"signal", std::to_string(g_signal.load())}});
   op.Stop();
+  if (webhook) webhook->Stop();
   metrics_server.Stop();
   health_server.Stop();
   return op.Lost() ? 1 : 0;
@@ -171,6 +190,16 @@ int main(int argc, char** argv) {
   app.add_option("--coordinator-cluster-role", f.coordinator_cluster_role,
                  "ClusterRole bound to each TrainingJob's coordinator ServiceAccount in the job's namespace")
       ->default_val(f.coordinator_cluster_role);
+  app.add_flag("--kubeflow-trainjobs", f.kubeflow_trainjobs,
+               "protect Kubeflow TrainJobs annotated lockstep.dev/fault-tolerance=enabled (watches trainjobs and "
+               "jobsets: their CRDs must be installed)");
+  app.add_flag("--kubeflow-pytorchjobs", f.kubeflow_pytorchjobs,
+               "protect Kubeflow PyTorchJobs annotated lockstep.dev/fault-tolerance=enabled (watches pytorchjobs: "
+               "the CRD must be installed)");
+  app.add_option("--webhook-addr", f.webhook_addr,
+                 "[HOST]:PORT of the pod admission webhook over TLS (empty: not served)");
+  app.add_option("--webhook-cert-dir", f.webhook_cert_dir, "directory with the webhook's tls.crt and tls.key")
+      ->default_val(f.webhook_cert_dir);
   app.add_option("--workers", f.workers, "reconcile workers per controller")->check(CLI::Range(1, 64))->default_val(4);
   app.add_option("--log-level", f.log_level, "debug|info|warn|error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))

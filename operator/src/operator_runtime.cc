@@ -53,6 +53,8 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                                    policy_ctl_.GateOpened();
                                    health_ctl_.GateOpened();
                                    job_ctl_.GateOpened();
+                                   if (trainjob_ctl_) trainjob_ctl_->GateOpened();
+                                   if (pytorchjob_ctl_) pytorchjob_ctl_->GateOpened();
                                  },
                              .on_stopped_leading =
                                  [this](bool was_lost) {
@@ -77,6 +79,15 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       job_configmaps_(api, kube::gvr::kConfigMaps, JobOwned(options_)),
       job_services_(api, kube::gvr::kServices, JobOwned(options_)),
       job_pdbs_(api, kube::gvr::kPodDisruptionBudgets, JobOwned(options_)),
+      trainjobs_(options_.kubeflow_trainjobs
+                     ? std::make_unique<kube::Informer>(api, kube::gvr::kTrainJobs, AllObjects(options_))
+                     : nullptr),
+      pytorchjobs_(options_.kubeflow_pytorchjobs
+                       ? std::make_unique<kube::Informer>(api, kube::gvr::kPyTorchJobs, AllObjects(options_))
+                       : nullptr),
+      jobsets_(options_.kubeflow_trainjobs
+                   ? std::make_unique<kube::Informer>(api, kube::gvr::kJobSets, AllObjects(options_))
+                   : nullptr),
       events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
       policy_reconciler_(fenced_, {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()},
                          events_, clock, options_.settings, options_.policy),
@@ -84,7 +95,9 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       job_reconciler_(
           fenced_,
           {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
-           job_configmaps_.store(), job_services_.store(), job_pdbs_.store(), nodes_.store(), healths_.store()},
+           job_configmaps_.store(), job_services_.store(), job_pdbs_.store(), nodes_.store(), healths_.store(),
+           trainjobs_ ? &trainjobs_->store() : nullptr, pytorchjobs_ ? &pytorchjobs_->store() : nullptr,
+           jobsets_ ? &jobsets_->store() : nullptr},
           events_, clock, registry_, options_.training_jobs),
       policy_ctl_(policy_reconciler_, clock,
                   {.name = "fabricpolicy",
@@ -101,7 +114,28 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                 .workers = options_.workers,
                 .registry = &registry_,
                 .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
+  auto kubeflow_controller = [&](KubeflowKind kind, kube::Informer& jobs, kube::Informer* jobsets,
+                                 std::unique_ptr<KubeflowJobReconciler>& r, std::unique_ptr<kube::Controller>& c,
+                                 const char* name) {
+    r = std::make_unique<KubeflowJobReconciler>(
+        kind, fenced_, KubeflowCaches{jobs.store(), jobs_.store(), jobsets ? &jobsets->store() : nullptr}, events_);
+    c = std::make_unique<kube::Controller>(
+        *r, clock,
+        kube::ControllerOptions{.name = name,
+                                .workers = options_.workers,
+                                .registry = &registry_,
+                                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr});
+  };
+  if (trainjobs_) {
+    kubeflow_controller(KubeflowKind::kTrainJob, *trainjobs_, jobsets_.get(), trainjob_reconciler_, trainjob_ctl_,
+                        "kubeflow-trainjob");
+  }
+  if (pytorchjobs_) {
+    kubeflow_controller(KubeflowKind::kPyTorchJob, *pytorchjobs_, nullptr, pytorchjob_reconciler_, pytorchjob_ctl_,
+                        "kubeflow-pytorchjob");
+  }
   Wire();
+  WireKubeflow();
 }
 
 Operator::~Operator() { Stop(); }
@@ -179,10 +213,40 @@ void Operator::Wire() {
       });
 }
 
+void Operator::WireKubeflow() {
+  kube::Controller& j = job_ctl_;
+  // A referenced Kubeflow job appearing, changing or going (and a TrainJob's JobSet).
+  if (trainjobs_) {
+    j.Watches(*trainjobs_, [this](const kube::Json& k) {
+      return TrainingJobKeysForKubeflowJob(jobs_.store(), "trainJobRef", k);
+    });
+    j.Watches(*jobsets_, [this](const kube::Json& js) {
+      return TrainingJobKeysForKubeflowJob(jobs_.store(), "trainJobRef", js);
+    });
+    kube::Controller& t = *trainjob_ctl_;
+    // Annotations are metadata: an edit re-plans; the Kubeflow controller's status writes do not.
+    t.For(*trainjobs_, kube::SpecOrMetadataChanged);
+    t.Owns(jobs_, kube::gvr::kTrainJobs);
+    t.Owns(*jobsets_, kube::gvr::kTrainJobs);
+  }
+  if (pytorchjobs_) {
+    j.Watches(*pytorchjobs_, [this](const kube::Json& k) {
+      return TrainingJobKeysForKubeflowJob(jobs_.store(), "pytorchJobRef", k);
+    });
+    kube::Controller& p = *pytorchjob_ctl_;
+    p.For(*pytorchjobs_, kube::SpecOrMetadataChanged);
+    p.Owns(jobs_, kube::gvr::kPyTorchJobs);
+  }
+}
+
 std::vector<kube::Informer*> Operator::Informers() {
-  return {&policies_,         &nodes_,          &healths_,      &daemonsets_,
-          &configmaps_,       &jobs_,           &job_pods_,     &job_serviceaccounts_,
-          &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_};
+  std::vector<kube::Informer*> all = {&policies_,         &nodes_,          &healths_,      &daemonsets_,
+                                      &configmaps_,       &jobs_,           &job_pods_,     &job_serviceaccounts_,
+                                      &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_};
+  for (kube::Informer* i : {trainjobs_.get(), pytorchjobs_.get(), jobsets_.get()}) {
+    if (i) all.push_back(i);
+  }
+  return all;
 }
 
 Status Operator::ListOnce() {
@@ -199,6 +263,8 @@ void Operator::Start() {
   policy_ctl_.Start();
   health_ctl_.Start();
   job_ctl_.Start();
+  if (trainjob_ctl_) trainjob_ctl_->Start();
+  if (pytorchjob_ctl_) pytorchjob_ctl_->Start();
   if (elector_) elector_->Start();
 }
 
@@ -206,6 +272,8 @@ void Operator::Stop() {
   policy_ctl_.Stop();
   health_ctl_.Stop();
   job_ctl_.Stop();
+  if (trainjob_ctl_) trainjob_ctl_->Stop();
+  if (pytorchjob_ctl_) pytorchjob_ctl_->Stop();
   if (elector_) elector_->Stop();  // releases the lease so a successor starts at once
   for (kube::Informer* i : Informers()) i->Stop();
 }

@@ -51,24 +51,37 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
     plan.status = status;
     return plan;
   }
-  if (spec->pytorch_job_ref || spec->train_job_ref) {
-    plan.unsupported = true;
-    const std::string field = spec->pytorch_job_ref ? "spec.pytorchJobRef (PyTorchJob \"" + *spec->pytorch_job_ref
-                                                    : "spec.trainJobRef (TrainJob \"" + *spec->train_job_ref;
-    const std::string message = field +
-                                "\") is not handled yet: this operator runs TrainingJobs from spec.template only, "
-                                "so nothing was created for this job";
-    status["phase"] = "Pending";
-    status["readyReplicas"] = 0;
-    status["availableSpares"] = 0;
-    conditions =
-        kube::SetCondition(conditions, {kSupported, "False", "PyTorchJobRefNotHandled", message}, generation, in.now);
-    set_ready("False", "Unsupported", message);
-    status["conditions"] = conditions;
-    plan.status = status;
-    return plan;
+  conditions = WithoutCondition(conditions, kSupported);  // written by operators before Kubeflow jobs were handled
+  std::optional<KubeflowKind> kf_kind;
+  if (spec->train_job_ref) kf_kind = KubeflowKind::kTrainJob;
+  if (spec->pytorch_job_ref) kf_kind = KubeflowKind::kPyTorchJob;
+  std::string kf_ended;
+  if (kf_kind) {
+    const std::string kind = KubeflowKindName(*kf_kind);
+    const std::string kf_name = spec->train_job_ref ? *spec->train_job_ref : *spec->pytorch_job_ref;
+    const std::string field = std::string("spec.") + KubeflowRefField(*kf_kind) + ".name";
+    auto pending = [&](const std::string& reason, const std::string& message) {
+      status["phase"] = "Pending";
+      status["readyReplicas"] = 0;
+      status["availableSpares"] = 0;
+      set_ready("False", reason, message);
+      status["conditions"] = conditions;
+      plan.status = status;
+      return plan;
+    };
+    if (!in.kubeflow_job) {
+      plan.kubeflow_missing = field + ": " + kind + " \"" + kf_name + "\" was not found in namespace " + ref.ns +
+                              "; nothing is created for this job until it exists";
+      return pending("KubeflowJobNotFound", plan.kubeflow_missing);
+    }
+    const Json* tpl = KubeflowPodTemplate(*kf_kind, *in.kubeflow_job, in.jobset);
+    if (!tpl) {
+      return pending("WaitingForJobSet", "waiting for the JobSet of " + kind + " \"" + kf_name +
+                                             "\" (the spares are made from its pod template)");
+    }
+    spec->pod_template = SpareTemplateFrom(*tpl);
+    kf_ended = KubeflowJobEnded(*kf_kind, *in.kubeflow_job);
   }
-  conditions = WithoutCondition(conditions, kSupported);
 
   const int replicas = spec->replicas;
   const std::string coordinator = CoordinatorName(ref.name);
@@ -116,7 +129,10 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
                              Plural(available_spares, "spare") + " of " + std::to_string(spec->spares) + " available";
   std::string phase = old_phase;
   if (!terminal) {
-    if (static_cast<int>(succeeded.size()) == replicas) {
+    if (!kf_ended.empty()) {
+      phase = kf_ended;
+      set_ready("False", kf_ended, std::string("the ") + KubeflowKindName(*kf_kind) + " " + kf_ended);
+    } else if (static_cast<int>(succeeded.size()) == replicas) {
       phase = "Succeeded";
       set_ready("False", "Succeeded", "all " + Plural(replicas, "rank") + " completed");
     } else if (!failed.empty() && !can_migrate) {
@@ -174,7 +190,7 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
     // Evicted or ended: a new one continues from the state ConfigMap.
     plan.delete_pods.push_back(coordinator);
   }
-  if (!started) {
+  if (!started && !kf_kind) {  // a Kubeflow job's ranks are its controller's
     for (int i = 0; i < replicas; ++i) {
       if (!present.count(i) && !names.count(RankPodName(ref.name, i))) {
         plan.create_pods.push_back(RenderRankPod(ref, *spec, i));

@@ -16,6 +16,18 @@ std::vector<std::string> TrainingJobKeysForPod(const Json& pod) {
   return {kube::ObjectKey(kube::Namespace(pod), job)};
 }
 
+std::vector<std::string> TrainingJobKeysForKubeflowJob(const kube::Store& jobs, const char* ref_field,
+                                                       const Json& kubeflow_job) {
+  const std::string ns = kube::Namespace(kubeflow_job), name = kube::Name(kubeflow_job);
+  std::vector<std::string> keys;
+  for (const auto& j : jobs.List([&](const Json& j) {
+         return kube::Namespace(j) == ns && kube::GetString(j, {"spec", ref_field, "name"}) == name;
+       })) {
+    keys.push_back(kube::ObjectKey(*j));
+  }
+  return keys;
+}
+
 namespace {
 std::string NodeOf(const Json& pod) { return kube::GetString(pod, {"spec", "nodeName"}); }
 }  // namespace
@@ -110,7 +122,32 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     if (kube::ObjectPtr h = caches_.healths.Get("", node)) in.healths[node] = held.emplace_back(h).get();
     if (!in.nodes.count(node)) in.nodes[node] = nullptr;  // looked up once
   }
+  kube::ObjectPtr kubeflow_job, jobset;  // kept alive for the plan
+  std::string unwatched;                  // the flag that would make the operator watch the referenced kind
+  if (std::string ref = kube::GetString(*job, {"spec", "trainJobRef", "name"}); !ref.empty()) {
+    if (caches_.trainjobs) {
+      kubeflow_job = caches_.trainjobs->Get(ns, ref);
+    } else {
+      unwatched = "--kubeflow-trainjobs (chart value kubeflow.trainJob.enabled)";
+    }
+    if (kubeflow_job && caches_.jobsets) jobset = caches_.jobsets->Get(ns, ref);
+    if (jobset && !ControlledBy(*jobset, *kubeflow_job)) jobset = nullptr;
+  } else if (std::string pref = kube::GetString(*job, {"spec", "pytorchJobRef", "name"}); !pref.empty()) {
+    if (caches_.pytorchjobs) {
+      kubeflow_job = caches_.pytorchjobs->Get(ns, pref);
+    } else {
+      unwatched = "--kubeflow-pytorchjobs (chart value kubeflow.pytorchJob.enabled)";
+    }
+  }
+  in.kubeflow_job = kubeflow_job.get();
+  in.jobset = jobset.get();
   TrainingJobPlan plan = PlanTrainingJob(in, settings_);
+  if (!plan.kubeflow_missing.empty() && !unwatched.empty()) {
+    plan.kubeflow_missing += " (this operator does not watch that kind: turn on " + unwatched + ")";
+    Json conds = plan.status["conditions"];
+    plan.status["conditions"] = kube::SetCondition(conds, {"Ready", "False", "KubeflowJobNotFound", plan.kubeflow_missing},
+                                                   kube::Generation(*job), in.now);
+  }
 
   Status failed;
   bool applied = false;
@@ -172,16 +209,15 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
 
   const Json old_status = job->contains("status") ? (*job)["status"] : Json::object();
   if (plan.status != old_status) {
-    const bool newly_invalid = !plan.spec_error.empty() && kube::GetString(old_status, {"phase"}).empty();
-    const bool newly_unsupported = plan.unsupported && !kube::FindCondition(old_status, "Supported");
-    if (newly_invalid) events_.Warning(*job, "InvalidSpec", plan.spec_error);
     const Json* ready = kube::FindCondition(old_status, "Ready");
+    const bool newly_invalid = !plan.spec_error.empty() && kube::GetString(old_status, {"phase"}).empty();
+    const bool newly_missing =
+        !plan.kubeflow_missing.empty() && !(ready && ready->value("reason", "") == "KubeflowJobNotFound");
+    if (newly_invalid) events_.Warning(*job, "InvalidSpec", plan.spec_error);
     if (!rejected.empty() && !(ready && ready->value("reason", "") == "InvalidTemplate")) {
       events_.Warning(*job, "InvalidTemplate", rejected);
     }
-    if (newly_unsupported) {
-      events_.Warning(*job, "Unsupported", kube::FindCondition(plan.status, "Supported")->value("message", ""));
-    }
+    if (newly_missing) events_.Warning(*job, "KubeflowJobNotFound", plan.kubeflow_missing);
     Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(*job)}}}, {"status", plan.status}};
     auto r = api_.MergePatch(kube::gvr::kTrainingJobs, ns, name, patch, "status");
     if (!r.ok() && r.code() != ErrorCode::kNotFound && failed.ok()) failed = r.error();
@@ -208,6 +244,8 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
     log::Warn("a pod of the job was rejected by the API server", {{"trainingjob", key}, {"error", rejected}});
     return ReconcileResult::After(kInvalidRetry);
   }
+  // Not retried hot: the Kubeflow job appearing enqueues the key (the wiring).
+  if (!plan.kubeflow_missing.empty()) return ReconcileResult::After(kKubeflowRetry);
   return ReconcileResult::Done();
 }
 

@@ -267,24 +267,98 @@ TEST_CASE("trainingjob plan: before the start, rank pods beyond spec.replicas ar
   CHECK(plan.status["readyReplicas"] == 1);
 }
 
-TEST_CASE("trainingjob plan: a pytorchJobRef job is reported as not handled, nothing created", "[operator]") {
-  Json job = Job();
+Json RefJob(const std::string& field, const std::string& name) {
+  Json job = Job(3, 1);
   job["spec"].erase("template");
-  job["spec"]["pytorchJobRef"] = {{"name", "bert"}};
-  auto plan = Plan(job, {});
-  CHECK(plan.unsupported);
+  job["spec"][field] = {{"name", name}};
+  return job;
+}
+
+TrainingJobPlan PlanRef(const Json& job, const std::vector<Json>& pods, const Json* kubeflow_job,
+                        const Json* jobset) {
+  TrainingJobInput in;
+  in.job = &job;
+  in.now = kNow;
+  for (const Json& p : pods) in.pods.push_back(&p);
+  in.kubeflow_job = kubeflow_job;
+  in.jobset = jobset;
+  return PlanTrainingJob(
+      in, TrainingJobSettings{.coordinator_image = "coord:test", .coordinator_cluster_role = "lockstep-coordinator"});
+}
+
+// A TrainJob and the JobSet Trainer makes for it (the trainer's replicated job).
+const Json kTrainJob = {{"metadata", {{"name", "llama"}, {"namespace", "ml"}, {"uid", "tj-uid"}}}};
+const Json kJobSet = Json::parse(R"({"metadata": {"name": "llama", "namespace": "ml"},
+  "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"parallelism": 3, "template": {
+    "metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "llama", "team": "ml"}},
+    "spec": {"subdomain": "llama", "containers": [{"name": "node", "image": "pytorch:2.7",
+             "env": [{"name": "PET_NODE_RANK", "value": "0"}]}]}}}}}]}})");
+
+TEST_CASE("trainingjob plan: a trainJobRef job without its TrainJob is reported, nothing created", "[operator]") {
+  Json job = RefJob("trainJobRef", "llama");
+  auto plan = PlanRef(job, {}, nullptr, nullptr);
+  CHECK(plan.kubeflow_missing.rfind("spec.trainJobRef.name: TrainJob \"llama\" was not found in namespace ml", 0) ==
+        0);
   CHECK(plan.apply.empty());
   CHECK(plan.create_pods.empty());
   CHECK(plan.status["phase"] == "Pending");
-  const Json* supported = Condition(plan.status, "Supported");
-  REQUIRE(supported);
-  CHECK((*supported)["status"] == "False");
-  CHECK((*supported)["reason"] == "PyTorchJobRefNotHandled");
-  CHECK((*supported)["message"].get<std::string>().rfind("spec.pytorchJobRef (PyTorchJob \"bert\")", 0) == 0);
-  CHECK((*Condition(plan.status, "Ready"))["reason"] == "Unsupported");
+  CHECK((*Condition(plan.status, "Ready"))["reason"] == "KubeflowJobNotFound");
   // Planning again from the written status changes nothing (no write loop).
   job["status"] = plan.status;
-  CHECK(Plan(job, {}).status == plan.status);
+  CHECK(PlanRef(job, {}, nullptr, nullptr).status == plan.status);
+
+  // A PyTorchJob reference the same way, naming its field.
+  auto pj = PlanRef(RefJob("pytorchJobRef", "bert"), {}, nullptr, nullptr);
+  CHECK(pj.kubeflow_missing.rfind("spec.pytorchJobRef.name: PyTorchJob \"bert\"", 0) == 0);
+}
+
+TEST_CASE("trainingjob plan: a TrainJob whose JobSet is not there yet waits", "[operator]") {
+  auto plan = PlanRef(RefJob("trainJobRef", "llama"), {}, &kTrainJob, nullptr);
+  CHECK(plan.kubeflow_missing.empty());
+  CHECK(plan.apply.empty());
+  CHECK(plan.create_pods.empty());
+  CHECK((*Condition(plan.status, "Ready"))["reason"] == "WaitingForJobSet");
+}
+
+TEST_CASE("trainingjob plan: a trainJobRef job gets the coordinator and a spare manifest from the JobSet, no rank pods",
+          "[operator]") {
+  auto plan = PlanRef(RefJob("trainJobRef", "llama"), {}, &kTrainJob, &kJobSet);
+  CHECK(Names(plan.apply) == std::vector<std::string>{"ServiceAccount/demo-coordinator", "RoleBinding/demo-coordinator",
+                                                      "ConfigMap/demo-coordinator", "ConfigMap/demo-coordinator-state",
+                                                      "Service/demo-coordinator", "PodDisruptionBudget/demo-ranks"});
+  REQUIRE(plan.create_pods.size() == 1);
+  CHECK(kube::Name(plan.create_pods[0]) == "demo-coordinator");
+  const Json spare = Json::parse(plan.apply[2]["data"]["spare-pod.json"].get<std::string>());
+  CHECK(spare["metadata"]["generateName"] == "demo-spare-");
+  CHECK(spare["metadata"]["labels"] == Json{{"team", "ml"},
+                                            {"app.kubernetes.io/managed-by", "lockstep-operator"},
+                                            {"lockstep.dev/job", "demo"},
+                                            {"lockstep.dev/role", "spare"}});
+  CHECK(spare["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob");  // not the Job's, not the JobSet's
+  CHECK_FALSE(spare["spec"].contains("subdomain"));
+  const Json& c = spare["spec"]["containers"][0];
+  CHECK(c["image"] == "pytorch:2.7");
+  CHECK(Env(c, "PET_NODE_RANK") == "<unset>");
+  CHECK(Env(c, "LOCKSTEP_ROLE") == "spare");
+  CHECK(Env(c, "LOCKSTEP_WORLD_SIZE") == "3");
+  CHECK(Env(c, "LOCKSTEP_COORDINATOR") == "http://demo-coordinator.ml.svc:8470");
+
+  // Started, a rank pod (the Kubeflow controller's, labelled by the webhook) gone: nothing recreated here.
+  Json running = RefJob("trainJobRef", "llama");
+  running["status"]["phase"] = "Running";
+  auto later = PlanRef(running, {Coordinator(), RankPod(0, "Running"), RankPod(1, "Running")}, &kTrainJob, &kJobSet);
+  CHECK(later.create_pods.empty());
+  CHECK(later.status["phase"] == "Degraded");
+}
+
+TEST_CASE("trainingjob plan: the TrainingJob of an ended TrainJob ends with it and lets its spares go", "[operator]") {
+  Json done = kTrainJob;
+  done["status"]["conditions"] = Json::array({{{"type", "Complete"}, {"status", "True"}}});
+  auto plan = PlanRef(RefJob("trainJobRef", "llama"), {Coordinator(), Pod("demo-spare-x", "spare", -1, "Running")},
+                      &done, &kJobSet);
+  CHECK(plan.status["phase"] == "Succeeded");
+  CHECK(plan.delete_pods == std::vector<std::string>{"demo-spare-x"});
+  CHECK(plan.apply.empty());
 }
 
 TEST_CASE("trainingjob plan: an invalid spec names the field and creates nothing", "[operator]") {

@@ -223,19 +223,23 @@ TEST_CASE("trainingjob reconcile: a pod the API server rejects is named in the s
   CHECK(Condition(s.Stored(), "Ready")["reason"] == "Pending");
 }
 
-TEST_CASE("trainingjob reconcile: a pytorchJobRef job is reported once, with an Event, and not retried", "[operator]") {
+TEST_CASE("trainingjob reconcile: a ref to an unwatched kind is reported once, with an Event, and not retried hot",
+          "[operator]") {
   Json job = Job();
   job["spec"].erase("template");
   job["spec"]["pytorchJobRef"] = {{"name", "bert"}};
   Synced s(job);
   auto r = s.Reconcile();
   CHECK_FALSE(r.error);
-  CHECK_FALSE(r.requeue_after);
-  CHECK(Condition(s.Stored(), "Supported")["reason"] == "PyTorchJobRefNotHandled");
+  REQUIRE(r.requeue_after);
+  CHECK(*r.requeue_after == TrainingJobReconciler::kKubeflowRetry);
+  const Json ready = Condition(s.Stored(), "Ready");
+  CHECK(ready["reason"] == "KubeflowJobNotFound");
+  CHECK(ready["message"].get<std::string>().find("--kubeflow-pytorchjobs") != std::string::npos);
   CHECK(s.api.Objects(gvr::kPods).empty());
-  bool warned = false;
-  for (const Json& e : s.api.Objects(gvr::kEvents)) warned |= e["reason"] == "Unsupported";
-  CHECK(warned);
+  int warned = 0;
+  for (const Json& e : s.api.Objects(gvr::kEvents)) warned += e["reason"] == "KubeflowJobNotFound";
+  CHECK(warned == 1);
   const uint64_t writes = s.api.WriteCount();
   CHECK_FALSE(s.Reconcile().error);
   CHECK(s.api.WriteCount() == writes);

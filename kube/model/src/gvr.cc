@@ -18,6 +18,9 @@ const Gvr kFabricPolicies{"lockstep.dev", "v1alpha1", "fabricpolicies", false, "
 const Gvr kFabricHealths{"lockstep.dev", "v1alpha1", "fabrichealths", false, "FabricHealth"};
 const Gvr kTrainingJobs{"lockstep.dev", "v1alpha1", "trainingjobs", true, "TrainingJob"};
 const Gvr kPodDisruptionBudgets{"policy", "v1", "poddisruptionbudgets", true, "PodDisruptionBudget"};
+const Gvr kTrainJobs{"trainer.kubeflow.org", "v1alpha1", "trainjobs", true, "TrainJob"};
+const Gvr kPyTorchJobs{"kubeflow.org", "v1", "pytorchjobs", true, "PyTorchJob"};
+const Gvr kJobSets{"jobset.x-k8s.io", "v1alpha2", "jobsets", true, "JobSet"};
 }  // namespace gvr
 
 std::string UrlEncode(std::string_view s) {

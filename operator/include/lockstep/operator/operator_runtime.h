@@ -41,6 +41,7 @@
 #include "lockstep/kube/leader_elector.h"
 #include "lockstep/operator/fabrichealth_reconciler.h"
 #include "lockstep/operator/fabricpolicy_reconciler.h"
+#include "lockstep/operator/kubeflow_reconciler.h"
 #include "lockstep/operator/trainingjob_reconciler.h"
 
 namespace lockstep::op {
@@ -55,6 +56,11 @@ struct OperatorOptions {
   kube::LeaderElectionConfig election{.lease_name = "lockstep-operator"};
   PolicyReconcilerOptions policy{};
   TrainingJobSettings training_jobs{};
+  // Protect annotated Kubeflow jobs (kubeflow_reconciler.h): watch TrainJobs
+  // (and their JobSets) / PyTorchJobs. Off unless their CRDs are installed
+  // (an informer of a missing resource never syncs).
+  bool kubeflow_trainjobs = false;
+  bool kubeflow_pytorchjobs = false;
   metrics::Registry* registry = nullptr;  // optional; must outlive the operator
 };
 
@@ -74,7 +80,10 @@ class Operator {
   bool IsLeader() const { return !elector_ || elector_->IsLeader(); }
   // Leadership was lost (the binary exits: a fresh process re-syncs cleanly).
   bool Lost() const { return lost_.load(); }
-  bool Synced() const { return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced(); }
+  bool Synced() const {
+    return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced() &&
+           (!trainjob_ctl_ || trainjob_ctl_->Synced()) && (!pytorchjob_ctl_ || pytorchjob_ctl_->Synced());
+  }
 
   // Fills every informer's store synchronously (Informer::ListOnce), running
   // the controllers' handlers. For tests that call Reconcile() directly.
@@ -88,6 +97,11 @@ class Operator {
   kube::Informer& configmaps() { return configmaps_; }
   kube::Informer& trainingjobs() { return jobs_; }
   kube::Informer& job_pods() { return job_pods_; }
+  kube::Informer* kubeflow_trainjobs() { return trainjobs_.get(); }  // null unless watched
+  kube::Informer* kubeflow_pytorchjobs() { return pytorchjobs_.get(); }
+  kube::Informer* jobsets() { return jobsets_.get(); }
+  KubeflowJobReconciler* trainjob_reconciler() { return trainjob_reconciler_.get(); }
+  KubeflowJobReconciler* pytorchjob_reconciler() { return pytorchjob_reconciler_.get(); }
   FabricPolicyReconciler& policy_reconciler() { return policy_reconciler_; }
   FabricHealthReconciler& health_reconciler() { return health_reconciler_; }
   TrainingJobReconciler& trainingjob_reconciler() { return job_reconciler_; }
@@ -100,6 +114,7 @@ class Operator {
 
  private:
   void Wire();
+  void WireKubeflow();
   std::vector<kube::Informer*> Informers();
 
   const OperatorOptions options_;
@@ -110,12 +125,16 @@ class Operator {
   kube::Informer policies_, nodes_, healths_, daemonsets_, configmaps_;
   // TrainingJobs and what they own, in every namespace.
   kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_, job_pdbs_;
+  // Kubeflow jobs (null unless options_.kubeflow_*): before job_reconciler_, which reads their stores.
+  std::unique_ptr<kube::Informer> trainjobs_, pytorchjobs_, jobsets_;
   NodeJobIndex node_jobs_;  // from job_pods_' events; read by the Node and FabricHealth mappers
   kube::EventRecorder events_;
   FabricPolicyReconciler policy_reconciler_;
   FabricHealthReconciler health_reconciler_;
   TrainingJobReconciler job_reconciler_;
   kube::Controller policy_ctl_, health_ctl_, job_ctl_;
+  std::unique_ptr<KubeflowJobReconciler> trainjob_reconciler_, pytorchjob_reconciler_;
+  std::unique_ptr<kube::Controller> trainjob_ctl_, pytorchjob_ctl_;
   std::atomic<bool> lost_{false};
   bool started_ = false;
 };

@@ -18,8 +18,15 @@
 //    Degraded when it had started, or a rank pod failed and a spare may take
 //    it; else Pending. Succeeded and Failed are final: nothing is created and
 //    the spares are deleted.
-//  - spec.pytorchJobRef: not handled yet; the status says so (condition
-//    Supported=False naming the field), nothing is created, nothing retried.
+//  - spec.trainJobRef / spec.pytorchJobRef (a Kubeflow job; kubeflow_plan.h):
+//    the same coordinator objects, with the spare pod manifest made from the
+//    Kubeflow job's pod template (SpareTemplateFrom); no rank pods (the
+//    Kubeflow controller makes them; the admission webhook labels them as
+//    ranks). The Kubeflow job missing: Ready False, KubeflowJobNotFound,
+//    naming the field, nothing created (kubeflow_missing: the reconciler
+//    tells once and looks again slowly). A TrainJob whose JobSet is not there
+//    yet: Pending, WaitingForJobSet. The Kubeflow job ended (Complete or
+//    Succeeded, Failed): the phase follows it (final).
 //  - A spec that does not parse: the status names the field, nothing is created.
 //    A pod the API server rejects (a template the CRD's schema lets through):
 //    Ready False, reason InvalidTemplate, naming the field (DescribeRejectedPod).
@@ -40,6 +47,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/operator/kubeflow_plan.h"
 #include "lockstep/operator/trainingjob_objects.h"
 #include "lockstep/operator/trainingjob_triggers.h"
 
@@ -52,6 +60,10 @@ struct TrainingJobInput {
   // For the migration triggers (trainingjob_triggers.h): Nodes and
   // FabricHealths by name; those of the pods' nodes suffice.
   std::map<std::string, const Json*> nodes, healths;
+  // For spec.trainJobRef / spec.pytorchJobRef: the Kubeflow job (null: not
+  // found) and a TrainJob's JobSet (null: none yet).
+  const Json* kubeflow_job = nullptr;
+  const Json* jobset = nullptr;
 };
 
 struct TrainingJobPlan {
@@ -63,7 +75,7 @@ struct TrainingJobPlan {
   std::vector<MigrationTrigger> annotate;  // pods to annotate lockstep.dev/migrate
   Json status = Json::object();            // the whole status to write (when it differs from the job's)
   std::string spec_error;                  // the spec did not parse (field named)
-  bool unsupported = false;                // spec.pytorchJobRef
+  std::string kubeflow_missing;            // the referenced Kubeflow job is not there (the message)
 };
 
 // REQUIRES: in.job != nullptr.

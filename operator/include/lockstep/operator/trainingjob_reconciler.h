@@ -7,8 +7,10 @@
 //
 // Level-based and idempotent: reads only the caches. An API error fails the
 // reconcile, so the work queue retries the key with backoff; a job whose spec
-// is invalid or names a pytorchJobRef is reported in its status once and not
-// retried (an Event says why); a pod the API server rejects (422) is named in
+// is invalid is reported in its status once and not retried (an Event says
+// why); a job whose trainJobRef or pytorchJobRef names no Kubeflow job is
+// reported once (Event KubeflowJobNotFound) and looked at again after
+// kKubeflowRetry or when that job appears; a pod the API server rejects (422) is named in
 // the status (Ready False, InvalidTemplate) and retried after kInvalidRetry
 // or on the next change, not with the fast backoff. Counts its pod writes in
 // lockstep_trainingjob_pods_total{role, action} (action created or deleted).
@@ -44,6 +46,12 @@ struct TrainingJobCaches {
   const kube::Store& pdbs;     // PodDisruptionBudgets, labelled like the four above
   const kube::Store& nodes;    // Nodes (cordons)
   const kube::Store& healths;  // FabricHealths (GPU early warnings)
+  // Kubeflow jobs for spec.trainJobRef / spec.pytorchJobRef, and the TrainJobs'
+  // JobSets; null when the operator does not watch that kind (a reference to
+  // it is then reported as not found, with the flag to turn on).
+  const kube::Store* trainjobs = nullptr;
+  const kube::Store* pytorchjobs = nullptr;
+  const kube::Store* jobsets = nullptr;
 };
 
 // Which TrainingJobs have pods on which node, kept from the job pods'
@@ -72,6 +80,7 @@ class TrainingJobReconciler final : public kube::Reconciler {
   kube::ReconcileResult Reconcile(const std::string& key) override;
 
   static constexpr Nanos kInvalidRetry = std::chrono::minutes(5);
+  static constexpr Nanos kKubeflowRetry = std::chrono::minutes(5);
 
  private:
   Status ApplyChild(const Json& obj, bool* changed);
@@ -84,6 +93,12 @@ class TrainingJobReconciler final : public kube::Reconciler {
   metrics::Family& triggers_;
   const TrainingJobSettings settings_;
 };
+
+// The keys of the TrainingJobs in `jobs` that reference the Kubeflow job
+// `kubeflow_job` of `kind` (spec.trainJobRef / spec.pytorchJobRef), and the key
+// of the TrainingJob of its name (a TrainJob's JobSet shares its name).
+std::vector<std::string> TrainingJobKeysForKubeflowJob(const kube::Store& jobs, const char* ref_field,
+                                                       const Json& kubeflow_job);
 
 // The TrainingJob key ("<ns>/<job>") of a pod labelled lockstep.dev/job, or none.
 std::vector<std::string> TrainingJobKeysForPod(const Json& pod);

@@ -43,6 +43,10 @@ extern const Gvr kFabricPolicies;
 extern const Gvr kFabricHealths;
 extern const Gvr kTrainingJobs;
 extern const Gvr kPodDisruptionBudgets;
+// Kubeflow (Trainer v2 on JobSet, and the v1 training-operator).
+extern const Gvr kTrainJobs;    // trainer.kubeflow.org/v1alpha1
+extern const Gvr kPyTorchJobs;  // kubeflow.org/v1
+extern const Gvr kJobSets;      // jobset.x-k8s.io/v1alpha2
 }  // namespace gvr
 
 }  // namespace lockstep::kube
