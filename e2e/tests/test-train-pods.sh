@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Training in real pods on real nodes (issue 23 §4): TrainingJobs of 4 ranks + 1 hot
-# spare run e2e/workloads/migration_train.py (lockstep_train, torch 1.13, gloo over the
+# Training in real pods on real nodes (issue 23 §4): TrainingJobs of 4 ranks + a hot
+# spare pod per fault (1 for tpa, 2 for tpb) run e2e/workloads/migration_train.py (lockstep_train, torch 1.13, gloo over the
 # pods' network) from the lockstep-train image (images/build --train) on 2 real GPU
 # nodes; each job's coordinator pod (lockstep-coordinator --kube) runs on a real CPU node;
 # the operator runs here as a process (--coordinator-address pod-ip: the test cluster has
@@ -8,8 +8,9 @@
 # route each other's pod subnets). Faults, one job after the other (TRAIN_PODS_SCENARIOS):
 #   tpa: rank 2's process SIGKILLed from the host (its pid from the node's containerd)
 #        once it committed step 50;
-#   tpb: rank 1's pod deleted at step 40, then rank 0's process SIGKILLed at step 110
-#        (the spare pool refilled in between).
+#   tpb: rank 1's pod deleted at step 40, then rank 0's process SIGKILLed at step 110.
+# Before each fault the test waits for a spare pod registered with the coordinator (hot:
+# torch imported; the pool is refilled after each migration).
 # Checks for each job:
 #  - it finishes: the last pod of every rank Succeeded, rank 0 logged the final hash;
 #  - 0 committed steps lost and none committed twice: for each rank, the steps its
@@ -105,9 +106,12 @@ REF=$(cat "$WORK/ref.sha256")
 RESULTS=()  # one JSON object per fault: {"trigger":..,"job":..,"fault_to_step_s":..,...}
 
 pod_phase() { K -n $TNS get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+# events FILE: the workload's JSON lines of a pod's log (the library also writes plain
+# lines to stderr, e.g. "lockstep: waiting for a spare").
+events() { grep '^{' "$1" || true; }
 pod_gone() { ! K -n $TNS get pod "$1" -o name 2>/dev/null | grep -q .; }
 
-# run_job JOB FAULT...: a TrainingJob JOB (4 ranks, 1 spare) from the training image;
+# run_job JOB FAULT...: a TrainingJob JOB (4 ranks, one hot spare per fault) from the training image;
 # each FAULT is kill:RANK@STEP (SIGKILL of the process holding RANK, from the host, once
 # it committed STEP) or delete:RANK@STEP (its pod deleted); then every check above.
 run_job() {
@@ -119,7 +123,7 @@ run_job() {
   K apply -f - >/dev/null <<EOF
 {"apiVersion": "lockstep.dev/v1alpha1", "kind": "TrainingJob",
  "metadata": {"name": "$job", "namespace": "$TNS"},
- "spec": {"replicas": 4, "spares": 1,
+ "spec": {"replicas": 4, "spares": ${#faults[@]},
    "template": {"spec": {
      "nodeSelector": {"nvidia.com/gpu.present": "true"},
      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -154,10 +158,20 @@ EOF
       jq -er --arg j "$job" --arg old "$2" '[.items[] | select(.metadata.name != $old and (.metadata.name | startswith($j + "-spare-")))
         | .metadata.name] | if length == 1 then .[0] else empty end'
   }
+  spare_registered() {
+    local p
+    for p in $(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=spare" -o name); do
+      K -n $TNS logs "$p" 2>/dev/null | grep -q '"lib_event":"registered"' && return 0
+    done
+    return 1
+  }
   local old t_fault how node cid sock pid last nh t_step first fts
   for f in "${faults[@]}"; do
     kind=${f%%:*} rank=${f#*:} rank=${rank%@*} step=${f#*@}
     old=$(holder "$rank")
+    # A hot spare first (the pool is refilled after each migration; a new spare pod
+    # imports torch and registers in ~5-30 s on this loaded machine).
+    wait_for "$job: a spare pod registered with the coordinator" 120 spare_registered
     wait_for "$job: rank $rank committed step $step" 180 committed "$rank" "$step"
     if [[ $kind == kill ]]; then
       # The rank's process, from the host: its pid from the node's containerd.
@@ -177,7 +191,7 @@ EOF
     else
       fail "unknown fault $f (kill:RANK@STEP or delete:RANK@STEP)"
     fi
-    last=$(jq -s '[.[] | select(.event == "step") | .step] | max' "$w/$old.jsonl")
+    last=$(events "$w/$old.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
     say "$job: $how after its step $last"
     wait_for "$job: a spare pod labelled rank $rank" 60 new_holder "$rank" "$old"
     nh=$(new_holder "$rank" "$old")
@@ -185,8 +199,8 @@ EOF
     FAULTED[$rank]=1
     stream "$nh"
     wait_for "$job: $nh committed a step" 60 grep -q '"event":"step"' "$w/$nh.jsonl"
-    t_step=$(jq -s '[.[] | select(.event == "step") | .t] | min' "$w/$nh.jsonl")
-    first=$(jq -s '[.[] | select(.event == "step") | .step] | min' "$w/$nh.jsonl")
+    t_step=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .t] | min')
+    first=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | min')
     fts=$(awk -v a="$t_fault" -v b="$t_step" 'BEGIN { printf "%.2f", b - a }')
     say "$job: spare pod $nh holds rank $rank; its first step ($first) committed ${fts}s after the fault"
     RESULTS+=("$(jq -nc --arg t "$kind-rank$rank" --argjson f "$fts" --arg job "$job" '{trigger: $t, job: $job, fault_to_step_s: $f}')")
@@ -206,10 +220,11 @@ EOF
   local lost_total=0 dup_total=0 n uniq lost h
   for r in 0 1 2 3; do
     : >"$w/rank-$r.jsonl"
-    for h in ${HOLDERS[$r]}; do cat "$w/$h.jsonl" >>"$w/rank-$r.jsonl"; done
+    for h in ${HOLDERS[$r]}; do events "$w/$h.jsonl" >>"$w/rank-$r.jsonl"; done
     read -r n uniq lost <<<"$(jq -sr --argjson r $r --argjson n "$STEPS" \
       '[.[] | select(.event == "step" and .rank == $r) | .step] as $s
        | "\($s | length) \($s | unique | length) \([range($n)] - $s | length)"' "$w/rank-$r.jsonl")"
+    [[ $n =~ ^[0-9]+$ && $uniq =~ ^[0-9]+$ && $lost =~ ^[0-9]+$ ]] || fail "$job: rank $r's logs do not parse ($w/rank-$r.jsonl)"
     ((lost == 0)) || fail "$job: rank $r: $lost of $STEPS steps never committed"
     ((n == uniq)) || fail "$job: rank $r: $((n - uniq)) steps committed twice"
     jq -se --argjson r $r '[.[] | select(.event == "step" and .rank == $r) | .step] | . == sort' "$w/rank-$r.jsonl" >/dev/null ||
@@ -236,6 +251,7 @@ EOF
   # Bit identity with the fault-free reference (rank 0's last holder logs the hash).
   local got
   got=$(jq -sr '[.[] | select(.event == "end" and .rank == 0)][-1].sha256' "$w/rank-0.jsonl")
+  [[ $got =~ ^[0-9a-f]{64}$ ]] || fail "$job: rank 0 logged no final hash"
   [[ $got == "$REF" ]] || fail "$job: final parameters differ from the fault-free run: $got != $REF"
   pass "$job: final parameters equal the fault-free DDP run bit for bit (sha256 ${REF:0:16})"
   local i
@@ -264,4 +280,4 @@ done
 say "image lockstep-train: archive $((${sizes% *} >> 20)) MiB, root filesystem $((${sizes#* } >> 20)) MiB"
 printf '%s\n' "${RESULTS[@]}" | jq -sc --argjson a "${sizes% *}" --argjson t "${sizes#* }" \
   '{lockstep: (map({key: .trigger, value: del(.trigger, .job)}) | from_entries),
-    train_image: {archive_bytes: $a, rootfs_bytes: $t}}'
+    train_image: {archive_bytes: $a, rootfs_bytes: $t}, results: .}'
