@@ -94,7 +94,7 @@ pass "rank pods: labels, owner, restartPolicy Never and the rank environment"
 
 coord=$(kubectl -n $TJ get pod demo-coordinator -o json)
 args=$(jq -r '.spec.containers[0].args | join(" ")' <<<"$coord")
-[[ $args == "--job demo --world-size 2 --listen 0.0.0.0:8470 --kube --namespace $TJ --spares 1 --spare-pod-template /etc/lockstep/spare-pod.json --state-configmap demo-coordinator-state --fence kube --pid-check off" ]] ||
+[[ $args == "--job demo --world-size 2 --listen 0.0.0.0:8470 --advertise-url http://demo-coordinator.$TJ.svc:8470 --kube --namespace $TJ --spares 1 --spare-pod-template /etc/lockstep/spare-pod.json --state-configmap demo-coordinator-state --fence kube --pid-check off" ]] ||
   fail "coordinator args: $args"
 [[ $(jq -r '.spec.serviceAccountName' <<<"$coord") == demo-coordinator ]] || fail "coordinator ServiceAccount"
 [[ $(jq -r '.spec.volumes[0].configMap.name' <<<"$coord") == demo-coordinator ]] || fail "coordinator ConfigMap volume"

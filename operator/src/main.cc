@@ -54,6 +54,7 @@ struct Flags {
   std::string metrics_addr = ":8080", health_addr = ":8081";
   std::string agent_service_account = "lockstep-agent", agent_image, probe_key_secret = "lockstep-probe-key";
   std::string coordinator_image = api::kCoordinatorImage, coordinator_cluster_role = api::kCoordinatorClusterRole;
+  std::string coordinator_address = "service";
   int workers = 4;
   std::string log_level = "info";
   bool kubeflow_trainjobs = false, kubeflow_pytorchjobs = false;
@@ -98,6 +99,8 @@ int Run(const Flags& f) {
   o.training_jobs.coordinator_cluster_role = f.coordinator_cluster_role;
   o.kubeflow_trainjobs = f.kubeflow_trainjobs;
   o.kubeflow_pytorchjobs = f.kubeflow_pytorchjobs;
+  o.training_jobs.coordinator_address =
+      f.coordinator_address == "pod-ip" ? op::CoordinatorAddress::kPodIp : op::CoordinatorAddress::kService;
   o.workers = f.workers;
   o.leader_elect = f.leader_elect;
   o.election = {.lease_namespace = f.ns,
@@ -200,6 +203,11 @@ int main(int argc, char** argv) {
                  "[HOST]:PORT of the pod admission webhook over TLS (empty: not served)");
   app.add_option("--webhook-cert-dir", f.webhook_cert_dir, "directory with the webhook's tls.crt and tls.key")
       ->default_val(f.webhook_cert_dir);
+  app.add_option("--coordinator-address", f.coordinator_address,
+                 "how rank and spare pods reach their coordinator: service (its Service's DNS name) or pod-ip (its "
+                 "pod's IP, for clusters without DNS or a Service proxy; ranks are created once it has one)")
+      ->check(CLI::IsMember({"service", "pod-ip"}))
+      ->default_val(f.coordinator_address);
   app.add_option("--workers", f.workers, "reconcile workers per controller")->check(CLI::Range(1, 64))->default_val(4);
   app.add_option("--log-level", f.log_level, "debug|info|warn|error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))

@@ -34,7 +34,8 @@ Json FieldEnv(const std::string& name, const std::string& path) {
 }
 
 // A pod from the job's template with role `role` (rank >= 0 for a rank).
-Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const std::string& role, int rank) {
+Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const std::string& role, int rank,
+                     const std::string& coordinator_url) {
   const Json& tpl = *spec.pod_template;
   Json meta = tpl.contains("metadata") && tpl["metadata"].is_object() ? tpl["metadata"] : Json::object();
   Json labels = meta.contains("labels") && meta["labels"].is_object() ? meta["labels"] : Json::object();
@@ -50,7 +51,8 @@ Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const st
   if (meta.contains("annotations") && meta["annotations"].is_object()) metadata["annotations"] = meta["annotations"];
 
   Json env = Json::array(
-      {{{"name", api::kEnvCoordinator}, {"value", CoordinatorUrl(j)}}, {{"name", api::kEnvRole}, {"value", role}}});
+      {{{"name", api::kEnvCoordinator}, {"value", coordinator_url.empty() ? CoordinatorUrl(j) : coordinator_url}},
+       {{"name", api::kEnvRole}, {"value", role}}});
   if (rank >= 0) env.push_back({{"name", api::kEnvRank}, {"value", std::to_string(rank)}});
   env.push_back({{"name", api::kEnvWorldSize}, {"value", std::to_string(spec.replicas)}});
   env.push_back(FieldEnv(api::kEnvPodName, "metadata.name"));
@@ -85,13 +87,23 @@ std::string RankDisruptionBudgetName(const std::string& job) { return job + "-ra
 std::string CoordinatorUrl(const JobRef& job) {
   return "http://" + CoordinatorName(job.name) + "." + job.ns + ".svc:" + std::to_string(kCoordinatorPort);
 }
+std::string CoordinatorPodIpUrl(const std::string& ip) {
+  const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+  return "http://" + host + ":" + std::to_string(kCoordinatorPort);
+}
 
-Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec) {
-  return Json::array({"--job", job.name, "--world-size", std::to_string(spec.replicas), "--listen",
-                      "0.0.0.0:" + std::to_string(kCoordinatorPort), "--kube", "--namespace", job.ns, "--spares",
-                      std::to_string(spec.spares), "--spare-pod-template",
-                      std::string(kCoordinatorConfigDir) + "/" + kSparePodKey, "--state-configmap",
-                      CoordinatorStateName(job.name), "--fence", "kube", "--pid-check", "off"});
+Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings) {
+  // Without --advertise-url the coordinator would give its spares http://127.0.0.1:8470.
+  const std::string advertise = settings.coordinator_address == CoordinatorAddress::kPodIp
+                                    ? "http://$(POD_IP):" + std::to_string(kCoordinatorPort)
+                                    : CoordinatorUrl(job);
+  Json args = Json::array({"--job", job.name, "--world-size", std::to_string(spec.replicas), "--listen",
+                           "0.0.0.0:" + std::to_string(kCoordinatorPort), "--kube", "--namespace", job.ns, "--spares",
+                           std::to_string(spec.spares), "--spare-pod-template",
+                           std::string(kCoordinatorConfigDir) + "/" + kSparePodKey, "--state-configmap",
+                           CoordinatorStateName(job.name), "--fence", "kube", "--pid-check", "off"});
+  args.insert(args.begin() + 6, {"--advertise-url", advertise});  // after --listen
+  return args;
 }
 
 Json RenderCoordinatorServiceAccount(const JobRef& job) {
@@ -113,7 +125,7 @@ Json RenderCoordinatorRoleBinding(const JobRef& job, const TrainingJobSettings& 
 }
 
 Json RenderSparePod(const JobRef& job, const api::TrainingJobSpec& spec) {
-  return PodFromTemplate(job, spec, kRoleSpare, -1);
+  return PodFromTemplate(job, spec, kRoleSpare, -1, "");
 }
 
 Json RenderCoordinatorStateConfigMap(const JobRef& job) {
@@ -135,7 +147,7 @@ Json RenderCoordinatorPod(const JobRef& job, const api::TrainingJobSpec& spec, c
       {"name", "coordinator"},
       {"image", settings.coordinator_image},
       {"command", Json::array({"lockstep-coordinator"})},
-      {"args", CoordinatorArgs(job, spec)},
+      {"args", CoordinatorArgs(job, spec, settings)},
       {"ports", Json::array({{{"name", "http"}, {"containerPort", kCoordinatorPort}, {"protocol", "TCP"}}})},
       {"readinessProbe", {{"httpGet", {{"path", "/readyz"}, {"port", kCoordinatorPort}}}, {"periodSeconds", 5}}},
       {"resources", {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}}}},
@@ -145,6 +157,9 @@ Json RenderCoordinatorPod(const JobRef& job, const api::TrainingJobSpec& spec, c
         {"capabilities", {{"drop", Json::array({"ALL"})}}}}},
       {"volumeMounts",
        Json::array({{{"name", "spare-pod"}, {"mountPath", kCoordinatorConfigDir}, {"readOnly", true}}})}};
+  if (settings.coordinator_address == CoordinatorAddress::kPodIp) {  // $(POD_IP) in --advertise-url
+    container["env"] = Json::array({FieldEnv("POD_IP", "status.podIP")});
+  }
   // Not on a node with one of the job's ranks (rank 0 included), where a node
   // failure would take the coordinator down with the rank it must move.
   Json anti = {
@@ -179,8 +194,8 @@ Json RenderCoordinatorService(const JobRef& job) {
                                     {"protocol", "TCP"}}})}}}};
 }
 
-Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank) {
-  return PodFromTemplate(job, spec, kRoleRank, rank);
+Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank, const std::string& coordinator_url) {
+  return PodFromTemplate(job, spec, kRoleRank, rank, coordinator_url);
 }
 
 Json RenderRankDisruptionBudget(const JobRef& job) {

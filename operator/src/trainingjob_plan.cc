@@ -190,10 +190,20 @@ TrainingJobPlan PlanTrainingJob(const TrainingJobInput& in, const TrainingJobSet
     // Evicted or ended: a new one continues from the state ConfigMap.
     plan.delete_pods.push_back(coordinator);
   }
+  // --coordinator-address pod-ip: ranks are told the coordinator pod's IP, so
+  // they are created once it has one.
+  std::string coordinator_url;
+  if (settings.coordinator_address == CoordinatorAddress::kPodIp) {
+    const std::string ip =
+        coordinator_pod && !IsDeleting(*coordinator_pod) ? kube::GetString(*coordinator_pod, {"status", "podIP"}) : "";
+    if (!ip.empty()) coordinator_url = CoordinatorPodIpUrl(ip);
+  }
+  const bool can_create_ranks =
+      settings.coordinator_address == CoordinatorAddress::kService || !coordinator_url.empty();
   if (!started && !kf_kind) {  // a Kubeflow job's ranks are its controller's
-    for (int i = 0; i < replicas; ++i) {
+    for (int i = 0; i < replicas && can_create_ranks; ++i) {
       if (!present.count(i) && !names.count(RankPodName(ref.name, i))) {
-        plan.create_pods.push_back(RenderRankPod(ref, *spec, i));
+        plan.create_pods.push_back(RenderRankPod(ref, *spec, i, coordinator_url));
       }
     }
     for (const Json* p : extra_ranks) {

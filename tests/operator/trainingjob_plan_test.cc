@@ -1,5 +1,7 @@
 // PlanTrainingJob and the TrainingJob object builders: one test per rule
 // listed in trainingjob_plan.h.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "lockstep/kube/object_meta.h"
@@ -131,10 +133,28 @@ TEST_CASE("trainingjob objects: the coordinator pod, its arguments, ConfigMap, S
   const Json& c = pod["spec"]["containers"][0];
   CHECK(c["image"] == "coord:test");
   CHECK(c["command"] == Json::array({"lockstep-coordinator"}));
-  CHECK(c["args"] ==
-        Json::array({"--job", "demo", "--world-size", "2", "--listen", "0.0.0.0:8470", "--kube", "--namespace", "ml",
-                     "--spares", "1", "--spare-pod-template", "/etc/lockstep/spare-pod.json", "--state-configmap",
-                     "demo-coordinator-state", "--fence", "kube", "--pid-check", "off"}));
+  CHECK(c["args"] == Json::array({"--job",
+                                  "demo",
+                                  "--world-size",
+                                  "2",
+                                  "--listen",
+                                  "0.0.0.0:8470",
+                                  "--advertise-url",
+                                  "http://demo-coordinator.ml.svc:8470",
+                                  "--kube",
+                                  "--namespace",
+                                  "ml",
+                                  "--spares",
+                                  "1",
+                                  "--spare-pod-template",
+                                  "/etc/lockstep/spare-pod.json",
+                                  "--state-configmap",
+                                  "demo-coordinator-state",
+                                  "--fence",
+                                  "kube",
+                                  "--pid-check",
+                                  "off"}));
+  CHECK_FALSE(c.contains("env"));
   CHECK(c["volumeMounts"][0]["mountPath"] == "/etc/lockstep");
   CHECK(pod["spec"]["volumes"][0]["configMap"]["name"] == "demo-coordinator");
   CHECK(pod["spec"]["serviceAccountName"] == "demo-coordinator");
@@ -169,6 +189,45 @@ TEST_CASE("trainingjob objects: the coordinator pod, its arguments, ConfigMap, S
   CHECK(Env(sc, "LOCKSTEP_RANK") == "<unset>");
   CHECK(Env(sc, "LOCKSTEP_WORLD_SIZE") == "2");
   CHECK(Env(sc, "LOCKSTEP_COORDINATOR") == "http://demo-coordinator.ml.svc:8470");
+}
+
+TEST_CASE("trainingjob plan: coordinator address pod-ip, ranks wait for the coordinator pod's IP and get it",
+          "[operator]") {
+  const TrainingJobSettings pod_ip{.coordinator_image = "coord:test",
+                                   .coordinator_cluster_role = "lockstep-coordinator",
+                                   .coordinator_address = CoordinatorAddress::kPodIp};
+  auto plan_with = [&](const Json& job, const std::vector<Json>& pods) {
+    TrainingJobInput in;
+    in.job = &job;
+    in.now = kNow;
+    for (const Json& p : pods) in.pods.push_back(&p);
+    return PlanTrainingJob(in, pod_ip);
+  };
+  const Json job = Job(2, 1);
+  // No coordinator pod yet: only it is created; its spares are told $(POD_IP).
+  auto first = plan_with(job, {});
+  REQUIRE(Names(first.create_pods) == std::vector<std::string>{"Pod/demo-coordinator"});
+  const Json& c = first.create_pods[0]["spec"]["containers"][0];
+  const Json args = c["args"];
+  auto at = std::find(args.begin(), args.end(), "--advertise-url");
+  REQUIRE(at != args.end());
+  CHECK(*(at + 1) == "http://$(POD_IP):8470");
+  CHECK(Env(c, "POD_IP") == Json{{"fieldRef", {{"fieldPath", "status.podIP"}}}}.dump());
+  // Scheduled but no IP yet, or being deleted: still no rank pod.
+  CHECK(plan_with(job, {Coordinator("Pending")}).create_pods.empty());
+  Json deleting = Coordinator();
+  deleting["status"]["podIP"] = "10.88.1.9";
+  deleting["metadata"]["deletionTimestamp"] = kNow;
+  CHECK(plan_with(job, {deleting}).create_pods.empty());
+  // With an IP: every rank pod, told that IP.
+  Json coord = Coordinator();
+  coord["status"]["podIP"] = "10.88.1.9";
+  auto ranks = plan_with(job, {coord});
+  REQUIRE(Names(ranks.create_pods) == std::vector<std::string>{"Pod/demo-rank-0", "Pod/demo-rank-1"});
+  for (const Json& p : ranks.create_pods) {
+    CHECK(Env(p["spec"]["containers"][0], "LOCKSTEP_COORDINATOR") == "http://10.88.1.9:8470");
+  }
+  CHECK(CoordinatorPodIpUrl("fd00::5") == "http://[fd00::5]:8470");
 }
 
 TEST_CASE("trainingjob plan: before the start only the missing rank pods are created", "[operator]") {

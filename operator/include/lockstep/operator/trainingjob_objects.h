@@ -18,10 +18,19 @@ namespace lockstep::op {
 
 using Json = nlohmann::json;
 
+// How rank and spare pods reach their coordinator (--coordinator-address):
+// kService: the coordinator Service's DNS name (needs cluster DNS and a Service
+// proxy); kPodIp: the coordinator pod's IP, for clusters without them (the e2e
+// cluster): rank pods are created once the coordinator pod has an IP, and the
+// coordinator advertises http://$(POD_IP):8470 to its spares. A coordinator pod
+// recreated with a new IP is not followed by the running ranks.
+enum class CoordinatorAddress { kService, kPodIp };
+
 // Operator-wide TrainingJob settings from flags.
 struct TrainingJobSettings {
-  std::string coordinator_image = api::kCoordinatorImage;               // --coordinator-image
-  std::string coordinator_cluster_role = api::kCoordinatorClusterRole;  // --coordinator-cluster-role
+  std::string coordinator_image = api::kCoordinatorImage;                 // --coordinator-image
+  std::string coordinator_cluster_role = api::kCoordinatorClusterRole;    // --coordinator-cluster-role
+  CoordinatorAddress coordinator_address = CoordinatorAddress::kService;  // --coordinator-address
 };
 
 // Identity of the owning TrainingJob.
@@ -46,11 +55,14 @@ std::string CoordinatorName(const std::string& job);        // "<job>-coordinato
 std::string CoordinatorStateName(const std::string& job);   // "<job>-coordinator-state" (left to the coordinator)
 std::string RankPodName(const std::string& job, int rank);  // "<job>-rank-<rank>"
 std::string CoordinatorUrl(const JobRef& job);              // "http://<job>-coordinator.<ns>.svc:8470"
+std::string CoordinatorPodIpUrl(const std::string& ip);     // "http://<ip>:8470" ("[ip]" for IPv6)
 // "<job>-ranks" (the ranks' PodDisruptionBudget).
 std::string RankDisruptionBudgetName(const std::string& job);
 
-// The coordinator's argv after the binary name, flags as lockstep-coordinator takes them.
-Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec);
+// The coordinator's argv after the binary name, flags as lockstep-coordinator takes them;
+// --advertise-url (what its spare pods get as LOCKSTEP_COORDINATOR) is the Service URL,
+// or http://$(POD_IP):8470 with CoordinatorAddress::kPodIp.
+Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings = {});
 
 Json RenderCoordinatorServiceAccount(const JobRef& job);
 // Binds settings.coordinator_cluster_role to the coordinator's ServiceAccount in the job's namespace.
@@ -71,8 +83,10 @@ Json RenderCoordinatorPod(const JobRef& job, const api::TrainingJobSpec& spec, c
 Json RenderCoordinatorService(const JobRef& job);
 // Rank `rank`'s pod from spec.template: restartPolicy Never (a failed rank is
 // replaced by a spare through the coordinator, never restarted in place).
+// LOCKSTEP_COORDINATOR is `coordinator_url`, CoordinatorUrl(job) when empty.
 // REQUIRES: spec.pod_template, 0 <= rank < spec.replicas.
-Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank);
+Json RenderRankPod(const JobRef& job, const api::TrainingJobSpec& spec, int rank,
+                   const std::string& coordinator_url = "");
 // The ranks' PodDisruptionBudget (policy/v1) "<job>-ranks": selector
 // lockstep.dev/job=<job>, lockstep.dev/role=rank, maxUnavailable 0. An
 // eviction (kubectl drain) of a rank pod is refused and retried while the
