@@ -89,28 +89,31 @@ TEST_CASE("the endpoint answers queries and turns reports into bounded metrics p
   REQUIRE(e.OnLine(1, Line(nccl::EncodeStreamReport(Report(7, true, 0, 1000)))).empty());
   REQUIRE(e.OnLine(1, Line(nccl::EncodeStreamReport(Report(7, true, 0, 5000)))).empty());
   REQUIRE(e.OnLine(1, Line(nccl::EncodeStreamReport(Report(8, false, 0, 300)))).empty());
+  // Both ends of one connection share its id, and may be in one process.
+  REQUIRE(e.OnLine(1, Line(nccl::EncodeStreamReport(Report(7, false, 1, 50)))).empty());
+  REQUIRE(e.connections() == 3);
   auto& bytes = Find(registry, "lockstep_nccl_bytes_total");
   REQUIRE(bytes.Get({"train-a", "10.0.0.2", "10.1.0.1", "send"}) == 5000);
   // A receiver does not know the peer's host address: the stream's remote address names it.
-  REQUIRE(bytes.Get({"train-a", "10.1.0.2", "10.1.0.1", "recv"}) == 300);
+  REQUIRE(bytes.Get({"train-a", "10.1.0.2", "10.1.0.1", "recv"}) == 350);
   REQUIRE(Find(registry, "lockstep_nccl_owd_seconds").Get({"train-a", "10.1.0.2", "10.1.0.1", "0.99"}) ==
           Approx(90e-6));
   REQUIRE(Find(registry, "lockstep_nccl_connections").Get({"train-a", "send"}) == 1);
-  REQUIRE(Find(registry, "lockstep_nccl_streams").Get({"train-a", "up"}) == 2);
+  REQUIRE(Find(registry, "lockstep_nccl_streams").Get({"train-a", "up"}) == 3);
   // State changes and events.
   auto r = Report(7, true, 0, 6000);
   r.state = "parked";
   r.failovers = 1;
   r.rebalances = 2;
   (void)e.OnLine(1, Line(nccl::EncodeStreamReport(r)));
-  REQUIRE(Find(registry, "lockstep_nccl_streams").Get({"train-a", "up"}) == 1);
+  REQUIRE(Find(registry, "lockstep_nccl_streams").Get({"train-a", "up"}) == 2);
   REQUIRE(Find(registry, "lockstep_nccl_streams").Get({"train-a", "parked"}) == 1);
   REQUIRE(Find(registry, "lockstep_nccl_failovers_total").Get({"train-a"}) == 1);
   REQUIRE(Find(registry, "lockstep_nccl_rebalances_total").Get({"train-a"}) == 2);
   nlohmann::json jobs = e.Jobs();
   REQUIRE(jobs.size() == 1);
   REQUIRE(jobs[0]["job"] == "train-a");
-  REQUIRE(jobs[0]["connections"] == 2);
+  REQUIRE(jobs[0]["connections"] == 3);
   REQUIRE(jobs[0]["bytes_sent"] == 6000);
   REQUIRE(jobs[0]["streams"]["parked"] == 1);
   REQUIRE(jobs[0]["owd_ns"]["10.1.0.2/10.1.0.1"]["p99"] == 90000);

@@ -115,23 +115,23 @@ std::string NcclEndpoint::OnLine(LineClient client, const std::string& text) {
     if (r.ok()) Apply(client, *r);
   } else if (line->verb == "close") {
     auto c = line->kv.find("conn");
-    if (c != line->kv.end()) Forget(std::strtoull(c->second.c_str(), nullptr, 10));
+    if (c != line->kv.end()) Forget(client, std::strtoull(c->second.c_str(), nullptr, 10));
   }
   return "";
 }
 
 void NcclEndpoint::Apply(LineClient client, const nccl::StreamReport& r) {
-  auto it = conns_.find(r.conn);
+  auto it = conns_.find({r.conn, r.send});
   if (it == conns_.end()) {
     if (conns_.size() >= o_.max_connections) {
       overflow_.Inc();
       return;
     }
-    it = conns_.emplace(r.conn, Conn{.client = client, .job = jobs_[client], .send = r.send}).first;
+    it = conns_.emplace(std::pair{r.conn, r.send}, Conn{.client = client, .job = jobs_[client], .send = r.send}).first;
     connections_.Inc({it->second.job, r.send ? "send" : "recv"});
   }
   Conn& c = it->second;
-  if (c.client != client || c.send != r.send) return;  // another process's id: ignore
+  if (c.client != client) return;  // another process's id: ignore
   const std::string dir = r.send ? "send" : "recv";
   StreamLast& last = c.streams[r.stream];
   if (last.peer.empty()) {
@@ -168,23 +168,25 @@ void NcclEndpoint::Apply(LineClient client, const nccl::StreamReport& r) {
   }
 }
 
-void NcclEndpoint::Forget(uint64_t conn) {
-  auto it = conns_.find(conn);
-  if (it == conns_.end()) return;
-  for (const auto& [s, last] : it->second.streams) {
-    if (!last.state.empty()) streams_.Inc({it->second.job, last.state}, -1);
+void NcclEndpoint::Forget(LineClient client, uint64_t conn) {
+  for (bool send : {true, false}) {
+    auto it = conns_.find({conn, send});
+    if (it == conns_.end() || it->second.client != client) continue;
+    for (const auto& [s, last] : it->second.streams) {
+      if (!last.state.empty()) streams_.Inc({it->second.job, last.state}, -1);
+    }
+    connections_.Inc({it->second.job, send ? "send" : "recv"}, -1);
+    conns_.erase(it);
   }
-  connections_.Inc({it->second.job, it->second.send ? "send" : "recv"}, -1);
-  conns_.erase(it);
 }
 
 void NcclEndpoint::OnClose(LineClient client) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> gone;
-  for (const auto& [id, c] : conns_) {
-    if (c.client == client) gone.push_back(id);
+  for (const auto& [key, c] : conns_) {
+    if (c.client == client) gone.push_back(key.first);
   }
-  for (uint64_t id : gone) Forget(id);
+  for (uint64_t id : gone) Forget(client, id);
   jobs_.erase(client);
   clients_.Set(static_cast<double>(jobs_.size()));
 }

@@ -271,16 +271,19 @@ uint64_t AgentLink::FabricNowNs() const {
   return t > 0 ? static_cast<uint64_t>(t) : 0;
 }
 
-void AgentLink::Report(uint64_t conn, std::vector<StreamReport> streams) {
+void AgentLink::Report(uint64_t conn, bool send, std::vector<StreamReport> streams) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = reports_.find(conn);
+  auto it = reports_.find({conn, send});
   if (it == reports_.end() && reports_.size() >= o_.max_connections) return;
-  reports_[conn] = std::move(streams);
+  reports_[{conn, send}] = std::move(streams);
 }
 
-void AgentLink::Close(uint64_t conn) {
+void AgentLink::Close(uint64_t conn, bool send) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reports_.erase(conn) > 0 && closed_.size() < o_.max_connections) closed_.push_back(conn);
+  // The agent forgets both ends on a close line: send it once neither is left.
+  if (reports_.erase({conn, send}) > 0 && reports_.count({conn, !send}) == 0 && closed_.size() < o_.max_connections) {
+    closed_.push_back(conn);
+  }
 }
 
 }  // namespace lockstep::nccl

@@ -58,7 +58,7 @@ SocketSendConnection::SocketSendConnection(std::vector<Fd> fds, StripeOptions op
 }
 
 SocketSendConnection::~SocketSendConnection() {
-  if (who_.agent) who_.agent->Close(who_.id);
+  if (who_.agent) who_.agent->Close(who_.id, true);
 }
 
 void SocketSendConnection::Steer() {
@@ -129,7 +129,7 @@ void SocketSendConnection::Steer() {
                                               : tc_.Contended(i)    ? "contended"
                                                                     : "up"});
     }
-    agent->Report(who_.id, std::move(reports));
+    agent->Report(who_.id, true, std::move(reports));
   }
 }
 
@@ -288,7 +288,7 @@ SocketRecvConnection::SocketRecvConnection(std::vector<Fd> fds, size_t max_outst
 }
 
 SocketRecvConnection::~SocketRecvConnection() {
-  if (who_.agent) who_.agent->Close(who_.id);
+  if (who_.agent) who_.agent->Close(who_.id, false);
 }
 
 void SocketRecvConnection::ReportIfDue() {
@@ -314,7 +314,7 @@ void SocketRecvConnection::ReportIfDue() {
                                    .rebalances = 0,
                                    .state = streams_[i].fd.valid() ? "up" : "down"});
   }
-  agent->Report(who_.id, std::move(reports));
+  agent->Report(who_.id, false, std::move(reports));
 }
 
 Result<std::optional<RequestId>> SocketRecvConnection::Recv(void* data, size_t capacity, int tag) {

@@ -72,10 +72,11 @@ class AgentLink {
   // Fabric time now in ns while the agent's clock sync is LOCKED, else 0.
   uint64_t FabricNowNs() const;
 
-  // The latest reports of connection `conn` (replacing the previous ones).
-  void Report(uint64_t conn, std::vector<StreamReport> streams);
-  // The connection is gone (a close line goes to the agent).
-  void Close(uint64_t conn);
+  // The latest reports of one end (`send`) of connection `conn` (replacing
+  // the previous ones; both ends of a connection share its id).
+  void Report(uint64_t conn, bool send, std::vector<StreamReport> streams);
+  // That end of the connection is gone (a close line goes to the agent once both are).
+  void Close(uint64_t conn, bool send);
 
   void Info(const std::string& m) const {
     if (info_) info_(m);
@@ -104,7 +105,7 @@ class AgentLink {
 
   mutable std::mutex mu_;  // state and reports
   std::shared_ptr<const AgentState> state_;
-  std::map<uint64_t, std::vector<StreamReport>> reports_;
+  std::map<std::pair<uint64_t, bool>, std::vector<StreamReport>> reports_;
   std::vector<uint64_t> closed_;
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> generation_{0};

@@ -78,14 +78,16 @@ class NcclEndpoint final : public LineHandler {
     std::map<int, StreamLast> streams{};
   };
   void Apply(LineClient client, const nccl::StreamReport& r);
-  void Forget(uint64_t conn);
+  void Forget(LineClient client, uint64_t conn);  // both directions
   std::string Bounded(std::set<std::string>& seen, size_t max, const std::string& value);
 
   StateSource source_;
   NcclEndpointOptions o_;
   mutable std::mutex mu_;
   std::map<LineClient, std::string> jobs_;  // client -> job (from hello)
-  std::map<uint64_t, Conn> conns_;
+  // By connection id and direction: both ends of a connection share its id,
+  // and both may be in one process (or on one node).
+  std::map<std::pair<uint64_t, bool>, Conn> conns_;
   std::set<std::string> seen_jobs_, seen_peers_, seen_rails_;
   struct Delay {
     int64_t p50 = 0, p99 = 0;
