@@ -195,7 +195,7 @@ Status SocketSendConnection::ReadAcks(int s) {
         return Status::Ok();
       }
       if (Status a = sender_.OnAck(*ack); !a.ok()) return a;
-      if (ack->has_owd && ack->owd_stream < streams_.size()) {
+      if (ack->has_owd && ack->owd_stream < streams_.size() && !sender_.IsParked(ack->owd_stream)) {
         owd_[ack->owd_stream] = ack->owd_ns;
         last_owd_[ack->owd_stream] = ack->owd_ns;
       }
@@ -278,6 +278,7 @@ void SocketSendConnection::Fail(int s, const std::string& why) {
 SocketRecvConnection::SocketRecvConnection(std::vector<Fd> fds, size_t max_outstanding, WarnFn warn, ConnIdentity who)
     : who_(std::move(who)),
       delays_(fds.size()),
+      delay_at_(fds.size(), 0),
       bytes_(fds.size(), 0),
       chunks_(fds.size(), 0),
       max_outstanding_(max_outstanding),
@@ -384,6 +385,7 @@ Status SocketRecvConnection::ReadChunks(int s) {
           // In-band one-way delay: the header's arrival in fabric time less its stamp.
           if (const uint64_t now = who_.agent->FabricNowNs(); now != 0) {
             delays_[s].Add(static_cast<int64_t>(now - h->send_ns));
+            delay_at_[s] = RawNowNs();
           }
         }
         st.h = *h;
@@ -454,12 +456,25 @@ void SocketRecvConnection::FlushAcks() {
   for (int s = 0; s < n; ++s) {
     if (streams_[s].fd.valid() && streams_[s].out_off < streams_[s].out_len) WriteAck(s);
   }
+  // An ack can vanish into a path that fails silently (no reset; the agent
+  // parks it at the sender, but this end keeps writing into it): while
+  // receives are open, and for a second after the last change, the current
+  // ack goes out again every kAckRefreshNs on the next stream in turn, so one
+  // reaches the sender over a stream that works.
+  const int64_t now = RawNowNs();
+  if (ack_dirty_) refresh_until_ns_ = now + kAckRefreshForNs;
+  if (!ack_dirty_ && (open_ > 0 || now < refresh_until_ns_) && now - last_ack_ns_ >= kAckRefreshNs) {
+    ack_dirty_ = true;
+    ack_hint_ = (ack_hint_ + 1) % n;
+  }
   if (!ack_dirty_) return;
+  last_ack_ns_ = now;
   AckFrame ack = receiver_.Ack();
   // Each ack carries one stream's smoothed delay, round robin over the
   // streams that have one, so every stream's reaches the sender.
   for (int k = 0; k < n; ++k) {
     const int d = (owd_rr_ + k) % n;
+    if (now - delay_at_[d] > kDelayFreshNs) continue;  // a stream that carries nothing now has no news
     if (std::optional<int64_t> owd = delays_[d].Smoothed()) {
       ack.has_owd = true;
       ack.owd_stream = static_cast<uint16_t>(d);

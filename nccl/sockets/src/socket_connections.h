@@ -31,6 +31,12 @@ struct ConnIdentity {
 
 // How often the sender's traffic control looks at the delays.
 inline constexpr int64_t kTrafficControlEveryNs = 50'000'000;
+// A receiver repeats its current ack this often (on the next stream each
+// time) while receives are open and for kAckRefreshForNs after the last change.
+inline constexpr int64_t kAckRefreshNs = 20'000'000;
+inline constexpr int64_t kAckRefreshForNs = 1'000'000'000;
+// Acks carry a stream's delay only if it had a sample this recently.
+inline constexpr int64_t kDelayFreshNs = 200'000'000;
 // How often connections hand their reports to the agent link.
 inline constexpr int64_t kReportEveryNs = 500'000'000;
 
@@ -129,9 +135,11 @@ class SocketRecvConnection final : public RecvConnection {
   StripeReceiver receiver_;
   ConnIdentity who_;
   std::vector<DelayStats> delays_;
+  std::vector<int64_t> delay_at_;  // when each stream's last delay sample was taken (raw ns)
   std::vector<uint64_t> bytes_, chunks_;
   uint64_t failovers_ = 0;
   int owd_rr_ = 0;  // whose delay the next ack carries (round robin)
+  int64_t last_ack_ns_ = 0, refresh_until_ns_ = 0;
   int64_t next_report_ns_ = 0;
   std::deque<Message> msgs_;
   uint64_t msgs_base_ = 0;
