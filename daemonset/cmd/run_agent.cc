@@ -82,7 +82,7 @@ int RunAgent(const CommandLine& cl) {
   std::unique_ptr<UnixLineServer> nccl_server;
   if (!cl.nccl_socket.empty()) {
     nccl = std::make_unique<NcclEndpoint>(NcclStateSource(agent, clocks.node_clock(), SystemNodeClock::RawNs),
-                                          registry);
+                                          registry, NcclEndpointOptions{}, &SystemClock::Instance());
     nccl_server = std::make_unique<UnixLineServer>(cl.nccl_socket, *nccl);
     if (Status s = nccl_server->Start(); !s.ok()) {
       log::Warn("NCCL plugin endpoint not started; plugins on this node run without path health and fabric time",

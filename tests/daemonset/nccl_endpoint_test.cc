@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "fake_clock.h"
 #include "lockstep/agent/net/unix_line_server.h"
 #include "lockstep/agent/runtime/nccl_endpoint.h"
 
@@ -135,6 +136,28 @@ TEST_CASE("the endpoint answers queries and turns reports into bounded metrics p
   e.OnOpen(3);
   (void)e.OnLine(3, Line(nccl::EncodeStreamReport(Report(9, true, 0, 99999))));
   REQUIRE(bytes.Get({"other", "10.0.0.2", "10.1.0.1", "send"}) == 10);
+}
+
+TEST_CASE("the endpoint reuses its answer to queries within state_ttl", "[nccl][daemonset]") {
+  metrics::Registry registry;
+  FakeClock clock;
+  int built = 0;
+  nccl::AgentState state{.locked = true, .offset_ns = 1};
+  NcclEndpoint e(
+      [&] {
+        ++built;
+        return state;
+      },
+      registry, {.state_ttl = std::chrono::milliseconds(50)}, &clock);
+  e.OnOpen(1);
+  const std::string first = e.OnLine(1, "query");
+  state.offset_ns = 2;
+  clock.Advance(std::chrono::milliseconds(49));
+  REQUIRE(e.OnLine(1, "query") == first);
+  REQUIRE(built == 1);
+  clock.Advance(std::chrono::milliseconds(1));
+  REQUIRE(e.OnLine(1, "query") == nccl::EncodeAgentState(state));
+  REQUIRE(built == 2);
 }
 
 namespace {

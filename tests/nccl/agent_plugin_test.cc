@@ -26,7 +26,7 @@
 
 using lockstep::nccl::harness::NetApi;
 using namespace lockstep;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -67,9 +67,9 @@ int InitInChild(const std::string& socket, const std::string& needle, int max_ms
     NetApi net;
     std::string error;
     if (!net.Load(LOCKSTEP_NCCL_PLUGIN_PATH, "v10", &error)) ::_exit(10);
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     if (net.init(Logger) != ncclSuccess) ::_exit(11);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
     if (ms > max_ms) ::_exit(12);
     if (CountLogs(g_info, needle) != 1) ::_exit(13);
     if (CountLogs(g_info, "node agent") != 1) ::_exit(14);  // one line about the agent, no more
@@ -96,11 +96,11 @@ Pair Connect(NetApi& net) {
   Pair p;
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   NCCL_OK(net.listen(0, handle, &p.listen));
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
   while (p.send == nullptr || p.recv == nullptr) {
     if (p.send == nullptr) NCCL_OK(net.connect(0, handle, &p.send));
     if (p.recv == nullptr) NCCL_OK(net.accept(p.listen, &p.recv));
-    REQUIRE(Clock::now() < deadline);
+    REQUIRE(SteadyClock::now() < deadline);
   }
   return p;
 }
@@ -114,10 +114,10 @@ void Transfer(NetApi& net, Pair& p, std::mt19937_64& rng, size_t size) {
   void *sreq = nullptr, *rreq = nullptr;
   const int tag = static_cast<int>(rng() % 1000);
   NCCL_OK(net.irecv(p.recv, into.data(), into.size(), tag, mh, &rreq));
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
   while (sreq == nullptr) {
     NCCL_OK(net.isend(p.send, data.data(), data.size(), tag, mh, &sreq));
-    REQUIRE(Clock::now() < deadline);
+    REQUIRE(SteadyClock::now() < deadline);
   }
   bool sdone = false, rdone = false;
   while (!sdone || !rdone) {
@@ -130,7 +130,7 @@ void Transfer(NetApi& net, Pair& p, std::mt19937_64& rng, size_t size) {
       NCCL_OK(net.test(rreq, &done, &got));
       rdone = done != 0;
     }
-    if (Clock::now() > deadline) FAIL("a transfer did not finish in 10 s (hang)");
+    if (SteadyClock::now() > deadline) FAIL("a transfer did not finish in 10 s (hang)");
   }
   REQUIRE(data == into);
 }
@@ -138,8 +138,8 @@ void Transfer(NetApi& net, Pair& p, std::mt19937_64& rng, size_t size) {
 // Transfers until `cond` holds (checked between messages); false after `secs`.
 template <typename Cond>
 bool TransferUntil(NetApi& net, Pair& p, std::mt19937_64& rng, int secs, Cond cond) {
-  const auto deadline = Clock::now() + std::chrono::seconds(secs);
-  while (Clock::now() < deadline) {
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(secs);
+  while (SteadyClock::now() < deadline) {
     Transfer(net, p, rng, 64 * 1024 + rng() % (64 * 1024));
     if (cond()) return true;
   }

@@ -66,9 +66,11 @@ nccl::AgentState NcclStateFromFabric(const nlohmann::json& status, const std::ve
   return s;
 }
 
-NcclEndpoint::NcclEndpoint(StateSource source, metrics::Registry& registry, NcclEndpointOptions options)
+NcclEndpoint::NcclEndpoint(StateSource source, metrics::Registry& registry, NcclEndpointOptions options,
+                           const Clock* clock)
     : source_(std::move(source)),
       o_(options),
+      clock_(clock),
       bytes_(registry.Counter("lockstep_nccl_bytes_total", "Bytes carried by the NCCL plugin's connections",
                               {"job", "peer", "rail", "direction"})),
       owd_(registry.Gauge("lockstep_nccl_owd_seconds",
@@ -105,7 +107,15 @@ void NcclEndpoint::OnOpen(LineClient client) {
 std::string NcclEndpoint::OnLine(LineClient client, const std::string& text) {
   Result<nccl::AgentLine> line = nccl::ParseAgentLine(text);
   if (!line.ok()) return "";  // malformed input from a local process: ignored (the plugin never sends it)
-  if (line->verb == "query") return nccl::EncodeAgentState(source_());
+  if (line->verb == "query") {
+    if (clock_ == nullptr) return nccl::EncodeAgentState(source_());
+    const MonoTime now = clock_->Monotonic();
+    if (answer_.empty() || now - answered_at_ >= o_.state_ttl) {
+      answer_ = nccl::EncodeAgentState(source_());
+      answered_at_ = now;
+    }
+    return answer_;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (line->verb == "hello") {
     auto job = line->kv.find("job");

@@ -37,12 +37,17 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/agent/ports/line_handler.h"
+#include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
 #include "lockstep/nccl/agent_wire.h"
 
 namespace lockstep::agent {
 
 struct NcclEndpointOptions {
+  // Queries within this long of the last answer get the same answer (every
+  // plugin process asks every 100 ms; the state is the fabric status, copied
+  // and converted). Needs the clock (constructor).
+  Nanos state_ttl = std::chrono::milliseconds(50);
   size_t max_jobs = 16;
   size_t max_peers = 256;
   size_t max_rails = 16;
@@ -53,7 +58,9 @@ class NcclEndpoint final : public LineHandler {
  public:
   using StateSource = std::function<nccl::AgentState()>;  // thread-safe
   // REQUIRES: registry outlives the endpoint.
-  NcclEndpoint(StateSource source, metrics::Registry& registry, NcclEndpointOptions options = {});
+  // `clock` (may be null: no reuse of answers) must outlive the endpoint.
+  NcclEndpoint(StateSource source, metrics::Registry& registry, NcclEndpointOptions options = {},
+               const Clock* clock = nullptr);
 
   void OnOpen(LineClient client) override;
   std::string OnLine(LineClient client, const std::string& line) override;
@@ -83,6 +90,9 @@ class NcclEndpoint final : public LineHandler {
 
   StateSource source_;
   NcclEndpointOptions o_;
+  const Clock* clock_;
+  std::string answer_;  // the last query's reply (the endpoint's thread only)
+  MonoTime answered_at_{};
   mutable std::mutex mu_;
   std::map<LineClient, std::string> jobs_;  // client -> job (from hello)
   // By connection id and direction: both ends of a connection share its id,
