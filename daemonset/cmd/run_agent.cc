@@ -8,9 +8,11 @@
 
 #include "agent_adapters.h"
 #include "commands.h"
+#include "lockstep/agent/app/nccl_source.h"
 #include "lockstep/agent/gpu/nvml_gpu_source.h"
 #include "lockstep/agent/net/host_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
+#include "lockstep/agent/net/unix_line_server.h"
 #include "lockstep/common/http_server.h"
 #include "lockstep/common/log.h"
 #include "run_setup.h"
@@ -74,7 +76,24 @@ int RunAgent(const CommandLine& cl) {
   if (Status s = health.Start(config.health_addr.host, config.health_addr.port); !s.ok()) {
     return Failure("cannot start the health server", s.error());
   }
-  RegisterTimeRoutes(time_api, agent.TimeSource());
+  // The NCCL plugin's local endpoint: path verdicts and fabric time out,
+  // connection reports in. Not fatal: the agent's other work goes on without it.
+  std::unique_ptr<NcclEndpoint> nccl;
+  std::unique_ptr<UnixLineServer> nccl_server;
+  if (!cl.nccl_socket.empty()) {
+    nccl = std::make_unique<NcclEndpoint>(NcclStateSource(agent, clocks.node_clock(), SystemNodeClock::RawNs),
+                                          registry, NcclEndpointOptions{}, &SystemClock::Instance());
+    nccl_server = std::make_unique<UnixLineServer>(cl.nccl_socket, *nccl);
+    if (Status s = nccl_server->Start(); !s.ok()) {
+      log::Warn("NCCL plugin endpoint not started; plugins on this node run without path health and fabric time",
+                {{"error", s.error().message}});
+      nccl_server.reset();
+      nccl.reset();
+    }
+  }
+  TimeApiSource time_source = agent.TimeSource();
+  if (nccl) time_source.nccl = [e = nccl.get()] { return e->Jobs(); };
+  RegisterTimeRoutes(time_api, time_source);
   if (Status s = time_api.Start(config.time_api_addr.host, config.time_api_addr.port); !s.ok()) {
     return Failure("cannot start the time API", s.error());
   }
@@ -86,6 +105,7 @@ int RunAgent(const CommandLine& cl) {
   int signal = 0;
   sigwait(&signals, &signal);
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});
+  if (nccl_server) nccl_server->Stop();
   agent.Stop();
   time_api.Stop();
   health.Stop();

@@ -8,17 +8,26 @@
 //     --rails 127.0.0.1,127.0.0.2,127.0.0.3 [--api v10] [--elems N] [--iters K]
 //     [--msg-bytes B] [--window W] [--cut-streams C] [--seed S] [--timeout-s T]
 //
+// Placement (netlab runs): --netns NS0,NS1,... puts rank r into network
+// namespace NS[r mod n] (/run/netns/<name>) before it loads the plugin;
+// --agent-sockets P0,P1,... gives rank r LOCKSTEP_NCCL_AGENT_SOCKET=P[r mod n]
+// (each host's node agent); --rails agent leaves LOCKSTEP_NCCL_RAILS unset
+// (the agent's rails); --job NAME sets LOCKSTEP_JOB.
+//
 // --cut-streams C: rank 0 shuts down C of its TCP streams (chosen at random,
 // at random moments) during the run; the result must still be exact. Keep C
 // below the streams per connection (a connection with no stream left fails).
 // Prints one JSON line per rank and exits 0 only if every rank verified its
 // result within the timeout. Real NCCL needs a GPU; this is what CI runs.
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -50,7 +59,21 @@ struct Options {
   int cut_streams = 0;
   uint64_t seed = 1;
   int timeout_s = 60;
+  std::vector<std::string> netns{}, agent_sockets{};
+  std::string job;
 };
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 int g_rank = -1;
 int g_warnings = 0;
@@ -111,7 +134,22 @@ class Rank {
   Rank(const Options& o, int rank) : o_(o), rank_(rank), rng_(o.seed * 1000 + static_cast<uint64_t>(rank)) {}
 
   void Run(int to_parent, int from_parent) {
-    setenv("LOCKSTEP_NCCL_RAILS", o_.rails.c_str(), 1);
+    if (!o_.netns.empty()) {
+      const std::string ns = "/run/netns/" + o_.netns[static_cast<size_t>(rank_) % o_.netns.size()];
+      const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) Die("entering " + ns + ": " + std::strerror(errno));
+      close(fd);
+    }
+    if (!o_.agent_sockets.empty()) {
+      setenv("LOCKSTEP_NCCL_AGENT_SOCKET",
+             o_.agent_sockets[static_cast<size_t>(rank_) % o_.agent_sockets.size()].c_str(), 1);
+    }
+    if (!o_.job.empty()) setenv("LOCKSTEP_JOB", o_.job.c_str(), 1);
+    if (o_.rails == "agent") {
+      unsetenv("LOCKSTEP_NCCL_RAILS");
+    } else {
+      setenv("LOCKSTEP_NCCL_RAILS", o_.rails.c_str(), 1);
+    }
     std::string error;
     if (!net_.Load(o_.plugin, o_.api, &error)) Die(error);
     Check(net_.init(Logger), "init");
@@ -149,11 +187,14 @@ class Rank {
     Check(net_.regMr(recv_, tmp_.data(), n * 8, NCCL_PTR_HOST, &tmp_mh_), "regMr(tmp)");
 
     double seconds = 0;
+    std::vector<double> iter_ms;
     for (int iter = 0; iter < o_.iters; ++iter) {
       for (size_t i = 0; i < n; ++i) buf_[i] = Value(o_.seed, iter, rank_, i);
       const auto start = Clock::now();
       AllReduce();
-      seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      seconds += s;
+      iter_ms.push_back(s * 1e3);
       for (size_t i = 0; i < n; ++i) {
         uint64_t want = 0;
         for (int r = 0; r < o_.ranks; ++r) want += Value(o_.seed, iter, r, i);
@@ -167,10 +208,14 @@ class Rank {
     Check(net_.closeRecv(recv_), "closeRecv");
     Check(net_.closeListen(listen_comm), "closeListen");
     const double bytes = 2.0 * (o_.ranks - 1) / o_.ranks * static_cast<double>(n * 8) * o_.iters;
+    // The slowest iteration against the median: a failover's stall shows there.
+    std::vector<double> sorted = iter_ms;
+    std::sort(sorted.begin(), sorted.end());
     std::printf(
         "{\"rank\":%d,\"ok\":true,\"device\":\"%s\",\"speed_mbps\":%d,\"elems\":%zu,\"iters\":%d,\"seconds\":%.4f,"
-        "\"bus_gbps\":%.3f,\"cuts\":%d,\"warnings\":%d}\n",
-        rank_, props.name, props.speed, n, o_.iters, seconds, bytes * 8 / seconds / 1e9, cuts_, g_warnings);
+        "\"bus_gbps\":%.3f,\"median_iter_ms\":%.2f,\"max_iter_ms\":%.2f,\"cuts\":%d,\"warnings\":%d}\n",
+        rank_, props.name, props.speed, n, o_.iters, seconds, bytes * 8 / seconds / 1e9, sorted[sorted.size() / 2],
+        sorted.back(), cuts_, g_warnings);
     std::fflush(stdout);
   }
 
@@ -310,6 +355,9 @@ Options Parse(int argc, char** argv) {
     else if (a == "--cut-streams") o.cut_streams = std::atoi(next().c_str());
     else if (a == "--seed") o.seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--timeout-s") o.timeout_s = std::atoi(next().c_str());
+    else if (a == "--netns") o.netns = SplitCommas(next());
+    else if (a == "--agent-sockets") o.agent_sockets = SplitCommas(next());
+    else if (a == "--job") o.job = next();
     else Die("unknown flag " + a);
   }
   if (o.plugin.empty()) Die("--plugin is required");

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 
+#include "lockstep/nccl/agent_link.h"
 #include "lockstep/nccl/handle.h"
 #include "lockstep/nccl/socket_transport.h"
 #include "nccl_net_abi.h"
@@ -126,9 +127,31 @@ ncclResult_t Init(ncclDebugLogger_t log) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_log = log;
     if (g_transport) return ncclSuccess;
-    Result<SocketTransportConfig> config = SocketConfigFromEnv([](const char* n) { return std::getenv(n); });
+    auto getenv = [](const char* n) -> const char* { return std::getenv(n); };
+    // The node agent (path health, fabric time, reports): one line either way;
+    // without it the plugin runs on socket errors alone.
+    std::shared_ptr<AgentLink> agent;
+    if (std::optional<AgentLinkOptions> ao = AgentLinkOptionsFromEnv(getenv)) {
+      agent = std::make_shared<AgentLink>(
+          *ao, [](const std::string& m) { Log(NCCL_LOG_INFO, m); }, Warn);
+      agent->Start();
+    } else {
+      Log(NCCL_LOG_INFO, "node agent turned off (LOCKSTEP_NCCL_AGENT_SOCKET=off): no path health, no fabric time");
+    }
+    // Without LOCKSTEP_NCCL_RAILS, the agent's rails (when it has any).
+    std::string agent_rails;
+    if (agent && agent->connected()) {
+      for (const Ipv4& r : agent->State()->rails) agent_rails += (agent_rails.empty() ? "" : ",") + Ipv4String(r);
+    }
+    Result<SocketTransportConfig> config = SocketConfigFromEnv([&](const char* n) -> const char* {
+      const char* v = std::getenv(n);
+      if (std::strcmp(n, "LOCKSTEP_NCCL_RAILS") == 0 && (v == nullptr || *v == '\0') && !agent_rails.empty()) {
+        return agent_rails.c_str();
+      }
+      return v;
+    });
     if (!config.ok()) return Fail(config.error(), "init (settings)");
-    g_transport = MakeSocketTransport(*config, Warn);
+    g_transport = MakeSocketTransport(*config, Warn, agent);
     g_props = g_transport->Properties(0);
     Log(NCCL_LOG_INFO, "sockets transport, device " + g_props.name + ", " + std::to_string(g_props.streams) +
                            " streams per connection, chunks of " + std::to_string(config->stripe.chunk_bytes) +

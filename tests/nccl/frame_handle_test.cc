@@ -29,6 +29,11 @@ TEST_CASE("data headers, acks and hellos round-trip for random values", "[nccl]"
     REQUIRE(*back == h);
 
     AckFrame a{.cum_seq = rng(), .credit = rng()};
+    if (i % 2 == 1) {
+      a.has_owd = true;
+      a.owd_stream = static_cast<uint16_t>(rng() % kMaxStreams);
+      a.owd_ns = static_cast<int64_t>(rng()) >> 8;  // either sign: clocks disagree within their bound
+    }
     auto ab = EncodeAck(a);
     REQUIRE(*DecodeAck(ab.data()) == a);
 
@@ -62,7 +67,7 @@ TEST_CASE("a hello with a stream index outside its count is rejected", "[nccl]")
 
 TEST_CASE("the handle fits NCCL_NET_HANDLE_MAXSIZE and round-trips", "[nccl]") {
   STATIC_REQUIRE(kHandleBytes == 128);
-  ListenHandle h{.token = 0x1234'5678'9abc'def0ull};
+  ListenHandle h{.token = 0x1234'5678'9abc'def0ull, .host = {10, 9, 8, 7}};
   for (uint8_t i = 0; i < kMaxRails; ++i) {
     h.rails.push_back(RailEndpoint{.ipv4 = {127, 0, 0, static_cast<uint8_t>(i + 1)}, .port = uint16_t(40000 + i)});
   }
@@ -91,13 +96,16 @@ TEST_CASE("foreign, damaged and other-version handles are errors, not crashes", 
     REQUIRE(r.code() == lockstep::ErrorCode::kInvalidArgument);
   }
   auto other_version = good;
-  other_version[4] = 2;
+  other_version[4] = 1;  // the first slice's handles (no host address, 24-byte acks)
   auto r = DecodeHandle(other_version.data());
   REQUIRE_FALSE(r.ok());
-  REQUIRE(r.error().message.find("version 2") != std::string::npos);
+  REQUIRE(r.error().message.find("version 1") != std::string::npos);
 
   auto flipped = good;
   flipped[20] ^= 1;  // a rail's address
+  REQUIRE_FALSE(DecodeHandle(flipped.data()).ok());
+  flipped = good;
+  flipped[81] ^= 1;  // the host address
   REQUIRE_FALSE(DecodeHandle(flipped.data()).ok());
   REQUIRE_FALSE(DecodeHandle(nullptr).ok());
 }

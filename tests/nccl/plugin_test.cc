@@ -52,6 +52,8 @@ constexpr int kStreams = 3;  // three rails, one stream each
 NetApi& Net() {
   static NetApi* net = [] {
     setenv("LOCKSTEP_NCCL_RAILS", "127.0.0.1,127.0.0.2,127.0.0.3", 1);
+    // Whatever agent this machine runs stays out of it (nccl_agent_tests has the agent).
+    setenv("LOCKSTEP_NCCL_AGENT_SOCKET", "off", 1);
     setenv("LOCKSTEP_NCCL_CHUNK_BYTES", "4096", 1);
     setenv("LOCKSTEP_NCCL_WINDOW", "4", 1);
     auto* n = new NetApi;

@@ -188,12 +188,24 @@ struct Sim {
         if (auto c = sender.Next(s)) links[s].data.push_back(*c);
       } else if (action < 75) {
         Deliver(s);
+      } else if (steer && action < 78) {
+        // The agent's verdicts and traffic control: park, re-admit, limit.
+        if (sender.IsParked(s)) {
+          sender.Unpark(s);
+          ++unparks;
+        } else if (links[s].up && sender.StreamsUsable() > 1 && rng() % 2 == 0) {
+          sender.Park(s);
+          ++parks;
+        } else {
+          sender.SetLimit(s, 1 + static_cast<uint32_t>(rng() % 8));
+        }
       } else if (action < 99) {
         if (links[s].up && !links[s].acks.empty()) {
           if (!sender.OnAck(links[s].acks.front()).ok()) FAIL("ack refused");
           links[s].acks.pop_front();
         }
-      } else if (failures < max_failures && links[s].up && sender.StreamsUp() > 1) {
+      } else if (failures < max_failures && links[s].up && sender.StreamsUp() > 1 &&
+                 (sender.StreamsUsable() > 1 || sender.IsParked(s))) {
         // The stream dies: whatever was on the wire is lost both ways.
         links[s] = Link{.up = false};
         sender.StreamDown(s);
@@ -252,6 +264,8 @@ struct Sim {
   std::vector<std::vector<uint8_t>> sent, recv;
   std::vector<int32_t> tags;
   int failures = 0;
+  bool steer = false;
+  int parks = 0, unparks = 0;
 };
 
 }  // namespace
@@ -276,4 +290,57 @@ TEST_CASE("every byte arrives once and in order while streams fail at random", "
   }
   REQUIRE(failures > 40);      // the property ran with failures in it
   REQUIRE(retransmitted > 0);  // and failover had work to do
+}
+
+TEST_CASE("every byte arrives once and in order while streams are parked, re-admitted and limited",
+          "[nccl][property]") {
+  int parks = 0, unparks = 0;
+  uint64_t retransmitted = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const int nstreams = 2 + static_cast<int>(seed % 3);
+    Sim sim(nstreams, {.chunk_bytes = 32, .window_per_stream = 8}, seed);
+    sim.steer = true;
+    sim.Run(50, static_cast<int>(seed % 2), 32);
+    parks += sim.parks;
+    unparks += sim.unparks;
+    retransmitted += sim.sender.chunks_retransmitted();
+  }
+  REQUIRE(parks > 100);
+  REQUIRE(unparks > 100);
+  REQUIRE(retransmitted > 0);
+}
+
+TEST_CASE("a parked stream gets no chunks and hands its unacknowledged ones to the others", "[nccl]") {
+  StripeSender s(2, {.chunk_bytes = 10, .window_per_stream = 4});
+  (void)s.Post(100, 0);
+  REQUIRE(s.OnAck({.cum_seq = 0, .credit = 1}).ok());
+  auto a = s.Next(0);
+  auto b = s.Next(1);
+  REQUIRE(a->seq == 0);
+  REQUIRE(b->seq == 1);
+  s.Park(0);
+  REQUIRE(s.IsParked(0));
+  REQUIRE(s.StreamsUp() == 2);
+  REQUIRE(s.StreamsUsable() == 1);
+  REQUIRE_FALSE(s.Next(0).has_value());
+  auto again = s.Next(1);
+  REQUIRE(again->seq == 0);  // the parked stream's chunk, resent first
+  REQUIRE(again->stream == 1);
+  s.Unpark(0);
+  REQUIRE(s.Next(0)->seq == 2);
+}
+
+TEST_CASE("a stream's limit caps its window and the others carry the rest", "[nccl]") {
+  StripeSender s(2, {.chunk_bytes = 1, .window_per_stream = 4});
+  (void)s.Post(100, 0);
+  REQUIRE(s.OnAck({.cum_seq = 0, .credit = 1}).ok());
+  s.SetLimit(0, 1);
+  REQUIRE(s.Limit(0) == 1);
+  int on0 = 0, on1 = 0;
+  while (s.Next(0)) ++on0;
+  while (s.Next(1)) ++on1;
+  REQUIRE(on0 == 1);
+  REQUIRE(on1 == 4);
+  s.SetLimit(0, 100);  // above the window: the window
+  REQUIRE(s.Limit(0) == 4);
 }

@@ -29,6 +29,7 @@ Run flags (override agent.yaml):
   --node-name NAME         this node's name (Kubernetes: --node-name=$(NODE_NAME))
   --health-addr IP:PORT    /healthz, /readyz, /metrics (port 0: pick one)
   --time-api-addr IP:PORT  local time API: GET /time, GET /status
+  --nccl-socket PATH       the NCCL plugin's endpoint (default /run/lockstep/nccl.sock; "": off)
   --bind-address IP        probe socket address (default 0.0.0.0)
   --probe-port PORT        probe UDP port (0: pick one)
   --peers-file PATH        YAML list of {name, address[, port]}; replaces peers:
@@ -70,6 +71,7 @@ void AddRunFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--node-name", cl.node_name);
   app.add_option("--health-addr", cl.health_addr);
   app.add_option("--time-api-addr", cl.time_api_addr);
+  app.add_option("--nccl-socket", cl.nccl_socket);
   app.add_option("--bind-address", cl.bind_address);
   app.add_option("--probe-port", cl.probe_port)->check(CLI::Range(0, 65535));
   app.add_option("--peers-file", cl.peers_file);

@@ -71,6 +71,13 @@ void RegisterTimeRoutes(HttpServer& server, TimeApiSource source) {
     }
     return HttpResponse{200, "application/json", src->fabric().dump() + "\n"};
   });
+  server.Handle("/nccl", [src](const HttpRequest& req) {
+    if (req.method != "GET") return HttpResponse{405, "text/plain", "GET only\n"};
+    if (!src->nccl) {
+      return HttpResponse{404, "text/plain", "the NCCL plugin endpoint is off (--nccl-socket \"\")\n"};
+    }
+    return HttpResponse{200, "application/json", nlohmann::json{{"jobs", src->nccl()}}.dump() + "\n"};
+  });
 }
 
 }  // namespace lockstep::agent

@@ -90,13 +90,24 @@ std::array<uint8_t, kAckBytes> EncodeAck(const AckFrame& a) {
   PutU32(&b[0], kAckMagic);
   PutU64(&b[4], a.cum_seq);
   PutU64(&b[12], a.credit);
+  PutU16(&b[20], a.has_owd ? 1 : 0);
+  PutU16(&b[22], a.owd_stream);
+  PutU64(&b[24], static_cast<uint64_t>(a.owd_ns));
   Seal(b);
   return b;
 }
 
 Result<AckFrame> DecodeAck(const uint8_t* b) {
   if (Status s = CheckFrame(b, kAckBytes, kAckMagic, "ack frame"); !s.ok()) return s.error();
-  return AckFrame{.cum_seq = GetU64(&b[4]), .credit = GetU64(&b[12])};
+  AckFrame a{.cum_seq = GetU64(&b[4]), .credit = GetU64(&b[12])};
+  const uint16_t flags = GetU16(&b[20]);
+  if (flags > 1) return InvalidArgument("ack frame: unknown flags " + std::to_string(flags));
+  a.has_owd = flags == 1;
+  if (a.has_owd) {
+    a.owd_stream = GetU16(&b[22]);
+    a.owd_ns = static_cast<int64_t>(GetU64(&b[24]));
+  }
+  return a;
 }
 
 std::array<uint8_t, kHelloBytes> EncodeHello(const Hello& h) {

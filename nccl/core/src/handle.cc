@@ -9,7 +9,8 @@ namespace lockstep::nccl {
 
 namespace {
 constexpr size_t kRailsAt = 16;
-constexpr size_t kCheckAt = 80;
+constexpr size_t kHostAt = 80;
+constexpr size_t kCheckAt = 84;
 constexpr size_t kStageAt = 88;
 }  // namespace
 
@@ -24,6 +25,7 @@ void EncodeHandle(const ListenHandle& h, uint8_t* out) {
     std::memcpy(r, h.rails[i].ipv4.data(), 4);
     PutU16(r + 4, h.rails[i].port);
   }
+  std::memcpy(out + kHostAt, h.host.data(), 4);
   PutU32(out + kCheckAt, Checksum32(out, kCheckAt));
 }
 
@@ -39,6 +41,7 @@ Result<ListenHandle> DecodeHandle(const uint8_t* b) {
   if (GetU32(b + kCheckAt) != Checksum32(b, kCheckAt)) return InvalidArgument("connection handle: checksum mismatch");
   ListenHandle h;
   h.token = GetU64(b + 8);
+  std::memcpy(h.host.data(), b + kHostAt, 4);
   const uint16_t n = GetU16(b + 6);
   if (n == 0 || n > kMaxRails) return InvalidArgument("connection handle: " + std::to_string(n) + " rails");
   for (uint16_t i = 0; i < n; ++i) {

@@ -23,7 +23,11 @@ Status ValidateStripeOptions(const StripeOptions& o, int nstreams) {
 }
 
 StripeSender::StripeSender(int nstreams, StripeOptions options)
-    : options_(options), up_(nstreams, true), inflight_count_(nstreams, 0) {}
+    : options_(options),
+      up_(nstreams, true),
+      parked_(nstreams, false),
+      limit_(nstreams, options.window_per_stream),
+      inflight_count_(nstreams, 0) {}
 
 Result<uint64_t> StripeSender::Post(uint64_t size, int32_t tag) {
   if (size > kMaxMessageBytes) return InvalidArgument("message of " + std::to_string(size) + " bytes is too large");
@@ -60,6 +64,10 @@ void StripeSender::PopDone() {
 void StripeSender::StreamDown(int stream) {
   if (stream < 0 || stream >= streams() || !up_[stream]) return;
   up_[stream] = false;
+  Requeue(stream);
+}
+
+void StripeSender::Requeue(int stream) {
   for (auto& [seq, chunk] : inflight_) {
     if (chunk.stream == stream) {
       chunk.stream = -1;
@@ -69,9 +77,31 @@ void StripeSender::StreamDown(int stream) {
   inflight_count_[stream] = 0;
 }
 
+void StripeSender::Park(int stream) {
+  if (stream < 0 || stream >= streams() || !up_[stream] || parked_[stream]) return;
+  parked_[stream] = true;
+  Requeue(stream);
+}
+
+void StripeSender::Unpark(int stream) {
+  if (stream < 0 || stream >= streams()) return;
+  parked_[stream] = false;
+}
+
+void StripeSender::SetLimit(int stream, uint32_t limit) {
+  if (stream < 0 || stream >= streams()) return;
+  limit_[stream] = std::clamp<uint32_t>(limit, 1, options_.window_per_stream);
+}
+
+int StripeSender::StreamsUsable() const {
+  int n = 0;
+  for (int s = 0; s < streams(); ++s) n += up_[s] && !parked_[s] ? 1 : 0;
+  return n;
+}
+
 std::optional<Chunk> StripeSender::Next(int stream) {
-  if (stream < 0 || stream >= streams() || !up_[stream]) return std::nullopt;
-  if (inflight_count_[stream] >= options_.window_per_stream) return std::nullopt;
+  if (stream < 0 || stream >= streams() || !up_[stream] || parked_[stream]) return std::nullopt;
+  if (inflight_count_[stream] >= limit_[stream]) return std::nullopt;
   if (!retransmit_.empty()) {
     Chunk& c = inflight_.at(*retransmit_.begin());
     retransmit_.erase(retransmit_.begin());

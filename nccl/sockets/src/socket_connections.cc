@@ -19,15 +19,118 @@ std::string StreamsLeft(int up, size_t total) {
   return std::to_string(up) + " of " + std::to_string(total) + " streams left";
 }
 
+template <typename T>
+T At(const std::vector<T>& v, size_t i) {
+  return i < v.size() ? v[i] : T{};
+}
+
+std::string PathName(const ConnIdentity& who, int s) {
+  return Ipv4String(At(who.local, static_cast<size_t>(s))) + " -> " +
+         Ipv4String(At(who.remote, static_cast<size_t>(s)));
+}
+
+// The state the agent gives the path of `rail` to `peer` ("down", "recovering", ...).
+std::string PathState(const AgentState& st, const Ipv4& rail, const Ipv4& peer) {
+  for (const AgentPath& p : st.paths) {
+    if (p.rail == rail && p.peer == peer && !p.usable) return p.state;
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 // ---- sender ----
 
 SocketSendConnection::SocketSendConnection(std::vector<Fd> fds, StripeOptions options, size_t max_outstanding,
-                                           WarnFn warn)
-    : sender_(static_cast<int>(fds.size()), options), max_outstanding_(max_outstanding), warn_(std::move(warn)) {
+                                           WarnFn warn, ConnIdentity who, TrafficControlOptions tc)
+    : sender_(static_cast<int>(fds.size()), options),
+      options_(options),
+      who_(std::move(who)),
+      tc_(static_cast<int>(fds.size()), tc),
+      owd_(fds.size()),
+      last_owd_(fds.size()),
+      bytes_(fds.size(), 0),
+      chunks_(fds.size(), 0),
+      max_outstanding_(max_outstanding),
+      warn_(std::move(warn)) {
   streams_.resize(fds.size());
   for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
+
+SocketSendConnection::~SocketSendConnection() {
+  if (who_.agent) who_.agent->Close(who_.id, true);
+}
+
+void SocketSendConnection::Steer() {
+  AgentLink* agent = who_.agent.get();
+  if (agent == nullptr) return;
+  agent->Poll();
+  const int n = static_cast<int>(streams_.size());
+  // The agent's verdicts (fabric/'s path states and hold-down) park and re-admit streams.
+  if (agent->generation() != agent_gen_) {
+    agent_gen_ = agent->generation();
+    std::shared_ptr<const AgentState> st = agent->State();
+    std::vector<bool> open(n), verdict(n, true);
+    for (int i = 0; i < n; ++i) {
+      open[i] = streams_[i].fd.valid();
+      if (who_.peer_host != Ipv4{}) {
+        verdict[i] = st->Usable(At(who_.local, static_cast<size_t>(i)), who_.peer_host).value_or(true);
+      }
+    }
+    const std::vector<bool> use = UsableStreams(open, verdict);
+    for (int i = 0; i < n; ++i) {
+      if (!open[i]) continue;
+      if (!use[i] && !sender_.IsParked(i)) {
+        sender_.Park(i);
+        ++failovers_;
+        agent->Info("send stream " + std::to_string(i) + " (" + PathName(who_, i) + ") parked: the node agent says " +
+                    "its path to " + Ipv4String(who_.peer_host) + " is " +
+                    PathState(*st, At(who_.local, static_cast<size_t>(i)), who_.peer_host) +
+                    "; its unacknowledged chunks move to the other streams");
+      } else if (use[i] && sender_.IsParked(i)) {
+        sender_.Unpark(i);
+        agent->Info("send stream " + std::to_string(i) + " (" + PathName(who_, i) +
+                    ") re-admitted: the node agent says its path is usable again");
+      }
+    }
+  }
+  const int64_t now = RawNowNs();
+  if (now >= next_tc_ns_) {
+    next_tc_ns_ = now + kTrafficControlEveryNs;
+    for (const WeightChange& c : tc_.Update(owd_)) {
+      sender_.SetLimit(c.stream, WeightedWindow(options_.window_per_stream, tc_.Weight(c.stream)));
+      agent->Info("send stream " + std::to_string(c.stream) + " (" + PathName(who_, c.stream) + ") " +
+                  (c.contended ? "contended" : "no longer contended") + ": one-way delay " +
+                  std::to_string(c.delay_ns / 1000) + " us against its baseline " +
+                  std::to_string(c.baseline_ns / 1000) + " us; window " + std::to_string(sender_.Limit(c.stream)) +
+                  " of " + std::to_string(options_.window_per_stream));
+    }
+    std::fill(owd_.begin(), owd_.end(), std::nullopt);
+  }
+  if (now >= next_report_ns_) {
+    next_report_ns_ = now + kReportEveryNs;
+    std::vector<StreamReport> reports;
+    for (int i = 0; i < n; ++i) {
+      const bool up = streams_[i].fd.valid();
+      reports.push_back(StreamReport{.conn = who_.id,
+                                     .send = true,
+                                     .stream = i,
+                                     .rail = At(who_.local, static_cast<size_t>(i)),
+                                     .remote = At(who_.remote, static_cast<size_t>(i)),
+                                     .peer = who_.peer_host,
+                                     .bytes = bytes_[i],
+                                     .chunks = chunks_[i],
+                                     .owd_p50_ns = last_owd_[i],
+                                     .owd_p99_ns = std::nullopt,
+                                     .failovers = failovers_,
+                                     .rebalances = tc_.rebalances(),
+                                     .state = !up                   ? "down"
+                                              : sender_.IsParked(i) ? "parked"
+                                              : tc_.Contended(i)    ? "contended"
+                                                                    : "up"});
+    }
+    agent->Report(who_.id, true, std::move(reports));
+  }
 }
 
 Result<std::optional<RequestId>> SocketSendConnection::Send(const void* data, size_t size, int tag) {
@@ -68,6 +171,7 @@ Status SocketSendConnection::Progress() {
     if (!streams_[s].fd.valid()) continue;
     if (Status st = ReadAcks(s); !st.ok()) return st;
   }
+  Steer();
   for (int s = 0; s < static_cast<int>(streams_.size()); ++s) {
     if (streams_[s].fd.valid()) WriteChunks(s);
   }
@@ -91,6 +195,10 @@ Status SocketSendConnection::ReadAcks(int s) {
         return Status::Ok();
       }
       if (Status a = sender_.OnAck(*ack); !a.ok()) return a;
+      if (ack->has_owd && ack->owd_stream < streams_.size() && !sender_.IsParked(ack->owd_stream)) {
+        owd_[ack->owd_stream] = ack->owd_ns;
+        last_owd_[ack->owd_stream] = ack->owd_ns;
+      }
       continue;
     }
     if (n == 0) {
@@ -116,7 +224,8 @@ void SocketSendConnection::WriteChunks(int s) {
                                            .seq = c->seq,
                                            .msg = c->msg,
                                            .offset = c->offset,
-                                           .msg_size = c->msg_size});
+                                           .msg_size = c->msg_size,
+                                           .send_ns = who_.agent ? who_.agent->FabricNowNs() : 0});
       st.hdr_off = 0;
       st.payload = msgs_[c->msg - msgs_base_].data + c->offset;
       st.len = c->len;
@@ -142,6 +251,8 @@ void SocketSendConnection::WriteChunks(int s) {
     st.off += left - h;
     if (st.hdr_off == kDataHeaderBytes && st.off == st.len) {
       st.writing = false;
+      bytes_[s] += st.len;
+      ++chunks_[s];
       continue;
     }
     return;  // partial write: the socket buffer is full
@@ -153,6 +264,8 @@ void SocketSendConnection::Fail(int s, const std::string& why) {
   st.fd.Reset();
   st.writing = false;
   sender_.StreamDown(s);
+  ++failovers_;
+  agent_gen_ = ~uint64_t{0};  // gate the streams again: the ones left may all be parked
   last_error_ = "stream " + std::to_string(s) + ": " + why;
   if (warn_) {
     warn_("send stream " + std::to_string(s) + " failed (" + why + "); moving its unacknowledged chunks, " +
@@ -162,10 +275,47 @@ void SocketSendConnection::Fail(int s, const std::string& why) {
 
 // ---- receiver ----
 
-SocketRecvConnection::SocketRecvConnection(std::vector<Fd> fds, size_t max_outstanding, WarnFn warn)
-    : max_outstanding_(max_outstanding), warn_(std::move(warn)), scratch_(kScratchBytes) {
+SocketRecvConnection::SocketRecvConnection(std::vector<Fd> fds, size_t max_outstanding, WarnFn warn, ConnIdentity who)
+    : who_(std::move(who)),
+      delays_(fds.size()),
+      delay_at_(fds.size(), 0),
+      bytes_(fds.size(), 0),
+      chunks_(fds.size(), 0),
+      max_outstanding_(max_outstanding),
+      warn_(std::move(warn)),
+      scratch_(kScratchBytes) {
   streams_.resize(fds.size());
   for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
+
+SocketRecvConnection::~SocketRecvConnection() {
+  if (who_.agent) who_.agent->Close(who_.id, false);
+}
+
+void SocketRecvConnection::ReportIfDue() {
+  AgentLink* agent = who_.agent.get();
+  if (agent == nullptr) return;
+  agent->Poll();
+  const int64_t now = RawNowNs();
+  if (now < next_report_ns_) return;
+  next_report_ns_ = now + kReportEveryNs;
+  std::vector<StreamReport> reports;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    reports.push_back(StreamReport{.conn = who_.id,
+                                   .send = false,
+                                   .stream = static_cast<int>(i),
+                                   .rail = At(who_.local, i),
+                                   .remote = At(who_.remote, i),
+                                   .peer = who_.peer_host,
+                                   .bytes = bytes_[i],
+                                   .chunks = chunks_[i],
+                                   .owd_p50_ns = delays_[i].Percentile(0.5),
+                                   .owd_p99_ns = delays_[i].Percentile(0.99),
+                                   .failovers = failovers_,
+                                   .rebalances = 0,
+                                   .state = streams_[i].fd.valid() ? "up" : "down"});
+  }
+  agent->Report(who_.id, false, std::move(reports));
 }
 
 Result<std::optional<RequestId>> SocketRecvConnection::Recv(void* data, size_t capacity, int tag) {
@@ -208,6 +358,7 @@ Status SocketRecvConnection::Progress() {
     if (Status st = ReadChunks(s); !st.ok()) return st;
   }
   FlushAcks();
+  ReportIfDue();
   const bool any = std::any_of(streams_.begin(), streams_.end(), [](const Stream& st) { return st.fd.valid(); });
   if (!any) return Unavailable("every stream of the connection failed (last: " + last_error_ + ")");
   return Status::Ok();
@@ -230,6 +381,13 @@ Status SocketRecvConnection::ReadChunks(int s) {
         }
         Result<Placement> p = receiver_.OnHeader(*h);
         if (!p.ok()) return p.error();
+        if (h->send_ns != 0 && who_.agent) {
+          // In-band one-way delay: the header's arrival in fabric time less its stamp.
+          if (const uint64_t now = who_.agent->FabricNowNs(); now != 0) {
+            delays_[s].Add(static_cast<int64_t>(now - h->send_ns));
+            delay_at_[s] = RawNowNs();
+          }
+        }
         st.h = *h;
         st.place = *p;
         st.poff = 0;
@@ -254,7 +412,10 @@ Status SocketRecvConnection::ReadChunks(int s) {
     if (n > 0) {
       if (st.in_payload && st.poff == st.h.len) {
         st.in_payload = false;
-        receiver_.OnPayload(st.h);
+        if (receiver_.OnPayload(st.h)) {
+          bytes_[s] += st.h.len;
+          ++chunks_[s];
+        }
         ack_dirty_ = true;
         ack_hint_ = s;
       }
@@ -295,8 +456,33 @@ void SocketRecvConnection::FlushAcks() {
   for (int s = 0; s < n; ++s) {
     if (streams_[s].fd.valid() && streams_[s].out_off < streams_[s].out_len) WriteAck(s);
   }
+  // An ack can vanish into a path that fails silently (no reset; the agent
+  // parks it at the sender, but this end keeps writing into it): while
+  // receives are open, and for a second after the last change, the current
+  // ack goes out again every kAckRefreshNs on the next stream in turn, so one
+  // reaches the sender over a stream that works.
+  const int64_t now = RawNowNs();
+  if (ack_dirty_) refresh_until_ns_ = now + kAckRefreshForNs;
+  if (!ack_dirty_ && (open_ > 0 || now < refresh_until_ns_) && now - last_ack_ns_ >= kAckRefreshNs) {
+    ack_dirty_ = true;
+    ack_hint_ = (ack_hint_ + 1) % n;
+  }
   if (!ack_dirty_) return;
-  const AckFrame ack = receiver_.Ack();
+  last_ack_ns_ = now;
+  AckFrame ack = receiver_.Ack();
+  // Each ack carries one stream's smoothed delay, round robin over the
+  // streams that have one, so every stream's reaches the sender.
+  for (int k = 0; k < n; ++k) {
+    const int d = (owd_rr_ + k) % n;
+    if (now - delay_at_[d] > kDelayFreshNs) continue;  // a stream that carries nothing now has no news
+    if (std::optional<int64_t> owd = delays_[d].Smoothed()) {
+      ack.has_owd = true;
+      ack.owd_stream = static_cast<uint16_t>(d);
+      ack.owd_ns = *owd;
+      owd_rr_ = (d + 1) % n;
+      break;
+    }
+  }
   bool sent = false;
   for (int k = 0; k < n; ++k) {
     const int s = (ack_hint_ + k) % n;
@@ -323,6 +509,7 @@ void SocketRecvConnection::Fail(int s, const std::string& why) {
   st.out_off = st.out_len = 0;
   ack_dirty_ = true;
   ack_broadcast_ = true;  // the sender may have lost acks with this stream
+  ++failovers_;
   last_error_ = "stream " + std::to_string(s) + ": " + why;
   const int up =
       static_cast<int>(std::count_if(streams_.begin(), streams_.end(), [](const Stream& x) { return x.fd.valid(); }));

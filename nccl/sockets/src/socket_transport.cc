@@ -123,6 +123,17 @@ Result<Fd> StreamSocket() {
   return fd;
 }
 
+// The local (or the peer's) IPv4 address of a connected socket.
+Ipv4 SocketAddress(const Fd& fd, bool peer) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  Ipv4 out{};
+  const int r = peer ? ::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len)
+                     : ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  if (r == 0 && sa.sin_family == AF_INET) std::memcpy(out.data(), &sa.sin_addr, 4);
+  return out;
+}
+
 // ---- listener ----
 
 constexpr size_t kMaxPendingSockets = 256;
@@ -130,15 +141,26 @@ constexpr size_t kMaxPendingGroups = 64;
 
 class SocketListener final : public Listener {
  public:
-  SocketListener(std::vector<Fd> fds, uint64_t token, size_t max_outstanding, WarnFn warn)
-      : fds_(std::move(fds)), token_(token), max_outstanding_(max_outstanding), warn_(std::move(warn)) {}
+  SocketListener(std::vector<Fd> fds, uint64_t token, size_t max_outstanding, WarnFn warn,
+                 std::shared_ptr<AgentLink> agent)
+      : fds_(std::move(fds)),
+        token_(token),
+        max_outstanding_(max_outstanding),
+        warn_(std::move(warn)),
+        agent_(std::move(agent)) {}
 
   Result<std::unique_ptr<RecvConnection>> Accept() override {
     for (Fd& l : fds_) AcceptAll(l);
     ReadHellos();
     for (auto it = groups_.begin(); it != groups_.end(); ++it) {
       if (it->second.have < it->second.fds.size()) continue;
-      auto conn = std::make_unique<SocketRecvConnection>(std::move(it->second.fds), max_outstanding_, warn_);
+      ConnIdentity who{.id = it->first, .agent = agent_};
+      for (const Fd& fd : it->second.fds) {
+        who.local.push_back(SocketAddress(fd, false));
+        who.remote.push_back(SocketAddress(fd, true));
+      }
+      auto conn =
+          std::make_unique<SocketRecvConnection>(std::move(it->second.fds), max_outstanding_, warn_, std::move(who));
       groups_.erase(it);
       return std::unique_ptr<RecvConnection>(std::move(conn));
     }
@@ -214,14 +236,20 @@ class SocketListener final : public Listener {
   WarnFn warn_;
   std::vector<Pending> pending_;
   std::map<uint64_t, Group> groups_;
+  std::shared_ptr<AgentLink> agent_;
 };
 
 // ---- connecting ----
 
 class SocketPendingConnection final : public PendingConnection {
  public:
-  SocketPendingConnection(const SocketTransportConfig& config, ListenHandle peer, WarnFn warn)
-      : config_(config), peer_(std::move(peer)), warn_(std::move(warn)), conn_id_(RandomU64()) {
+  SocketPendingConnection(const SocketTransportConfig& config, ListenHandle peer, WarnFn warn,
+                          std::shared_ptr<AgentLink> agent)
+      : config_(config),
+        peer_(std::move(peer)),
+        warn_(std::move(warn)),
+        agent_(std::move(agent)),
+        conn_id_(RandomU64()) {
     const size_t rails = std::max(config_.rails.size(), peer_.rails.size());
     const size_t n = std::min<size_t>(rails * static_cast<size_t>(config_.streams_per_rail), kMaxStreams);
     streams_.resize(n);
@@ -244,9 +272,14 @@ class SocketPendingConnection final : public PendingConnection {
     }
     if (all) {
       std::vector<Fd> fds;
-      for (Stream& s : streams_) fds.push_back(std::move(s.fd));
-      return std::unique_ptr<SendConnection>(
-          std::make_unique<SocketSendConnection>(std::move(fds), config_.stripe, config_.max_outstanding, warn_));
+      ConnIdentity who{.id = conn_id_, .peer_host = peer_.host, .agent = agent_};
+      for (size_t i = 0; i < streams_.size(); ++i) {
+        who.local.push_back(config_.rails[i % config_.rails.size()].ipv4);
+        who.remote.push_back(peer_.rails[streams_[i].remote].ipv4);
+        fds.push_back(std::move(streams_[i].fd));
+      }
+      return std::unique_ptr<SendConnection>(std::make_unique<SocketSendConnection>(
+          std::move(fds), config_.stripe, config_.max_outstanding, warn_, std::move(who), config_.traffic));
     }
     if (std::chrono::steady_clock::now() > deadline_) {
       return Unavailable("connecting to " + AddrString(peer_.rails[0].ipv4, peer_.rails[0].port) + " timed out after " +
@@ -338,6 +371,7 @@ class SocketPendingConnection final : public PendingConnection {
   const SocketTransportConfig& config_;
   ListenHandle peer_;
   WarnFn warn_;
+  std::shared_ptr<AgentLink> agent_;
   uint64_t conn_id_;
   std::vector<Stream> streams_;
   std::chrono::steady_clock::time_point deadline_;
@@ -348,7 +382,8 @@ class SocketPendingConnection final : public PendingConnection {
 
 class SocketTransport final : public Transport {
  public:
-  SocketTransport(SocketTransportConfig config, WarnFn warn) : config_(std::move(config)), warn_(std::move(warn)) {}
+  SocketTransport(SocketTransportConfig config, WarnFn warn, std::shared_ptr<AgentLink> agent)
+      : config_(std::move(config)), warn_(std::move(warn)), agent_(std::move(agent)) {}
 
   int Devices() const override { return 1; }
 
@@ -367,6 +402,10 @@ class SocketTransport final : public Transport {
   Result<std::unique_ptr<Listener>> Listen(int dev, uint8_t* handle) override {
     if (dev != 0) return InvalidArgument("device " + std::to_string(dev) + " does not exist (1 device)");
     ListenHandle h{.token = RandomU64()};
+    if (agent_) {
+      agent_->Poll();
+      h.host = agent_->State()->host;
+    }
     std::vector<Fd> fds;
     for (const Rail& rail : config_.rails) {
       Result<Fd> fd = StreamSocket();
@@ -385,14 +424,14 @@ class SocketTransport final : public Transport {
     }
     EncodeHandle(h, handle);
     return std::unique_ptr<Listener>(
-        std::make_unique<SocketListener>(std::move(fds), h.token, config_.max_outstanding, warn_));
+        std::make_unique<SocketListener>(std::move(fds), h.token, config_.max_outstanding, warn_, agent_));
   }
 
   Result<std::unique_ptr<PendingConnection>> Connect(int dev, const uint8_t* handle) override {
     if (dev != 0) return InvalidArgument("device " + std::to_string(dev) + " does not exist (1 device)");
     Result<ListenHandle> h = DecodeHandle(handle);
     if (!h.ok()) return h.error();
-    auto pending = std::make_unique<SocketPendingConnection>(config_, std::move(*h), warn_);
+    auto pending = std::make_unique<SocketPendingConnection>(config_, std::move(*h), warn_, agent_);
     if (Status s = pending->Start(); !s.ok()) return s.error();
     return std::unique_ptr<PendingConnection>(std::move(pending));
   }
@@ -400,6 +439,7 @@ class SocketTransport final : public Transport {
  private:
   SocketTransportConfig config_;
   WarnFn warn_;
+  std::shared_ptr<AgentLink> agent_;
 };
 
 }  // namespace
@@ -426,8 +466,9 @@ Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char
   return c;
 }
 
-std::unique_ptr<Transport> MakeSocketTransport(SocketTransportConfig config, WarnFn warn) {
-  return std::make_unique<SocketTransport>(std::move(config), std::move(warn));
+std::unique_ptr<Transport> MakeSocketTransport(SocketTransportConfig config, WarnFn warn,
+                                               std::shared_ptr<AgentLink> agent) {
+  return std::make_unique<SocketTransport>(std::move(config), std::move(warn), std::move(agent));
 }
 
 }  // namespace lockstep::nccl

@@ -5,10 +5,12 @@
 // number, its message index, its offset and the message's size, so a chunk can
 // arrive on any stream, be retransmitted on another after a failure, and still
 // land at its place exactly once. The receiver answers with cumulative acks
-// that also carry its receive credit (how many receives NCCL has posted).
+// that also carry its receive credit (how many receives NCCL has posted) and,
+// when chunks carry fabric-time stamps, the one-way delay the receiver measures
+// on the stream the ack travels back on (the sender's traffic control reads it).
 //
 //   DataHeader (64 bytes) + payload  sender -> receiver
-//   AckFrame   (24 bytes)            receiver -> sender
+//   AckFrame   (40 bytes)            receiver -> sender
 //   Hello      (40 bytes)            connector -> listener, once per stream
 //
 // All integers little-endian. Pure functions; thread-safe.
@@ -27,7 +29,7 @@ inline constexpr uint32_t kDataMagic = 0x4453'4b4cu;   // "LKSD"
 inline constexpr uint32_t kAckMagic = 0x4153'4b4cu;    // "LKSA"
 inline constexpr uint32_t kHelloMagic = 0x4853'4b4cu;  // "LKSH"
 inline constexpr size_t kDataHeaderBytes = 64;
-inline constexpr size_t kAckBytes = 24;
+inline constexpr size_t kAckBytes = 40;
 inline constexpr size_t kHelloBytes = 40;
 // Bounds a peer cannot exceed (a frame outside them is a protocol error).
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;
@@ -42,13 +44,18 @@ struct DataHeader {
   uint64_t msg = 0;       // message index on this connection (0, 1, ...)
   uint64_t offset = 0;    // byte offset of the payload inside the message
   uint64_t msg_size = 0;  // the message's total size
-  uint64_t send_ns = 0;   // sender's timestamp (fabric time later; 0 = none)
+  uint64_t send_ns = 0;   // sender's timestamp in fabric time (ns); 0 = none (no agent clock)
   bool operator==(const DataHeader&) const = default;
 };
 
 struct AckFrame {
   uint64_t cum_seq = 0;  // every chunk with seq < cum_seq has been received
   uint64_t credit = 0;   // receives posted for messages < credit
+  // The smoothed one-way delay of data on `owd_stream` (the stream this ack is
+  // written on), in ns; meaningful only with has_owd (chunks carried stamps).
+  bool has_owd = false;
+  uint16_t owd_stream = 0;
+  int64_t owd_ns = 0;
   bool operator==(const AckFrame&) const = default;
 };
 

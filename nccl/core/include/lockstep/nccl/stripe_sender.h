@@ -12,6 +12,12 @@
 // retransmit queue; Next() hands those out first, lowest sequence first, on
 // any stream still up. The receiver drops copies it already has (by sequence),
 // so a chunk that did arrive before the stream died is delivered once.
+//
+// Steering (traffic control and the node agent's path health): SetLimit(s, n)
+// caps a stream's window below window_per_stream (a contended path carries
+// less); Park(s) takes a stream that is still open out of use (the agent says
+// its path is down) and queues its unacknowledged chunks for the others, like
+// StreamDown; Unpark(s) re-admits it (the agent's hold-down is over).
 // A message is done when the cumulative ack passes its last chunk: the caller's
 // buffer is needed until then (retransmits are read from it; nothing is copied).
 //
@@ -71,6 +77,17 @@ class StripeSender {
   // unacknowledged chunks are queued for retransmission on the others.
   void StreamDown(int stream);
 
+  // Parked: open but unused (see the top). Park of a parked or down stream,
+  // Unpark of an unparked one: no-ops.
+  void Park(int stream);
+  void Unpark(int stream);
+  bool IsParked(int stream) const { return parked_[stream]; }
+  // REQUIRES: 1 <= limit; values above window_per_stream mean window_per_stream.
+  void SetLimit(int stream, uint32_t limit);
+  uint32_t Limit(int stream) const { return limit_[stream]; }
+  // Up and not parked.
+  int StreamsUsable() const;
+
   // The next chunk to write on `stream` (retransmits first), recorded as in
   // flight there; nullopt when the stream is down, its window is full, or
   // nothing is sendable (no message, no credit, receive window full).
@@ -100,7 +117,11 @@ class StripeSender {
   void PopDone();
 
   StripeOptions options_;
+  void Requeue(int stream);  // its unacknowledged chunks to the retransmit queue
+
   std::vector<bool> up_;
+  std::vector<bool> parked_;
+  std::vector<uint32_t> limit_;
   std::vector<size_t> inflight_count_;
   std::deque<Message> msgs_;  // messages base_, base_ + 1, ...
   uint64_t base_ = 0;

@@ -26,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/nccl/agent_link.h"
 #include "lockstep/nccl/stripe_sender.h"
+#include "lockstep/nccl/traffic_control.h"
 #include "lockstep/nccl/transport.h"
 
 namespace lockstep::nccl {
@@ -43,6 +45,7 @@ struct SocketTransportConfig {
   int rail_speed_mbps = 10000;  // reported per rail in getProperties
   size_t max_outstanding = 64;  // requests per connection (NCCL uses up to 32)
   int connect_timeout_ms = 30000;
+  TrafficControlOptions traffic{};  // the sender's contention policy (needs the agent's fabric time)
 };
 
 // Settings from the environment (`env` is getenv or a test's map):
@@ -56,6 +59,12 @@ struct SocketTransportConfig {
 // A bad value is an InvalidArgument naming the variable, the value and the range.
 Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char*(const char*)>& env);
 
-std::unique_ptr<Transport> MakeSocketTransport(SocketTransportConfig config, WarnFn warn);
+// `agent` (may be null): the node agent's link. With it, handles carry the
+// agent's host address, senders park streams whose path the agent reports
+// down and re-admit them when it reports them usable, chunks are stamped in
+// fabric time, receivers measure one-way delays, senders shift chunks off
+// contended streams, and every connection reports to the agent.
+std::unique_ptr<Transport> MakeSocketTransport(SocketTransportConfig config, WarnFn warn,
+                                               std::shared_ptr<AgentLink> agent = nullptr);
 
 }  // namespace lockstep::nccl

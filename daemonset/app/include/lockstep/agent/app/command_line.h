@@ -29,6 +29,8 @@ struct CommandLine {
   std::optional<std::string> node_name;
   std::optional<std::string> health_addr;
   std::optional<std::string> time_api_addr;
+  // The NCCL plugin's local endpoint (a Unix socket); "" turns it off.
+  std::string nccl_socket = "/run/lockstep/nccl.sock";
   std::optional<std::string> bind_address;
   std::optional<int> probe_port;
   std::optional<std::string> peers_file;

@@ -3,6 +3,7 @@
 //   time API (timeApiAddr):      GET /time   -> {"earliest_ns","latest_ns","now_ns","state","error_bound_ns"}
 //                                GET /status -> everything `clock status` prints
 //                                GET /fabric -> rails, paths and pins (`fabric status`)
+//                                GET /nccl   -> the NCCL plugins' connections per job (NcclEndpoint::Jobs)
 // Handlers run on the server's thread; everything they read is thread-safe.
 #pragma once
 
@@ -35,6 +36,8 @@ struct TimeApiSource {
   // Fabric failover status (FabricService::StatusJson); empty when fabric
   // failover is not configured (GET /fabric then answers 404).
   std::function<nlohmann::json()> fabric;
+  // The NCCL plugin endpoint's per-job view; empty when it is off (GET /nccl then answers 404).
+  std::function<nlohmann::json()> nccl{};
 };
 
 std::string TimeJson(const TimeReading& r);
