@@ -16,6 +16,7 @@ torch inside the range that lacks one fails with a message naming it, never sile
 | `dist.ProcessGroup(store, rank, size)`, `._register_backend`, `._set_default_backend` | the size-1 stand-in group a kept DDP wrapper is built on (torch 2.x; 1.13: the public `dist.ProcessGroupGloo`) | 2.15 |
 | `c10d._abort_process_group`; `pg._get_backend`, NCCL backend `abort`/`_shutdown` | aborting NCCL communicators at a re-form | 2.15 (untested: no GPU) |
 | `torch._C._distributed_c10d._register_process_group`, `ProcessGroup._set_group_name`, a Python subclass of `dist.ProcessGroup` | the job's forwarding groups of a sharded layout, resolvable by name like torch's own | 2.15 |
+| `distributed_c10d._world.pg_map`, `.pg_group_ranks`, `.pg_names` | entering the forwarding groups in torch's group tables each generation (c10d's exception logger looks a failed collective's group up there) | 2.15 |
 | `DeviceMesh(..., _init_backend=False, _rank=r)`, `mesh._dim_group_names`, `mesh._pg_registry` | `job.device_mesh()`: a mesh over the forwarding groups (public `DeviceMesh.from_group` needs the default group, which a spare has not formed yet) | 2.15 |
 | `FSDPModule._get_fsdp_state()`, `state._is_root`, `state._fsdp_param_groups`, `group._all_gather_result` | finding the root `fully_shard` module for the public `reset_iter_state()` after a failed step, and dropping a failed all-gather it would wait on | 2.15 |
 | DDP attributes `module`, `process_group`, `find_unused_parameters`, `gradient_as_bucket_view`, `static_graph`, `bucket_bytes_cap`, `parameters_to_ignore`, `will_sync_module_buffers()` (undocumented, no underscore) | checking a kept DDP wrapper's options | 1.13, 2.15 |
@@ -141,6 +142,27 @@ def register_process_group(name: str, pg: Any) -> None:
             _register_process_group is not None and hasattr(dist.ProcessGroup, "_set_group_name"))
     pg._set_group_name(name)
     _register_process_group(name, pg)
+
+
+def world_register(pg: Any, ranks: Sequence[int], name: str) -> None:
+    """Enter `pg` (global ranks `ranks`) in torch.distributed's group tables, as
+    dist.new_group does, so that dist.get_backend/get_rank(group) work on it (c10d's
+    exception logger calls them when a collective fails). Undone by world_unregister;
+    destroy_process_group() clears the tables too."""
+    from torch.distributed import distributed_c10d as c10d
+    w = getattr(c10d, "_world", None)
+    require("torch.distributed.distributed_c10d._world.pg_map/pg_group_ranks/pg_names",
+            w is not None and all(hasattr(w, a) for a in ("pg_map", "pg_group_ranks", "pg_names")))
+    w.pg_map[pg] = ("gloo", None)
+    w.pg_group_ranks[pg] = {g: i for i, g in enumerate(ranks)}
+    w.pg_names[pg] = name
+
+
+def world_unregister(pg: Any) -> None:
+    from torch.distributed import distributed_c10d as c10d
+    w = c10d._world
+    for table in (w.pg_map, w.pg_group_ranks, w.pg_names):
+        table.pop(pg, None)
 
 
 def device_mesh(device_type: str, mesh: torch.Tensor, names: Sequence[str], groups: Sequence[Any],

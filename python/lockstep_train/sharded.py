@@ -144,8 +144,12 @@ class ShardedLayout:
         i, j = divmod(self.rank, self.shard)
         self.rep_group.inner, self.shard_group.inner = reps[j], shards[i]
         self.current_rep = reps[j]
+        private.world_register(self.rep_group, self.replica_set, self.rep_group.group_name)
+        private.world_register(self.shard_group, self.shard_group_ranks, self.shard_group.group_name)
 
     def free(self) -> None:
+        for g in (self.rep_group, self.shard_group):
+            private.world_unregister(g)
         self.rep_group.inner = self.shard_group.inner = self.current_rep = None
 
 
