@@ -212,7 +212,11 @@ class Job:
             raise UsageError("lockstep_train: job.track() after job.steps() started: what a spare "
                                "receives is fixed before the first step; call job.track(model, optimizer) "
                                "once, before iterating job.steps()")
-        is_sharded = sharded.check_model(model, self._layout)
+        is_sharded = self._layout is not None and sharded.check_model(model, self._layout)
+        if self._layout is not None and not is_sharded:
+            raise sharded.UnsupportedLayout(
+                "lockstep_train: job.track(): job.device_mesh() was built but the model has no parameter "
+                "sharded on it (fully_shard(module, mesh=mesh) before track()); %s" % sharded.SUPPORTED)
         if not is_sharded:
             check_module(model)
         is_ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from . import _torch_private as private
+from .wrappers import UnsupportedWrapper
 
 SUPPORTED = ("supported sharded layouts: FSDP2 fully_shard(module, mesh=job.device_mesh(replicate=R, "
              "shard=S)) with R >= 2 (HSDP: every shard held by R ranks), on torch >= 2.15; the mesh's "
@@ -31,7 +32,7 @@ SUPPORTED = ("supported sharded layouts: FSDP2 fully_shard(module, mesh=job.devi
              "copy of a shard and is not protected yet (python/README.md, \"Sharded state\")")
 
 
-class UnsupportedLayout(TypeError):
+class UnsupportedLayout(UnsupportedWrapper):
     """A sharded layout the library cannot protect (see SUPPORTED)."""
 
 
