@@ -26,7 +26,7 @@ def reference_hash(world, steps, args=()):
     return hashes.pop()
 
 
-def reference_hashes(world, steps, args=(), mode="ddp"):
+def reference_hashes(world, steps, args=(), mode="ddp", timeout=180):
     """{rank: final hash} of a fault-free plain DDP run (ranks differ where the hash
     covers per-rank state, e.g. BatchNorm running statistics after the last forward);
     mode="hsdp": of a plain FSDP2 HSDP run (each rank's hash covers its shard)."""
@@ -40,7 +40,7 @@ def reference_hashes(world, steps, args=(), mode="ddp"):
                               env=dict(os.environ, LOCKSTEP_RANK=str(r), LOCKSTEP_WORLD_SIZE=str(world)),
                               stdout=subprocess.PIPE, text=True) for r in range(world)]
     try:
-        outs = [p.communicate(timeout=180)[0] for p in procs]
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
