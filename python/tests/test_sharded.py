@@ -16,6 +16,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from support.cluster import Cluster, reference_hashes  # noqa: E402
+import support.cluster  # noqa: E402
+
+support.cluster.SAFETY_S = 300   # 5 torch 2.x processes importing at load 30 took over 120 s to register once
 from test_migration import MigrationTest  # noqa: E402
 
 WORLD = 4
