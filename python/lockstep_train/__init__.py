@@ -24,7 +24,8 @@ from .reduce import GradientReducer
 from .seeding import derive_seed
 from ._torch_private import UnsupportedTorch
 from .wrappers import UnsupportedWrapper
+from .sharded import UnsupportedLayout
 
 __all__ = ["__version__", "join", "seed", "Job", "Exit", "JobFailed", "JoinError", "GradientReducer",
            "CoordinatorClient", "Unavailable", "Plan", "Directive", "ProtocolError", "parse_plan", "parse_directive",
-           "derive_seed", "UnsupportedWrapper", "UnsupportedTorch", "UsageError"]
+           "derive_seed", "UnsupportedWrapper", "UnsupportedLayout", "UnsupportedTorch", "UsageError"]

@@ -15,6 +15,10 @@ torch inside the range that lacks one fails with a message naming it, never sile
 | `optimizer.step` replaced on the instance | "step committed" before torch 2.0 (`register_step_post_hook` after) | 1.13 |
 | `dist.ProcessGroup(store, rank, size)`, `._register_backend`, `._set_default_backend` | the size-1 stand-in group a kept DDP wrapper is built on (torch 2.x; 1.13: the public `dist.ProcessGroupGloo`) | 2.15 |
 | `c10d._abort_process_group`; `pg._get_backend`, NCCL backend `abort`/`_shutdown` | aborting NCCL communicators at a re-form | 2.15 (untested: no GPU) |
+| `torch._C._distributed_c10d._register_process_group`, `ProcessGroup._set_group_name`, a Python subclass of `dist.ProcessGroup` | the job's forwarding groups of a sharded layout, resolvable by name like torch's own | 2.15 |
+| `distributed_c10d._world.pg_map`, `.pg_group_ranks`, `.pg_names` | entering the forwarding groups in torch's group tables each generation (c10d's exception logger looks a failed collective's group up there) | 2.15 |
+| `DeviceMesh(..., _init_backend=False, _rank=r)`, `mesh._dim_group_names`, `mesh._pg_registry` | `job.device_mesh()`: a mesh over the forwarding groups (public `DeviceMesh.from_group` needs the default group, which a spare has not formed yet) | 2.15 |
+| `FSDPModule._get_fsdp_state()`, `state._is_root`, `state._fsdp_param_groups`, `group._all_gather_result` | finding the root `fully_shard` module for the public `reset_iter_state()` after a failed step, and dropping a failed all-gather it would wait on | 2.15 |
 | DDP attributes `module`, `process_group`, `find_unused_parameters`, `gradient_as_bucket_view`, `static_graph`, `bucket_bytes_cap`, `parameters_to_ignore`, `will_sync_module_buffers()` (undocumented, no underscore) | checking a kept DDP wrapper's options | 1.13, 2.15 |
 """
 from __future__ import annotations
@@ -124,6 +128,90 @@ def local_process_group(timeout: datetime.timedelta) -> Any:
         pg._register_backend(torch.device(d), PG.BackendType.GLOO, backend)
     pg._set_default_backend(PG.BackendType.GLOO)
     return pg
+
+
+# -- sharded layouts (FSDP2 / HSDP, torch 2.x) ------------------------------------------------
+def register_process_group(name: str, pg: Any) -> None:
+    """Name `pg` and register it with c10d, so that DTensor and DeviceMesh resolve it
+    by name (torch registers its own groups the same way)."""
+    try:
+        from torch._C._distributed_c10d import _register_process_group
+    except ImportError:
+        _register_process_group = None
+    require("torch._C._distributed_c10d._register_process_group, ProcessGroup._set_group_name",
+            _register_process_group is not None and hasattr(dist.ProcessGroup, "_set_group_name"))
+    pg._set_group_name(name)
+    _register_process_group(name, pg)
+
+
+def world_register(pg: Any, ranks: Sequence[int], name: str) -> None:
+    """Enter `pg` (global ranks `ranks`) in torch.distributed's group tables, as
+    dist.new_group does, so that dist.get_backend/get_rank(group) work on it (c10d's
+    exception logger calls them when a collective fails). Undone by world_unregister;
+    destroy_process_group() clears the tables too."""
+    from torch.distributed import distributed_c10d as c10d
+    w = getattr(c10d, "_world", None)
+    require("torch.distributed.distributed_c10d._world.pg_map/pg_group_ranks/pg_names",
+            w is not None and all(hasattr(w, a) for a in ("pg_map", "pg_group_ranks", "pg_names")))
+    w.pg_map[pg] = ("gloo", None)
+    w.pg_group_ranks[pg] = {g: i for i, g in enumerate(ranks)}
+    w.pg_names[pg] = name
+
+
+def world_unregister(pg: Any) -> None:
+    from torch.distributed import distributed_c10d as c10d
+    w = c10d._world
+    for table in (w.pg_map, w.pg_group_ranks, w.pg_names):
+        table.pop(pg, None)
+
+
+def device_mesh(device_type: str, mesh: torch.Tensor, names: Sequence[str], groups: Sequence[Any],
+                rank: int) -> Any:
+    """A DeviceMesh whose dimension i is served by groups[i] (registered), for global
+    rank `rank`, built without a default process group."""
+    from torch.distributed.device_mesh import DeviceMesh
+    import inspect
+    params = inspect.signature(DeviceMesh.__init__).parameters
+    require("DeviceMesh(_init_backend=, _rank=), DeviceMesh._dim_group_names/_pg_registry",
+            "_init_backend" in params and "_rank" in params)
+    m = DeviceMesh(device_type, mesh, mesh_dim_names=tuple(names), _init_backend=False, _rank=rank)
+    m._dim_group_names = [g.group_name for g in groups]
+    for g in groups:
+        m._pg_registry[g.group_name] = g
+    return m
+
+
+def fsdp_states(model: torch.nn.Module) -> List[Any]:
+    """The FSDP2 states of every fully_shard module in `model`."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return []
+    out = []
+    for m in model.modules():
+        if isinstance(m, FSDPModule):
+            require("FSDPModule._get_fsdp_state", hasattr(m, "_get_fsdp_state"))
+            out.append(m._get_fsdp_state())
+    return out
+
+
+def reset_fsdp(model: torch.nn.Module) -> None:
+    """After a step failed inside a collective: put the fully_shard modules back in the
+    state between two iterations with FSDP2's own public `FSDPModule.reset_iter_state()`
+    (torch 2.15) on the root. A pending all-gather of the failed group whose wait raises
+    is dropped (private `_fsdp_param_group._all_gather_result`) and the reset retried."""
+    roots = [m for m in model.modules() if hasattr(m, "reset_iter_state")
+             and getattr(m._get_fsdp_state(), "_is_root", None) is not False]
+    require("FSDPModule.reset_iter_state (torch 2.15)", bool(roots) or not fsdp_states(model))
+    for root in roots[:1]:
+        try:
+            root.reset_iter_state()
+        except RuntimeError as e:
+            log.info("lockstep: FSDP reset waited on a failed collective (%s); dropping it", str(e).splitlines()[0])
+            for st in fsdp_states(model):
+                for pg in getattr(st, "_fsdp_param_groups", []) or []:
+                    pg._all_gather_result = None
+            root.reset_iter_state()
 
 
 # -- NCCL abort ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from . import _torch_private as private
-from . import faults, seeding
+from . import faults, seeding, sharded
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
 from .protocol import ProtocolError, Settings, new_member_id, parse_plan, register_body, settings_from
@@ -117,6 +117,10 @@ class Job:
         self._reducer: Optional[GradientReducer] = None
         self._ddp: Optional[DDPAdapter] = None   # a kept DistributedDataParallel wrapper
         self._ddp_group: Any = None   # the size-1 group such a wrapper is built on
+        self._layout: Optional[sharded.ShardedLayout] = None   # job.device_mesh() (FSDP2 / HSDP)
+        self._sharded = False         # the tracked model is sharded on that mesh
+        self._early_plan = None       # a spare's plan, taken by device_mesh() before steps()
+        self._standin = False         # the default group is device_mesh()'s stand-in
         self._commit_hook: Any = None # the optimizer step hook's handle (torch >= 2.0)
         self._steps_started = False   # job.steps() began (track() is refused from then on)
         self._formed = False
@@ -151,6 +155,51 @@ class Job:
             self._ddp_group = private.local_process_group(datetime.timedelta(seconds=self.hang_timeout))
         return self._ddp_group
 
+    def device_mesh(self, replicate: int, shard: int,
+                    mesh_dim_names: Tuple[str, str] = ("replicate", "shard"),
+                    device_type: str = "cpu") -> Any:
+        """The job's 2-D DeviceMesh for HSDP (replicate x shard, rank = i * shard + j, as
+        torch's init_device_mesh lays it out), to pass to FSDP2's fully_shard(module,
+        mesh=...) in place of init_device_mesh(device_type, (replicate, shard),
+        mesh_dim_names=...). Its process groups belong to the library, which re-forms them
+        at every generation; the modules, their DTensor parameters and the optimizer stay.
+        torch >= 2.15. A spare waits here until the coordinator gives it a rank (fully_shard
+        shards by the mesh coordinate), so it builds its model after being assigned."""
+        if self._steps_started:
+            raise UsageError("lockstep_train: job.device_mesh() after job.steps() started; build the mesh, "
+                             "the model and track() before the first step")
+        if self._layout is not None:
+            raise UsageError("lockstep_train: job.device_mesh() was already called; one mesh per job "
+                             "(keep the DeviceMesh it returned)")
+        if private.torch_version() < (2, 15) and os.environ.get("LOCKSTEP_UNCHECKED_TORCH") != "1":
+            raise sharded.UnsupportedLayout(
+                "lockstep_train: job.device_mesh() (FSDP2 / HSDP) needs torch >= 2.15 (FSDPModule."
+                "reset_iter_state, checked on 2.15); this is torch %s. Plain data parallel (a module or "
+                "DistributedDataParallel) works on 1.13 and later" % torch.__version__)
+        names = tuple(mesh_dim_names)
+        sharded.check_mesh_args(replicate, shard, names)
+        world = replicate * shard
+        if self.world_size is not None and self.world_size != world:
+            raise ValueError("lockstep_train: job.device_mesh(replicate=%d, shard=%d) has %d ranks, the job %d"
+                             % (replicate, shard, world, self.world_size))
+        if self.rank is None:       # a spare: its coordinate is its rank, known once assigned
+            sharded.warm_up(device_type)   # FSDP2's first use costs seconds: pay them in the pool
+            self.heartbeat.update(state="waiting")
+            plan = self._wait_for_plan()
+            self._early_plan = plan       # job.steps() forms this generation
+            self.rank, self.world_size = plan.rank, plan.world_size
+            if plan.world_size != world:
+                raise ValueError("lockstep_train: job.device_mesh() has %d ranks, the coordinator's plan %d"
+                                 % (world, plan.world_size))
+        # torch's DeviceMesh reads the global rank from the default group while fully_shard
+        # builds sub-meshes: until job.steps() forms the generation's group, a stand-in of
+        # this rank and size (no communication) is the default group.
+        sharded.init_standin(self.rank, world)
+        self._standin = True
+        self._layout = sharded.ShardedLayout(replicate, shard, (names[0], names[1]), device_type,
+                                             self.rank, self._wait)
+        return self._layout.mesh
+
     def track(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
               extra: Any = None) -> None:
         """Register what a spare receives: the model's parameters and buffers, the
@@ -163,7 +212,13 @@ class Job:
             raise UsageError("lockstep_train: job.track() after job.steps() started: what a spare "
                                "receives is fixed before the first step; call job.track(model, optimizer) "
                                "once, before iterating job.steps()")
-        check_module(model)
+        is_sharded = self._layout is not None and sharded.check_model(model, self._layout)
+        if self._layout is not None and not is_sharded:
+            raise sharded.UnsupportedLayout(
+                "lockstep_train: job.track(): job.device_mesh() was built but the model has no parameter "
+                "sharded on it (fully_shard(module, mesh=mesh) before track()); %s" % sharded.SUPPORTED)
+        if not is_sharded:
+            check_module(model)
         is_ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
         if self._reducer is not None:
             self._reducer.close()
@@ -171,8 +226,11 @@ class Job:
             self._ddp.close()
             self._ddp = None
         inner = model.module if is_ddp else model
-        state = TrackedState(inner, optimizer, extra)
-        if is_ddp:
+        state = TrackedState(inner, optimizer, extra, local=sharded.local if is_sharded else None)
+        self._sharded = is_sharded
+        if is_sharded:              # fully_shard reduces the gradients itself, on the job's mesh
+            reducer = _NoReducer()
+        elif is_ddp:
             cap_mb = private.ddp_options(model)["bucket_bytes_cap"] / (1024.0 * 1024.0)
             reducer = GradientReducer(state.params, "ddp", cap_mb, overlap=False, wait=self._wait)
             try:
@@ -255,6 +313,9 @@ class Job:
         if self._ddp is not None:
             raise UsageError("lockstep_train: job.all_reduce_gradients() with a DistributedDataParallel "
                                "wrapper: DDP already reduced the gradients in backward; remove the call")
+        if self._sharded:
+            raise UsageError("lockstep_train: job.all_reduce_gradients() with a fully_shard model: FSDP2 "
+                             "already reduced the gradients in backward; remove the call")
         reducer.reduce(self.step)
 
     @contextlib.contextmanager
@@ -262,6 +323,9 @@ class Job:
         """Like DDP's no_sync(): backward passes inside only accumulate gradients (for
         gradient-accumulation micro-batches); the backward after it reduces them."""
         reducer = self._tracked("no_sync")[1]
+        if self._sharded:
+            raise UsageError("lockstep_train: job.no_sync() with a fully_shard model: use FSDP2's "
+                             "model.set_requires_gradient_sync(False) for accumulation micro-batches")
         if self._ddp is not None:
             with self._ddp.ddp.no_sync():
                 yield
@@ -366,6 +430,9 @@ class Job:
 
     def _free_group(self):
         self._reap_zombies()
+        if self._layout is not None:
+            self._layout.free()
+        self._standin = False
         if dist.is_initialized():
             if self.backend == "nccl":
                 private.abort_nccl()   # NCCL: without an abort the communicator can block forever
@@ -391,9 +458,12 @@ class Job:
         self._pending_report = body
         self._send_report()
         t0 = time.time()
-        self._reducer.reset()        # in-flight bucket reductions hold the old group
+        if self._reducer is not None:
+            self._reducer.reset()    # in-flight bucket reductions hold the old group
         if self._ddp is not None:
             self._ddp.reset()
+        if self._sharded and reason == "error":
+            private.reset_fsdp(self._state.model)   # the replay starts like a fresh iteration
         self._free_group()
         self._emit("group_freed", seconds=time.time() - t0, reason=reason)
 
@@ -468,7 +538,13 @@ class Job:
     def _form(self):
         self.heartbeat.update(state="waiting")
         while True:
-            plan = self._wait_for_plan()
+            plan, self._early_plan = self._early_plan or self._wait_for_plan(), None
+            if self._layout is not None and (plan.rank != self._layout.rank
+                                             or plan.world_size != self._layout.world_size):
+                self.close()
+                raise JobFailed("lockstep: this member's mesh was built for rank %d of %d; the coordinator "
+                                "now gives it rank %d of %d (a sharded model cannot change its shard)"
+                                % (self._layout.rank, self._layout.world_size, plan.rank, plan.world_size))
             self.generation, self.rank, self.world_size = plan.generation, plan.rank, plan.world_size
             self.heartbeat.update(generation=plan.generation, state="waiting", send_now=True)
             self._emit("plan_received", src_rank=plan.src_rank, resume_step=plan.resume_step,
@@ -494,6 +570,9 @@ class Job:
 
     def _init_group(self, plan):
         t0 = time.time()
+        if self._standin:             # device_mesh()'s stand-in default group gives way
+            self._standin = False
+            dist.destroy_process_group()
         timeout = datetime.timedelta(seconds=self.hang_timeout)
         store = dist.PrefixStore(plan.store.prefix,
                                  dist.TCPStore(plan.store.host, plan.store.port, None, False, timeout))
@@ -501,6 +580,8 @@ class Job:
         self._await_members(plan, store)
         dist.init_process_group(self.backend, store=store, rank=plan.rank,
                                 world_size=plan.world_size, timeout=timeout)
+        if self._layout is not None:
+            self._layout.form(timeout)
         self._emit("group_formed", seconds=time.time() - t0)
 
     def _await_members(self, plan, store):
@@ -552,6 +633,9 @@ class Job:
         t0 = time.time()
         g, src, me = plan.generation, plan.src_rank, plan.rank
         dev = self._comm_device()
+        group = None
+        if self._sharded:
+            src, group = self._shard_source(plan, dev), self._layout.current_rep
         bucket_bytes = self.transfer_bucket_bytes
         if me == src:
             flats = flatten(self._state.sync_tensors(), dev)
@@ -563,12 +647,12 @@ class Job:
             head = torch.tensor([len(blob), _blob_sum(blob)], dtype=torch.int64, device=dev)
         else:
             head = torch.zeros(2, dtype=torch.int64, device=dev)
-        self._wait(dist.broadcast(head, src, async_op=True))
+        self._wait(dist.broadcast(head, src, group=group, async_op=True))
         if me == src:
             buf = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(dev)
         else:
             buf = torch.empty(int(head[0].item()), dtype=torch.uint8, device=dev)
-        self._wait(dist.broadcast(buf, src, async_op=True))
+        self._wait(dist.broadcast(buf, src, group=group, async_op=True))
         if me != src:
             blob = buf.cpu().numpy().tobytes()
             if _blob_sum(blob) != int(head[1].item()):
@@ -584,7 +668,7 @@ class Job:
                                  % (len(meta["digest"]), len(chunks)))
         nbytes = 0
         for k, c in enumerate(chunks):
-            self._wait(dist.broadcast(c, src, async_op=True))
+            self._wait(dist.broadcast(c, src, group=group, async_op=True))
             nbytes += c.numel() * c.element_size()
             faults.hit("bucket_sent" if me == src else "bucket_received", g, k)
         ok = 1
@@ -608,7 +692,23 @@ class Job:
             log.warning("lockstep: source sent step %d, the plan said %d", meta["step"], plan.resume_step)
         self.step = meta["step"]
         self.heartbeat.update(step=self.step, state_intact=True)
-        self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(blob), buckets=len(chunks))
+        self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(blob), buckets=len(chunks),
+                   src_rank=src)
+
+    def _shard_source(self, plan, dev):
+        """Sharded layouts: the rank this member's replica set (the ranks holding its shard)
+        receives from: its lowest member that holds a verified state of the plan's resume
+        step. Every member learns every other's (state intact, step) by an all-gather."""
+        mine = torch.tensor([1 if self.heartbeat.state_intact() else 0, self.step], dtype=torch.int64, device=dev)
+        got = [torch.empty_like(mine) for _ in range(self.world_size)]
+        self._wait(dist.all_gather(got, mine, async_op=True))
+        held = {r: (int(t[0]), int(t[1])) for r, t in enumerate(got)}
+        for members in self._layout.replica_sets():
+            if not any(held[r] == (1, plan.resume_step) for r in members):
+                raise JobFailed("lockstep: no member of replica set %s (ranks holding the same shard) holds step "
+                                "%d (state intact, step: %s); the shard is lost"
+                                % (members, plan.resume_step, [held[r] for r in members]))
+        return min(r for r in self._layout.replica_set if held[r] == (1, plan.resume_step))
 
     def _check_replicas(self):
         """Every rank holds a replica of the same state: compare their fingerprints
@@ -622,6 +722,12 @@ class Job:
         got = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._wait(dist.all_gather(got, mine, async_op=True))
         fps = [tuple(int(v) for v in t.tolist()) for t in got]
+        sets = self._layout.replica_sets() if self._sharded else [list(range(self.world_size))]
+        for members in sets:
+            self._check_set(members, [fps[r] for r in members])
+
+    def _check_set(self, members, fps):
+        """Fingerprints `fps` of the ranks `members`, which hold replicas of the same state."""
         counts = {}
         for fp in fps:
             counts[fp] = counts.get(fp, 0) + 1
@@ -629,14 +735,14 @@ class Job:
             return
         top = max(counts.values())
         majority = [fp for fp, n in counts.items() if n == top]
-        agree = [r for r, fp in enumerate(fps) if len(majority) == 1 and fp == majority[0]]
-        odd = [r for r in range(self.world_size) if r not in agree]
+        agree = [r for r, fp in zip(members, fps) if len(majority) == 1 and fp == majority[0]]
+        odd = [r for r in members if r not in agree]
         msg = ("replica divergence at step %d in generation %d: rank%s %s disagree%s with %s"
                % (self.step, self.generation, "s" if len(odd) > 1 else "", ",".join(map(str, odd)),
                   "" if len(odd) > 1 else "s", "ranks " + ",".join(map(str, agree)) if agree else "each other"))
         log.error("lockstep: %s", msg)
         self._emit("divergence", ranks=odd, agree=agree, message=msg)
-        if len(majority) != 1 or top * 2 <= self.world_size:
+        if len(majority) != 1 or top * 2 <= len(members):
             raise JobFailed("lockstep: %s; no majority to trust, stopping" % msg)
         if self.rank == agree[0]:
             for r in odd:
@@ -666,6 +772,21 @@ class Job:
         # finalization, which can start before it wakes up.
         self.heartbeat.beat()
         self._emit("finished")
+
+
+class _NoReducer:
+    """The reducer of a fully_shard model: FSDP2 reduces the gradients itself."""
+    rebuilt = None
+    enabled = True
+
+    def begin(self, step):
+        pass
+
+    def reset(self):
+        pass
+
+    def close(self):
+        pass
 
 
 def _blob_sum(blob):

@@ -12,7 +12,7 @@ import pickle
 import random
 import sys
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -32,8 +32,12 @@ class TrackedState:
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
-                 extra: Any = None) -> None:
+                 extra: Any = None, local: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
+        # local: for a sharded model (DTensor parameters), the function that gives a
+        # tensor's local shard; what is sent, compared and received is this rank's shard.
         self.model = model
+        self.local = local or (lambda t: t)
+        self.sharded = local is not None
         self.optimizer = optimizer
         self.extra = extra
         if extra is not None and not isinstance(extra, dict) and not (
@@ -65,8 +69,9 @@ class TrackedState:
             d: Dict[str, tuple] = {}
             for k, v in st.items():
                 if torch.is_tensor(v):
-                    d[k] = ("tensor", tuple(v.shape), str(v.dtype).replace("torch.", ""),
-                            v.device == p.device)
+                    lv = self.local(v)
+                    d[k] = ("tensor", tuple(lv.shape), str(v.dtype).replace("torch.", ""),
+                            v.device == p.device, lv is not v)   # last: sharded like the parameter
                 else:
                     d[k] = ("value", v)
             out.append(d)
@@ -94,9 +99,12 @@ class TrackedState:
                 if kind == "value":
                     st[k] = rest[0]
                 else:
-                    shape, dtype, on_param = rest
-                    st[k] = torch.zeros(shape, dtype=getattr(torch, dtype),
-                                        device=p.device if on_param else "cpu")
+                    shape, dtype, on_param = rest[:3]
+                    if len(rest) > 3 and rest[3]:     # a DTensor sharded like its parameter
+                        st[k] = torch.zeros_like(p, dtype=getattr(torch, dtype))
+                    else:
+                        st[k] = torch.zeros(shape, dtype=getattr(torch, dtype),
+                                            device=p.device if on_param else "cpu")
             self.optimizer.state[p] = st
 
     def optimizer_tensors(self) -> List[torch.Tensor]:
@@ -105,13 +113,19 @@ class TrackedState:
         out = []
         for p in _optimizer_params(self.optimizer):
             st = self.optimizer.state.get(p) or {}
-            out += [v for _, v in sorted(st.items()) if torch.is_tensor(v)]
+            out += [self.local(v) for _, v in sorted(st.items()) if torch.is_tensor(v)]
         return out
+
+    def local_params(self) -> List[torch.Tensor]:
+        return [self.local(p) for p in self.params]
+
+    def local_buffers(self) -> List[torch.Tensor]:
+        return [self.local(b) for b in self.buffers]
 
     def sync_tensors(self) -> List[torch.Tensor]:
         """Every tensor that is sent, in a fixed order (the same on every member once the
         optimizer state was materialised from the source's skeleton)."""
-        return self.params + self.buffers + self.optimizer_tensors()
+        return self.local_params() + self.local_buffers() + self.optimizer_tensors()
 
     # -- meta (small, pickled) -------------------------------------------------------------
     def meta(self, step: int, extra_fields: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -143,11 +157,11 @@ class TrackedState:
             if len(meta["param_groups"]) != len(self.optimizer.param_groups):
                 raise ValueError("state sync: the source's optimizer has %d param groups, this one %d"
                                  % (len(meta["param_groups"]), len(self.optimizer.param_groups)))
-        out = [(tuple(t.shape), t.dtype, t.device) for t in self.params + self.buffers]
+        out = [(tuple(t.shape), t.dtype, t.device) for t in self.local_params() + self.local_buffers()]
         for p, sk in zip(ps, skeleton):
             for _, (kind, *rest) in sorted((sk or {}).items()):
                 if kind == "tensor":
-                    shape, dtype, on_param = rest
+                    shape, dtype, on_param = rest[:3]
                     out.append((tuple(shape), getattr(torch, dtype), p.device if on_param else torch.device("cpu")))
         return out
 
@@ -169,7 +183,7 @@ class TrackedState:
         running statistics are updated from each rank's own batch after rank 0's are
         broadcast), so they would make healthy replicas look diverged."""
         s1 = s2 = 0
-        for i, t in enumerate(self.params + self.optimizer_tensors()):
+        for i, t in enumerate(self.local_params() + self.optimizer_tensors()):
             a, b = fingerprint(t)
             s1, s2 = _wrap(s1 + (2 * i + 1) * a), _wrap(s2 + (2 * i + 1) * b)
         return s1, s2

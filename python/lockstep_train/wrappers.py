@@ -47,7 +47,8 @@ log = logging.getLogger("lockstep_train")
 SUPPORTED = ("supported: a plain torch.nn.Module (pure data parallel: every rank holds the whole "
              "model), or torch.nn.parallel.DistributedDataParallel(model, process_group=job.ddp_group) "
              "with its default find_unused_parameters=False, gradient_as_bucket_view=False, "
-             "static_graph=False and no communication hook of its own")
+             "static_graph=False and no communication hook of its own; or, on torch >= 2.15, FSDP2 "
+             "fully_shard on job.device_mesh(replicate=R, shard=S) with R >= 2 (HSDP)")
 
 
 class UnsupportedWrapper(TypeError):

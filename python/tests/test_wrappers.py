@@ -183,6 +183,86 @@ class WrapperTest(unittest.TestCase):
                 pass
 
 
+def torch_2_15():
+    return private.torch_version() >= (2, 15)
+
+
+class ShardedLayoutTest(unittest.TestCase):
+    """job.device_mesh() (FSDP2 / HSDP): what is accepted and what is refused at
+    device_mesh() and track(). One process as rank 0 of 4 (the mesh is built before any
+    group forms: no peers are needed until job.steps())."""
+
+    def setUp(self):
+        self.fake = FakeCoordinator(world_size=4)
+        logging.getLogger("lockstep_train").setLevel(logging.ERROR)
+        self.job = ls.join(coordinator=self.fake.url, rank=0, world_size=4)
+
+    def tearDown(self):
+        self.job.close()
+        self.fake.stop()
+
+    def test_device_mesh_needs_torch_2_15(self):
+        if torch_2_15():
+            self.skipTest("torch %s has what job.device_mesh() needs" % torch.__version__)
+        with self.assertRaisesRegex(ls.UnsupportedWrapper, r"needs torch >= 2.15.*Plain data parallel"):
+            self.job.device_mesh(replicate=2, shard=2)
+
+    def sharded_model(self, mesh):
+        from torch.distributed.fsdp import fully_shard
+        model = net()
+        fully_shard(model[0], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    def test_hsdp_on_the_job_mesh_is_accepted_and_pure_fsdp_is_refused(self):
+        if not torch_2_15():
+            self.skipTest("FSDP2 / HSDP needs torch >= 2.15 (this is %s)" % torch.__version__)
+        with self.assertRaisesRegex(ls.UnsupportedWrapper, r"pure FSDP, no second copy.*supported sharded layouts"):
+            self.job.device_mesh(replicate=1, shard=4)
+        with self.assertRaisesRegex(ValueError, "has 8 ranks, the job 4"):
+            self.job.device_mesh(replicate=2, shard=4)
+        mesh = self.job.device_mesh(replicate=2, shard=2, mesh_dim_names=("dp_replicate", "dp_shard"))
+        self.assertEqual(mesh.mesh_dim_names, ("dp_replicate", "dp_shard"))
+        self.assertEqual(mesh.mesh.tolist(), [[0, 1], [2, 3]])
+        with self.assertRaisesRegex(ls.UsageError, "already called"):
+            self.job.device_mesh(replicate=2, shard=2)
+        model = self.sharded_model(mesh)
+        self.assertEqual(tuple(model[0].weight.to_local().shape), (4, 4))   # rank 0 holds rows 0-3 of 8
+        opt = torch.optim.Adam(model.parameters())
+        self.job.track(model, opt)
+        self.assertTrue(self.job._sharded)
+        with self.assertRaisesRegex(ls.UsageError, "FSDP2 already reduced"):
+            self.job.all_reduce_gradients()
+        with self.assertRaisesRegex(ls.UsageError, "set_requires_gradient_sync"):
+            with self.job.no_sync():
+                pass
+
+    def test_layouts_the_library_does_not_own_are_refused(self):
+        if not torch_2_15():
+            self.skipTest("FSDP2 / HSDP needs torch >= 2.15 (this is %s)" % torch.__version__)
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+        mesh = self.job.device_mesh(replicate=2, shard=2)
+
+        def refused(model, *why):
+            with self.assertRaises(ls.UnsupportedWrapper) as cm:
+                self.job.track(model, None)
+            for w in why + ("supported sharded layouts", "job.device_mesh(replicate=R"):
+                self.assertIn(w, str(cm.exception))
+        refused(net(), "has no parameter sharded on it")
+        # a parameter on another mesh (here the shard dimension alone, as a tensor-parallel
+        # layout would put it), one placed otherwise, one left unsharded
+        model = net()
+        model[0].weight = nn.Parameter(DTensor.from_local(model[0].weight.detach(), mesh["shard"], [Shard(0)]))
+        refused(model, "parameter '0.weight'", "a device mesh", "the library does not own")
+        model = net()
+        model[0].weight = nn.Parameter(DTensor.from_local(model[0].weight.detach(), mesh, [Replicate(), Replicate()]))
+        refused(model, "parameter '0.weight' placed")
+        from torch.distributed.fsdp import fully_shard
+        model = net()
+        fully_shard(model[0], mesh=mesh)
+        refused(model, "parameter '2.weight': not sharded")
+
+
 class PrivateTorchTest(unittest.TestCase):
     """_torch_private fails loudly outside the torch versions it was checked on."""
 

@@ -26,20 +26,21 @@ def reference_hash(world, steps, args=()):
     return hashes.pop()
 
 
-def reference_hashes(world, steps, args=()):
+def reference_hashes(world, steps, args=(), mode="ddp", timeout=180):
     """{rank: final hash} of a fault-free plain DDP run (ranks differ where the hash
-    covers per-rank state, e.g. BatchNorm running statistics after the last forward)."""
+    covers per-rank state, e.g. BatchNorm running statistics after the last forward);
+    mode="hsdp": of a plain FSDP2 HSDP run (each rank's hash covers its shard)."""
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    procs = [subprocess.Popen([sys.executable, WORKER, "--mode", "ddp", "--steps", str(steps), "--port", str(port),
+    procs = [subprocess.Popen([sys.executable, WORKER, "--mode", mode, "--steps", str(steps), "--port", str(port),
                                *args],
                               env=dict(os.environ, LOCKSTEP_RANK=str(r), LOCKSTEP_WORLD_SIZE=str(world)),
                               stdout=subprocess.PIPE, text=True) for r in range(world)]
     try:
-        outs = [p.communicate(timeout=180)[0] for p in procs]
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:

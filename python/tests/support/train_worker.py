@@ -2,6 +2,10 @@
 Adam, JSON lines on stdout ({"ev": ...}). Modes:
   lockstep  the library (LOCKSTEP_* environment: coordinator, role, rank)
   ddp       plain torch DistributedDataParallel, no library (the reference)
+  hsdp      plain FSDP2 HSDP (fully_shard on init_device_mesh((2, WORLD/2)), no library: the
+            reference of --hsdp runs)
+--hsdp: the library with FSDP2 HSDP, fully_shard on job.device_mesh(replicate=2, shard=WORLD/2)
+(torch >= 2.15); the hash covers this rank's shard of the parameters and of Adam's state.
 Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
 --hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
 all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
@@ -95,6 +99,49 @@ def memory(phase):
     emit("memory", phase=phase, rss_kb=got.get("VmRSS"), hwm_kb=got.get("VmHWM"))
 
 
+HSDP = "--hsdp" in sys.argv or "hsdp" in sys.argv
+if HSDP:   # as a script would: imported before ls.join() (seconds of CPU, no heartbeats missed)
+    from torch.distributed.fsdp import fully_shard  # noqa: F401
+    from torch.distributed.tensor import DTensor  # noqa: F401
+
+
+def build_sharded(mesh):
+    """The same model as build(), each Linear and the root fully_shard-ed on `mesh` (HSDP)."""
+    from torch.distributed.fsdp import fully_shard
+    model, _ = build()
+    for m in model:
+        if isinstance(m, nn.Linear):
+            fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def digest_sharded(model, opt):
+    """This rank's shard of the parameters and of the optimizer state."""
+    ts = [p.to_local() for p in model.parameters()]
+    for p in model.parameters():
+        for _, v in sorted(opt.state.get(p, {}).items()):
+            if torch.is_tensor(v):
+                ts.append(v.to_local() if hasattr(v, "to_local") else v)
+    return hashlib.sha256(b"".join(t.detach().cpu().numpy().tobytes() for t in ts)).hexdigest()
+
+
+def run_hsdp_reference(a):
+    from torch.distributed.device_mesh import init_device_mesh
+    rank, world = int(os.environ["LOCKSTEP_RANK"]), int(os.environ["LOCKSTEP_WORLD_SIZE"])
+    store = dist.TCPStore("127.0.0.1", a.port, world, rank == 0, datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    model, opt = build_sharded(mesh)
+    for step in range(a.steps):
+        x, y = batch(step, rank)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    emit("end", rank=rank, step=a.steps, hash=digest_sharded(model, opt))
+    dist.destroy_process_group()
+
+
 def batch(step, rank):
     import lockstep_train as ls
     ls.seeding.seed(step, rank)
@@ -140,8 +187,12 @@ def run_lockstep(a):
                 time.sleep(1)
     memory("start")
     job = ls.join(on_event=on_event, overlap=not a.no_overlap, heartbeat_interval=a.heartbeat_interval)
-    model, opt = build()
     wrapped = os.environ.get("LOCKSTEP_TEST_WRAP") == "ddp"
+    if a.hsdp:    # the mesh first: a spare waits in device_mesh() for its rank (its shard)
+        mesh = job.device_mesh(replicate=2, shard=int(os.environ["LOCKSTEP_WORLD_SIZE"]) // 2)
+        model, opt = build_sharded(mesh)
+    else:
+        model, opt = build()
     if wrapped:   # the user keeps DDP: built on the library's group, it reduces the gradients
         net = nn.parallel.DistributedDataParallel(model, process_group=job.ddp_group)
         job.track(net, opt)
@@ -155,7 +206,7 @@ def run_lockstep(a):
         timer.tick(step)
         with job.step_guard():
             x, y = batch(step, job.rank)
-            if hold and step == a.hold_at and wrapped:   # DDP reduces in backward: hold before it
+            if hold and step == a.hold_at and (wrapped or a.hsdp):   # DDP/FSDP reduce in backward: hold before it
                 emit("holding", rank=job.rank, step=step)
                 while True:
                     time.sleep(1)
@@ -164,7 +215,7 @@ def run_lockstep(a):
                 emit("holding", rank=job.rank, step=step)
                 while True:
                     time.sleep(1)
-            if not wrapped:
+            if not wrapped and not a.hsdp:
                 job.all_reduce_gradients()
             opt.step()
             opt.zero_grad()
@@ -173,14 +224,15 @@ def run_lockstep(a):
             time.sleep(a.step_sleep)
     timer.tick(a.steps)
     memory("end")
-    emit("end", rank=job.rank, step=job.step, generation=job.generation, hash=digest(model),
+    emit("end", rank=job.rank, step=job.step, generation=job.generation,
+         hash=digest_sharded(model, opt) if a.hsdp else digest(model),
          median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step(),
          slow_iterations=job._ddp.slow_iterations if wrapped else None)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("lockstep", "ddp"), default="lockstep")
+    ap.add_argument("--mode", choices=("lockstep", "ddp", "hsdp"), default="lockstep")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.0)
     ap.add_argument("--hold-at", type=int, default=-1)
@@ -190,6 +242,7 @@ def main():
     ap.add_argument("--no-overlap", action="store_true", help="reduce after backward (benchmark)")
     ap.add_argument("--heartbeat-interval", type=float, default=0.75)
     ap.add_argument("--batchnorm", action="store_true", help="a BatchNorm1d after the first layer")
+    ap.add_argument("--hsdp", action="store_true", help="FSDP2 HSDP on job.device_mesh (2 x WORLD/2)")
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)
@@ -197,6 +250,8 @@ def main():
     emit("started", role=os.environ.get("LOCKSTEP_ROLE", "rank"))
     if a.mode == "ddp":
         run_ddp(a)
+    elif a.mode == "hsdp":
+        run_hsdp_reference(a)
     else:
         run_lockstep(a)
 
