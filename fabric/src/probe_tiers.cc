@@ -68,13 +68,24 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
       idle_.push_back(id);
     }
   }
-  if (idle_.empty()) return;
-  // The rotation's share: enough that each idle path comes round within
-  // idle_interval at the longest gap between ticks.
+  const Nanos elapsed = last_plan_ ? std::min(now - *last_plan_, longest_gap_) : Nanos(0);
+  last_plan_ = now;
+  if (idle_.empty()) {
+    credit_ = 0;
+    return;
+  }
+  // The rotation's share: idle paths / idle_interval a second, as a credit
+  // that grows with the time since the last tick (a few idle paths get a
+  // probe every few ticks, not one at every tick). The due rule below keeps
+  // the bound whatever the credit.
+  // The rotation aims a little inside the bound (two gaps), so that paths
+  // rarely fall due together.
   const size_t n = idle_.size();
-  const double exact =
-      static_cast<double>(n) * static_cast<double>(longest_gap_.count()) / static_cast<double>(idle_interval_.count());
-  const auto share = std::clamp<size_t>(static_cast<size_t>(std::ceil(exact)), 1, n);
+  const Nanos period = std::max(idle_interval_ - 2 * longest_gap_, idle_interval_ / 2);
+  credit_ = std::min(
+      credit_ + static_cast<double>(n) * static_cast<double>(elapsed.count()) / static_cast<double>(period.count()),
+      static_cast<double>(n));
+  const auto share = static_cast<size_t>(credit_);
   size_t taken = 0;
   // Due: the next tick (at most longest_gap away) would be too late.
   for (uint32_t id : idle_) {
@@ -97,6 +108,7 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
     p.last_probed = now;
     ++taken;
   }
+  credit_ = std::max(0.0, credit_ - static_cast<double>(taken));
   if (cursor_ >= paths_.size()) cursor_ = 0;
 }
 

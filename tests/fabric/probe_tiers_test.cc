@@ -59,7 +59,7 @@ TEST_CASE("probe tiers: traffic, unknown and suspect paths are probed at every t
   std::map<uint32_t, Time> last;
   Nanos longest_idle_gap{0};
   size_t most_idle_in_a_tick = 0;
-  // share = ceil(125 idle x 15.4 ms / 500 ms) = 4 a tick.
+  // share: 125 idle x ~14 ms / 500 ms = 3.5 a tick, at most 4 (15.4 ms).
   const size_t share = 4;
   for (int tick = 0; tick < 2000; ++tick) {  // ~28 s
     const Time now = ticker.Next();
@@ -94,6 +94,24 @@ TEST_CASE("probe tiers: traffic, unknown and suspect paths are probed at every t
   REQUIRE(most_idle_in_a_tick <= 2 * share);
   // And the rotation is not needlessly fast: ~125 paths / 4 a tick x 14 ms.
   REQUIRE(longest_idle_gap >= 350ms);
+}
+
+TEST_CASE("probe tiers: a few idle paths are not probed at every tick", "[fabric][tiers]") {
+  FabricOptions o;
+  ProbeTiers t(o);
+  Ticker ticker(o, 4);
+  std::vector<uint32_t> out;
+  size_t probes = 0;
+  const int ticks = 3571;  // ~50 s
+  for (int tick = 0; tick < ticks; ++tick) {
+    out.clear();
+    t.Plan(ticker.Next(), Up(6), out);
+    if (tick > 0) probes += out.size();
+  }
+  const double per_s = static_cast<double>(probes) / std::chrono::duration<double>(ticker.now - At(0ms)).count();
+  INFO("idle probes/s " << per_s);
+  CHECK(per_s >= 6 / 0.5 * 0.9);  // 12/s: each of 6 paths every ~500 ms
+  CHECK(per_s <= 6 / 0.5 * 1.2);  // not 71/s (one at every tick)
 }
 
 TEST_CASE("probe tiers: the budget bound holds when the idle set changes every tick", "[fabric][tiers]") {

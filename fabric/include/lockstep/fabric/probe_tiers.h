@@ -17,7 +17,7 @@
 //         delivered (up or suspect) for promote_for after it. Detection as
 //         before: WorstCaseDetection (43.8 ms at the defaults).
 //   idle  the rest, in a rotation: each tick probes its share of them
-//         (ceil(idle paths x longest gap / idle_interval), round robin) and
+//         (idle paths / idle_interval a second, a credit per tick; round robin) and
 //         any idle path that would otherwise go longer than idle_interval
 //         without a probe, so every path is probed at least every
 //         idle_interval while ticks come on time. An idle path that loses a
@@ -34,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lockstep/fabric/options.h"
@@ -97,6 +98,8 @@ class ProbeTiers {
   std::vector<Path> paths_;
   std::vector<uint32_t> idle_;  // scratch: this plan's idle ids
   size_t cursor_ = 0;           // the rotation: the next id to consider
+  double credit_ = 0;           // idle probes owed (idle paths / idle_interval a second)
+  std::optional<Time> last_plan_;
   size_t fast_ = 0;
 };
 
