@@ -424,12 +424,16 @@ while c.recv(65536): pass' "$(jq -r ".hosts[$h].addr" "$TOPO")" >/dev/null 2>&1 
     sleep 0.5
     for h in 1 2 3; do
       ip netns exec "$LAB-h0" python3 -c 'import socket,sys,time
-s=socket.create_connection((sys.argv[1], 5001), source_address=(sys.argv[2], 0))
+while True:  # until the sink listens (python starts slowly on a loaded machine)
+    try:
+        s = socket.create_connection((sys.argv[1], 5001), source_address=(sys.argv[2], 0)); break
+    except OSError: time.sleep(0.1)
 while True: s.sendall(b"x"*1000); time.sleep(0.05)' "$(jq -r ".hosts[$h].addr" "$TOPO")" "$a0" >/dev/null 2>&1 &
       flows+=($!)
     done
     sleep 4  # the prober reads the connections every second; active within one
     metrics 0 | grep -E '^lockstep_fabric_(active_peers|probe_tier_paths)' >&2
+    echo "h0's TCP connections: $(ip netns exec "$LAB-h0" ss -Htn state established | wc -l)" >&2
     : >"$OUT/detect"
     for h in 1 2 3 4 5 6; do
       # h0's pin for hH: the rail its /32 route leaves by
