@@ -411,11 +411,12 @@ if [[ -n $PATHS_LIST ]]; then
   }
   # sdetect: detection on active and idle paths of h0 (see --detect)
   sdetect() {
-    local h a0 r rail t line after down flows=()
+    local h a0 r rail t line after down flows=() PY
+    PY=$(command -v /usr/bin/python3 || command -v python3)
     a0=$(jq -r '.hosts[0].addr' "$TOPO")
     ((PEERS >= 6)) || { echo "--detect needs 6 peers or more" >&2; return; }
     for h in 1 2 3; do
-      ip netns exec "$LAB-h$h" python3 -c 'import socket,sys
+      ip netns exec "$LAB-h$h" "$PY" -c 'import socket,sys
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], 5001)); s.listen(1)
 c,_=s.accept()
 while c.recv(65536): pass' "$(jq -r ".hosts[$h].addr" "$TOPO")" >/dev/null 2>&1 &
@@ -423,7 +424,7 @@ while c.recv(65536): pass' "$(jq -r ".hosts[$h].addr" "$TOPO")" >/dev/null 2>&1 
     done
     sleep 0.5
     for h in 1 2 3; do
-      ip netns exec "$LAB-h0" python3 -c 'import socket,sys,time
+      ip netns exec "$LAB-h0" "$PY" -c 'import socket,sys,time
 while True:  # until the sink listens (python starts slowly on a loaded machine)
     try:
         s = socket.create_connection((sys.argv[1], 5001), source_address=(sys.argv[2], 0)); break
@@ -431,7 +432,13 @@ while True:  # until the sink listens (python starts slowly on a loaded machine)
 while True: s.sendall(b"x"*1000); time.sleep(0.05)' "$(jq -r ".hosts[$h].addr" "$TOPO")" "$a0" >/dev/null 2>&1 &
       flows+=($!)
     done
-    sleep 4  # the prober reads the connections every second; active within one
+    # python starts slowly on a loaded machine: wait for the 3 connections,
+    # then for the prober's once-a-second look
+    for _ in $(seq 1 300); do
+      (($(ip netns exec "$LAB-h0" ss -Htn state established '( dport = :5001 )' | wc -l) >= 3)) && break
+      sleep 0.1
+    done
+    sleep 2.5
     metrics 0 | grep -E '^lockstep_fabric_(active_peers|probe_tier_paths)' >&2
     echo "h0's TCP connections: $(ip netns exec "$LAB-h0" ss -Htn state established | wc -l)" >&2
     : >"$OUT/detect"
