@@ -38,13 +38,13 @@ TEST_CASE("sock_diag lists an established loopback connection and the bytes it m
   auto bytes_of_client = [&]() -> std::optional<uint64_t> {
     auto flows = (*source)->Flows();
     REQUIRE(flows.ok());
-    // The server's socket has the client's port as remote; the client's has
-    // the listener's. Both have 127.0.0.1 as remote address.
-    std::optional<uint64_t> best;
+    // The client's socket: remote 127.0.0.1 at the listener's port (the
+    // machine may have other loopback connections).
+    std::optional<uint64_t> bytes;
     for (const TcpFlow& f : *flows) {
-      if (f.remote == INADDR_LOOPBACK) best = std::max(best.value_or(0), f.bytes);
+      if (f.remote == INADDR_LOOPBACK && f.remote_port == ntohs(addr.sin_port)) bytes = f.bytes;
     }
-    return best;
+    return bytes;
   };
   auto before = bytes_of_client();
   REQUIRE(before);  // listed, established

@@ -74,6 +74,7 @@ Result<std::vector<TcpFlow>> SockDiagTraffic::Flows() {
       TcpFlow f;
       std::memcpy(&f.cookie, msg->id.idiag_cookie, sizeof(f.cookie));
       f.remote = ntohl(msg->id.idiag_dst[0]);
+      f.remote_port = ntohs(msg->id.idiag_dport);
       int attr_len = static_cast<int>(h->nlmsg_len) - static_cast<int>(NLMSG_LENGTH(sizeof(*msg)));
       for (auto* a = reinterpret_cast<rtattr*>(const_cast<inet_diag_msg*>(msg) + 1); RTA_OK(a, attr_len);
            a = RTA_NEXT(a, attr_len)) {

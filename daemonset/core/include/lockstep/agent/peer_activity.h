@@ -21,6 +21,7 @@ namespace lockstep::agent {
 struct TcpFlow {
   uint64_t cookie = 0;  // the kernel's socket cookie: stable for the connection's life
   uint32_t remote = 0;  // the peer's IPv4 address, host byte order
+  uint16_t remote_port = 0;
   uint64_t bytes = 0;   // acked + received so far
 };
 
