@@ -260,6 +260,8 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     r.Int("peersPerNode", 1, kMaxPeersPerNode, c.probe.peers_per_node);
     r.Int("pathIntervalMs", 1, kMaxProbeIntervalMs, c.probe.path_interval_ms);
     r.Int("missThreshold", 1, kMaxMissThreshold, c.probe.miss_threshold);
+    r.Int("idlePathIntervalMs", 0, kMaxProbeIntervalMs, c.probe.idle_path_interval_ms);
+    r.Bool("trafficAware", c.probe.traffic_aware);
     r.RejectUnknown();
   }
   {
@@ -390,7 +392,14 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Key << "intervalMs" << YAML::Value << c.probe.interval_ms
     << YAML::Key << "peersPerNode" << YAML::Value << c.probe.peers_per_node
     << YAML::Key << "pathIntervalMs" << YAML::Value << c.probe.path_interval_ms
-    << YAML::Key << "missThreshold" << YAML::Value << c.probe.miss_threshold << YAML::EndMap;
+    << YAML::Key << "missThreshold" << YAML::Value << c.probe.miss_threshold;
+  // Not FabricPolicy fields yet: written only when not the default, so the
+  // operator's rendering is unchanged.
+  if (c.probe.idle_path_interval_ms != kIdlePathIntervalMs) {
+    y << YAML::Key << "idlePathIntervalMs" << YAML::Value << c.probe.idle_path_interval_ms;
+  }
+  if (!c.probe.traffic_aware) y << YAML::Key << "trafficAware" << YAML::Value << false;
+  y << YAML::EndMap;
   y << YAML::Key << "clockSync" << YAML::Value << YAML::BeginMap
     << YAML::Key << "enabled" << YAML::Value << c.clock_sync.enabled
     << YAML::Key << "windowSeconds" << YAML::Value << c.clock_sync.window_seconds

@@ -5,6 +5,7 @@
 #include "lockstep/agent/net/netlink_route_actuator.h"
 #include "lockstep/agent/net/rail_discovery.h"
 #include "lockstep/agent/net/rdma_devices.h"
+#include "lockstep/agent/net/sock_diag_traffic.h"
 #include "lockstep/agent/net/udp_fabric_socket.h"
 #include "lockstep/common/log.h"
 #include "lockstep/kube/curl_kube_api.h"
@@ -71,6 +72,15 @@ Status OpenFabricAdapters(const AgentSettings& settings, bool kubernetes, AgentA
   if (!actuator.ok()) return actuator.error();
   adapters.fabric_socket = std::move(*socket);
   adapters.route_actuator = std::move(*actuator);
+  if (config.probe.traffic_aware) {
+    // Tiered probing without it probes every peer's pinned path fast: a warning, not an error.
+    if (auto traffic = SockDiagTraffic::Open(); traffic.ok()) {
+      adapters.traffic_source = std::move(*traffic);
+    } else {
+      log::Warn("fabric: no sock_diag (TCP connections unknown); probing every peer's pinned path fast",
+                {{"error", traffic.error().message}});
+    }
+  }
   adapters.rails = std::move(*rails);
   adapters.host_address = host_address;
   return Status::Ok();

@@ -15,8 +15,24 @@
 #        [--napi-threads] [--no-base]
 #   sudo e2e/bench/fabric-probe-cost.sh --paths 6,32,128 [--seconds 15]
 #        [--load 100mbit] [--link-mbit 200] [--interval-ms 14] [--no-base]
-#        [--clock-sync on,off]
+#        [--clock-sync on,off] [--tiering on,off,all] [--detect]
 #
+# --tiering (with --paths): the probe tiers of each phase (default on):
+#   on   tiered probing as shipped (probe.idlePathIntervalMs 500, trafficAware:
+#        a peer is active while its TCP connections move bytes; the sweep has
+#        no TCP traffic, so every path of h0 is idle: probed in the rotation);
+#   off  probe.idlePathIntervalMs: 0, every path every interval (the design
+#        before tiering: the baseline);
+#   all  trafficAware: false, every peer active: its pinned path fast (the
+#        worst case for a node that talks to every peer).
+# Each mode runs the clock-sync phases; rows carry "tiering", and h0's
+# fast_paths / idle_paths (lockstep_fabric_probe_tier_paths).
+# --detect (with --paths): after the last scale's tiering-on phase, a TCP
+# flow from h0 to h1..h3 (1 kB every 50 ms: active peers), then a silent
+# link failure (netlab link hXrR down --silent) of h1..h3's pinned rails
+# (active paths) and of a rail of h4..h6 that is not their pin (idle
+# paths), one at a time: detection = h0's "down" log line minus the time
+# before netlab's command (detect_active_ms, detect_idle_ms in the JSON).
 # --paths: the scale sweep (issue 22 section 3), the probing cost measured
 # directly on one agent. Paths per agent = peers x rails (a path is a rail
 # to the same rail of a peer, fabric::EnumeratePaths): 6 = 3 peers x 2 rails,
@@ -129,6 +145,8 @@ BASE=1  # 0: --no-base, the fabric phase alone
 PATHS_LIST=  # --paths: the scale sweep
 LINK_MBIT=200  # --paths: the link rate the wire figures are a share of
 CLOCK_MODES=on,off  # --paths: the clock-sync phases to run (on, off or both)
+TIER_MODES=on  # --paths: the probe tiers (on, off, all; see above)
+DETECT=0
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
   case $1 in
@@ -144,6 +162,8 @@ while (($#)); do
     --paths) PATHS_LIST=$2; shift 2 ;;
     --link-mbit) LINK_MBIT=$2; shift 2 ;;
     --clock-sync) CLOCK_MODES=$2; shift 2 ;;
+    --tiering) TIER_MODES=$2; shift 2 ;;
+    --detect) DETECT=1; shift ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
     --strace) PERF=2; shift ;;
@@ -226,7 +246,7 @@ if [[ -n $PATHS_LIST ]]; then
   command -v ethtool >/dev/null || { echo "--paths needs ethtool (scripts/setup installs it)" >&2; exit 1; }
   SWEEP_LOAD=${LOAD:-100mbit}
   : >"$OUT/rows"
-  # sconfig H FABRIC CLOCK: agent.yaml of host H (star: h0 lists every host,
+  # sconfig H FABRIC CLOCK [TIER]: agent.yaml of host H (star: h0 lists every host,
   # the others h0 and themselves)
   sconfig() {
     local r rails="" h
@@ -234,7 +254,11 @@ if [[ -n $PATHS_LIST ]]; then
     printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n' "$1" "$OUT/key"
     (($2)) && printf 'fabric:\n  rails: [%s]\n' "$rails"
     (($3)) || printf 'clockSync:\n  enabled: false\n'
-    if [[ -n $INTERVAL_MS || -n $MISSES ]]; then printf 'probe:\n'; fi
+    printf 'probe:\n'
+    case ${4:-on} in
+      off) printf '  idlePathIntervalMs: 0\n' ;;
+      all) printf '  trafficAware: false\n' ;;
+    esac
     if [[ -n $INTERVAL_MS ]]; then printf '  pathIntervalMs: %s\n' "$INTERVAL_MS"; fi
     if [[ -n $MISSES ]]; then printf '  missThreshold: %s\n' "$MISSES"; fi
     printf 'peers:\n'
@@ -317,7 +341,9 @@ if [[ -n $PATHS_LIST ]]; then
         -v load="$SWEEP_LOAD" -v pk="$((pk1 - pk0))" -v napi0="$(cat "$OUT/sn0")" -v napi1="$(cat "$OUT/sn1")" \
         -v c0="$(cat "$OUT/sc0")" -v c1="$(cat "$OUT/sc1")" -v rxp="$(($(cat "$OUT/sp1") - $(cat "$OUT/sp0")))" \
         -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" \
-        -v rcvbuf="$(($(cat "$OUT/su1") - $(cat "$OUT/su0")))" -v rcvbuf_total="$(cat "$OUT/su1")" '
+        -v rcvbuf="$(($(cat "$OUT/su1") - $(cat "$OUT/su0")))" -v rcvbuf_total="$(cat "$OUT/su1")" -v tier="$TIER" \
+        -v fast="$(awk '/^lockstep_fabric_probe_tier_paths\{tier="fast"\}/ {print $NF}' "$OUT/sm1")" \
+        -v idle="$(awk '/^lockstep_fabric_probe_tier_paths\{tier="idle"\}/ {print $NF}' "$OUT/sm1")" '
       {x += $2} $1 == "ls-fabric" {pr = $2; runs = $3}
       END {
         w = t1 - t0; split(c0, a, " "); split(c1, b, " ")
@@ -325,6 +351,7 @@ if [[ -n $PATHS_LIST ]]; then
         share = (rxk > 0 ? rxp / rxk : 1); if (share > 1) share = 1
         napi = (napi1 - napi0) / 1e9 / w * 100
         printf "{\"paths_per_agent\":%d,\"peers\":%d,\"rails\":%d,\"clock_sync\":%s,\"load\":\"%s\",", paths, peers, rails, (cs ? "true" : "false"), (ld ? "udp " load " each way h0<->h1 rail0" : "none")
+        printf "\"tiering\":\"%s\",\"fast_paths\":%s,\"idle_paths\":%s,", tier, (fast == "" ? "null" : fast), (idle == "" ? "null" : idle)
         printf "\"loadavg_1m\":%s,\"loadavg_1m_start\":%s,\"seconds\":%.1f,", la1, la0, w
         printf "\"prober_cpu_percent\":%.3f,\"rx_path_percent\":%.3f,\"host_probe_percent\":%.3f,", 100*pr/1e9/w, share*napi, 100*pr/1e9/w + share*napi
         printf "\"rx_napi_all_percent\":%.3f,\"rx_probe_share\":%.3f,\"agent_cpu_percent\":%.3f,", napi, share, 100*x/1e9/w
@@ -340,13 +367,14 @@ if [[ -n $PATHS_LIST ]]; then
         printf "\"false_downs\":%d,\"paths_up_at_start\":%d,\"paths_up_at_end\":%d,\"udp_rcvbuf_errors\":%d,\"udp_rcvbuf_errors_lab\":%d", downs, upstart, upend, rcvbuf, rcvbuf_total
         if (cs && !ld && base != "null") printf ",\"base_agent_percent\":%.3f,\"marginal_agent_percent\":%.3f", base, 100*x/1e9/w - base
         printf "}\n"}' >>"$OUT/rows"
-    tail -n 1 "$OUT/rows" | jq -c '{paths_per_agent, clock_sync, load, loadavg_1m, prober_cpu_percent, host_probe_percent, wire_kbps_per_node, false_downs}' >&2
+    tail -n 1 "$OUT/rows" | jq -c '{paths_per_agent, tiering, fast_paths, clock_sync, load, loadavg_1m, prober_cpu_percent, host_probe_percent, wire_kbps_per_node, false_downs}' >&2
   }
-  # sphase FABRIC CLOCK: agents on every host, then h0's windows (quiet, loaded)
+  # sphase FABRIC CLOCK [TIER]: agents on every host, then h0's windows (quiet, loaded)
   sphase() {
     local h
+    TIER=${3:-on}
     for h in $(seq 0 $((HOSTS - 1))); do
-      sconfig "$h" "$1" "$2" >"$OUT/s-h$h.yaml"
+      sconfig "$h" "$1" "$2" "$TIER" >"$OUT/s-h$h.yaml"
       ip netns exec "$LAB-h$h" "$AGENT" run --config "$OUT/s-h$h.yaml" >"$OUT/s-h$h.log" 2>&1 &
       PIDS+=($!)
       ((h == 0)) && A0=$!
@@ -375,12 +403,65 @@ if [[ -n $PATHS_LIST ]]; then
     sleep 5
     swindow "$1" "$2" 0
     (($1)) && swindow "$1" "$2" 1
+    ((${DETECT_NOW:-0})) && sdetect
     stop_pids "${PIDS[@]}"
     PIDS=()
     for _ in $(seq 1 100); do sports_free && break; sleep 0.1; done
     sports_free || { echo "ports still bound after the agents exited" >&2; exit 1; }
   }
+  # sdetect: detection on active and idle paths of h0 (see --detect)
+  sdetect() {
+    local h a0 r rail t line after down flows=() PY
+    PY=$(command -v /usr/bin/python3 || command -v python3)
+    a0=$(jq -r '.hosts[0].addr' "$TOPO")
+    ((PEERS >= 6)) || { echo "--detect needs 6 peers or more" >&2; return; }
+    for h in 1 2 3; do
+      ip netns exec "$LAB-h$h" "$PY" -c 'import socket,sys
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], 5001)); s.listen(1)
+c,_=s.accept()
+while c.recv(65536): pass' "$(jq -r ".hosts[$h].addr" "$TOPO")" >/dev/null 2>&1 &
+      flows+=($!)
+    done
+    sleep 0.5
+    for h in 1 2 3; do
+      ip netns exec "$LAB-h0" "$PY" -c 'import socket,sys,time
+while True:  # until the sink listens (python starts slowly on a loaded machine)
+    try:
+        s = socket.create_connection((sys.argv[1], 5001), source_address=(sys.argv[2], 0)); break
+    except OSError: time.sleep(0.1)
+while True: s.sendall(b"x"*1000); time.sleep(0.05)' "$(jq -r ".hosts[$h].addr" "$TOPO")" "$a0" >/dev/null 2>&1 &
+      flows+=($!)
+    done
+    # python starts slowly on a loaded machine: wait for the 3 connections,
+    # then for the prober's once-a-second look
+    for _ in $(seq 1 300); do
+      (($(ip netns exec "$LAB-h0" ss -Htn state established '( dport = :5001 )' | wc -l) >= 3)) && break
+      sleep 0.1
+    done
+    sleep 2.5
+    metrics 0 | grep -E '^lockstep_fabric_(active_peers|probe_tier_paths)' >&2
+    echo "h0's TCP connections: $(ip netns exec "$LAB-h0" ss -Htn state established | wc -l)" >&2
+    : >"$OUT/detect"
+    for h in 1 2 3 4 5 6; do
+      # h0's pin for hH: the rail its /32 route leaves by
+      rail=$(ip netns exec "$LAB-h0" ip -j route show proto 211 | jq -r --arg d "$(jq -r ".hosts[$h].addr" "$TOPO")" '.[] | select(.dst == $d) | .dev' | sed 's/^rail//')
+      [[ -n $rail ]] || { echo "h0 has no pin for h$h" >&2; continue; }
+      if ((h <= 3)); then r=$rail; kind=active; else r=$(((rail + 1) % RAILS)); kind=idle; fi
+      t=$(date +%s.%N)
+      line=$("$NETLAB" link --name "$LAB" "h${h}r$r" down --silent 2>&1 | grep -o 'after [0-9.]*' | head -n1)
+      after=${line#after }; after=${after:-$t}
+      sleep 1.5
+      down=$(jq -r --argjson t0 "$after" --arg p "h$h/rail$r/path0" \
+        'select(.msg == "fabric path state changed" and .to == "down" and .path == $p and .ts >= $t0) | .ts' "$OUT/s-h0.log" 2>/dev/null | head -n1)
+      "$NETLAB" link --name "$LAB" "h${h}r$r" up >/dev/null 2>&1
+      echo "$kind h$h rail$r after=$after down=${down:-none}" >&2
+      [[ -n $down ]] && awk -v k="$kind" -v a="$after" -v d="$down" 'BEGIN {printf "%s %.1f\n", k, (d - a) * 1000}' >>"$OUT/detect"
+      sleep 1
+    done
+    stop_pids "${flows[@]}"
+  }
   head -c 32 /dev/urandom | base64 >"$OUT/key"
+  LAST_SPEC=${PATHS_LIST##*,}
   for spec in ${PATHS_LIST//,/ }; do
     read -r PEERS RAILS <<<"$(scale_of "$spec")"
     HOSTS=$((PEERS + 1))
@@ -399,17 +480,22 @@ if [[ -n $PATHS_LIST ]]; then
     for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
     rm -f "$OUT/base"
     ((BASE)) && sphase 0 1
-    [[ ,$CLOCK_MODES, == *,on,* ]] && sphase 1 1
-    [[ ,$CLOCK_MODES, == *,off,* ]] && sphase 1 0
+    for tier in ${TIER_MODES//,/ }; do
+      [[ ,$CLOCK_MODES, == *,on,* ]] && sphase 1 1 "$tier"
+      DETECT_NOW=0
+      ((DETECT)) && [[ $spec == "$LAST_SPEC" && $tier == on ]] && DETECT_NOW=1
+      [[ ,$CLOCK_MODES, == *,off,* ]] && sphase 1 0 "$tier"
+      DETECT_NOW=0
+    done
     "$NETLAB" down --name "$LAB" >/dev/null 2>&1
   done
-  printf '\n%5s %-6s %-5s %-5s %6s %8s %8s %8s %8s %8s %7s %9s %8s %6s %7s %9s\n' paths scale clock load "load1" "prober%" "rx%" "host%" "agent%" "pk/s" "runs/s" "wire kb/s" "link%" downs "up/end" "marginal"
-  jq -r '[.paths_per_agent, "\(.peers)x\(.rails)", (if .clock_sync then "on" else "off" end), (if .load == "none" then "quiet" else "udp" end),
+  printf '\n%-4s %5s %-6s %-5s %-5s %6s %8s %8s %8s %8s %8s %7s %9s %8s %6s %7s %9s\n' tier paths scale clock load "load1" "prober%" "rx%" "host%" "agent%" "pk/s" "runs/s" "wire kb/s" "link%" downs "up/end" "marginal"
+  jq -r '[.tiering, .paths_per_agent, "\(.peers)x\(.rails)", (if .clock_sync then "on" else "off" end), (if .load == "none" then "quiet" else "udp" end),
           .loadavg_1m, .prober_cpu_percent, .rx_path_percent, .host_probe_percent, .agent_cpu_percent, .packets_per_s, .prober_runs_per_s,
           (.wire_kbps_per_node // "-"), (.wire_link_percent // "-"), .false_downs, .paths_up_at_end, (.marginal_agent_percent // "-")] | @tsv' "$OUT/rows" |
-    awk -F'\t' '{printf "%5s %-6s %-5s %-5s %6s %8.3f %8.3f %8.3f %8.3f %8s %7s %9s %8s %6s %7s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16}'
+    awk -F'\t' '{printf "%-4s %5s %-6s %-5s %-5s %6s %8.3f %8.3f %8.3f %8.3f %8s %7s %9s %8s %6s %7s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17}'
   echo "logs: $OUT" >&2
-  echo "{\"benchmark\":\"fabric-probe-cost\",\"mode\":\"paths\",\"paths\":\"$PATHS_LIST\",\"seconds\":$SECONDS_RUN,\"interval_ms\":${INTERVAL_MS:-null},\"load\":\"udp $SWEEP_LOAD each way h0<->h1 rail0\",\"link_mbit\":$LINK_MBIT,\"layout\":\"rail, one leaf hop, threaded napi\",\"measured\":\"h0 (its peers probe only h0)\",\"rows\":$(jq -s -c . "$OUT/rows")}"
+  echo "{\"benchmark\":\"fabric-probe-cost\",\"mode\":\"paths\",\"paths\":\"$PATHS_LIST\",\"seconds\":$SECONDS_RUN,\"interval_ms\":${INTERVAL_MS:-null},\"load\":\"udp $SWEEP_LOAD each way h0<->h1 rail0\",\"link_mbit\":$LINK_MBIT,\"layout\":\"rail, one leaf hop, threaded napi\",\"measured\":\"h0 (its peers probe only h0)\",\"tiering\":\"$TIER_MODES\",\"detect_active_ms\":$(awk '$1 == "active" {print $2}' "$OUT/detect" 2>/dev/null | jq -s -c .),\"detect_idle_ms\":$(awk '$1 == "idle" {print $2}' "$OUT/detect" 2>/dev/null | jq -s -c .),\"rows\":$(jq -s -c . "$OUT/rows")}"
   exit 0
 fi
 

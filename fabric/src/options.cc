@@ -27,8 +27,13 @@ Status Validate(const FabricOptions& o) {
                           range("hold_down_decay", o.hold_down_decay, 1ms, 24h * 7),
                           range("flap_window", o.flap_window, 1s, 24h * 7),
                           range("stats_window", o.stats_window, 1ms, 1h),
-                          range("stall_window", o.stall_window, 1s, 1h)}) {
+                          range("stall_window", o.stall_window, 1s, 1h),
+                          range("promote_for", o.promote_for, 0ms, 1h)}) {
     if (!s.ok()) return s;
+  }
+  if (o.idle_interval.count() != 0 && (o.idle_interval < 2 * o.probe_interval || o.idle_interval > 60s)) {
+    return InvalidArgument("fabric options: idle_interval must be 0 (no tiers) or between 2 x probe_interval (" +
+                           Ms(2 * o.probe_interval) + ") and 60000ms (got " + Ms(o.idle_interval) + ")");
   }
   if (!(o.jitter >= 0 && o.jitter < 1)) {
     return InvalidArgument("fabric options: jitter must be in [0, 1) (got " + std::to_string(o.jitter) + ")");
@@ -51,6 +56,11 @@ Status Validate(const FabricOptions& o) {
 Nanos WorstCaseDetection(const FabricOptions& o) {
   const double gap = static_cast<double>(o.probe_interval.count()) * (1 + o.jitter);
   return Nanos(std::llround(gap)) + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
+}
+
+Nanos WorstCaseDetectionIdle(const FabricOptions& o) {
+  if (o.idle_interval.count() == 0) return WorstCaseDetection(o);
+  return o.idle_interval + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
 }
 
 Nanos WorstCaseDetectionStalled(const FabricOptions& o, Nanos lateness) {

@@ -6,7 +6,7 @@
 namespace lockstep::fabric {
 
 PathMonitor::PathMonitor(const FabricOptions& options, uint64_t seed)
-    : options_(options), schedule_(options.probe_interval, options.jitter, seed) {}
+    : options_(options), schedule_(options.probe_interval, options.jitter, seed), tiers_(options) {}
 
 Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
   std::set<PathKey> wanted(paths.begin(), paths.end());
@@ -18,6 +18,8 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
   // Kept paths keep their state; the new vector is in key order, as is `wanted`.
   std::vector<Watched> old = std::exchange(paths_, {});
   paths_.reserve(wanted.size());
+  std::vector<int64_t> keep;  // new id -> old id (tiers' history), -1: new
+  keep.reserve(wanted.size());
   auto kept = old.begin();
   for (const PathKey& p : wanted) {
     while (kept != old.end() && kept->key < p) {
@@ -25,14 +27,17 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
       ++kept;
     }
     if (kept != old.end() && kept->key == p) {
+      keep.push_back(kept - old.begin());
       paths_.push_back(std::move(*kept++));
       continue;
     }
+    keep.push_back(-1);
     paths_.push_back({p, PathHealth(p, options_), FlapCounter(options_.flap_window, options_.flap_alert_per_hour)});
     rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
     dirty_peers_.insert(p.peer);
   }
   for (; kept != old.end(); ++kept) dirty_peers_.insert(kept->key.peer);
+  tiers_.Renumber(keep);
   peer_paths_.clear();
   for (PathId id = 0; id < paths_.size(); ++id) peer_paths_[paths_[id].key.peer].push_back(id);
   urgent_.clear();
@@ -53,6 +58,27 @@ std::optional<PathId> PathMonitor::Find(const PathKey& path) const {
                              [](const Watched& w, const PathKey& k) { return w.key < k; });
   if (it == paths_.end() || it->key != path) return std::nullopt;
   return static_cast<PathId>(it - paths_.begin());
+}
+
+bool PathMonitor::TakeProbeTick(Time now, std::vector<PathId>& probe) {
+  probe.clear();
+  if (!TakeProbeTick(now)) return false;
+  facts_.resize(paths_.size());
+  for (PathId id = 0; id < paths_.size(); ++id) {
+    const Watched& w = paths_[id];
+    const PathStats& totals = w.health.totals();
+    TierFacts& f = facts_[id];
+    f.state = w.health.state();
+    f.misses = totals.misses;
+    f.late_replies = totals.late_replies;
+    f.carries_traffic = false;
+    if (!active_ || active_->contains(w.key.peer)) {
+      auto pin = pins_.find(w.key.peer);
+      f.carries_traffic = pin == pins_.end() || pin->second == w.key;
+    }
+  }
+  tiers_.Plan(now, facts_, probe);
+  return true;
 }
 
 void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {

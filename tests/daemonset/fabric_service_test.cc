@@ -38,6 +38,16 @@ FabricSetup SetupFor(uint32_t self, const std::vector<FabricPeer>& peers) {
 // restarted agent's wall clock would be later than its previous start.
 uint64_t EpochOf(const std::string& name) { return name == "a" ? 1'000 : name == "b" ? 2'000 : 3'000; }
 
+// Tiered probing's idle interval for the Nodes built while it is set.
+// Tests of mechanics that assume every path is probed at every tick (acks
+// riding on probes, SLA sample counts, the make-up of a captured stream)
+// run untiered with an Untiered guard; the tiers have their own tests.
+Nanos g_idle_interval = fabric::FabricOptions{}.idle_interval;
+struct Untiered {
+  Untiered() { g_idle_interval = Nanos(0); }
+  ~Untiered() { g_idle_interval = fabric::FabricOptions{}.idle_interval; }
+};
+
 struct Node {
   Node(FakeFabricNetwork& net, FakeClock& clock, const std::string& name, uint32_t self, const FabricPeer& peer,
        FabricService::FabricNow fabric_now = {}, uint64_t epoch = 0, uint32_t renew_epoch_after = 0,
@@ -51,6 +61,7 @@ struct Node {
     o.peer_port = 7312;
     o.seed = seed;
     o.publish_every = 100ms;  // the tests read the status soon after a change
+    o.fabric.idle_interval = g_idle_interval;
     o.epoch = epoch != 0 ? epoch : EpochOf(name);
     if (renew_epoch_after != 0) o.renew_epoch_after = renew_epoch_after;
     options = o;
@@ -225,6 +236,7 @@ TEST_CASE("a stalled node (both agents frozen 60 ms) counts the stall and no mis
 TEST_CASE("on a striped fabric (a's rail 0 meets b's rail 1) acks retrace their probes: one dead link fails "
           "only its own paths",
           "[daemonset][fabric]") {
+  const Untiered untiered;  // asserts that every ack rides on a probe
   FakeClock clock;
   FakeFabricNetwork net(clock);
   net.Stripe(2);  // 10.0.200.1 and .2: a's rail r arrives on b's rail 1 - r and back
@@ -422,6 +434,9 @@ TEST_CASE("one-way delays are measured only while fabric time is LOCKED", "[daem
 
 TEST_CASE("latency SLAs are judged on the measured one-way delays, only while fabric time is LOCKED",
           "[daemonset][fabric]") {
+  // Untiered: an idle path gets ~20 delay samples in a 10 s window, fewer
+  // than the SLA's minimum (tiered probing judges SLAs on fast paths only).
+  const Untiered untiered;
   FakeClock clock;
   FakeFabricNetwork net(clock);
   bool locked = false;
@@ -565,6 +580,10 @@ TEST_CASE("a replayed probe stream, at any rate, to either port, takes no path d
 }
 
 TEST_CASE("replays of a peer's packets do not re-admit a path that is down", "[daemonset][fabric]") {
+  // Untiered: the count below assumes the capture holds probes only (an
+  // ack-only packet carries no seq, so its replays are not counted as
+  // replayed; tiered, the idle path's acks leave ack-only).
+  const Untiered untiered;
   World w(/*skewed=*/true);
   const int home = HomeRail();
   std::vector<FabricDatagram> b_to_a;  // what b sent a while all was well
@@ -743,6 +762,99 @@ TEST_CASE("urgent replies are rate-limited per peer, the acks still ride on the 
   clock.Advance(1ms);
   a.service->RunOnce(0ns);
   CHECK(UrgentSent(a) == 1);
+}
+
+}  // namespace
+}  // namespace lockstep::agent
+
+namespace lockstep::agent {
+namespace {
+
+// A node's TCP connections for tiered probing: one connection per listed
+// remote, moving bytes at every look while `moving`.
+struct FakeTraffic final : TrafficSource {
+  explicit FakeTraffic(std::shared_ptr<std::vector<uint32_t>> remotes) : remotes(std::move(remotes)) {}
+  Result<std::vector<TcpFlow>> Flows() override {
+    std::vector<TcpFlow> out;
+    bytes += 1000;
+    for (uint32_t r : *remotes) out.push_back({.cookie = r, .remote = r, .bytes = bytes});
+    return out;
+  }
+  std::shared_ptr<std::vector<uint32_t>> remotes;
+  uint64_t bytes = 0;
+};
+
+TEST_CASE("tiered probing: idle paths are probed in the rotation, an active peer's pinned path every interval, "
+          "and an idle path's failure is detected within WorstCaseDetectionIdle",
+          "[daemonset][fabric][tiers]") {
+  World w;
+  auto a_talks_to = std::make_shared<std::vector<uint32_t>>();
+  auto b_talks_to = std::make_shared<std::vector<uint32_t>>();
+  w.a.service->SetTrafficSource(std::make_unique<FakeTraffic>(a_talks_to));
+  w.b.service->SetTrafficSource(std::make_unique<FakeTraffic>(b_talks_to));
+  w.Run(2s);
+  const int home = HomeRail();
+  const int other = 1 - home;
+  const fabric::PathMonitor& m = w.a.service->monitor();
+  auto tier = [&](int rail) { return m.PathTier(*m.Find({rail, "b", 0})); };
+  // No connections: both of a's paths idle, both up.
+  CHECK(m.tiers().fast() == 0);
+  CHECK(tier(home) == fabric::Tier::kIdle);
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kUp);
+  CHECK(StateOf(w.a, "b", other) == fabric::PathState::kUp);
+  CHECK(w.a.registry.Gauge("lockstep_fabric_active_peers", "", {}).Get({}) == 0);
+  // Packets a sends in 2 s: each path at least every 500 ms and its acks of
+  // b's idle probes; untiered it is one per path per 14 ms (~286).
+  size_t before = w.a.socket.sent.size();
+  w.Run(2s);
+  const size_t idle_packets = w.a.socket.sent.size() - before;
+  INFO("idle packets in 2 s: " << idle_packets);
+  CHECK(idle_packets >= 8);  // 2 paths x 4 probes, at least
+  CHECK(idle_packets <= 40);
+  CHECK(StateOf(w.a, "b", home) == fabric::PathState::kUp);
+
+  // a and b talk (TCP between their host addresses): the pinned path is
+  // fast at both ends within the one-second look.
+  a_talks_to->push_back(kHostB);
+  b_talks_to->push_back(kHostA);
+  w.Run(1100ms);
+  CHECK(tier(home) == fabric::Tier::kTraffic);
+  CHECK(tier(other) == fabric::Tier::kIdle);
+  CHECK(w.a.registry.Gauge("lockstep_fabric_active_peers", "", {}).Get({}) == 1);
+  before = w.a.socket.sent.size();
+  w.Run(1s);
+  const size_t active_packets = w.a.socket.sent.size() - before;
+  INFO("active packets in 1 s: " << active_packets);
+  CHECK(active_packets >= 64);   // the pinned path every ~14 ms (+ the idle one)
+  CHECK(active_packets <= 100);  // not both paths every interval (~143)
+
+  // The idle path fails silently: down within WorstCaseDetectionIdle (the
+  // next rotation probe, its timeout, urgent confirmations), and the pin
+  // stays home.
+  w.net.Cut(kHostB, other);
+  const MonoTime cut = w.clock.Monotonic();
+  std::optional<MonoTime> down;
+  for (int i = 0; i < 2000 && !down; ++i) {
+    w.Run(1ms);
+    if (StateOf(w.a, "b", other) == fabric::PathState::kDown) down = w.clock.Monotonic();
+  }
+  REQUIRE(down);
+  INFO("idle path detected in " << (*down - cut).count() / 1000 << " us");
+  CHECK(*down - cut <= fabric::WorstCaseDetectionIdle(w.a.options.fabric) + 2ms);  // + the 1 ms steps
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));
+  // And the active path: down within WorstCaseDetection, traffic moves.
+  w.net.Cut(kHostB, other, false);
+  w.Run(3s);
+  w.net.Cut(kHostB, home);
+  const MonoTime cut2 = w.clock.Monotonic();
+  down.reset();
+  for (int i = 0; i < 2000 && !down; ++i) {
+    w.Run(1ms);
+    if (StateOf(w.a, "b", home) == fabric::PathState::kDown) down = w.clock.Monotonic();
+  }
+  REQUIRE(down);
+  INFO("active path detected in " << (*down - cut2).count() / 1000 << " us");
+  CHECK(*down - cut2 <= fabric::WorstCaseDetection(w.a.options.fabric) + 2ms);
 }
 
 }  // namespace

@@ -43,6 +43,36 @@ TEST_CASE("every failover setting reaches the options", "[fabric]") {
   REQUIRE(o->flap_alert_per_hour == 3);
 }
 
+TEST_CASE("tiered probing settings reach the options, and an idle interval under two fast ones turns it off",
+          "[fabric]") {
+  auto o = FabricOptionsFromConfig(api::AgentConfig{});
+  REQUIRE(o.ok());
+  REQUIRE(o->idle_interval == 500ms);
+  REQUIRE(WorstCaseDetectionIdle(*o) == 528400us);
+  auto c = api::ParseAgentConfig("probe: {idlePathIntervalMs: 2000, trafficAware: false}\n", "agent.yaml");
+  REQUIRE(c.ok());
+  REQUIRE_FALSE(c->probe.traffic_aware);
+  o = FabricOptionsFromConfig(*c);
+  REQUIRE(o.ok());
+  REQUIRE(o->idle_interval == 2s);
+  for (const char* off : {"probe: {idlePathIntervalMs: 0}\n", "probe: {pathIntervalMs: 300, idlePathIntervalMs: 500}\n"}) {
+    c = api::ParseAgentConfig(off, "agent.yaml");
+    REQUIRE(c.ok());
+    o = FabricOptionsFromConfig(*c);
+    REQUIRE(o.ok());
+    REQUIRE(o->idle_interval == 0ms);
+    REQUIRE(WorstCaseDetectionIdle(*o) == WorstCaseDetection(*o));
+  }
+  // Rendered only when not the default, and read back.
+  api::AgentConfig a;
+  a.probe.idle_path_interval_ms = 0;
+  a.probe.traffic_aware = false;
+  auto back = api::ParseAgentConfig(api::RenderAgentConfigYaml(a), "agent.yaml");
+  REQUIRE(back.ok());
+  REQUIRE(back->probe == a.probe);
+  REQUIRE(api::RenderAgentConfigYaml(api::AgentConfig{}).find("idlePathIntervalMs") == std::string::npos);
+}
+
 TEST_CASE("latency SLAs reach the options, per-rail ones by the rail's index", "[fabric]") {
   const LatencySlaOptions none = LatencySlaOptionsFromConfig(api::AgentConfig{});
   REQUIRE_FALSE(none.all_rails);

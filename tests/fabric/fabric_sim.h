@@ -39,6 +39,10 @@ class FabricSim {
   // False: ignore the monitor's requests for urgent probes (as an agent
   // without them would), to compare.
   void SendUrgent(bool on) { urgent_ = on; }
+  // True: probe what the monitor's tiers pick at each tick (probe_tiers.h)
+  // instead of every path.
+  void Tiered(bool on) { tiered_ = on; }
+  int probes_sent() const { return probes_sent_; }
   int urgent_sent() const { return urgent_sent_; }
 
   void Start(const std::vector<PathKey>& paths) { Apply(m_.SetPaths(paths, now_)); }
@@ -58,7 +62,11 @@ class FabricSim {
         if (auto id = m_.Find(path); id && delivers_(path, now_)) Apply(m_.OnReply(*id, reply));
       }
       Apply(m_.Tick(now_));
-      if (m_.TakeProbeTick(now_)) {
+      if (tiered_) {
+        if (m_.TakeProbeTick(now_, tick_)) {
+          for (PathId p : tick_) Send(p, false);
+        }
+      } else if (m_.TakeProbeTick(now_)) {
         for (PathId p = 0; p < m_.size(); ++p) Send(p, false);
       }
       if (urgent_) {
@@ -94,6 +102,7 @@ class FabricSim {
     m_.OnProbeSent(id, ++seq_, now_, urgent);
     const PathKey& p = m_.Key(id);
     urgent_sent_ += urgent ? 1 : 0;
+    ++probes_sent_;
     if (!delivers_(p, now_)) return;
     const Nanos d = delay_(p);
     inflight_.emplace(now_ + 2 * d, std::make_pair(p, Reply{seq_, now_ + 2 * d, d}));
@@ -111,6 +120,9 @@ class FabricSim {
   int state_changes_ = 0, route_changes_ = 0;
   bool urgent_ = true;
   int urgent_sent_ = 0;
+  bool tiered_ = false;
+  std::vector<PathId> tick_;
+  int probes_sent_ = 0;
 };
 
 }  // namespace lockstep::fabric::testing

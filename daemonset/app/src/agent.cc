@@ -92,6 +92,7 @@ Status Agent::Build() {
     fabric_ = std::make_unique<FabricAgent>(std::move(adapters_.fabric_socket), std::move(adapters_.route_actuator),
                                             adapters_.keys->key(), clock_, std::move(fabric_now),
                                             std::move(*options), registry_);
+    if (adapters_.traffic_source) fabric_->service().SetTrafficSource(std::move(adapters_.traffic_source));
   }
   shared_loop_ = fabric_ && clock_sync_;
   if (shared_loop_) prober_max_wait_ = clock_sync_options_.interval;

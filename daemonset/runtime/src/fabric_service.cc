@@ -72,7 +72,14 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
                                        "was spent (their ack rides on the next regular packet)")),
       peer_restarts_(registry.Counter("lockstep_fabric_peer_restarts_total",
                                       "Peers seen to restart: an authenticated packet with a newer epoch (boot)",
-                                      {"peer"})) {
+                                      {"peer"})),
+      tier_paths_(registry.Gauge("lockstep_fabric_probe_tier_paths",
+                                 "Paths by probe tier at the last tick (fast: every interval; idle: the rotation, "
+                                 "each at least every probe.idlePathIntervalMs)",
+                                 {"tier"})),
+      active_peers_(registry.Gauge("lockstep_fabric_active_peers",
+                                   "Peers whose TCP connections moved bytes in the last 10 s (-1: not known, every "
+                                   "peer counts as active)")) {
   SetKnown(options_.setup.peers);
   epoch_ = options_.epoch != 0 ? options_.epoch : WallNs(clock_);
   first_seq_ = FirstSeq(epoch_);
@@ -205,7 +212,7 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
 }
 
 void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
-  const bool tick = monitor_.TakeProbeTick(now);  // every path's probe
+  const bool tick = monitor_.TakeProbeTick(now, tick_);  // the tiers' paths (probe_tiers.h)
   const std::vector<fabric::PathId> urgent = monitor_.TakeUrgent();
   if (!tick && urgent.empty() && !acks_.AckOnlyDue()) return;
   // Every container here is a member reused tick after tick: no allocation
@@ -258,9 +265,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     out_.probes.push_back({id, seq, is_urgent});
     if (is_urgent) urgent_.Inc({path.peer, rail.name});
   };
-  if (tick) {
-    for (fabric::PathId id = 0; id < monitor_.size(); ++id) add_probe(id, false);
-  }
+  for (fabric::PathId id : tick_) add_probe(id, false);
   for (fabric::PathId id : urgent) add_probe(id, true);
   // Acks no probe of ours carries (a peer that probes a path we do not,
   // or more of its paths arriving on one interface than we probe through
@@ -426,11 +431,36 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   FlushCounts();
   Apply(monitor_.Tick(now));
   SendDue(now, fabric_now);
+  if (now >= next_activity_) UpdateActivity(now);
   if (adopted_ && routes_.ReconcileDue(now)) Reconcile(now);
   if (now >= next_sweep_) Sweep(now);
   // Periodically for the percentiles, and soon after any change of state or
   // pin so `fabric status`, the metrics and FabricHealth follow failovers.
   if (publisher_.Due(now)) publisher_.Publish(now, monitor_, fabric_now.has_value());
+}
+
+void FabricService::UpdateActivity(MonoTime now) {
+  next_activity_ = now + std::chrono::seconds(1);
+  std::optional<std::set<std::string>> active;
+  if (traffic_) {
+    auto flows = traffic_->Flows();
+    if (flows.ok()) {
+      activity_.Update(now, *flows);
+      active.emplace();
+      for (const FabricPeer& p : options_.setup.peers) {
+        if (activity_.Active(p.host_address, now)) active->insert(p.name);
+      }
+      traffic_failed_ = false;
+    } else if (!std::exchange(traffic_failed_, true)) {
+      log::Warn("fabric: cannot list TCP connections; probing every peer's pinned path fast",
+                {{"error", flows.error().message}});
+    }
+  }
+  active_peers_.Set({}, active ? static_cast<double>(active->size()) : -1.0);
+  monitor_.SetActivePeers(std::move(active));
+  const fabric::ProbeTiers& tiers = monitor_.tiers();
+  tier_paths_.Set({"fast"}, static_cast<double>(tiers.fast()));
+  tier_paths_.Set({"idle"}, static_cast<double>(tiers.idle()));
 }
 
 void FabricService::Sweep(MonoTime now) {

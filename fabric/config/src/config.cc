@@ -7,6 +7,9 @@ Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
   o.probe_interval = std::chrono::milliseconds(config.probe.path_interval_ms);
   o.reply_timeout = AckTimeout(o.probe_interval, o.jitter);
   o.miss_threshold = config.probe.miss_threshold;
+  // An idle rotation no slower than two fast intervals saves nothing: off.
+  o.idle_interval = std::chrono::milliseconds(config.probe.idle_path_interval_ms);
+  if (o.idle_interval < 2 * o.probe_interval) o.idle_interval = Nanos(0);
   o.failover_enabled = config.failover.enabled;
   o.readmit_after = std::chrono::seconds(config.failover.readmit_after_seconds);
   o.max_hold_down = std::chrono::seconds(config.failover.max_hold_down_seconds);

@@ -40,6 +40,12 @@ struct AgentConfig {
     int peers_per_node = kPeersPerNode;
     int path_interval_ms = kPathProbeIntervalMs;  // health probes on each path (rail x peer)
     int miss_threshold = kMissThreshold;          // consecutive misses that make a path down
+    // Tiered probing: paths without traffic probed at least this often (0:
+    // every path every path_interval_ms); traffic_aware: a peer carries
+    // traffic while its TCP connections move bytes (sock_diag), else every
+    // peer's pinned path counts as carrying traffic.
+    int idle_path_interval_ms = kIdlePathIntervalMs;
+    bool traffic_aware = true;
     bool operator==(const Probe&) const = default;
   } probe;
   struct ClockSync {

@@ -38,6 +38,11 @@ inline constexpr char kAgentPriorityClassName[] = "system-node-critical";
 // arithmetic.
 inline constexpr int kPathProbeIntervalMs = 14;
 inline constexpr int kMissThreshold = 3;
+// Tiered probing (fabric/include/lockstep/fabric/probe_tiers.h): paths that
+// carry no traffic are probed in a rotation, each at least every this many
+// ms (detection on them within ~528 ms); 0 probes every path every
+// pathIntervalMs. agent.yaml probe.idlePathIntervalMs.
+inline constexpr int kIdlePathIntervalMs = 500;
 inline constexpr int kReadmitAfterSeconds = 2;   // clean period before a recovered path carries traffic
 inline constexpr int kMaxHoldDownSeconds = 300;  // cap of the exponential hold-down of flapping paths
 inline constexpr int kHoldDownDecaySeconds = 60;  // each this long up lowers a path's hold-down level by one

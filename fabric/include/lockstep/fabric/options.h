@@ -54,6 +54,15 @@ struct FabricOptions {
   Nanos urgent_timeout = kUrgentAckTimeout;  // the same for an urgent probe, acked on arrival
   int miss_threshold = 3;       // consecutive misses that make a path down
 
+  // Tiered probing (probe_tiers.h): only the paths that carry traffic, have
+  // no verdict yet or lost a probe recently are probed every interval; the
+  // others ("idle") in a rotation, each at least every idle_interval
+  // (WorstCaseDetectionIdle: 528.4 ms at the defaults). A path that lost a
+  // probe or saw a late ack while it delivered stays fast for promote_for.
+  // idle_interval 0: every path at every tick (no tiers).
+  Nanos idle_interval = 500ms;
+  Nanos promote_for = 10s;
+
   // Re-admission: a recovered path carries traffic again after a clean period
   // (no miss) of readmit_after * 2^(level-1), capped at max_hold_down, where
   // level counts recent downs (up to HoldDownLevelCap); each hold_down_decay
@@ -109,6 +118,12 @@ Nanos AckTimeout(Nanos probe_interval, double jitter);
 
 // The longest time from a path failing to it being declared down (see above).
 Nanos WorstCaseDetection(const FabricOptions& options);
+
+// The same for an idle path (probe_tiers.h): its next probe leaves within
+// idle_interval instead of one gap:
+//   idle_interval + T + (N-1) * U = 500 + 18.4 + 2 * 5 = 528.4 ms at the defaults.
+// WorstCaseDetection when tiering is off.
+Nanos WorstCaseDetectionIdle(const FabricOptions& options);
 
 // The same for a prober that wakes up to `lateness` late every time (every
 // wake-up a stall when lateness > urgent_timeout): each send and verdict

@@ -112,6 +112,8 @@ class PathHealth {
   std::optional<Time> ReadmitAt() const;
 
   PathStats Stats(Time now) const;
+  // The totals alone (no window, no percentiles): cheap, for every tick.
+  const PathStats& totals() const { return totals_; }
 
   // For ranking alternatives: the one-way delay p50 when replies carried one,
   // else half the round-trip p50; nullopt without samples in the window.

@@ -11,7 +11,8 @@
 //     on a reply: Apply(monitor.OnReply(id, reply));
 //       (or, symmetric probing, on a peer's ack: Apply(monitor.OnAck(id, ack, received)))
 //     Apply(monitor.Tick(now));
-//     if (monitor.TakeProbeTick(now)) for each PathId p < monitor.size(): { send; monitor.OnProbeSent(p, seq, now); }
+//     if (monitor.TakeProbeTick(now, ids)) for each PathId p in ids: { send; monitor.OnProbeSent(p, seq, now); }
+//       (tiered: probe_tiers.h; TakeProbeTick(now) alone: every path at every tick)
 //     for (PathId p : monitor.TakeUrgent()) { send urgent; monitor.OnProbeSent(p, seq, now, true); }
 //     sleep until monitor.NextWakeup() or an urgent datagram arrives
 //
@@ -35,6 +36,7 @@
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path_health.h"
 #include "lockstep/fabric/probe_schedule.h"
+#include "lockstep/fabric/probe_tiers.h"
 #include "lockstep/fabric/failover_choice.h"
 
 namespace lockstep::fabric {
@@ -134,6 +136,19 @@ class PathMonitor {
   // Whether a probe tick is due at or before now: every watched path is
   // probed at each tick (probe_schedule.h). If so, the schedule moves on.
   bool TakeProbeTick(Time now) { return !paths_.empty() && schedule_.TakeTick(now); }
+  // The same with tiered probing (probe_tiers.h): when a tick is due, fills
+  // `probe` (cleared first) with the paths to probe at it: the fast ones
+  // (traffic, no verdict, promoted by a loss or late ack) and the idle
+  // rotation's share. A path carries traffic when its peer is active
+  // (SetActivePeers) and it is the peer's pin, or the peer has no pin.
+  bool TakeProbeTick(Time now, std::vector<PathId>& probe);
+  // The peers whose traffic the node carries (e.g. TCP connections that
+  // moved bytes recently); nullopt (the default): every peer. Only these
+  // peers' pinned paths are probed fast without another reason.
+  void SetActivePeers(std::optional<std::set<std::string>> peers) { active_ = std::move(peers); }
+  // A path's tier as of the last tiered tick.
+  Tier PathTier(PathId id) const { return tiers_.tier(id); }
+  const ProbeTiers& tiers() const { return tiers_; }
   // `seq` must be unique among the path's recent probes (a global counter works);
   // the reply carrying it is matched to this probe. REQUIRES: id < size().
   void OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent = false);
@@ -197,6 +212,9 @@ class PathMonitor {
 
   FabricOptions options_;
   ProbeSchedule schedule_;
+  ProbeTiers tiers_;
+  std::vector<TierFacts> facts_;  // TakeProbeTick's scratch
+  std::optional<std::set<std::string>> active_;  // nullopt: every peer
   std::vector<Watched> paths_;  // by PathId: key order
   std::map<std::string, std::vector<PathId>> peer_paths_;  // rebuilt by SetPaths
   std::map<int, FlapCounter> rail_flaps_;

@@ -101,6 +101,9 @@ struct AgentAdapters {
   std::unique_ptr<RouteActuator> route_actuator{};
   std::vector<RailInfo> rails{};
   uint32_t host_address = 0;
+  // Tiered probing's view of the node's TCP connections (probe.trafficAware;
+  // the binary: SockDiagTraffic). Null: every peer counts as active.
+  std::unique_ptr<TrafficSource> traffic_source{};
   kube::KubeApi* kube_api = nullptr;  // Kubernetes mode; null: standalone (static peers)
   // GPU health (the binary: NvmlGpuSource, which says "no NVIDIA driver"
   // where there is none). Null: no GPU monitor, unless gpu.mode is Required

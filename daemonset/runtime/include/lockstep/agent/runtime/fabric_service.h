@@ -71,8 +71,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,8 @@
 #include "lockstep/agent/fabric_setup.h"
 #include "lockstep/agent/ports/fabric_socket.h"
 #include "lockstep/agent/ports/route_actuator.h"
+#include "lockstep/agent/ports/traffic_source.h"
+#include "lockstep/agent/peer_activity.h"
 #include "lockstep/agent/runtime/route_applier.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
@@ -150,12 +154,22 @@ class FabricService {
   // The latency SLA breaches due an Event since the last call.
   std::vector<FabricLatencyBreach> TakeLatencyBreaches();
   const fabric::PathMonitor& monitor() const { return monitor_; }
+
+  // Tiered probing (fabric/probe_tiers.h): the source of the node's TCP
+  // connections, read every second on the prober's thread; a peer whose
+  // connections moved bytes within the last 10 s is active, and only active
+  // peers' pinned paths are probed fast for carrying traffic. Without a
+  // source (or while it fails) every peer counts as active. Call before
+  // Start().
+  void SetTrafficSource(std::unique_ptr<TrafficSource> source) { traffic_ = std::move(source); }
   // This boot's epoch as sent (fabric_probe.h). Read from the service thread.
   uint64_t epoch() const { return epoch_; }
 
  private:
   // The tick's probes (each with its path's ack) and ack-only packets, in one batch.
   void SendDue(MonoTime now, std::optional<int64_t> fabric_now);
+  // Every second: the active peers from the traffic source, the tier gauges.
+  void UpdateActivity(MonoTime now);
   // One datagram drained at `now` (fabric time then: fabric_now).
   void Handle(const FabricDatagram& d, MonoTime now, std::optional<int64_t> fabric_now);
   // Every 200 ms: neighbours of down rails released, quiet peers' ack state dropped.
@@ -211,6 +225,11 @@ class FabricService {
   };
   Batch out_;
   MonoTime next_sweep_{};
+  std::vector<fabric::PathId> tick_;  // the paths this tick probes (tiers)
+  std::unique_ptr<TrafficSource> traffic_;
+  PeerActivity activity_{std::chrono::seconds(10)};
+  MonoTime next_activity_{};
+  bool traffic_failed_ = false;  // logged once
   uint64_t epoch_ = 0;                 // ours
   uint32_t first_seq_ = 1;             // FirstSeq(epoch_)
   bool renew_epoch_ = false;           // a path's seqs span renew_epoch_after
@@ -226,6 +245,8 @@ class FabricService {
   metrics::Family& send_errors_;
   metrics::Family& urgent_limited_;
   metrics::Family& peer_restarts_;
+  metrics::Family& tier_paths_;
+  metrics::Family& active_peers_;
 };
 
 }  // namespace lockstep::agent

@@ -1,0 +1,329 @@
+// Tiered probing (probe_tiers.h): which paths a tick probes, the idle
+// rotation's budget and bound, promotion on a loss or a late ack, and the
+// detection it gives through PathMonitor.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "fabric_sim.h"
+#include "lockstep/fabric/options.h"
+#include "lockstep/fabric/path_monitor.h"
+#include "lockstep/fabric/probe_tiers.h"
+
+namespace lockstep::fabric {
+namespace {
+
+using testing::At;
+
+std::vector<TierFacts> Up(size_t n) { return std::vector<TierFacts>(n, TierFacts{.state = PathState::kUp}); }
+
+// Ticks at jittered gaps like the schedule's (interval * [1 - j, 1 + j]).
+struct Ticker {
+  explicit Ticker(const FabricOptions& o, uint64_t seed) : schedule(o.probe_interval, o.jitter, seed) {}
+  Time Next() { return now += schedule.NextGap(); }
+  ProbeSchedule schedule;
+  Time now = At(0ms);
+};
+
+TEST_CASE("probe tiers: off probes every path at every tick", "[fabric][tiers]") {
+  FabricOptions o;
+  o.idle_interval = 0ms;
+  REQUIRE(Validate(o).ok());
+  ProbeTiers t(o);
+  REQUIRE_FALSE(t.enabled());
+  std::vector<uint32_t> out;
+  for (int tick = 0; tick < 5; ++tick) {
+    out.clear();
+    t.Plan(At(tick * 14ms), Up(10), out);
+    REQUIRE(out.size() == 10);
+    REQUIRE(t.fast() == 10);
+    REQUIRE(t.tier(3) == Tier::kFast);
+  }
+  REQUIRE(WorstCaseDetectionIdle(o) == WorstCaseDetection(o));
+}
+
+TEST_CASE("probe tiers: traffic, unknown and suspect paths are probed at every tick, idle ones within the budget",
+          "[fabric][tiers]") {
+  FabricOptions o;  // 14 ms +-10%, idle every 500 ms
+  ProbeTiers t(o);
+  auto facts = Up(128);
+  facts[5].carries_traffic = true;
+  facts[9].state = PathState::kUnknown;
+  facts[77].state = PathState::kSuspect;
+  Ticker ticker(o, 1);
+  std::vector<uint32_t> out;
+  std::map<uint32_t, Time> last;
+  Nanos longest_idle_gap{0};
+  size_t most_idle_in_a_tick = 0;
+  // share: 125 idle x ~14 ms / 500 ms = 3.5 a tick, at most 4 (15.4 ms).
+  const size_t share = 4;
+  for (int tick = 0; tick < 2000; ++tick) {  // ~28 s
+    const Time now = ticker.Next();
+    out.clear();
+    t.Plan(now, facts, out);
+    std::set<uint32_t> probed(out.begin(), out.end());
+    REQUIRE(probed.size() == out.size());  // no path twice
+    REQUIRE(probed.contains(5));
+    REQUIRE(probed.contains(9));
+    REQUIRE(probed.contains(77));
+    REQUIRE(t.fast() == 3);
+    REQUIRE(t.tier(5) == Tier::kTraffic);
+    REQUIRE(t.tier(9) == Tier::kVerdict);
+    REQUIRE(t.tier(77) == Tier::kVerdict);
+    REQUIRE(t.tier(0) == Tier::kIdle);
+    if (tick == 0) {
+      REQUIRE(out.size() == 128);  // never probed: all at the first tick
+    } else {
+      most_idle_in_a_tick = std::max(most_idle_in_a_tick, out.size() - 3);
+    }
+    for (uint32_t id : out) {
+      if (auto it = last.find(id); it != last.end() && IsFast(t.tier(id)) == false) {
+        longest_idle_gap = std::max(longest_idle_gap, now - it->second);
+      }
+      last[id] = now;
+    }
+  }
+  INFO("longest idle gap " << longest_idle_gap.count() << " ns, most idle probes in a tick " << most_idle_in_a_tick);
+  // Every idle path at least every idle_interval; no tick beyond the share
+  // plus the ones that fell due (here: never more than twice the share).
+  REQUIRE(longest_idle_gap <= o.idle_interval);
+  REQUIRE(most_idle_in_a_tick <= 2 * share);
+  // And the rotation is not needlessly fast: ~125 paths / 4 a tick x 14 ms.
+  REQUIRE(longest_idle_gap >= 350ms);
+}
+
+TEST_CASE("probe tiers: a few idle paths are not probed at every tick", "[fabric][tiers]") {
+  FabricOptions o;
+  ProbeTiers t(o);
+  Ticker ticker(o, 4);
+  std::vector<uint32_t> out;
+  size_t probes = 0;
+  const int ticks = 3571;  // ~50 s
+  for (int tick = 0; tick < ticks; ++tick) {
+    out.clear();
+    t.Plan(ticker.Next(), Up(6), out);
+    if (tick > 0) probes += out.size();
+  }
+  const double per_s = static_cast<double>(probes) / std::chrono::duration<double>(ticker.now - At(0ms)).count();
+  INFO("idle probes/s " << per_s);
+  CHECK(per_s >= 6 / 0.5 * 0.9);  // 12/s: each of 6 paths every ~500 ms
+  CHECK(per_s <= 6 / 0.5 * 1.2);  // not 71/s (one at every tick)
+}
+
+TEST_CASE("probe tiers: the budget bound holds when the idle set changes every tick", "[fabric][tiers]") {
+  FabricOptions o;
+  o.idle_interval = 200ms;
+  ProbeTiers t(o);
+  std::mt19937_64 rng(3);
+  Ticker ticker(o, 2);
+  std::vector<uint32_t> out;
+  std::vector<Time> last(64, At(0ms));
+  std::vector<bool> was_idle(64, false);
+  Nanos worst{0};
+  for (int tick = 0; tick < 5000; ++tick) {
+    auto facts = Up(64);
+    for (int k = 0; k < 8; ++k) facts[rng() % 64].carries_traffic = true;  // traffic moves around
+    const Time now = ticker.Next();
+    out.clear();
+    t.Plan(now, facts, out);
+    std::vector<bool> probed(64, false);
+    for (uint32_t id : out) probed[id] = true;
+    for (uint32_t id = 0; id < 64; ++id) {
+      if (facts[id].carries_traffic) REQUIRE(probed[id]);
+      if (probed[id]) {
+        if (tick > 0) worst = std::max(worst, now - last[id]);
+        last[id] = now;
+      }
+    }
+  }
+  REQUIRE(worst <= o.idle_interval);
+}
+
+TEST_CASE("probe tiers: a loss or a late ack while delivering promotes a path for promote_for, a dead one is not",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  o.promote_for = 2s;
+  ProbeTiers t(o);
+  auto facts = Up(4);
+  std::vector<uint32_t> out;
+  t.Plan(At(0ms), facts, out);  // first tick: every path once
+  out.clear();
+  t.Plan(At(14ms), facts, out);
+  REQUIRE(t.fast() == 0);
+  // Path 1 lost a probe (still up), path 2 saw a late ack, path 3 went down
+  // and keeps missing.
+  facts[1].misses = 1;
+  facts[2].late_replies = 1;
+  facts[3].state = PathState::kDown;
+  facts[3].misses = 3;
+  out.clear();
+  t.Plan(At(28ms), facts, out);
+  CHECK(t.tier(1) == Tier::kPromoted);
+  CHECK(t.tier(2) == Tier::kPromoted);
+  CHECK(t.tier(3) == Tier::kIdle);
+  CHECK(std::count(out.begin(), out.end(), 1u) == 1);
+  CHECK(std::count(out.begin(), out.end(), 2u) == 1);
+  // Fast at every tick until promote_for after the last rise.
+  for (Time now = At(42ms); now < At(28ms) + 2s; now += 14ms) {
+    facts[3].misses += 1;  // a dead path's misses promote nothing
+    out.clear();
+    t.Plan(now, facts, out);
+    REQUIRE(std::count(out.begin(), out.end(), 1u) == 1);
+    REQUIRE(std::count(out.begin(), out.end(), 2u) == 1);
+    REQUIRE(t.tier(3) == Tier::kIdle);
+  }
+  out.clear();
+  t.Plan(At(28ms) + 2s, facts, out);
+  CHECK(t.tier(1) == Tier::kIdle);
+  CHECK(t.tier(2) == Tier::kIdle);
+  // Another loss promotes again.
+  facts[1].misses = 2;
+  out.clear();
+  t.Plan(At(3s), facts, out);
+  CHECK(t.tier(1) == Tier::kPromoted);
+}
+
+TEST_CASE("probe tiers: renumbering keeps each path's history and probes new paths at once", "[fabric][tiers]") {
+  FabricOptions o;
+  ProbeTiers t(o);
+  auto facts = Up(3);
+  std::vector<uint32_t> out;
+  t.Plan(At(0ms), facts, out);
+  facts[2].misses = 1;
+  out.clear();
+  t.Plan(At(14ms), facts, out);
+  REQUIRE(t.tier(2) == Tier::kPromoted);
+  // A path inserted before it: old 2 is now 3, new 0.
+  t.Renumber({-1, 0, 1, 2});
+  facts.insert(facts.begin(), TierFacts{.state = PathState::kUp});
+  out.clear();
+  t.Plan(At(28ms), facts, out);
+  CHECK(t.tier(3) == Tier::kPromoted);                 // its history moved with it
+  CHECK(std::count(out.begin(), out.end(), 0u) == 1);  // never probed: now
+  CHECK(std::count(out.begin(), out.end(), 3u) == 1);
+}
+
+TEST_CASE("options: idle_interval is 0 or at least two probe intervals, and its detection bound", "[fabric][tiers]") {
+  FabricOptions o;
+  CHECK(Validate(o).ok());
+  CHECK(WorstCaseDetection(o) == 43800us);
+  CHECK(WorstCaseDetectionIdle(o) == 528400us);  // 500 + 18.4 + 2 x 5
+  o.idle_interval = 27ms;
+  CHECK_FALSE(Validate(o).ok());
+  o.idle_interval = 28ms;
+  CHECK(Validate(o).ok());
+  o.idle_interval = 61s;
+  CHECK_FALSE(Validate(o).ok());
+}
+
+// Through PathMonitor on the simulator: 16 peers x 8 rails, one peer active.
+struct Lab {
+  explicit Lab(FabricOptions o, std::function<bool(const PathKey&, Time)> delivers) : m(o, 11), sim(m, delivers) {
+    for (int i = 0; i < 16; ++i) peers.push_back("p" + std::to_string(i));
+    paths = EnumeratePaths(8, peers);
+    m.SetActivePeers(std::set<std::string>{"p3"});
+    sim.Tiered(true);
+  }
+  PathMonitor m;
+  testing::FabricSim sim;
+  std::vector<std::string> peers;
+  std::vector<PathKey> paths;
+};
+
+TEST_CASE("tiered monitor: the active peer's pinned path is probed at every tick, the rest in the rotation",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  Lab lab(o, [](const PathKey&, Time) { return true; });
+  lab.sim.Start(lab.paths);
+  lab.sim.RunUntil(At(2s));
+  REQUIRE(lab.m.tiers().fast() == 1);  // p3's home path
+  const PathKey pinned = *lab.m.Pin("p3");
+  REQUIRE(lab.m.PathTier(*lab.m.Find(pinned)) == Tier::kTraffic);
+  const int before = lab.sim.probes_sent();
+  lab.sim.RunUntil(At(12s));
+  // 10 s: the fast path at ~71/s and 127 idle paths at least every 500 ms
+  // (the rotation: ceil(127 x 15.4 / 500) = 4 a tick, ~286/s).
+  const double per_s = (lab.sim.probes_sent() - before) / 10.0;
+  INFO("probes/s " << per_s);
+  CHECK(per_s > 71 + 127 * 2);
+  CHECK(per_s < 71 + 4 * 76);  // against 128 x 71 = 9,143 untiered
+  // A peer becoming active: its pinned path is fast at the next tick.
+  lab.m.SetActivePeers(std::set<std::string>{"p3", "p7"});
+  lab.sim.RunUntil(At(12s) + 20ms);
+  CHECK(lab.m.tiers().fast() == 2);
+  // Every peer active (the default): one pinned path each.
+  lab.m.SetActivePeers(std::nullopt);
+  lab.sim.RunUntil(At(12s) + 40ms);
+  CHECK(lab.m.tiers().fast() == 16);
+}
+
+TEST_CASE(
+    "tiered monitor: detection within WorstCaseDetection on an active path, WorstCaseDetectionIdle on an "
+    "idle one, and the idle path is promoted",
+    "[fabric][tiers]") {
+  FabricOptions o;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    // Fault times spread over the rotation.
+    const Time fault = At(3s) + Nanos(static_cast<int64_t>(seed) * 37'123'457);
+    PathKey active_path, idle_path{.rail = 5, .peer = "p9", .index = 0};
+    bool know_active = false;
+    Lab lab(o, [&](const PathKey& p, Time t) {
+      if (t < fault) return true;
+      return !((know_active && p == active_path) || p == idle_path);
+    });
+    lab.sim.Start(lab.paths);
+    lab.sim.RunUntil(At(2s));
+    active_path = *lab.m.Pin("p3");
+    know_active = true;
+    if (lab.m.Pin("p9") == idle_path) idle_path.rail = 6;  // not p9's pinned path either
+    lab.sim.RunUntil(fault - 1ms);
+    REQUIRE(lab.m.PathTier(*lab.m.Find(idle_path)) == Tier::kIdle);
+    REQUIRE(lab.m.PathTier(*lab.m.Find(active_path)) == Tier::kTraffic);
+    lab.sim.RunUntil(fault + 1s);
+    auto active_down = lab.sim.FirstTransition(active_path, PathState::kDown, fault);
+    auto idle_down = lab.sim.FirstTransition(idle_path, PathState::kDown, fault);
+    INFO("seed " << seed);
+    REQUIRE(active_down);
+    REQUIRE(idle_down);
+    CHECK(*active_down - fault <= WorstCaseDetection(o));
+    CHECK(*idle_down - fault <= WorstCaseDetectionIdle(o));
+    // After its first miss the idle path asked for urgent confirmation at
+    // once: down within the confirmations, not a rotation later.
+    auto idle_suspect = lab.sim.FirstTransition(idle_path, PathState::kSuspect, fault);
+    REQUIRE(idle_suspect);
+    CHECK(*idle_down - *idle_suspect <= (o.miss_threshold - 1) * o.urgent_timeout);
+  }
+}
+
+TEST_CASE("tiered monitor: a lossy idle path is promoted to fast probing at the next tick", "[fabric][tiers]") {
+  FabricOptions o;
+  PathKey lossy{.rail = 2, .peer = "p1", .index = 0};
+  int sent_lossy = 0;
+  Lab lab(o, [&](const PathKey& p, Time t) {
+    // One probe of `lossy` in the 4th second is lost, the rest delivered.
+    if (p == lossy && t >= At(4s) && sent_lossy++ == 0) return false;
+    return true;
+  });
+  lab.sim.Start(lab.paths);
+  lab.sim.RunUntil(At(3s));
+  if (lab.m.Pin("p1") == lossy) lossy.rail = 3;  // not p1's pinned path
+  lab.sim.RunUntil(At(4s));
+  const PathId id = *lab.m.Find(lossy);
+  REQUIRE(lab.m.PathTier(id) == Tier::kIdle);
+  lab.sim.RunUntil(At(5s));
+  REQUIRE(sent_lossy >= 1);
+  auto suspect = lab.sim.FirstTransition(lossy, PathState::kSuspect, At(4s));
+  REQUIRE(suspect);
+  CHECK(lab.m.PathTier(id) == Tier::kPromoted);
+  CHECK(lab.m.State(lossy) == PathState::kUp);  // one loss: confirmed up again
+  // promote_for (10 s) after the loss, idle again.
+  lab.sim.RunUntil(*suspect + o.promote_for + 100ms);
+  CHECK(lab.m.PathTier(id) == Tier::kIdle);
+}
+
+}  // namespace
+}  // namespace lockstep::fabric
