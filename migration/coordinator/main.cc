@@ -210,9 +210,9 @@ Result<Wiring> KubeWiring(const Flags& f, metrics::Registry& registry) {
     w.fencer = std::make_unique<coordinator::KubePodFencer>(*w.api, coordinator::KubeFencerOptions{.ns = ns});
   }
   // With the cache: the job's pods (lockstep.dev/job) from it, others read one by one.
-  w.probe = std::make_unique<coordinator::KubePodProbe>(*w.pod_api(), ns, std::chrono::milliseconds(1000),
-                                                        w.pods ? std::string(coordinator::kJobLabel) + "=" + f.job
-                                                               : std::string());
+  w.probe = std::make_unique<coordinator::KubePodProbe>(
+      *w.pod_api(), ns, std::chrono::milliseconds(1000),
+      w.pods ? std::string(coordinator::kJobLabel) + "=" + f.job : std::string());
   w.pid_check = true;  // the pod probe; local pids mean nothing here
   if (!f.spare_pod_template.empty()) {
     auto pod = ReadJsonFile("--spare-pod-template", f.spare_pod_template);
@@ -384,7 +384,7 @@ int Run(const Flags& f) {
   if (sync) sync->Stop();
   if (w.sync_to_wake) w.sync_to_wake->store(nullptr);
   if (w.pods) w.pods->Stop();  // no more wake-ups from pod events
-  coord.Drain();  // held plan polls answer now, so that the server's threads can be joined
+  coord.Drain();               // held plan polls answer now, so that the server's threads can be joined
   server.Stop();
   coord.Stop();
   return 0;
