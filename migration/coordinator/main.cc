@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -22,6 +25,7 @@
 #include "lockstep/coordinator/coordinator.h"
 #include "lockstep/coordinator/kube_adapters.h"
 #include "lockstep/coordinator/kube_job_sync.h"
+#include "lockstep/coordinator/pod_cache.h"
 #include "lockstep/kube/curl_kube_api.h"
 #include "lockstep/kube/event_recorder.h"
 #include "lockstep/kube/kube_config.h"
@@ -52,6 +56,7 @@ struct Flags {
   std::string kubeconfig, ns, spare_pod_template, state_configmap;
   std::optional<std::string> training_job;  // unset: --job; "": none
   std::string leave_grace = "30s";
+  std::string pod_cache = "on";  // --kube: watch the job's pods (on) or poll them (off)
 };
 
 int Fail(const std::string& message) {
@@ -98,9 +103,38 @@ Status WritePortFile(const std::string& path, int port) {
   return Status::Ok();
 }
 
+// The state store of --kube, which also wakes the job's status writer after
+// each save (a save is a state change: a generation complete shows at once).
+class WakingStore final : public coordinator::StateStore {
+ public:
+  explicit WakingStore(std::unique_ptr<coordinator::StateStore> inner) : inner_(std::move(inner)) {}
+  void SetWake(std::function<void()> wake) {
+    std::lock_guard l(mu_);
+    wake_ = std::move(wake);
+  }
+  Status Save(const std::string& text) override {
+    Status s = inner_->Save(text);
+    std::lock_guard l(mu_);
+    if (wake_) wake_();
+    return s;
+  }
+  Result<std::optional<std::string>> Load() override { return inner_->Load(); }
+
+ private:
+  std::unique_ptr<coordinator::StateStore> inner_;
+  std::mutex mu_;
+  std::function<void()> wake_;  // GUARDED_BY(mu_)
+};
+
 // The adapters of one mode; they outlive the coordinator that uses them.
 struct Wiring {
   std::unique_ptr<kube::KubeApi> api;
+  std::unique_ptr<coordinator::PodCache> pods;  // --kube, --pod-cache on: the job's pods, watched
+  // The KubeApi of the pod workers: the cached view, or the API itself.
+  kube::KubeApi* pod_api() const { return pods ? &pods->view() : api.get(); }
+  WakingStore* waking_store = nullptr;  // --kube: `store`
+  // --kube: the job's status writer, woken by pod events and state saves once set.
+  std::shared_ptr<std::atomic<coordinator::KubeJobSync*>> sync_to_wake;
   std::unique_ptr<coordinator::StateStore> store;
   std::unique_ptr<coordinator::Fencer> fencer;
   std::unique_ptr<coordinator::ProcessProbe> probe;
@@ -157,20 +191,28 @@ Result<Wiring> KubeWiring(const Flags& f, metrics::Registry& registry) {
   Wiring w;
   w.api = std::move(*api);
   w.ns = ns;
+  std::unique_ptr<coordinator::StateStore> store;
   if (!f.state_configmap.empty()) {
-    w.store = std::make_unique<coordinator::ConfigMapStateStore>(
+    store = std::make_unique<coordinator::ConfigMapStateStore>(
         *w.api, coordinator::ConfigMapStoreOptions{.ns = ns, .name = f.state_configmap, .job = f.job});
     w.where = "--state-configmap " + ns + "/" + f.state_configmap;
   } else {
-    w.store = std::make_unique<coordinator::FileStateStore>(f.state_file);
+    store = std::make_unique<coordinator::FileStateStore>(f.state_file);
     w.where = "--state-file " + f.state_file;
   }
+  auto waking = std::make_unique<WakingStore>(std::move(store));
+  w.waking_store = waking.get();
+  w.store = std::move(waking);
+  if (f.pod_cache == "on") w.pods = std::make_unique<coordinator::PodCache>(*w.api, ns, f.job);
   if (f.fence == "none") {
     w.fencer = std::make_unique<coordinator::NoFencer>();
   } else {
     w.fencer = std::make_unique<coordinator::KubePodFencer>(*w.api, coordinator::KubeFencerOptions{.ns = ns});
   }
-  w.probe = std::make_unique<coordinator::KubePodProbe>(*w.api, ns);
+  // With the cache: the job's pods (lockstep.dev/job) from it, others read one by one.
+  w.probe = std::make_unique<coordinator::KubePodProbe>(
+      *w.pod_api(), ns, std::chrono::milliseconds(1000),
+      w.pods ? std::string(coordinator::kJobLabel) + "=" + f.job : std::string());
   w.pid_check = true;  // the pod probe; local pids mean nothing here
   if (!f.spare_pod_template.empty()) {
     auto pod = ReadJsonFile("--spare-pod-template", f.spare_pod_template);
@@ -179,13 +221,33 @@ Result<Wiring> KubeWiring(const Flags& f, metrics::Registry& registry) {
     if (Status s = coordinator::KubeSpareLauncher::Check(options); !s.ok()) {
       return InvalidArgument("--spare-pod-template " + f.spare_pod_template + ": " + s.error().message);
     }
-    w.spare_pods = std::make_unique<coordinator::KubeSpareLauncher>(*w.api, std::move(options));
+    w.spare_pods = std::make_unique<coordinator::KubeSpareLauncher>(*w.pod_api(), std::move(options));
+  }
+  w.sync_to_wake = std::make_shared<std::atomic<coordinator::KubeJobSync*>>(nullptr);
+  w.waking_store->SetWake([sync = w.sync_to_wake] {
+    if (auto* s = sync->load()) s->Wake();
+  });
+  if (w.pods) {
+    auto* probe = static_cast<coordinator::KubePodProbe*>(w.probe.get());
+    auto* spares = w.spare_pods.get();
+    w.pods->OnChange([probe, spares, sync = w.sync_to_wake] {
+      probe->Wake();
+      if (spares) spares->Wake();
+      if (auto* s = sync->load()) s->Wake();
+    });
   }
   return w;
 }
 
-// Starts the Kubernetes adapters' worker threads (no-op locally).
+// Starts the Kubernetes adapters' worker threads (no-op locally), after the
+// pod cache's first list (the spare launcher adopts the pods it finds).
 void StartWorkers(Wiring& w) {
+  if (w.pods) {
+    w.pods->Start();
+    if (!w.pods->WaitSynced(std::chrono::seconds(30))) {
+      log::Warn("the job's pods are not listed after 30 s (the pod workers retry)", {});
+    }
+  }
   if (auto* fencer = dynamic_cast<coordinator::KubePodFencer*>(w.fencer.get())) fencer->Start();
   if (auto* probe = dynamic_cast<coordinator::KubePodProbe*>(w.probe.get())) probe->Start();
   if (w.spare_pods) w.spare_pods->Start();
@@ -300,10 +362,12 @@ int Run(const Flags& f) {
         *w.api, SystemClock::Instance(),
         kube::EventRecorderOptions{.component = "lockstep-coordinator", .registry = &registry});
     sync = std::make_unique<coordinator::KubeJobSync>(
-        *w.api, coord, SystemClock::Instance(),
+        *w.pod_api(), coord, SystemClock::Instance(),
         coordinator::KubeJobSyncOptions{
             .job = f.job, .ns = w.ns, .training_job = training_job, .leave_grace_s = *leave_grace},
         &registry, events.get());
+    // Pod events and state changes run a round at once (the 1 s poll stays as a floor).
+    if (w.sync_to_wake) w.sync_to_wake->store(sync.get());
     sync->Start();
   }
   log::Info("serving", {{"job", f.job},
@@ -318,7 +382,9 @@ int Run(const Flags& f) {
   while (sigwait(&stop_signals, &sig) != 0) {}
   log::Info("shutting down", {{"signal", std::to_string(sig)}});
   if (sync) sync->Stop();
-  coord.Drain();  // held plan polls answer now, so that the server's threads can be joined
+  if (w.sync_to_wake) w.sync_to_wake->store(nullptr);
+  if (w.pods) w.pods->Stop();  // no more wake-ups from pod events
+  coord.Drain();               // held plan polls answer now, so that the server's threads can be joined
   server.Stop();
   coord.Stop();
   return 0;
@@ -377,6 +443,11 @@ int main(int argc, char** argv) {
   app.add_option("--training-job", f.training_job,
                  "--kube: the TrainingJob whose status (generation, migrations, lastMigration) and Events the "
                  "coordinator writes (default: --job; \"\": none)");
+  app.add_option("--pod-cache", f.pod_cache,
+                 "--kube: on: watch the job's pods (label lockstep.dev/job) and read them from that cache, no "
+                 "request while nothing changes; off: list them every second")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--leave-grace", f.leave_grace,
                  "--kube: a pod whose rank moved to a spare is deleted once it ended, or this long after (so that a "
                  "drain of its node can finish)")

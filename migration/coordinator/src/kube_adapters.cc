@@ -460,8 +460,8 @@ milliseconds KubePodFencer::Round() {
 
 // --- KubePodProbe ---
 
-KubePodProbe::KubePodProbe(kube::KubeApi& api, std::string ns, milliseconds poll_interval)
-    : api_(api), ns_(std::move(ns)), poll_interval_(poll_interval) {}
+KubePodProbe::KubePodProbe(kube::KubeApi& api, std::string ns, milliseconds poll_interval, std::string label_selector)
+    : api_(api), ns_(std::move(ns)), poll_interval_(poll_interval), label_selector_(std::move(label_selector)) {}
 
 KubePodProbe::~KubePodProbe() { loop_.Stop(); }
 
@@ -532,13 +532,35 @@ void KubePodProbe::RunOnce() {
     }
     if (watched_.empty()) return;
   }
-  auto list = api_.List(kube::gvr::kPods, ns_, kube::ListOptions{});
+  auto list = api_.List(kube::gvr::kPods, ns_, kube::ListOptions{.label_selector = label_selector_});
   if (!list.ok()) {
     if (!list_failed_) log::Warn("listing pods failed (members are not checked)", {{"error", list.error().message}});
     list_failed_ = true;
     return;
   }
   list_failed_ = false;
+  if (!label_selector_.empty()) {
+    // Members' pods the selector did not bring (no job label, or not cached
+    // yet): read each, outside the lock. Gone from the API is gone.
+    std::set<std::string> listed, missing;
+    for (const Json& p : (*list)["items"]) listed.insert(kube::Name(p));
+    {
+      std::lock_guard l(mu_);
+      for (const auto& [id, w] : watched_) {
+        if (!w.gone && !w.ref.pod_name.empty() && !listed.count(w.ref.pod_name)) missing.insert(w.ref.pod_name);
+      }
+    }
+    for (const std::string& name : missing) {
+      auto got = api_.Get(kube::gvr::kPods, ns_, name);
+      if (got.ok()) {
+        (*list)["items"].push_back(std::move(*got));
+      } else if (got.error().code != ErrorCode::kNotFound) {
+        if (!list_failed_) log::Warn("reading a member's pod failed", {{"pod", name}, {"error", got.error().message}});
+        list_failed_ = true;
+        return;
+      }
+    }
+  }
   std::map<std::string, const Json*> by_name, by_ip;
   for (const Json& p : (*list)["items"]) {
     by_name[kube::Name(p)] = &p;

@@ -105,6 +105,8 @@ class KubeSpareLauncher final : public SpareLauncher {
   void RunOnce(bool force_list = false);
   // Pods queued for creation (not created yet).
   size_t Pending() const;
+  // Runs a round now (the job's pods changed).
+  void Wake() { loop_.Wake(); }
 
  private:
   struct PendingPod {
@@ -171,17 +173,23 @@ class KubePodFencer final : public Fencer {
 
 class KubePodProbe final : public ProcessProbe {
  public:
-  // REQUIRES: `api` outlives the probe.
+  // REQUIRES: `api` outlives the probe. With a `label_selector` the poll lists
+  // only the pods it selects (the job's, from PodCache: no API request) and
+  // reads a member's pod that is not among them with a Get (a pod without the
+  // job's label, or not in the cache yet); without one it lists the namespace.
   KubePodProbe(kube::KubeApi& api, std::string ns,
-               std::chrono::milliseconds poll_interval = std::chrono::milliseconds(1000));
+               std::chrono::milliseconds poll_interval = std::chrono::milliseconds(1000),
+               std::string label_selector = "");
   ~KubePodProbe() override;
   void Start();  // the worker thread; without it RunOnce() does the work (tests)
   // What the last poll found for this member's pod (nullopt: alive, or not
   // polled yet). Members not asked about between two polls are forgotten.
   std::optional<std::string> Gone(const MemberRef& m) override;
   bool LocalOnly() const override { return false; }
-  // One poll: one List of the namespace's pods.
+  // One poll: one List of the namespace's (or the selected) pods.
   void RunOnce();
+  // Polls now (the pods changed).
+  void Wake() { loop_.Wake(); }
 
  private:
   struct Watched {
@@ -196,6 +204,7 @@ class KubePodProbe final : public ProcessProbe {
   kube::KubeApi& api_;
   std::string ns_;
   std::chrono::milliseconds poll_interval_;
+  std::string label_selector_;
   std::mutex mu_;
   std::map<std::string, Watched> watched_;  // GUARDED_BY(mu_): by member id
   bool list_failed_ = false;                // worker only

@@ -55,6 +55,8 @@ class KubeJobSync {
 
   void Start();  // the worker thread; without it RunOnce() does the work (tests)
   void Stop();
+  // Runs a round now (the pods or the coordinator's state changed).
+  void Wake() { loop_.Wake(); }
   // One round: list the pods, triggers, upkeep, status and Events.
   void RunOnce();
 
