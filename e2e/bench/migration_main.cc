@@ -41,10 +41,19 @@ Arms, one after another:
                       failures are found by the ranks' reports and heartbeat timeouts
   lockstep_ref        (not by default) lockstep_train without faults: the library's
                       own fault-free reference, if it differs from plain DDP
+  torchft             (not by default) TorchFT (PyPI torchft, scripts/install-torchft): a
+                      lighthouse and one replica group per rank, each under its own
+                      torchrun --max_restarts, Manager + its DDP and optimizer wrappers,
+                      configured as its train_ddp.py example; the same faults (planned and
+                      pre-emptive: SIGTERM to the group's process). With this arm EVERY
+                      arm runs on that environment's torch 2.x (torchft needs >= 2.7), so
+                      that times and hashes compare; without it, on Debian's torch 1.13.
 
 Then, with ddp and lockstep_hot among the arms, --overhead-rounds interleaved
 fault-free rounds of --overhead-steps steps: ddp and lockstep_hot (library,
-coordinator, one idle hot spare) back to back, ABBA order. overhead_percent (top
+coordinator, one idle hot spare) back to back, ABBA order (with torchft among the
+arms, a fault-free torchft run in each round too: ddp, lockstep_hot, torchft, then
+the reverse). overhead_percent (top
 level) is the mean of the rounds' ratios of rank 0's mean step time, with its 95%
 interval (overhead_ci95_percent; not resolvable below its half-width where it holds
 0); overhead_median_step_percent the median of median-step ratios; the arms'
@@ -98,7 +107,8 @@ int Main(int argc, char** argv) {
   CLI::App app{kAbout, "migration"};
   app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold,lockstep_remote)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref"}));
+      ->check(CLI::IsMember(
+          {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref", "torchft"}));
   app.add_option("--faults", kinds, "fault kinds to inject (default kill,stop,planned,preemptive)")
       ->delimiter(',')
       ->check(CLI::IsMember({"kill", "stop", "planned", "preemptive"}));
@@ -187,9 +197,22 @@ int Main(int argc, char** argv) {
       if (t.coordinator.empty() && ::access((SelfDir() + rel).c_str(), X_OK) == 0) t.coordinator = SelfDir() + rel;
     }
   }
+  const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
+  if (has("torchft")) {  // every arm on the torchft environment's torch 2.x
+    const RunResult env = RunCapture({src + "/scripts/install-torchft", "--print"});
+    std::string dir = env.out;
+    while (!dir.empty() && dir.back() == '\n') dir.pop_back();
+    dir = dir.substr(dir.rfind('\n') == std::string::npos ? 0 : dir.rfind('\n') + 1);
+    if (env.rc != 0 || dir.empty()) Die("no torchft environment (run scripts/setup or scripts/install-torchft): " + env.err);
+    t.python = dir + "/bin/python";
+    t.torchrun = {t.python, "-m", "torch.distributed.run"};
+    t.lighthouse = dir + "/bin/torchft_lighthouse";
+    Log("torchft among the arms: every arm runs on " + t.python + " (torch 2.x, torchft)");
+  } else if (::access(t.torchrun[0].c_str(), X_OK) != 0) {
+    Die("no " + t.torchrun[0] + " (Debian package python3-torch)");
+  }
   const RunResult py = RunCapture({t.python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"});
-  if (py.rc != 0) Die("/usr/bin/python3 has no torch with gloo (Debian package python3-torch): " + py.err);
-  if (::access(t.torchrun.c_str(), X_OK) != 0) Die("no " + t.torchrun + " (Debian package python3-torch)");
+  if (py.rc != 0) Die(t.python + " has no torch with gloo (Debian package python3-torch): " + py.err);
 
   BecomeSubreaper();
   Log("logs in " + o.workdir);
@@ -208,7 +231,6 @@ int Main(int argc, char** argv) {
   }
   // Interleaved fault-free rounds: the steady-state overhead with load drifts hitting both arms alike.
   std::vector<SteadyRound> rounds;
-  const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
   if (overhead_rounds > 0 && has("ddp") && has("lockstep_hot")) {
     Options seg = o;
     seg.steps = overhead_steps;
@@ -217,12 +239,17 @@ int Main(int argc, char** argv) {
       SteadyRound r;
       r.ddp_first = i % 2 == 0;
       seg.workdir = o.workdir + "/round" + std::to_string(i + 1);
-      for (int k = 0; k < 2; ++k) {
-        const bool ddp_now = (k == 0) == r.ddp_first;
+      std::vector<std::string> order = {"ddp", "lockstep_hot"};
+      if (has("torchft")) order.push_back("torchft");
+      if (!r.ddp_first) std::reverse(order.begin(), order.end());
+      for (const auto& arm : order) {
         Log("overhead round " + std::to_string(i + 1) + "/" + std::to_string(overhead_rounds) + ": " +
-            (ddp_now ? "ddp" : "lockstep_hot (idle spare, no faults)"));
-        (ddp_now ? r.ddp : r.lockstep) = RunArm(t, seg, ddp_now ? "ddp" : "lockstep_hot");
+            (arm == "lockstep_hot" ? "lockstep_hot (idle spare, no faults)" : arm + " (no faults)"));
+        ArmResult res = RunArm(t, seg, arm);
         KillDescendants();
+        if (arm == "ddp") r.ddp = std::move(res);
+        if (arm == "lockstep_hot") r.lockstep = std::move(res);
+        if (arm == "torchft") r.torchft = std::move(res);
       }
       rounds.push_back(std::move(r));
     }

@@ -122,6 +122,7 @@ std::string FaultSpec(const Options& o) {
 }
 
 bool IsLockstep(const std::string& arm) { return arm.rfind("lockstep_", 0) == 0; }
+bool IsTorchft(const std::string& arm) { return arm == "torchft"; }
 
 // Everything an arm started; torn down on every exit path.
 struct Started {
@@ -225,8 +226,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   const std::string log_path = dir + "/train.jsonl", hash_path = dir + "/sha256";
   WriteFile(log_path, "");
   const bool faulty = arm != "ddp" && arm != "lockstep_ref";  // the references run without faults
+  if (IsTorchft(arm) && tools.lighthouse.empty()) {
+    r.note = "no torchft environment (scripts/install-torchft)";
+    return r;
+  }
   std::vector<std::string> wl = {tools.workload, "--steps", std::to_string(o.steps), "--hidden",
-                                 std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log", log_path,
+                                 std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log-file", log_path,
                                  "--marker-dir", dir + "/markers", "--hash-file", hash_path};
   if (o.min_step_s > 0) wl.insert(wl.end(), {"--min-step-s", std::to_string(o.min_step_s)});
   if (faulty && !FaultSpec(o).empty()) wl.insert(wl.end(), {"--faults", FaultSpec(o)});
@@ -234,13 +239,33 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   Started started;
   std::string coord_url;
   const double t0 = WallNow();
-  if (!IsLockstep(arm)) {
-    std::vector<std::string> argv = {tools.torchrun, "--nnodes", "1", "--nproc_per_node", std::to_string(o.world_size),
+  if (IsTorchft(arm)) {
+    // TorchFT as its README runs it: a lighthouse, and per replica group a torchrun
+    // (--max-restarts restarts a failed group's process) whose store the Manager uses.
+    const int lh_port = FreePort();
+    started.children.push_back(Child::Spawn({tools.lighthouse, "--min_replicas", "1", "--quorum_tick_ms", "100",
+                                             "--join_timeout_ms", "10000", "--bind", "127.0.0.1:" + std::to_string(lh_port)},
+                                            dir + "/lighthouse.log"));
+    for (int g = 0; g < o.world_size; ++g) {
+      std::vector<std::string> argv = {"env", "REPLICA_GROUP_ID=" + std::to_string(g),
+                                       "NUM_REPLICA_GROUPS=" + std::to_string(o.world_size),
+                                       "TORCHFT_LIGHTHOUSE=http://127.0.0.1:" + std::to_string(lh_port)};
+      argv.insert(argv.end(), tools.torchrun.begin(), tools.torchrun.end());
+      argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", "1", "--max_restarts", std::to_string(o.max_restarts),
+                               "--monitor_interval", std::to_string(o.monitor_s), "--master_addr", "127.0.0.1",
+                               "--master_port", std::to_string(FreePort())});
+      argv.insert(argv.end(), wl.begin(), wl.end());
+      argv.insert(argv.end(), {"--mode", "torchft"});
+      started.children.push_back(Child::Spawn(argv, dir + "/group" + std::to_string(g) + ".log"));
+    }
+  } else if (!IsLockstep(arm)) {
+    std::vector<std::string> argv = tools.torchrun;
+    argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(o.world_size),
                                      "--max_restarts", arm == "ddp" ? "0" : std::to_string(o.max_restarts),
                                      "--monitor_interval", std::to_string(o.monitor_s), "--master_addr", "127.0.0.1",
                                      "--master_port", std::to_string(FreePort()),
                                      // Debian's torch 1.13 on Python 3.11 cannot parse "0" here (Std.NONE).
-                                     "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"};
+                                     "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"});
     argv.insert(argv.end(), wl.begin(), wl.end());
     argv.insert(argv.end(), {"--mode", "ddp", "--hang-s", std::to_string(o.hang_s)});
     if (arm == "checkpoint_restart") {
@@ -334,7 +359,19 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt, "", std::nullopt});
     }
     bool done = false;
-    if (!IsLockstep(arm)) {
+    if (IsTorchft(arm)) {
+      // Done once every group ended, or is gone for good: its process is stopped (a
+      // hang no one restarts) or its torchrun gave up.
+      bool all = !live.ended.empty();
+      for (int g = 0; all && g < o.world_size; ++g) {
+        if (live.ended.count(g)) continue;
+        const auto it = live.rank_pid.find(g);
+        const auto st = it == live.rank_pid.end() ? std::nullopt : ProcStat(it->second);
+        const bool stopped = st && st->second == 'T';
+        all = stopped || !started.children[size_t(g) + 1].Alive();
+      }
+      done = all;
+    } else if (!IsLockstep(arm)) {
       done = !started.children[0].Alive();
     } else {
       done = int(live.ended.size()) >= o.world_size && ::access(hash_path.c_str(), R_OK) == 0;
@@ -366,7 +403,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     WriteFile(dir + "/state.json", s.body);
     WriteFile(dir + "/migrations.json", m.body);
   }
-  if (!IsLockstep(arm)) started.children[0].WaitFor(1);
+  if (!IsLockstep(arm) && !IsTorchft(arm)) started.children[0].WaitFor(1);
+  if (IsTorchft(arm)) {
+    for (int g = 0; g < o.world_size; ++g) {
+      if (!live.ended.count(g)) r.gone.push_back(g);
+    }
+  }
 
   // Score from the whole log.
   const WorkloadLog log = ParseWorkloadLog(ReadFile(log_path));
@@ -420,10 +462,20 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     }
   }
   std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.t < b.t; });
-  r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log));
+  r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log), r.gone);
   const std::string sha = ReadFile(hash_path);
   if (sha.size() >= 64) r.sha256 = sha.substr(0, 64);
-  r.completed = r.sha256 && r.score.final_step == o.steps - 1;
+  // The last step, committed by every rank that is still there.
+  std::map<int, double> last;
+  for (const auto& c : log.commits) {
+    if (c.step == o.steps - 1) last[c.rank] = std::max(last[c.rank], c.t);
+  }
+  if (int(last.size() + r.gone.size()) >= o.world_size && !last.empty()) {
+    double t_end = 0;
+    for (const auto& [rank, t] : last) t_end = std::max(t_end, t);
+    r.time_to_n_s = t_end - t0;
+  }
+  r.completed = r.sha256 && (r.gone.empty() ? r.score.final_step == o.steps - 1 : r.time_to_n_s.has_value());
   r.details["log"] = log_path;
   r.details["requests"] = requests;
   if (IsLockstep(arm)) {
