@@ -45,15 +45,16 @@ Arms, one after another:
                       lighthouse and one replica group per rank, each under its own
                       torchrun --max_restarts, Manager + its DDP and optimizer wrappers,
                       configured as its train_ddp.py example; the same faults (planned and
-                      pre-emptive: SIGTERM to the group's process). With this arm EVERY
-                      arm runs on that environment's torch 2.x (torchft needs >= 2.7), so
-                      that times and hashes compare; without it, on Debian's torch 1.13.
+                      pre-emptive: SIGTERM to the group's process), on that environment's
+                      torch 2.x (torchft needs >= 2.7; the other arms stay on Debian's 1.13)
+  ddp_torch2          plain DDP on that torch 2.x, no faults: torchft's reference hash, step
+                      time and time to N steps (added whenever torchft runs)
 
 Then, with ddp and lockstep_hot among the arms, --overhead-rounds interleaved
 fault-free rounds of --overhead-steps steps: ddp and lockstep_hot (library,
 coordinator, one idle hot spare) back to back, ABBA order (with torchft among the
-arms, a fault-free torchft run in each round too: ddp, lockstep_hot, torchft, then
-the reverse). overhead_percent (top
+arms, fault-free ddp_torch2 and torchft runs in each round too: ddp, lockstep_hot,
+ddp_torch2, torchft, then the reverse). overhead_percent (top
 level) is the mean of the rounds' ratios of rank 0's mean step time, with its 95%
 interval (overhead_ci95_percent; not resolvable below its half-width where it holds
 0); overhead_median_step_percent the median of median-step ratios; the arms'
@@ -108,7 +109,8 @@ int Main(int argc, char** argv) {
   app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold,lockstep_remote)")
       ->delimiter(',')
       ->check(CLI::IsMember(
-          {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref", "torchft"}));
+          {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref", "ddp_torch2",
+           "torchft"}));
   app.add_option("--faults", kinds, "fault kinds to inject (default kill,stop,planned,preemptive)")
       ->delimiter(',')
       ->check(CLI::IsMember({"kill", "stop", "planned", "preemptive"}));
@@ -198,21 +200,24 @@ int Main(int argc, char** argv) {
     }
   }
   const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
-  if (has("torchft")) {  // every arm on the torchft environment's torch 2.x
+  if (has("torchft") && !has("ddp_torch2")) {  // its reference on the same torch, just before it
+    arms.insert(std::find(arms.begin(), arms.end(), "torchft"), "ddp_torch2");
+  }
+  if (has("torchft") || has("ddp_torch2")) {
     const RunResult env = RunCapture({src + "/scripts/install-torchft", "--print"});
     std::string dir = env.out;
     while (!dir.empty() && dir.back() == '\n') dir.pop_back();
     dir = dir.substr(dir.rfind('\n') == std::string::npos ? 0 : dir.rfind('\n') + 1);
     if (env.rc != 0 || dir.empty()) Die("no torchft environment (run scripts/setup or scripts/install-torchft): " + env.err);
-    t.python = dir + "/bin/python";
-    t.torchrun = {t.python, "-m", "torch.distributed.run"};
+    t.python2 = dir + "/bin/python";
     t.lighthouse = dir + "/bin/torchft_lighthouse";
-    Log("torchft among the arms: every arm runs on " + t.python + " (torch 2.x, torchft)");
-  } else if (::access(t.torchrun[0].c_str(), X_OK) != 0) {
-    Die("no " + t.torchrun[0] + " (Debian package python3-torch)");
+    const RunResult v = RunCapture({t.python2, "-c", "import importlib.metadata as m, torch; print('torchft', m.version('torchft'), 'torch', torch.__version__)"});
+    if (v.rc != 0) Die(t.python2 + " cannot import torch and torchft: " + v.err);
+    Log("torchft and ddp_torch2 run on " + t.python2 + ": " + v.out.substr(0, v.out.find('\n')));
   }
   const RunResult py = RunCapture({t.python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"});
-  if (py.rc != 0) Die(t.python + " has no torch with gloo (Debian package python3-torch): " + py.err);
+  if (py.rc != 0) Die("/usr/bin/python3 has no torch with gloo (Debian package python3-torch): " + py.err);
+  if (::access(t.torchrun[0].c_str(), X_OK) != 0) Die("no " + t.torchrun[0] + " (Debian package python3-torch)");
 
   BecomeSubreaper();
   Log("logs in " + o.workdir);
@@ -240,7 +245,7 @@ int Main(int argc, char** argv) {
       r.ddp_first = i % 2 == 0;
       seg.workdir = o.workdir + "/round" + std::to_string(i + 1);
       std::vector<std::string> order = {"ddp", "lockstep_hot"};
-      if (has("torchft")) order.push_back("torchft");
+      if (has("torchft")) order.insert(order.end(), {"ddp_torch2", "torchft"});
       if (!r.ddp_first) std::reverse(order.begin(), order.end());
       for (const auto& arm : order) {
         Log("overhead round " + std::to_string(i + 1) + "/" + std::to_string(overhead_rounds) + ": " +
@@ -249,6 +254,7 @@ int Main(int argc, char** argv) {
         KillDescendants();
         if (arm == "ddp") r.ddp = std::move(res);
         if (arm == "lockstep_hot") r.lockstep = std::move(res);
+        if (arm == "ddp_torch2") r.ddp_torch2 = std::move(res);
         if (arm == "torchft") r.torchft = std::move(res);
       }
       rounds.push_back(std::move(r));

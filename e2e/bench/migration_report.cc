@@ -45,6 +45,7 @@ const ArmResult* Find(const std::vector<ArmResult>& arms, const std::string& nam
 ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long long params, const std::string& uptime,
                      const std::vector<SteadyRound>& rounds, int round_steps) {
   const ArmResult* ddp = Find(arms, "ddp");
+  const ArmResult* ddp2 = Find(arms, "ddp_torch2");  // torch 2.x: torchft's reference
   const ArmResult* ls_ref = Find(arms, "lockstep_ref");
   ordered_json out;
   out["benchmark"] = "migration";
@@ -109,13 +110,16 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
   for (const auto& r : rounds) have_tft = have_tft || r.torchft.has_value();
   if (have_tft) {
     std::vector<Round> tr;
-    ordered_json tft_ms = ordered_json::array(), tft_eq = ordered_json::array();
+    ordered_json tft_ms = ordered_json::array(), tft_eq = ordered_json::array(), ddp2_ms = ordered_json::array();
     for (const auto& r : rounds) {
       const ArmResult* t = r.torchft ? &*r.torchft : nullptr;
-      tr.push_back({r.ddp.score.step_mean_s, t ? t->score.step_mean_s : std::nullopt});
+      const ArmResult* d = r.ddp_torch2 ? &*r.ddp_torch2 : nullptr;
+      tr.push_back({d ? d->score.step_mean_s : std::nullopt, t ? t->score.step_mean_s : std::nullopt});
       tft_ms.push_back(t && t->score.step_mean_s ? Opt(*t->score.step_mean_s * 1000, 2) : ordered_json(nullptr));
-      tft_eq.push_back(t && t->sha256 && r.ddp.sha256 ? ordered_json(*t->sha256 == *r.ddp.sha256) : ordered_json(nullptr));
+      ddp2_ms.push_back(d && d->score.step_mean_s ? Opt(*d->score.step_mean_s * 1000, 2) : ordered_json(nullptr));
+      tft_eq.push_back(t && t->sha256 && d && d->sha256 ? ordered_json(*t->sha256 == *d->sha256) : ordered_json(nullptr));
     }
+    steady["ddp_torch2_mean_step_ms"] = ddp2_ms;
     tft_mean = ScoreRounds(tr);
     steady["torchft_mean_step_ms"] = tft_ms;
     ordered_json tp = ordered_json::array();
@@ -125,7 +129,7 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     steady["torchft_overhead_ci95_percent"] =
         tft_mean->ci95_low ? ordered_json::array({Opt(tft_mean->ci95_low, 2), Opt(tft_mean->ci95_high, 2)})
                            : ordered_json(nullptr);
-    steady["torchft_fault_free_equals_ddp"] = tft_eq;  // per round: TorchFT without faults vs plain DDP
+    steady["torchft_fault_free_equals_ddp_torch2"] = tft_eq;  // per round: TorchFT without faults vs plain DDP
   }
   out["steady_state"] = steady;
   ordered_json js = ordered_json::object();
@@ -140,6 +144,11 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     const ArmScore& s = a.score;
     j["completed"] = a.completed;
     j["time_to_n_steps_s"] = Opt(a.time_to_n_s, 2);
+    // What the faults cost: time to N steps beyond the fault-free reference's on the same torch.
+    const ArmResult* same_torch = a.arm == "torchft" || a.arm == "ddp_torch2" ? ddp2 : ddp;
+    j["fault_cost_s"] = a.time_to_n_s && same_torch && same_torch->time_to_n_s
+                            ? Opt(*a.time_to_n_s - *same_torch->time_to_n_s, 2)
+                            : ordered_json(nullptr);
     j["detect_s"] = ToJson(s.detect_s);
     j["recover_s"] = ToJson(s.recover_s);
     j["resume_s"] = ToJson(s.resume_s);
@@ -151,7 +160,7 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     j["ranks_never_back"] = gone;
     // The steady-state overhead against plain DDP, from the interleaved fault-free rounds
     // (ddp: the reference; arms without rounds: null).
-    if (a.arm == "ddp") {
+    if (a.arm == "ddp" || a.arm == "ddp_torch2") {
       j["overhead_percent"] = 0.0;
     } else if (a.arm == "lockstep_hot") {
       j["overhead_percent"] = Opt(mean.mean_percent, 2);
@@ -168,7 +177,9 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     // The reference: plain DDP, or for the lockstep arms the library's own
     // fault-free run when it ran (see docs/benchmarks.md "migration").
     const bool lockstep = a.arm.rfind("lockstep_", 0) == 0;
-    const ArmResult* ref = lockstep && ls_ref && a.arm != "lockstep_ref" ? ls_ref : ddp;
+    const ArmResult* ref = lockstep && ls_ref && a.arm != "lockstep_ref" ? ls_ref
+                           : a.arm == "torchft"                          ? ddp2
+                                                                         : ddp;
     j["reference"] = ref ? ordered_json(ref->arm) : ordered_json(nullptr);
     j["bit_identical"] = ref && ref->sha256 && a.sha256 ? ordered_json(*ref->sha256 == *a.sha256) : ordered_json(nullptr);
     j["equals_ddp"] = ddp && ddp->sha256 && a.sha256 ? ordered_json(*ddp->sha256 == *a.sha256) : ordered_json(nullptr);
@@ -233,10 +244,12 @@ std::string Table(const ordered_json& summary) {
     }
     out += "; every round completed with equal hashes: " + Num(st["all_completed_and_equal"]) + "\n";
     if (st.contains("torchft_overhead_percent")) {
-      out += "torchft (no faults) vs ddp in the same rounds: mean " + Num(st["torchft_overhead_percent"]) + "%; rounds:";
+      out += "torchft vs ddp_torch2 (both torch 2.x, no faults) in the same rounds: mean " +
+             Num(st["torchft_overhead_percent"]) + "%; rounds:";
       for (size_t i = 0; i < st["torchft_round_overhead_percent"].size(); ++i) {
-        out += " " + Num(st["torchft_round_overhead_percent"][i]) + "% (" + Num(st["torchft_mean_step_ms"][i], "%.1f") +
-               " ms, equals ddp: " + Num(st["torchft_fault_free_equals_ddp"][i]) + ")";
+        out += " " + Num(st["torchft_round_overhead_percent"][i]) + "% (" + Num(st["ddp_torch2_mean_step_ms"][i], "%.1f") +
+               " / " + Num(st["torchft_mean_step_ms"][i], "%.1f") +
+               " ms, equal hashes: " + Num(st["torchft_fault_free_equals_ddp_torch2"][i]) + ")";
       }
       out += "\n";
     }

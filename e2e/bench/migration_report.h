@@ -17,7 +17,7 @@ namespace lockstep::bench::migration {
 struct SteadyRound {
   bool ddp_first = true;
   ArmResult ddp, lockstep;
-  std::optional<ArmResult> torchft;  // fault-free torchft, when that arm ran
+  std::optional<ArmResult> ddp_torch2, torchft;  // fault-free, on torch 2.x, when torchft ran
 };
 
 // bit_identical of every faulty arm is judged against `reference_of(arm)`:

@@ -123,6 +123,19 @@ std::string FaultSpec(const Options& o) {
 
 bool IsLockstep(const std::string& arm) { return arm.rfind("lockstep_", 0) == 0; }
 bool IsTorchft(const std::string& arm) { return arm == "torchft"; }
+bool OnTorch2(const std::string& arm) { return arm == "torchft" || arm == "ddp_torch2"; }
+
+// torchrun's rendezvous on one host. Debian's torch 1.13: static (--master_addr/port;
+// a restarted group's store keys are prefixed by its attempt). torch 2.x (run as
+// `python -m torch.distributed.run`): static rendezvous reuses the agent's store
+// without that prefix, so after a restart gloo's connectFullMesh read the dead
+// processes' addresses ("Connection refused") until --max_restarts ran out; the c10d
+// rendezvous (what --standalone uses) keys every round apart.
+std::vector<std::string> Rendezvous(bool torch2) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  if (torch2) return {"--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint};
+  return {"--master_addr", "127.0.0.1", "--master_port", endpoint.substr(endpoint.find(':') + 1)};
+}
 
 // Everything an arm started; torn down on every exit path.
 struct Started {
@@ -225,11 +238,13 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   if (RunCapture({"mkdir", "-p", dir + "/markers", dir + "/ckpt", dir + "/torchrun"}).rc != 0) Die("cannot create " + dir);
   const std::string log_path = dir + "/train.jsonl", hash_path = dir + "/sha256";
   WriteFile(log_path, "");
-  const bool faulty = arm != "ddp" && arm != "lockstep_ref";  // the references run without faults
-  if (IsTorchft(arm) && tools.lighthouse.empty()) {
+  const bool faulty = arm != "ddp" && arm != "ddp_torch2" && arm != "lockstep_ref";  // the references run without faults
+  if (OnTorch2(arm) && (tools.lighthouse.empty() || tools.python2.empty())) {
     r.note = "no torchft environment (scripts/install-torchft)";
     return r;
   }
+  const std::vector<std::string> torchrun =
+      OnTorch2(arm) ? std::vector<std::string>{tools.python2, "-m", "torch.distributed.run"} : tools.torchrun;
   std::vector<std::string> wl = {tools.workload, "--steps", std::to_string(o.steps), "--hidden",
                                  std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log-file", log_path,
                                  "--marker-dir", dir + "/markers", "--hash-file", hash_path};
@@ -250,22 +265,24 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       std::vector<std::string> argv = {"env", "REPLICA_GROUP_ID=" + std::to_string(g),
                                        "NUM_REPLICA_GROUPS=" + std::to_string(o.world_size),
                                        "TORCHFT_LIGHTHOUSE=http://127.0.0.1:" + std::to_string(lh_port)};
-      argv.insert(argv.end(), tools.torchrun.begin(), tools.torchrun.end());
+      argv.insert(argv.end(), torchrun.begin(), torchrun.end());
       argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", "1", "--max_restarts", std::to_string(o.max_restarts),
-                               "--monitor_interval", std::to_string(o.monitor_s), "--master_addr", "127.0.0.1",
-                               "--master_port", std::to_string(FreePort())});
+                               "--monitor_interval", std::to_string(o.monitor_s)});
+      const auto rdzv = Rendezvous(OnTorch2(arm));
+      argv.insert(argv.end(), rdzv.begin(), rdzv.end());
       argv.insert(argv.end(), wl.begin(), wl.end());
       argv.insert(argv.end(), {"--mode", "torchft"});
       started.children.push_back(Child::Spawn(argv, dir + "/group" + std::to_string(g) + ".log"));
     }
   } else if (!IsLockstep(arm)) {
-    std::vector<std::string> argv = tools.torchrun;
+    std::vector<std::string> argv = torchrun;
     argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(o.world_size),
-                                     "--max_restarts", arm == "ddp" ? "0" : std::to_string(o.max_restarts),
-                                     "--monitor_interval", std::to_string(o.monitor_s), "--master_addr", "127.0.0.1",
-                                     "--master_port", std::to_string(FreePort()),
+                                     "--max_restarts", !faulty ? "0" : std::to_string(o.max_restarts),
+                                     "--monitor_interval", std::to_string(o.monitor_s),
                                      // Debian's torch 1.13 on Python 3.11 cannot parse "0" here (Std.NONE).
                                      "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"});
+    const auto rdzv = Rendezvous(OnTorch2(arm));
+    argv.insert(argv.end(), rdzv.begin(), rdzv.end());
     argv.insert(argv.end(), wl.begin(), wl.end());
     argv.insert(argv.end(), {"--mode", "ddp", "--hang-s", std::to_string(o.hang_s)});
     if (arm == "checkpoint_restart") {
@@ -329,7 +346,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   json requests = json::array();
   std::map<int, int> pid_rank;
   const double deadline = WallNow() + o.arm_timeout_s;
-  double next_state_poll = 0;
+  double next_state_poll = 0, hash_seen_t = 0;
   for (;;) {
     Sleep(0.02);
     live.Poll();
@@ -361,7 +378,9 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     bool done = false;
     if (IsTorchft(arm)) {
       // Done once every group ended, or is gone for good: its process is stopped (a
-      // hang no one restarts) or its torchrun gave up.
+      // hang no one restarts) or its torchrun gave up; or 2 s after group 0 wrote the
+      // hash (the quorum committed the last step): a group restarting then would find
+      // no peer and train from step 0 alone.
       bool all = !live.ended.empty();
       for (int g = 0; all && g < o.world_size; ++g) {
         if (live.ended.count(g)) continue;
@@ -369,6 +388,10 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
         const auto st = it == live.rank_pid.end() ? std::nullopt : ProcStat(it->second);
         const bool stopped = st && st->second == 'T';
         all = stopped || !started.children[size_t(g) + 1].Alive();
+      }
+      if (live.ended.count(0) && ::access(hash_path.c_str(), R_OK) == 0) {
+        if (hash_seen_t == 0) hash_seen_t = WallNow();
+        all = all || WallNow() - hash_seen_t > 2;
       }
       done = all;
     } else if (!IsLockstep(arm)) {
@@ -415,7 +438,9 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   for (const auto& e : log.events) {
     if (e.event != "fault") continue;
     Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt, "", std::nullopt};
-    f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
+    // TorchFT notices a failure inside its Manager and lighthouse (timeouts), which log
+    // nothing here: resume_s includes its detection.
+    if (!IsTorchft(arm)) f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
     if (IsLockstep(arm)) {
       const auto c = DetectedByCoordinator(state, f.t);
       if (c && (!f.detected_t || *c < *f.detected_t)) f.detected_t = c;
@@ -465,10 +490,16 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log), r.gone);
   const std::string sha = ReadFile(hash_path);
   if (sha.size() >= 64) r.sha256 = sha.substr(0, 64);
-  // The last step, committed by every rank that is still there.
+  // The last step, committed by every rank that is still there (each rank's first
+  // commit of it, up to 2 s after the hash: a torchft group that restarted after the
+  // end trains again from step 0 alone).
+  double end_t = 1e300;
+  for (const auto& e : log.events) {
+    if (e.event == "end" && e.rank == 0) end_t = std::min(end_t, e.t + 2);
+  }
   std::map<int, double> last;
   for (const auto& c : log.commits) {
-    if (c.step == o.steps - 1) last[c.rank] = std::max(last[c.rank], c.t);
+    if (c.step == o.steps - 1 && c.t <= end_t && !last.count(c.rank)) last[c.rank] = c.t;
   }
   if (int(last.size() + r.gone.size()) >= o.world_size && !last.empty()) {
     double t_end = 0;

@@ -16,8 +16,10 @@ namespace lockstep::bench::migration {
 
 struct Tools {
   std::string python = "/usr/bin/python3";
-  std::vector<std::string> torchrun = {"/usr/bin/torchrun"};  // or {python, "-m", "torch.distributed.run"}
-  std::string lighthouse;   // torchft_lighthouse ("" if the torchft arm does not run)
+  std::vector<std::string> torchrun = {"/usr/bin/torchrun"};
+  // The torch 2.x arms (torchft, ddp_torch2): scripts/install-torchft's environment
+  // ("" if those arms do not run); torchrun there is `python -m torch.distributed.run`.
+  std::string python2, lighthouse;
   std::string workload;     // e2e/workloads/migration_train.py
   std::string pylib;        // the folder holding lockstep_train (python/)
   std::string coordinator;  // lockstep-coordinator ("" if not built)
