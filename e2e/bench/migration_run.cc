@@ -70,6 +70,8 @@ struct LiveLog {
   std::map<int, int> rank_pid;  // latest process of each rank
   std::set<int> pids;
   int rank0_step = -1;          // highest step rank 0 committed
+  int any_step = -1;            // highest step any rank committed
+  double first_end_t = 0;       // when the first rank logged "end" (0: none yet)
   std::set<int> ended;          // ranks that logged "end"
   std::vector<json> faults;     // the workload's fault events
 
@@ -89,7 +91,9 @@ struct LiveLog {
       if (pid > 0) pids.insert(pid);
       if (rank >= 0 && pid > 0 && ev != "fault") rank_pid[rank] = pid;
       if (ev == "step" && rank == 0) rank0_step = std::max(rank0_step, j.value("step", -1));
+      if (ev == "step") any_step = std::max(any_step, j.value("step", -1));
       if (ev == "end" && rank >= 0) ended.insert(rank);
+      if (ev == "end" && first_end_t == 0) first_end_t = WallNow();
       if (ev == "fault") faults.push_back(j);
     }
   }
@@ -346,7 +350,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   json requests = json::array();
   std::map<int, int> pid_rank;
   const double deadline = WallNow() + o.arm_timeout_s;
-  double next_state_poll = 0, hash_seen_t = 0;
+  double next_state_poll = 0;
   for (;;) {
     Sleep(0.02);
     live.Poll();
@@ -354,7 +358,9 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     for (const auto& [rank, pid] : live.rank_pid) pid_rank[pid] = rank;
     for (size_t i = 0; faulty && i < o.faults.size(); ++i) {
       const auto& f = o.faults[i];
-      if (fired[i] || (f.kind != "planned" && f.kind != "preemptive") || live.rank0_step < f.step) continue;
+      // torchft: the quorum's step (group 0 may be out of it, restarting).
+      const int at = IsTorchft(arm) ? live.any_step : live.rank0_step;
+      if (fired[i] || (f.kind != "planned" && f.kind != "preemptive") || at < f.step) continue;
       if (IsLockstep(arm)) {
         // Asked once a spare is registered, or when none is on its way (cold: the
         // request itself makes the coordinator start one). A request without a
@@ -378,8 +384,8 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     bool done = false;
     if (IsTorchft(arm)) {
       // Done once every group ended, or is gone for good: its process is stopped (a
-      // hang no one restarts) or its torchrun gave up; or 2 s after group 0 wrote the
-      // hash (the quorum committed the last step): a group restarting then would find
+      // hang no one restarts) or its torchrun gave up; or 2 s after the first group
+      // ended (the quorum committed the last step): a group restarting then would find
       // no peer and train from step 0 alone.
       bool all = !live.ended.empty();
       for (int g = 0; all && g < o.world_size; ++g) {
@@ -389,10 +395,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
         const bool stopped = st && st->second == 'T';
         all = stopped || !started.children[size_t(g) + 1].Alive();
       }
-      if (live.ended.count(0) && ::access(hash_path.c_str(), R_OK) == 0) {
-        if (hash_seen_t == 0) hash_seen_t = WallNow();
-        all = all || WallNow() - hash_seen_t > 2;
-      }
+      all = all || (live.first_end_t > 0 && WallNow() - live.first_end_t > 2);
       done = all;
     } else if (!IsLockstep(arm)) {
       done = !started.children[0].Alive();
@@ -490,12 +493,21 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log), r.gone);
   const std::string sha = ReadFile(hash_path);
   if (sha.size() >= 64) r.sha256 = sha.substr(0, 64);
+  if (IsTorchft(arm)) {  // the quorum's final parameters: the first group to end (each logs its hash)
+    r.sha256.reset();
+    for (const auto& e : log.events) {
+      if (e.event == "end" && e.json.contains("sha256") && e.json["sha256"].is_string()) {
+        r.sha256 = e.json["sha256"].get<std::string>();
+        break;
+      }
+    }
+  }
   // The last step, committed by every rank that is still there (each rank's first
   // commit of it, up to 2 s after the hash: a torchft group that restarted after the
   // end trains again from step 0 alone).
   double end_t = 1e300;
   for (const auto& e : log.events) {
-    if (e.event == "end" && e.rank == 0) end_t = std::min(end_t, e.t + 2);
+    if (e.event == "end") end_t = std::min(end_t, e.t + 2);
   }
   std::map<int, double> last;
   for (const auto& c : log.commits) {

@@ -50,7 +50,7 @@ Log (--log-file FILE, appended, one JSON line per event, `t` = time.time()):
   {"event":"error","rank":r,"step":s,"error":..,"t":..}          ddp: a collective failed
   {"event":"checkpoint","step":s,"t":..,"reason":"periodic"|"sigterm"} / {"event":"resume","step":s,"t":..}
   {"event":"lib", ...}                                            lockstep_train's on_event events
-  {"event":"end","rank":r,"steps":n,"sha256":..(rank 0),"t":..}
+  {"event":"end","rank":r,"steps":n,"sha256":..(rank 0; torchft: every group),"t":..}
 Rank 0 writes the sha256 of the final parameters (their exact bytes, in
 model.parameters() order) to --hash-file.
 """
@@ -328,7 +328,8 @@ def run_torchft(a, faults):
         else:
             log({"event": "error", "rank": group, "step": step, "pid": os.getpid(),
                  "error": "should_commit=False: %s" % (manager.errored(),)})
-    finish(a, group, a.steps, model)
+    # Every group logs its hash: group 0 may be out of the last quorum (restarting).
+    finish(a, group, a.steps, model, every_rank=True)
     manager.shutdown(wait=True)
     # torchft 0.2.0 with torch 2.15 aborts at interpreter exit ("terminate called without an
     # active exception", exit -6), and torchrun would then restart the finished group.
@@ -341,8 +342,8 @@ def pad(a, t0):
         time.sleep(left)
 
 
-def finish(a, rank, steps, model):
-    digest = params_sha256(model) if rank == 0 else None
+def finish(a, rank, steps, model, every_rank=False):
+    digest = params_sha256(model) if rank == 0 or every_rank else None
     if rank == 0:
         write_hash(a.hash_file, digest)
     log({"event": "end", "rank": rank, "steps": steps, "pid": os.getpid(), "sha256": digest})
