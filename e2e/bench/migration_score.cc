@@ -134,7 +134,12 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
       fs.detect_s = *f.detected_t - f.t;
       detects.push_back(*fs.detect_s);
     }
-    const auto done = AllCommittedAfter(log.commits, f.t, fs.target_step, world_size, gone);
+    // The faulted rank itself must be back: a rank that never came back did not recover.
+    std::vector<int> others_gone;
+    for (int g : gone) {
+      if (g != f.rank) others_gone.push_back(g);
+    }
+    const auto done = AllCommittedAfter(log.commits, f.t, fs.target_step, world_size, others_gone);
     if (done) {
       fs.recover_s = *done - f.t;
       recovers.push_back(*fs.recover_s);

@@ -100,8 +100,8 @@ struct ArmScore {
 
 // REQUIRES: faults in time order. `busy`: further windows left out of step_s
 // (spare starts, SpareStartWindows). `gone`: ranks that never came back (torchft:
-// a hung group that no one restarts): recover_s does not wait for them once they
-// commit nothing after the fault.
+// a hung group that no one restarts): recover_s of a fault on another rank does not
+// wait for them once they commit nothing after it; a fault on a gone rank has none.
 ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size,
                   const std::vector<Window>& busy = {}, const std::vector<int>& gone = {});
 

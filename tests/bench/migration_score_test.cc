@@ -60,22 +60,27 @@ TEST_CASE("migration score: torchft goes on without a failed group and counts it
   }
   const Fault kill{"kill", 2, 9.5, std::nullopt, std::nullopt, "", std::nullopt};
   const Fault stop{"stop", 1, 20.5, std::nullopt, std::nullopt, "", std::nullopt};
-  SECTION("with the hung group left out of recover_s") {
-    const ArmScore s = ScoreArm(log, {kill, stop}, 4, {}, {1});
-    REQUIRE(s.faults.size() == 2);
+  // A planned move of group 0 after the hang (its process went on: no restart here).
+  const Fault planned{"planned", 0, 21.5, std::nullopt, std::nullopt, "", std::nullopt};
+  SECTION("with the hung group left out of the others' recover_s") {
+    const ArmScore s = ScoreArm(log, {kill, stop, planned}, 4, {}, {1});
+    REQUIRE(s.faults.size() == 3);
     CHECK(*s.faults[0].resume_s == Approx(15.0 - 9.5));  // the first commit of step 10, by group 0
     CHECK(*s.faults[0].recover_s == Approx(18.02 - 9.5));  // group 2 back: its first commit (step 13)
     CHECK(*s.faults[1].resume_s == Approx(21.0 - 20.5));  // step 16 by 3 groups
-    CHECK(*s.faults[1].recover_s == Approx(21.03 - 20.5));  // without group 1, which never came back
+    CHECK_FALSE(s.faults[1].recover_s);  // group 1 itself never came back
+    CHECK(s.faults[2].target_step == 17);
+    CHECK(*s.faults[2].recover_s == Approx(22.03 - 21.5));  // step 17 by groups 0, 2, 3
     CHECK(s.skipped_batches == 3 + 4);  // steps 10-12 without group 2, 16-19 without group 1
     CHECK(s.lost_steps == 0);
     CHECK(s.healthy_restarts == 0);  // group 2's new pid is the kill's
   }
-  SECTION("counting every rank, a group that never came back means no recovery") {
-    const ArmScore s = ScoreArm(log, {kill, stop}, 4);
+  SECTION("counting every rank, a group that never came back holds every later recovery") {
+    const ArmScore s = ScoreArm(log, {kill, stop, planned}, 4);
     CHECK(s.faults[0].recover_s);
     CHECK_FALSE(s.faults[1].recover_s);
     CHECK(s.faults[1].resume_s);
+    CHECK_FALSE(s.faults[2].recover_s);
   }
 }
 
