@@ -177,9 +177,12 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     // The reference: plain DDP, or for the lockstep arms the library's own
     // fault-free run when it ran (see docs/benchmarks.md "migration").
     const bool lockstep = a.arm.rfind("lockstep_", 0) == 0;
-    const ArmResult* ref = lockstep && ls_ref && a.arm != "lockstep_ref" ? ls_ref
-                           : a.arm == "torchft"                          ? ddp2
-                                                                         : ddp;
+    const ArmResult* ref = ddp;
+    if (a.arm == "torchft" || a.arm == "ddp_torch2") {
+      ref = ddp2;  // the same torch 2.x
+    } else if (lockstep && ls_ref && a.arm != "lockstep_ref") {
+      ref = ls_ref;
+    }
     j["reference"] = ref ? ordered_json(ref->arm) : ordered_json(nullptr);
     j["bit_identical"] = ref && ref->sha256 && a.sha256 ? ordered_json(*ref->sha256 == *a.sha256) : ordered_json(nullptr);
     j["equals_ddp"] = ddp && ddp->sha256 && a.sha256 ? ordered_json(*ddp->sha256 == *a.sha256) : ordered_json(nullptr);

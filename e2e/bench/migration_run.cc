@@ -129,16 +129,15 @@ bool IsLockstep(const std::string& arm) { return arm.rfind("lockstep_", 0) == 0;
 bool IsTorchft(const std::string& arm) { return arm == "torchft"; }
 bool OnTorch2(const std::string& arm) { return arm == "torchft" || arm == "ddp_torch2"; }
 
-// torchrun's rendezvous on one host. Debian's torch 1.13: static (--master_addr/port;
-// a restarted group's store keys are prefixed by its attempt). torch 2.x (run as
-// `python -m torch.distributed.run`): static rendezvous reuses the agent's store
-// without that prefix, so after a restart gloo's connectFullMesh read the dead
-// processes' addresses ("Connection refused") until --max_restarts ran out; the c10d
-// rendezvous (what --standalone uses) keys every round apart.
-std::vector<std::string> Rendezvous(bool torch2) {
-  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
-  if (torch2) return {"--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint};
-  return {"--master_addr", "127.0.0.1", "--master_port", endpoint.substr(endpoint.find(':') + 1)};
+// torchrun's rendezvous on one host: static, as TorchFT's README runs each replica
+// group (`torchrun --master_port P --nnodes 1 --nproc_per_node 1`). Not for a
+// multi-process group that restarts on torch 2.x: its static rendezvous reuses the
+// agent's store without Debian 1.13's per-attempt prefix, and after a restart gloo's
+// connectFullMesh read the dead processes' addresses ("Connection refused") until
+// --max_restarts ran out (seen with checkpoint_restart on torch 2.15; the c10d
+// rendezvous avoided that, but under load it once lost a torchft group's store).
+std::vector<std::string> Rendezvous() {
+  return {"--master_addr", "127.0.0.1", "--master_port", std::to_string(FreePort())};
 }
 
 // Everything an arm started; torn down on every exit path.
@@ -272,7 +271,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       argv.insert(argv.end(), torchrun.begin(), torchrun.end());
       argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", "1", "--max_restarts", std::to_string(o.max_restarts),
                                "--monitor_interval", std::to_string(o.monitor_s)});
-      const auto rdzv = Rendezvous(OnTorch2(arm));
+      const auto rdzv = Rendezvous();
       argv.insert(argv.end(), rdzv.begin(), rdzv.end());
       argv.insert(argv.end(), wl.begin(), wl.end());
       argv.insert(argv.end(), {"--mode", "torchft"});
@@ -285,7 +284,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
                                      "--monitor_interval", std::to_string(o.monitor_s),
                                      // Debian's torch 1.13 on Python 3.11 cannot parse "0" here (Std.NONE).
                                      "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"});
-    const auto rdzv = Rendezvous(OnTorch2(arm));
+    const auto rdzv = Rendezvous();
     argv.insert(argv.end(), rdzv.begin(), rdzv.end());
     argv.insert(argv.end(), wl.begin(), wl.end());
     argv.insert(argv.end(), {"--mode", "ddp", "--hang-s", std::to_string(o.hang_s)});
