@@ -41,10 +41,20 @@ Arms, one after another:
                       failures are found by the ranks' reports and heartbeat timeouts
   lockstep_ref        (not by default) lockstep_train without faults: the library's
                       own fault-free reference, if it differs from plain DDP
+  torchft             (not by default) TorchFT (PyPI torchft, scripts/install-torchft): a
+                      lighthouse and one replica group per rank, each under its own
+                      torchrun --max_restarts, Manager + its DDP and optimizer wrappers,
+                      configured as its train_ddp.py example; the same faults (planned and
+                      pre-emptive: SIGTERM to the group's process), on that environment's
+                      torch 2.x (torchft needs >= 2.7; the other arms stay on Debian's 1.13)
+  ddp_torch2          plain DDP on that torch 2.x, no faults: torchft's reference hash, step
+                      time and time to N steps (added whenever torchft runs)
 
 Then, with ddp and lockstep_hot among the arms, --overhead-rounds interleaved
 fault-free rounds of --overhead-steps steps: ddp and lockstep_hot (library,
-coordinator, one idle hot spare) back to back, ABBA order. overhead_percent (top
+coordinator, one idle hot spare) back to back, ABBA order (with torchft among the
+arms, fault-free ddp_torch2 and torchft runs in each round too: ddp, lockstep_hot,
+ddp_torch2, torchft, then the reverse). overhead_percent (top
 level) is the mean of the rounds' ratios of rank 0's mean step time, with its 95%
 interval (overhead_ci95_percent; not resolvable below its half-width where it holds
 0); overhead_median_step_percent the median of median-step ratios; the arms'
@@ -98,7 +108,9 @@ int Main(int argc, char** argv) {
   CLI::App app{kAbout, "migration"};
   app.add_option("--arms", arms, "arms to run (default ddp,checkpoint_restart,lockstep_hot,lockstep_cold,lockstep_remote)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref"}));
+      ->check(CLI::IsMember(
+          {"ddp", "checkpoint_restart", "lockstep_hot", "lockstep_cold", "lockstep_remote", "lockstep_ref", "ddp_torch2",
+           "torchft"}));
   app.add_option("--faults", kinds, "fault kinds to inject (default kill,stop,planned,preemptive)")
       ->delimiter(',')
       ->check(CLI::IsMember({"kill", "stop", "planned", "preemptive"}));
@@ -187,9 +199,25 @@ int Main(int argc, char** argv) {
       if (t.coordinator.empty() && ::access((SelfDir() + rel).c_str(), X_OK) == 0) t.coordinator = SelfDir() + rel;
     }
   }
+  const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
+  if (has("torchft") && !has("ddp_torch2")) {  // its reference on the same torch, just before it
+    arms.insert(std::find(arms.begin(), arms.end(), "torchft"), "ddp_torch2");
+  }
+  if (has("torchft") || has("ddp_torch2")) {
+    const RunResult env = RunCapture({src + "/scripts/install-torchft", "--print"});
+    std::string dir = env.out;
+    while (!dir.empty() && dir.back() == '\n') dir.pop_back();
+    dir = dir.substr(dir.rfind('\n') == std::string::npos ? 0 : dir.rfind('\n') + 1);
+    if (env.rc != 0 || dir.empty()) Die("no torchft environment (run scripts/setup or scripts/install-torchft): " + env.err);
+    t.python2 = dir + "/bin/python";
+    t.lighthouse = dir + "/bin/torchft_lighthouse";
+    const RunResult v = RunCapture({t.python2, "-c", "import importlib.metadata as m, torch; print('torchft', m.version('torchft'), 'torch', torch.__version__)"});
+    if (v.rc != 0) Die(t.python2 + " cannot import torch and torchft: " + v.err);
+    Log("torchft and ddp_torch2 run on " + t.python2 + ": " + v.out.substr(0, v.out.find('\n')));
+  }
   const RunResult py = RunCapture({t.python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"});
   if (py.rc != 0) Die("/usr/bin/python3 has no torch with gloo (Debian package python3-torch): " + py.err);
-  if (::access(t.torchrun.c_str(), X_OK) != 0) Die("no " + t.torchrun + " (Debian package python3-torch)");
+  if (::access(t.torchrun[0].c_str(), X_OK) != 0) Die("no " + t.torchrun[0] + " (Debian package python3-torch)");
 
   BecomeSubreaper();
   Log("logs in " + o.workdir);
@@ -208,7 +236,6 @@ int Main(int argc, char** argv) {
   }
   // Interleaved fault-free rounds: the steady-state overhead with load drifts hitting both arms alike.
   std::vector<SteadyRound> rounds;
-  const auto has = [&](const char* arm) { return std::find(arms.begin(), arms.end(), arm) != arms.end(); };
   if (overhead_rounds > 0 && has("ddp") && has("lockstep_hot")) {
     Options seg = o;
     seg.steps = overhead_steps;
@@ -217,12 +244,18 @@ int Main(int argc, char** argv) {
       SteadyRound r;
       r.ddp_first = i % 2 == 0;
       seg.workdir = o.workdir + "/round" + std::to_string(i + 1);
-      for (int k = 0; k < 2; ++k) {
-        const bool ddp_now = (k == 0) == r.ddp_first;
+      std::vector<std::string> order = {"ddp", "lockstep_hot"};
+      if (has("torchft")) order.insert(order.end(), {"ddp_torch2", "torchft"});
+      if (!r.ddp_first) std::reverse(order.begin(), order.end());
+      for (const auto& arm : order) {
         Log("overhead round " + std::to_string(i + 1) + "/" + std::to_string(overhead_rounds) + ": " +
-            (ddp_now ? "ddp" : "lockstep_hot (idle spare, no faults)"));
-        (ddp_now ? r.ddp : r.lockstep) = RunArm(t, seg, ddp_now ? "ddp" : "lockstep_hot");
+            (arm == "lockstep_hot" ? "lockstep_hot (idle spare, no faults)" : arm + " (no faults)"));
+        ArmResult res = RunArm(t, seg, arm);
         KillDescendants();
+        if (arm == "ddp") r.ddp = std::move(res);
+        if (arm == "lockstep_hot") r.lockstep = std::move(res);
+        if (arm == "ddp_torch2") r.ddp_torch2 = std::move(res);
+        if (arm == "torchft") r.torchft = std::move(res);
       }
       rounds.push_back(std::move(r));
     }

@@ -45,6 +45,7 @@ const ArmResult* Find(const std::vector<ArmResult>& arms, const std::string& nam
 ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long long params, const std::string& uptime,
                      const std::vector<SteadyRound>& rounds, int round_steps) {
   const ArmResult* ddp = Find(arms, "ddp");
+  const ArmResult* ddp2 = Find(arms, "ddp_torch2");  // torch 2.x: torchft's reference
   const ArmResult* ls_ref = Find(arms, "lockstep_ref");
   ordered_json out;
   out["benchmark"] = "migration";
@@ -103,6 +104,33 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
   steady["round_overhead_percent"] = pct_mean;
   steady["round_median_step_overhead_percent"] = pct;
   steady["all_completed_and_equal"] = rounds.empty() ? ordered_json(nullptr) : ordered_json(rounds_ok);
+  // TorchFT's fault-free runs in the same rounds (when that arm ran): against the same ddp runs.
+  std::optional<RoundsScore> tft_mean;
+  bool have_tft = false;
+  for (const auto& r : rounds) have_tft = have_tft || r.torchft.has_value();
+  if (have_tft) {
+    std::vector<Round> tr;
+    ordered_json tft_ms = ordered_json::array(), tft_eq = ordered_json::array(), ddp2_ms = ordered_json::array();
+    for (const auto& r : rounds) {
+      const ArmResult* t = r.torchft ? &*r.torchft : nullptr;
+      const ArmResult* d = r.ddp_torch2 ? &*r.ddp_torch2 : nullptr;
+      tr.push_back({d ? d->score.step_mean_s : std::nullopt, t ? t->score.step_mean_s : std::nullopt});
+      tft_ms.push_back(t && t->score.step_mean_s ? Opt(*t->score.step_mean_s * 1000, 2) : ordered_json(nullptr));
+      ddp2_ms.push_back(d && d->score.step_mean_s ? Opt(*d->score.step_mean_s * 1000, 2) : ordered_json(nullptr));
+      tft_eq.push_back(t && t->sha256 && d && d->sha256 ? ordered_json(*t->sha256 == *d->sha256) : ordered_json(nullptr));
+    }
+    steady["ddp_torch2_mean_step_ms"] = ddp2_ms;
+    tft_mean = ScoreRounds(tr);
+    steady["torchft_mean_step_ms"] = tft_ms;
+    ordered_json tp = ordered_json::array();
+    for (const auto& p : tft_mean->round_percent) tp.push_back(Opt(p, 2));
+    steady["torchft_round_overhead_percent"] = tp;
+    steady["torchft_overhead_percent"] = Opt(tft_mean->mean_percent, 2);
+    steady["torchft_overhead_ci95_percent"] =
+        tft_mean->ci95_low ? ordered_json::array({Opt(tft_mean->ci95_low, 2), Opt(tft_mean->ci95_high, 2)})
+                           : ordered_json(nullptr);
+    steady["torchft_fault_free_equals_ddp_torch2"] = tft_eq;  // per round: TorchFT without faults vs plain DDP
+  }
   out["steady_state"] = steady;
   ordered_json js = ordered_json::object();
   for (const auto& a : arms) {
@@ -115,10 +143,32 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     }
     const ArmScore& s = a.score;
     j["completed"] = a.completed;
+    j["time_to_n_steps_s"] = Opt(a.time_to_n_s, 2);
+    // What the faults cost: time to N steps beyond the fault-free reference's on the same torch.
+    const ArmResult* same_torch = a.arm == "torchft" || a.arm == "ddp_torch2" ? ddp2 : ddp;
+    j["fault_cost_s"] = a.time_to_n_s && same_torch && same_torch->time_to_n_s
+                            ? Opt(*a.time_to_n_s - *same_torch->time_to_n_s, 2)
+                            : ordered_json(nullptr);
     j["detect_s"] = ToJson(s.detect_s);
     j["recover_s"] = ToJson(s.recover_s);
+    j["resume_s"] = ToJson(s.resume_s);
     j["lost_steps"] = s.lost_steps;
+    j["skipped_samples"] = static_cast<long long>(s.skipped_batches) * o.batch;
     j["healthy_restarts"] = s.healthy_restarts;
+    ordered_json gone = ordered_json::array();
+    for (int g : a.gone) gone.push_back(g);
+    j["ranks_never_back"] = gone;
+    // The steady-state overhead against plain DDP, from the interleaved fault-free rounds
+    // (ddp: the reference; arms without rounds: null).
+    if (a.arm == "ddp" || a.arm == "ddp_torch2") {
+      j["overhead_percent"] = 0.0;
+    } else if (a.arm == "lockstep_hot") {
+      j["overhead_percent"] = Opt(mean.mean_percent, 2);
+    } else if (a.arm == "torchft" && tft_mean) {
+      j["overhead_percent"] = Opt(tft_mean->mean_percent, 2);
+    } else {
+      j["overhead_percent"] = nullptr;
+    }
     j["step_ms"] = s.step_s ? Opt(*s.step_s * 1000, 1) : ordered_json(nullptr);
     j["steady_steps"] = s.steady_steps;
     // Against the ddp arm run minutes before or after: not the steady-state figure.
@@ -127,7 +177,12 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
     // The reference: plain DDP, or for the lockstep arms the library's own
     // fault-free run when it ran (see docs/benchmarks.md "migration").
     const bool lockstep = a.arm.rfind("lockstep_", 0) == 0;
-    const ArmResult* ref = lockstep && ls_ref && a.arm != "lockstep_ref" ? ls_ref : ddp;
+    const ArmResult* ref = ddp;
+    if (a.arm == "torchft" || a.arm == "ddp_torch2") {
+      ref = ddp2;  // the same torch 2.x
+    } else if (lockstep && ls_ref && a.arm != "lockstep_ref") {
+      ref = ls_ref;
+    }
     j["reference"] = ref ? ordered_json(ref->arm) : ordered_json(nullptr);
     j["bit_identical"] = ref && ref->sha256 && a.sha256 ? ordered_json(*ref->sha256 == *a.sha256) : ordered_json(nullptr);
     j["equals_ddp"] = ddp && ddp->sha256 && a.sha256 ? ordered_json(*ddp->sha256 == *a.sha256) : ordered_json(nullptr);
@@ -142,6 +197,7 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
                     {"target_step", f.target_step},
                     {"detect_s", Opt(f.detect_s)},
                     {"recover_s", Opt(f.recover_s)},
+                    {"resume_s", Opt(f.resume_s)},
                     {"stall_s", Opt(f.stall_s)},
                     {"note", f.fault.note}});
     }
@@ -154,19 +210,20 @@ ordered_json Summary(const Options& o, const std::vector<ArmResult>& arms, long 
 }
 
 std::string Table(const ordered_json& summary) {
-  const std::vector<int> w = {18, 9, 12, 12, 5, 8, 8, 9, 8, 14};
-  std::string out = Row({"arm", "completed", "detect s", "recover s", "lost", "healthy", "step ms", "overhead", "total s",
-                         "bit-identical"},
+  const std::vector<int> w = {18, 9, 8, 12, 12, 5, 7, 8, 8, 9, 8, 14};
+  std::string out = Row({"arm", "completed", "to N s", "detect s", "recover s", "lost", "skipped", "healthy", "step ms",
+                         "overhead", "total s", "bit-identical"},
                         w);
-  out += Row({"", "", "p50/max", "p50/max", "steps", "restarts", "", "% in-run", "", "(reference)"}, w);
+  out += Row({"", "", "", "p50/max", "p50/max", "steps", "samples", "restarts", "", "% in-run", "", "(reference)"}, w);
   for (const auto& [name, a] : summary["arms"].items()) {
     if (!a["ran"].get<bool>()) {
       out += Row({name, "not run: " + a.value("note", "")}, {18, 0});
       continue;
     }
-    out += Row({name, Num(a["completed"]), Num(a["detect_s"]["p50"]) + "/" + Num(a["detect_s"]["max"]),
+    out += Row({name, Num(a["completed"]), Num(a["time_to_n_steps_s"], "%.1f"),
+                Num(a["detect_s"]["p50"]) + "/" + Num(a["detect_s"]["max"]),
                 Num(a["recover_s"]["p50"]) + "/" + Num(a["recover_s"]["max"]), Num(a["lost_steps"]),
-                Num(a["healthy_restarts"]), Num(a["step_ms"], "%.1f"), Num(a["inrun_overhead_percent"], "%.1f"),
+                Num(a["skipped_samples"]), Num(a["healthy_restarts"]), Num(a["step_ms"], "%.1f"), Num(a["inrun_overhead_percent"], "%.1f"),
                 Num(a["total_s"], "%.1f"),
                 Num(a["bit_identical"]) + (a["reference"].is_null() ? "" : " (" + a["reference"].get<std::string>() + ")")},
                w);
@@ -189,6 +246,16 @@ std::string Table(const ordered_json& summary) {
              Num(st["lockstep_hot_mean_step_ms"][i], "%.1f") + " ms)";
     }
     out += "; every round completed with equal hashes: " + Num(st["all_completed_and_equal"]) + "\n";
+    if (st.contains("torchft_overhead_percent")) {
+      out += "torchft vs ddp_torch2 (both torch 2.x, no faults) in the same rounds: mean " +
+             Num(st["torchft_overhead_percent"]) + "%; rounds:";
+      for (size_t i = 0; i < st["torchft_round_overhead_percent"].size(); ++i) {
+        out += " " + Num(st["torchft_round_overhead_percent"][i]) + "% (" + Num(st["ddp_torch2_mean_step_ms"][i], "%.1f") +
+               " / " + Num(st["torchft_mean_step_ms"][i], "%.1f") +
+               " ms, equal hashes: " + Num(st["torchft_fault_free_equals_ddp_torch2"][i]) + ")";
+      }
+      out += "\n";
+    }
   }
   out += "\nfaults (detect: fault -> the job noticed; recover: fault or request -> every rank committed a step >= "
          "target;\nstall: Lockstep's planned/preemptive moves, from the paused step boundary):\n";
@@ -198,7 +265,7 @@ std::string Table(const ordered_json& summary) {
     for (const auto& f : a["faults"]) {
       out += "  " + name + ": " + f["kind"].get<std::string>() + " rank " + std::to_string(f["rank"].get<int>()) +
              " (target step " + std::to_string(f["target_step"].get<int>()) + "): detect " + Num(f["detect_s"]) +
-             " s, recover " + Num(f["recover_s"]) + " s" +
+             " s, recover " + Num(f["recover_s"]) + " s, resume " + Num(f["resume_s"]) + " s" +
              (f["stall_s"].is_null() ? "" : ", stall " + Num(f["stall_s"]) + " s") +
              (f["note"].get<std::string>().empty() ? "" : " (" + f["note"].get<std::string>() + ")") + "\n";
     }

@@ -2,6 +2,7 @@
 // JSON line (docs/benchmarks.md "migration"). Pure; thread-compatible.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace lockstep::bench::migration {
 struct SteadyRound {
   bool ddp_first = true;
   ArmResult ddp, lockstep;
+  std::optional<ArmResult> ddp_torch2, torchft;  // fault-free, on torch 2.x, when torchft ran
 };
 
 // bit_identical of every faulty arm is judged against `reference_of(arm)`:

@@ -70,6 +70,8 @@ struct LiveLog {
   std::map<int, int> rank_pid;  // latest process of each rank
   std::set<int> pids;
   int rank0_step = -1;          // highest step rank 0 committed
+  int any_step = -1;            // highest step any rank committed
+  double first_end_t = 0;       // when the first rank logged "end" (0: none yet)
   std::set<int> ended;          // ranks that logged "end"
   std::vector<json> faults;     // the workload's fault events
 
@@ -89,7 +91,9 @@ struct LiveLog {
       if (pid > 0) pids.insert(pid);
       if (rank >= 0 && pid > 0 && ev != "fault") rank_pid[rank] = pid;
       if (ev == "step" && rank == 0) rank0_step = std::max(rank0_step, j.value("step", -1));
+      if (ev == "step") any_step = std::max(any_step, j.value("step", -1));
       if (ev == "end" && rank >= 0) ended.insert(rank);
+      if (ev == "end" && first_end_t == 0) first_end_t = WallNow();
       if (ev == "fault") faults.push_back(j);
     }
   }
@@ -122,6 +126,19 @@ std::string FaultSpec(const Options& o) {
 }
 
 bool IsLockstep(const std::string& arm) { return arm.rfind("lockstep_", 0) == 0; }
+bool IsTorchft(const std::string& arm) { return arm == "torchft"; }
+bool OnTorch2(const std::string& arm) { return arm == "torchft" || arm == "ddp_torch2"; }
+
+// torchrun's rendezvous on one host: static, as TorchFT's README runs each replica
+// group (`torchrun --master_port P --nnodes 1 --nproc_per_node 1`). Not for a
+// multi-process group that restarts on torch 2.x: its static rendezvous reuses the
+// agent's store without Debian 1.13's per-attempt prefix, and after a restart gloo's
+// connectFullMesh read the dead processes' addresses ("Connection refused") until
+// --max_restarts ran out (seen with checkpoint_restart on torch 2.15; the c10d
+// rendezvous avoided that, but under load it once lost a torchft group's store).
+std::vector<std::string> Rendezvous() {
+  return {"--master_addr", "127.0.0.1", "--master_port", std::to_string(FreePort())};
+}
 
 // Everything an arm started; torn down on every exit path.
 struct Started {
@@ -224,9 +241,15 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   if (RunCapture({"mkdir", "-p", dir + "/markers", dir + "/ckpt", dir + "/torchrun"}).rc != 0) Die("cannot create " + dir);
   const std::string log_path = dir + "/train.jsonl", hash_path = dir + "/sha256";
   WriteFile(log_path, "");
-  const bool faulty = arm != "ddp" && arm != "lockstep_ref";  // the references run without faults
+  const bool faulty = arm != "ddp" && arm != "ddp_torch2" && arm != "lockstep_ref";  // the references run without faults
+  if (OnTorch2(arm) && (tools.lighthouse.empty() || tools.python2.empty())) {
+    r.note = "no torchft environment (scripts/install-torchft)";
+    return r;
+  }
+  const std::vector<std::string> torchrun =
+      OnTorch2(arm) ? std::vector<std::string>{tools.python2, "-m", "torch.distributed.run"} : tools.torchrun;
   std::vector<std::string> wl = {tools.workload, "--steps", std::to_string(o.steps), "--hidden",
-                                 std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log", log_path,
+                                 std::to_string(o.hidden), "--batch", std::to_string(o.batch), "--log-file", log_path,
                                  "--marker-dir", dir + "/markers", "--hash-file", hash_path};
   if (o.min_step_s > 0) wl.insert(wl.end(), {"--min-step-s", std::to_string(o.min_step_s)});
   if (faulty && !FaultSpec(o).empty()) wl.insert(wl.end(), {"--faults", FaultSpec(o)});
@@ -234,13 +257,35 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
   Started started;
   std::string coord_url;
   const double t0 = WallNow();
-  if (!IsLockstep(arm)) {
-    std::vector<std::string> argv = {tools.torchrun, "--nnodes", "1", "--nproc_per_node", std::to_string(o.world_size),
-                                     "--max_restarts", arm == "ddp" ? "0" : std::to_string(o.max_restarts),
-                                     "--monitor_interval", std::to_string(o.monitor_s), "--master_addr", "127.0.0.1",
-                                     "--master_port", std::to_string(FreePort()),
+  if (IsTorchft(arm)) {
+    // TorchFT as its README runs it: a lighthouse, and per replica group a torchrun
+    // (--max-restarts restarts a failed group's process) whose store the Manager uses.
+    const int lh_port = FreePort();
+    started.children.push_back(Child::Spawn({tools.lighthouse, "--min_replicas", "1", "--quorum_tick_ms", "100",
+                                             "--join_timeout_ms", "10000", "--bind", "127.0.0.1:" + std::to_string(lh_port)},
+                                            dir + "/lighthouse.log"));
+    for (int g = 0; g < o.world_size; ++g) {
+      std::vector<std::string> argv = {"env", "REPLICA_GROUP_ID=" + std::to_string(g),
+                                       "NUM_REPLICA_GROUPS=" + std::to_string(o.world_size),
+                                       "TORCHFT_LIGHTHOUSE=http://127.0.0.1:" + std::to_string(lh_port)};
+      argv.insert(argv.end(), torchrun.begin(), torchrun.end());
+      argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", "1", "--max_restarts", std::to_string(o.max_restarts),
+                               "--monitor_interval", std::to_string(o.monitor_s)});
+      const auto rdzv = Rendezvous();
+      argv.insert(argv.end(), rdzv.begin(), rdzv.end());
+      argv.insert(argv.end(), wl.begin(), wl.end());
+      argv.insert(argv.end(), {"--mode", "torchft"});
+      started.children.push_back(Child::Spawn(argv, dir + "/group" + std::to_string(g) + ".log"));
+    }
+  } else if (!IsLockstep(arm)) {
+    std::vector<std::string> argv = torchrun;
+    argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(o.world_size),
+                                     "--max_restarts", !faulty ? "0" : std::to_string(o.max_restarts),
+                                     "--monitor_interval", std::to_string(o.monitor_s),
                                      // Debian's torch 1.13 on Python 3.11 cannot parse "0" here (Std.NONE).
-                                     "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"};
+                                     "--redirects", "1", "--tee", "2", "--log_dir", dir + "/torchrun"});
+    const auto rdzv = Rendezvous();
+    argv.insert(argv.end(), rdzv.begin(), rdzv.end());
     argv.insert(argv.end(), wl.begin(), wl.end());
     argv.insert(argv.end(), {"--mode", "ddp", "--hang-s", std::to_string(o.hang_s)});
     if (arm == "checkpoint_restart") {
@@ -312,7 +357,9 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     for (const auto& [rank, pid] : live.rank_pid) pid_rank[pid] = rank;
     for (size_t i = 0; faulty && i < o.faults.size(); ++i) {
       const auto& f = o.faults[i];
-      if (fired[i] || (f.kind != "planned" && f.kind != "preemptive") || live.rank0_step < f.step) continue;
+      // torchft: the quorum's step (group 0 may be out of it, restarting).
+      const int at = IsTorchft(arm) ? live.any_step : live.rank0_step;
+      if (fired[i] || (f.kind != "planned" && f.kind != "preemptive") || at < f.step) continue;
       if (IsLockstep(arm)) {
         // Asked once a spare is registered, or when none is on its way (cold: the
         // request itself makes the coordinator start one). A request without a
@@ -334,7 +381,22 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
       faults.push_back({f.kind, f.rank, t, std::nullopt, std::nullopt, "", std::nullopt});
     }
     bool done = false;
-    if (!IsLockstep(arm)) {
+    if (IsTorchft(arm)) {
+      // Done once every group ended, or is gone for good: its process is stopped (a
+      // hang no one restarts) or its torchrun gave up; or 2 s after the first group
+      // ended (the quorum committed the last step): a group restarting then would find
+      // no peer and train from step 0 alone.
+      bool all = !live.ended.empty();
+      for (int g = 0; all && g < o.world_size; ++g) {
+        if (live.ended.count(g)) continue;
+        const auto it = live.rank_pid.find(g);
+        const auto st = it == live.rank_pid.end() ? std::nullopt : ProcStat(it->second);
+        const bool stopped = st && st->second == 'T';
+        all = stopped || !started.children[size_t(g) + 1].Alive();
+      }
+      all = all || (live.first_end_t > 0 && WallNow() - live.first_end_t > 2);
+      done = all;
+    } else if (!IsLockstep(arm)) {
       done = !started.children[0].Alive();
     } else {
       done = int(live.ended.size()) >= o.world_size && ::access(hash_path.c_str(), R_OK) == 0;
@@ -366,14 +428,21 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     WriteFile(dir + "/state.json", s.body);
     WriteFile(dir + "/migrations.json", m.body);
   }
-  if (!IsLockstep(arm)) started.children[0].WaitFor(1);
+  if (!IsLockstep(arm) && !IsTorchft(arm)) started.children[0].WaitFor(1);
+  if (IsTorchft(arm)) {
+    for (int g = 0; g < o.world_size; ++g) {
+      if (!live.ended.count(g)) r.gone.push_back(g);
+    }
+  }
 
   // Score from the whole log.
   const WorkloadLog log = ParseWorkloadLog(ReadFile(log_path));
   for (const auto& e : log.events) {
     if (e.event != "fault") continue;
     Fault f{e.json.value("kind", ""), e.rank, e.t, e.step, std::nullopt, "", std::nullopt};
-    f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
+    // TorchFT notices a failure inside its Manager and lighthouse (timeouts), which log
+    // nothing here: resume_s includes its detection.
+    if (!IsTorchft(arm)) f.detected_t = DetectedByRanks(log, deaths, f.rank, f.t, pid_rank);
     if (IsLockstep(arm)) {
       const auto c = DetectedByCoordinator(state, f.t);
       if (c && (!f.detected_t || *c < *f.detected_t)) f.detected_t = c;
@@ -420,10 +489,35 @@ ArmResult RunArm(const Tools& tools, const Options& o, const std::string& arm) {
     }
   }
   std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.t < b.t; });
-  r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log));
+  r.score = ScoreArm(log, faults, o.world_size, SpareStartWindows(log), r.gone);
   const std::string sha = ReadFile(hash_path);
   if (sha.size() >= 64) r.sha256 = sha.substr(0, 64);
-  r.completed = r.sha256 && r.score.final_step == o.steps - 1;
+  if (IsTorchft(arm)) {  // the quorum's final parameters: the first group to end (each logs its hash)
+    r.sha256.reset();
+    for (const auto& e : log.events) {
+      if (e.event == "end" && e.json.contains("sha256") && e.json["sha256"].is_string()) {
+        r.sha256 = e.json["sha256"].get<std::string>();
+        break;
+      }
+    }
+  }
+  // The last step, committed by every rank that is still there (each rank's first
+  // commit of it, up to 2 s after the hash: a torchft group that restarted after the
+  // end trains again from step 0 alone).
+  double end_t = 1e300;
+  for (const auto& e : log.events) {
+    if (e.event == "end") end_t = std::min(end_t, e.t + 2);
+  }
+  std::map<int, double> last;
+  for (const auto& c : log.commits) {
+    if (c.step == o.steps - 1 && c.t <= end_t && !last.count(c.rank)) last[c.rank] = c.t;
+  }
+  if (int(last.size() + r.gone.size()) >= o.world_size && !last.empty()) {
+    double t_end = 0;
+    for (const auto& [rank, t] : last) t_end = std::max(t_end, t);
+    r.time_to_n_s = t_end - t0;
+  }
+  r.completed = r.sha256 && (r.gone.empty() ? r.score.final_step == o.steps - 1 : r.time_to_n_s.has_value());
   r.details["log"] = log_path;
   r.details["requests"] = requests;
   if (IsLockstep(arm)) {

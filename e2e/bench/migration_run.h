@@ -16,7 +16,10 @@ namespace lockstep::bench::migration {
 
 struct Tools {
   std::string python = "/usr/bin/python3";
-  std::string torchrun = "/usr/bin/torchrun";
+  std::vector<std::string> torchrun = {"/usr/bin/torchrun"};
+  // The torch 2.x arms (torchft, ddp_torch2): scripts/install-torchft's environment
+  // ("" if those arms do not run); torchrun there is `python -m torch.distributed.run`.
+  std::string python2, lighthouse;
   std::string workload;     // e2e/workloads/migration_train.py
   std::string pylib;        // the folder holding lockstep_train (python/)
   std::string coordinator;  // lockstep-coordinator ("" if not built)
@@ -57,6 +60,8 @@ struct ArmResult {
   bool completed = false;  // every rank committed the last step and rank 0 wrote the hash
   double total_s = 0;
   std::optional<std::string> sha256;
+  std::optional<double> time_to_n_s;  // arm start -> the last step committed (by every rank still there)
+  std::vector<int> gone;              // ranks that never came back (torchft: a hung group)
   ArmScore score;
   nlohmann::ordered_json details;  // per-fault extras (migration ids, pause steps, coordinator history)
 };

@@ -18,8 +18,10 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// When every rank 0..world-1 has committed a step >= target after t.
-std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, double t, int target, int world) {
+// When every rank 0..world-1 has committed a step >= target after t (a rank in
+// `gone` only if it committed one).
+std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, double t, int target, int world,
+                                        const std::vector<int>& gone = {}) {
   std::vector<std::optional<double>> first(static_cast<size_t>(world));
   for (const auto& c : commits) {
     if (c.rank < 0 || c.rank >= world || c.t <= t || c.step < target) continue;
@@ -27,11 +29,25 @@ std::optional<double> AllCommittedAfter(const std::vector<Commit>& commits, doub
     if (!f || c.t < *f) f = c.t;
   }
   double worst = t;
-  for (const auto& f : first) {
+  bool any = false;
+  for (size_t r = 0; r < first.size(); ++r) {
+    const auto& f = first[r];
+    if (!f && std::find(gone.begin(), gone.end(), int(r)) != gone.end()) continue;
     if (!f) return std::nullopt;
     worst = std::max(worst, *f);
+    any = true;
   }
+  if (!any) return std::nullopt;
   return worst;
+}
+
+// When any rank first committed a step >= target after t.
+std::optional<double> AnyCommittedAfter(const std::vector<Commit>& commits, double t, int target) {
+  std::optional<double> best;
+  for (const auto& c : commits) {
+    if (c.t > t && c.step >= target && (!best || c.t < *best)) best = c.t;
+  }
+  return best;
 }
 
 // The 97.5th percentile of Student's t with `df` degrees of freedom (df >= 1).
@@ -68,7 +84,7 @@ WorkloadLog ParseWorkloadLog(const std::string& text) {
     const std::string ev = j["event"];
     const double t = j["t"].get<double>();
     if (ev == "step") {
-      out.commits.push_back({IntOr(j, "rank", -1), IntOr(j, "step", -1), IntOr(j, "pid", 0), t});
+      out.commits.push_back({IntOr(j, "rank", -1), IntOr(j, "step", -1), IntOr(j, "pid", 0), t, IntOr(j, "participants", -1)});
     } else {
       out.events.push_back({ev, IntOr(j, "rank", -1), IntOr(j, "step", -1), IntOr(j, "pid", 0), t, j});
     }
@@ -104,10 +120,11 @@ std::vector<Window> SpareStartWindows(const WorkloadLog& log) {
   return out;
 }
 
-ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size, const std::vector<Window>& busy) {
+ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size, const std::vector<Window>& busy,
+                  const std::vector<int>& gone) {
   ArmScore s;
   s.world_size = world_size;
-  std::vector<double> detects, recovers;
+  std::vector<double> detects, recovers, resumes;
   std::vector<std::pair<double, double>> windows;  // fault -> recovered (or +inf)
   for (auto& f : faults) {
     FaultScore fs;
@@ -117,10 +134,19 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
       fs.detect_s = *f.detected_t - f.t;
       detects.push_back(*fs.detect_s);
     }
-    const auto done = AllCommittedAfter(log.commits, f.t, fs.target_step, world_size);
+    // The faulted rank itself must be back: a rank that never came back did not recover.
+    std::vector<int> others_gone;
+    for (int g : gone) {
+      if (g != f.rank) others_gone.push_back(g);
+    }
+    const auto done = AllCommittedAfter(log.commits, f.t, fs.target_step, world_size, others_gone);
     if (done) {
       fs.recover_s = *done - f.t;
       recovers.push_back(*fs.recover_s);
+    }
+    if (const auto went_on = AnyCommittedAfter(log.commits, f.t, fs.target_step)) {
+      fs.resume_s = *went_on - f.t;
+      resumes.push_back(*fs.resume_s);
     }
     if (done && f.paused_t && *f.paused_t <= *done) fs.stall_s = *done - *f.paused_t;
     windows.push_back({f.t, done ? *done : 1e300});
@@ -128,7 +154,17 @@ ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_s
   }
   s.detect_s = Summarize(detects);
   s.recover_s = Summarize(recovers);
-
+  s.resume_s = Summarize(resumes);
+  // Batches no committed step averaged: the fewest participants any rank logged for
+  // the step (a rank that was healing logs the quorum's count too).
+  std::map<int, int> participants;
+  for (const auto& c : log.commits) {
+    if (c.step < 0) continue;
+    const int n = c.participants < 0 ? world_size : std::min(c.participants, world_size);
+    const auto it = participants.find(c.step);
+    participants[c.step] = it == participants.end() ? n : std::min(it->second, n);
+  }
+  for (const auto& [step, n] : participants) s.skipped_batches += world_size - n;
   // Per rank, in time order: recomputed committed steps and pid changes.
   std::map<int, std::vector<const Commit*>> by_rank;
   for (const auto& c : log.commits) {

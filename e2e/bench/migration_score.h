@@ -16,9 +16,12 @@
 namespace lockstep::bench::migration {
 
 // One committed step: rank `rank` (process `pid`) applied step `step` at `t`.
+// `participants`: how many ranks' batches the step averaged, where the workload
+// says (torchft: the replica groups in the step's quorum; -1: every rank).
 struct Commit {
   int rank = 0, step = 0, pid = 0;
   double t = 0;
+  int participants = -1;
 };
 
 // A line of the workload's log that is not a commit (start, fault, error, end,
@@ -60,6 +63,7 @@ struct FaultScore {
   int target_step = 0;
   std::optional<double> detect_s;   // detected_t - t
   std::optional<double> recover_s;  // t -> every rank committed a step >= target_step
+  std::optional<double> resume_s;   // t -> any rank committed a step >= target_step (the job went on)
   std::optional<double> stall_s;    // paused_t -> every rank committed a step >= target_step
 };
 
@@ -80,7 +84,7 @@ std::vector<Window> SpareStartWindows(const WorkloadLog& log);
 struct ArmScore {
   int world_size = 4;
   std::vector<FaultScore> faults;
-  Stat detect_s, recover_s;
+  Stat detect_s, recover_s, resume_s;
   int lost_steps = 0;        // committed steps computed again (max over ranks)
   int healthy_restarts = 0;  // pid changes of a rank not explained by a fault on that rank
   std::optional<double> step_s;  // median rank-0 step time outside fault and `busy` windows
@@ -88,12 +92,18 @@ struct ArmScore {
   int steady_steps = 0;          // how many rank-0 step intervals that median is over
   int final_step = -1;           // highest step committed by every rank
   bool step_went_back = false;   // some rank committed a step it had committed before
+  // Per-rank batches that no committed step averaged: for each step index committed,
+  // world_size minus its participants (torchft drops the batches of the groups
+  // outside a step's quorum). Times the batch size: samples skipped.
+  int skipped_batches = 0;
 };
 
 // REQUIRES: faults in time order. `busy`: further windows left out of step_s
-// (spare starts, SpareStartWindows).
+// (spare starts, SpareStartWindows). `gone`: ranks that never came back (torchft:
+// a hung group that no one restarts): recover_s of a fault on another rank does not
+// wait for them once they commit nothing after it; a fault on a gone rank has none.
 ArmScore ScoreArm(const WorkloadLog& log, std::vector<Fault> faults, int world_size,
-                  const std::vector<Window>& busy = {});
+                  const std::vector<Window>& busy = {}, const std::vector<int>& gone = {});
 
 // (arm / reference - 1) * 100; none if either is missing.
 std::optional<double> OverheadPercent(const std::optional<double>& arm, const std::optional<double>& reference);

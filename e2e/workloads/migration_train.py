@@ -18,6 +18,18 @@ Run with Debian's /usr/bin/python3 (torch 1.13, gloo, CPU), one thread per proce
   --mode lockstep  the same loop on the lockstep_train library (python/lockstep_train,
                    docs/migration.md): LOCKSTEP_COORDINATOR, LOCKSTEP_ROLE=rank|spare,
                    LOCKSTEP_RANK from the environment.
+  --mode torchft   the same loop on TorchFT (PyPI torchft, torch >= 2.7), configured as
+                   its train_ddp.py example: one replica group per rank (REPLICA_GROUP_ID,
+                   NUM_REPLICA_GROUPS; each under its own `torchrun --max-restarts`, whose
+                   store the Manager uses), torchft.ProcessGroupGloo (timeout 5 s),
+                   PGTransport (10 s), Manager(min_replica_size=1, timeout 30 s),
+                   torchft.DistributedDataParallel and torchft.Optimizer; the lighthouse
+                   at TORCHFT_LIGHTHOUSE. The batch of a step is drawn for the step the
+                   Manager is at (manager.current_step()), so a step retried after a
+                   failed commit uses the same data; a group outside the quorum of a step
+                   (failed, or healing) contributes no batch: the log's `participants`.
+                   The first processes wait for all groups (a file barrier in
+                   --marker-dir) so that the first quorum holds every group.
 
 Determinism: the initial weights come from --seed (equal on every rank); the batch of
 step s on rank r is drawn from a generator seeded by (seed, s, r) only.
@@ -28,15 +40,17 @@ fires once: an O_EXCL marker file in --marker-dir is created before it fires, so
 restarted processes of checkpoint-restart (which run step 30 again), the replay of an
 interrupted step and the spare that took the rank over never repeat it.
 
-Log (--log FILE, appended, one JSON line per event, `t` = time.time()):
+Log (--log-file FILE, appended, one JSON line per event, `t` = time.time()):
   {"event":"launch","pid":..,"mode":..,"role":..}                 first, before `import torch`
   {"event":"start","pid":..,"mode":..,"role":..,"rank":..,"params":..}
   {"event":"step","rank":r,"step":s,"pid":..,"loss":..,"t":..}   step s committed (optimizer applied it)
+      torchft adds "participants" (replica groups whose batches the step averaged) and
+      "participating" (whether this group's batch was one of them)
   {"event":"fault","kind":"kill"|"stop","rank":r,"step":s,"pid":..,"t":..}
   {"event":"error","rank":r,"step":s,"error":..,"t":..}          ddp: a collective failed
   {"event":"checkpoint","step":s,"t":..,"reason":"periodic"|"sigterm"} / {"event":"resume","step":s,"t":..}
   {"event":"lib", ...}                                            lockstep_train's on_event events
-  {"event":"end","rank":r,"steps":n,"sha256":..(rank 0),"t":..}
+  {"event":"end","rank":r,"steps":n,"sha256":..(rank 0; torchft: every group),"t":..}
 Rank 0 writes the sha256 of the final parameters (their exact bytes, in
 model.parameters() order) to --hash-file.
 """
@@ -252,14 +266,84 @@ def run_lockstep(a, faults):
     return 0
 
 
+def run_torchft(a, faults):
+    from datetime import timedelta
+    import importlib.metadata
+
+    import torch
+    from torch import nn
+    import torchft
+    from torchft.checkpointing.pg_transport import PGTransport
+
+    group = int(os.environ["REPLICA_GROUP_ID"])
+    groups = int(os.environ["NUM_REPLICA_GROUPS"])
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    log({"event": "start", "pid": os.getpid(), "mode": "torchft", "role": "rank", "rank": group,
+         "restart": restart, "torchft": importlib.metadata.version("torchft"), "torch": torch.__version__})
+    model, opt = build(a)
+
+    def load_state_dict(state):
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optim"])
+
+    def state_dict():
+        return {"model": model.state_dict(), "optim": optimizer.state_dict()}
+
+    pg = torchft.ProcessGroupGloo(timeout=timedelta(seconds=5))
+    transport = PGTransport(pg, timeout=timedelta(seconds=10), device="cpu")
+    manager = torchft.Manager(pg=pg, min_replica_size=1, load_state_dict=load_state_dict, state_dict=state_dict,
+                              replica_id="train_ddp_%d" % group, timeout=timedelta(seconds=30),
+                              checkpoint_transport=transport,
+                              # The Manager's docs: weights initialised alike from a seed need no sync at step 0.
+                              init_sync=False)
+    ddp = torchft.DistributedDataParallel(manager, model)
+    optimizer = torchft.Optimizer(manager, opt)
+    commit = {"last": False}
+    should_commit = manager.should_commit
+
+    def observed_should_commit(*args, **kwargs):  # what optimizer.step() decided, for the log
+        commit["last"] = should_commit(*args, **kwargs)
+        return commit["last"]
+
+    manager.should_commit = observed_should_commit
+    if restart == 0 and a.marker_dir:  # the same start as the other arms: every group is up
+        open(os.path.join(a.marker_dir, "torchft-ready-%d" % group), "w").close()
+        deadline = time.time() + 300
+        while len(glob.glob(os.path.join(a.marker_dir, "torchft-ready-*"))) < groups and time.time() < deadline:
+            time.sleep(0.05)
+    while manager.current_step() < a.steps:
+        t0 = time.time()
+        step = manager.current_step()
+        faults.maybe_fire(group, step)
+        x, y = batch(a, step, group)
+        optimizer.zero_grad()  # starts the quorum
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()  # the comm hook all-reduces through the Manager
+        optimizer.step()  # only if should_commit()
+        if commit["last"]:
+            log({"event": "step", "rank": group, "step": manager.current_step() - 1, "pid": os.getpid(),
+                 "loss": round(loss.item(), 6), "participants": manager.num_participants(),
+                 "participating": manager.is_participating()})
+            pad(a, t0)
+        else:
+            log({"event": "error", "rank": group, "step": step, "pid": os.getpid(),
+                 "error": "should_commit=False: %s" % (manager.errored(),)})
+    # Every group logs its hash: group 0 may be out of the last quorum (restarting).
+    finish(a, group, a.steps, model, every_rank=True)
+    manager.shutdown(wait=True)
+    # torchft 0.2.0 with torch 2.15 aborts at interpreter exit ("terminate called without an
+    # active exception", exit -6), and torchrun would then restart the finished group.
+    os._exit(0)
+
+
 def pad(a, t0):
     left = a.min_step_s - (time.time() - t0)
     if left > 0:
         time.sleep(left)
 
 
-def finish(a, rank, steps, model):
-    digest = params_sha256(model) if rank == 0 else None
+def finish(a, rank, steps, model, every_rank=False):
+    digest = params_sha256(model) if rank == 0 or every_rank else None
     if rank == 0:
         write_hash(a.hash_file, digest)
     log({"event": "end", "rank": rank, "steps": steps, "pid": os.getpid(), "sha256": digest})
@@ -267,14 +351,15 @@ def finish(a, rank, steps, model):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mode", choices=["ddp", "lockstep"], required=True)
+    p.add_argument("--mode", choices=["ddp", "lockstep", "torchft"], required=True)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--hidden", type=int, default=1024, help="MLP width (1024, 3 layers: 5.25M parameters)")
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--log", help="append JSON lines here (default: stdout)")
+    # --log-file: torch 2.x's torchrun takes a script's --log for an abbreviation of its own --log-dir
+    p.add_argument("--log-file", "--log", dest="log", help="append JSON lines here (default: stdout)")
     p.add_argument("--faults", default="", help="kill:RANK@STEP,stop:RANK@STEP,...")
     p.add_argument("--marker-dir", help="where fault markers live (each fault fires once)")
     p.add_argument("--checkpoint-dir", help="ddp: checkpoint here and resume from the latest")
@@ -299,6 +384,8 @@ def main():
 
     torch.set_num_threads(a.threads)
     faults = Faults(a.faults, a.marker_dir)
+    if a.mode == "torchft":
+        return run_torchft(a, faults)
     return run_ddp(a, faults) if a.mode == "ddp" else run_lockstep(a, faults)
 
 

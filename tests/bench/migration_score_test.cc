@@ -45,6 +45,45 @@ TEST_CASE("migration score: a spare replays the interrupted step", "[bench]") {
   CHECK(*s.step_s == Approx(1.0));  // the slow gap around the fault is left out
 }
 
+TEST_CASE("migration score: torchft goes on without a failed group and counts its skipped batches", "[bench]") {
+  WorkloadLog log;
+  Run(log, 0, 10, 0, {10, 11, 12, 13});  // all 4 groups, steps 0-9 at t 0..9
+  // Group 2 is killed before step 10; steps 10-12 commit with 3 groups from t 15 (the
+  // quorum without it), then it is back (healed, a new pid) from step 13 on, while
+  // group 1 hangs before step 16 and never commits again (a stopped process).
+  for (int s = 10; s < 20; ++s) {
+    for (int r = 0; r < 4; ++r) {
+      if ((r == 2 && s < 13) || (r == 1 && s >= 16)) continue;
+      const int n = 4 - (s < 13 ? 1 : 0) - (s >= 16 ? 1 : 0);
+      log.commits.push_back({r, s, r == 2 ? 99 : 10 + r, 15.0 + (s - 10) + 0.01 * r, n});
+    }
+  }
+  const Fault kill{"kill", 2, 9.5, std::nullopt, std::nullopt, "", std::nullopt};
+  const Fault stop{"stop", 1, 20.5, std::nullopt, std::nullopt, "", std::nullopt};
+  // A planned move of group 0 after the hang (its process went on: no restart here).
+  const Fault planned{"planned", 0, 21.5, std::nullopt, std::nullopt, "", std::nullopt};
+  SECTION("with the hung group left out of the others' recover_s") {
+    const ArmScore s = ScoreArm(log, {kill, stop, planned}, 4, {}, {1});
+    REQUIRE(s.faults.size() == 3);
+    CHECK(*s.faults[0].resume_s == Approx(15.0 - 9.5));  // the first commit of step 10, by group 0
+    CHECK(*s.faults[0].recover_s == Approx(18.02 - 9.5));  // group 2 back: its first commit (step 13)
+    CHECK(*s.faults[1].resume_s == Approx(21.0 - 20.5));  // step 16 by 3 groups
+    CHECK_FALSE(s.faults[1].recover_s);  // group 1 itself never came back
+    CHECK(s.faults[2].target_step == 17);
+    CHECK(*s.faults[2].recover_s == Approx(22.03 - 21.5));  // step 17 by groups 0, 2, 3
+    CHECK(s.skipped_batches == 3 + 4);  // steps 10-12 without group 2, 16-19 without group 1
+    CHECK(s.lost_steps == 0);
+    CHECK(s.healthy_restarts == 0);  // group 2's new pid is the kill's
+  }
+  SECTION("counting every rank, a group that never came back holds every later recovery") {
+    const ArmScore s = ScoreArm(log, {kill, stop, planned}, 4);
+    CHECK(s.faults[0].recover_s);
+    CHECK_FALSE(s.faults[1].recover_s);
+    CHECK(s.faults[1].resume_s);
+    CHECK_FALSE(s.faults[2].recover_s);
+  }
+}
+
 TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts every rank", "[bench]") {
   WorkloadLog log;
   Run(log, 0, 15, 0, {10, 11, 12, 13});
@@ -55,6 +94,7 @@ TEST_CASE("migration score: checkpoint-restart recomputes steps and restarts eve
   CHECK(*s.faults[0].recover_s == Approx(25.03 - 14.5));
   CHECK_FALSE(s.faults[0].detect_s);
   CHECK(s.lost_steps == 5);        // steps 10-14 committed twice
+  CHECK(s.skipped_batches == 0);   // every committed step averaged all 4 batches
   CHECK(s.healthy_restarts == 3);  // ranks 0, 1 and 3
   CHECK(s.step_went_back);
 }
