@@ -4,6 +4,7 @@
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
+#include "lockstep/operator/fleetaudit_plan.h"
 
 namespace lockstep::op {
 namespace {
@@ -53,6 +54,7 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                                    policy_ctl_.GateOpened();
                                    health_ctl_.GateOpened();
                                    job_ctl_.GateOpened();
+                                   audit_ctl_.GateOpened();
                                  },
                              .on_stopped_leading =
                                  [this](bool was_lost) {
@@ -77,6 +79,9 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       job_configmaps_(api, kube::gvr::kConfigMaps, JobOwned(options_)),
       job_services_(api, kube::gvr::kServices, JobOwned(options_)),
       job_pdbs_(api, kube::gvr::kPodDisruptionBudgets, JobOwned(options_)),
+      fleet_audits_(api, kFleetAudits, AllObjects(options_)),
+      node_audits_(api, kNodeAudits,
+                   {.label_selector = kFleetAuditLabel, .watch_timeout_seconds = options_.watch_timeout_seconds}),
       events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
       policy_reconciler_(fenced_, {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()},
                          events_, clock, options_.settings, options_.policy),
@@ -86,6 +91,8 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
           {jobs_.store(), job_pods_.store(), job_serviceaccounts_.store(), job_rolebindings_.store(),
            job_configmaps_.store(), job_services_.store(), job_pdbs_.store(), nodes_.store(), healths_.store()},
           events_, clock, registry_, options_.training_jobs),
+      audit_reconciler_(fenced_, {fleet_audits_.store(), node_audits_.store(), nodes_.store(), healths_.store()},
+                        events_, clock),
       policy_ctl_(policy_reconciler_, clock,
                   {.name = "fabricpolicy",
                    .workers = options_.workers,
@@ -100,7 +107,12 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                {.name = "trainingjob",
                 .workers = options_.workers,
                 .registry = &registry_,
-                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
+                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
+      audit_ctl_(audit_reconciler_, clock,
+                 {.name = "fleetaudit",
+                  .workers = 1,
+                  .registry = &registry_,
+                  .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
   Wire();
 }
 
@@ -177,12 +189,21 @@ void Operator::Wire() {
         auto same = [](const kube::Json* a, const kube::Json* b) { return a == b || (a && b && *a == *b); };
         return !same(og, ng) || !same(ocond, ncond);
       });
+
+  kube::Controller& a = audit_ctl_;
+  // The audit's own status writes carry nothing it plans from.
+  a.For(fleet_audits_, kube::SpecOrMetadataChanged);
+  // An agent's result (or a NodeAudit deleted) re-judges its FleetAudit.
+  a.Watches(node_audits_, [](const kube::Json& na) {
+    std::string audit = kube::GetString(na, {"metadata", "labels", kFleetAuditLabel});
+    return audit.empty() ? std::vector<std::string>{} : std::vector<std::string>{audit};
+  });
 }
 
 std::vector<kube::Informer*> Operator::Informers() {
   return {&policies_,         &nodes_,          &healths_,      &daemonsets_,
           &configmaps_,       &jobs_,           &job_pods_,     &job_serviceaccounts_,
-          &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_};
+          &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_, &fleet_audits_, &node_audits_};
 }
 
 Status Operator::ListOnce() {
@@ -199,6 +220,7 @@ void Operator::Start() {
   policy_ctl_.Start();
   health_ctl_.Start();
   job_ctl_.Start();
+  audit_ctl_.Start();
   if (elector_) elector_->Start();
 }
 
@@ -206,6 +228,7 @@ void Operator::Stop() {
   policy_ctl_.Stop();
   health_ctl_.Stop();
   job_ctl_.Stop();
+  audit_ctl_.Stop();
   if (elector_) elector_->Stop();  // releases the lease so a successor starts at once
   for (kube::Informer* i : Informers()) i->Stop();
 }

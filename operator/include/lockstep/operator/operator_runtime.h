@@ -41,6 +41,7 @@
 #include "lockstep/kube/leader_elector.h"
 #include "lockstep/operator/fabrichealth_reconciler.h"
 #include "lockstep/operator/fabricpolicy_reconciler.h"
+#include "lockstep/operator/fleetaudit_reconciler.h"
 #include "lockstep/operator/trainingjob_reconciler.h"
 
 namespace lockstep::op {
@@ -74,7 +75,9 @@ class Operator {
   bool IsLeader() const { return !elector_ || elector_->IsLeader(); }
   // Leadership was lost (the binary exits: a fresh process re-syncs cleanly).
   bool Lost() const { return lost_.load(); }
-  bool Synced() const { return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced(); }
+  bool Synced() const {
+    return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced() && audit_ctl_.Synced();
+  }
 
   // Fills every informer's store synchronously (Informer::ListOnce), running
   // the controllers' handlers. For tests that call Reconcile() directly.
@@ -88,12 +91,16 @@ class Operator {
   kube::Informer& configmaps() { return configmaps_; }
   kube::Informer& trainingjobs() { return jobs_; }
   kube::Informer& job_pods() { return job_pods_; }
+  kube::Informer& fleet_audits() { return fleet_audits_; }
+  kube::Informer& node_audits() { return node_audits_; }
   FabricPolicyReconciler& policy_reconciler() { return policy_reconciler_; }
   FabricHealthReconciler& health_reconciler() { return health_reconciler_; }
   TrainingJobReconciler& trainingjob_reconciler() { return job_reconciler_; }
+  FleetAuditReconciler& fleetaudit_reconciler() { return audit_reconciler_; }
   kube::Controller& policy_controller() { return policy_ctl_; }
   kube::Controller& health_controller() { return health_ctl_; }
   kube::Controller& trainingjob_controller() { return job_ctl_; }
+  kube::Controller& fleetaudit_controller() { return audit_ctl_; }
   kube::LeaderElector* elector() { return elector_.get(); }  // null without leader election
   const kube::FencedKubeApi& fenced_api() const { return fenced_; }
   const OperatorOptions& options() const { return options_; }
@@ -110,12 +117,15 @@ class Operator {
   kube::Informer policies_, nodes_, healths_, daemonsets_, configmaps_;
   // TrainingJobs and what they own, in every namespace.
   kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_, job_pdbs_;
+  // FleetAudits and their NodeAudits (fleetaudit_plan.h).
+  kube::Informer fleet_audits_, node_audits_;
   NodeJobIndex node_jobs_;  // from job_pods_' events; read by the Node and FabricHealth mappers
   kube::EventRecorder events_;
   FabricPolicyReconciler policy_reconciler_;
   FabricHealthReconciler health_reconciler_;
   TrainingJobReconciler job_reconciler_;
-  kube::Controller policy_ctl_, health_ctl_, job_ctl_;
+  FleetAuditReconciler audit_reconciler_;
+  kube::Controller policy_ctl_, health_ctl_, job_ctl_, audit_ctl_;
   std::atomic<bool> lost_{false};
   bool started_ = false;
 };
