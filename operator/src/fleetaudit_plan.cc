@@ -8,9 +8,6 @@
 
 namespace lockstep::op {
 
-const kube::Gvr kFleetAudits{"lockstep.dev", "v1alpha1", "fleetaudits", false, "FleetAudit"};
-const kube::Gvr kNodeAudits{"lockstep.dev", "v1alpha1", "nodeaudits", false, "NodeAudit"};
-
 namespace {
 
 using kube::Json;

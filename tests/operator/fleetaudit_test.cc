@@ -8,6 +8,7 @@
 #include "fake_kube_api.h"
 #include "lockstep/audit/audit_json.h"
 #include "lockstep/audit/checks.h"
+#include "lockstep/audit/node_audit.h"
 #include "lockstep/kube/gvr.h"
 #include "lockstep/kube/time_format.h"
 #include "lockstep/operator/fleetaudit_plan.h"
@@ -41,15 +42,7 @@ Json Audit(Json spec = {{"nodeSelector", {{"lockstep.dev/gpu", "true"}}}}) {
 
 // What an agent writes into its NodeAudit's status.
 Json Result(const audit::NodeFacts& f) {
-  auto checks = audit::RunChecks(f);
-  auto v = audit::JudgeAlone({"", "", checks});
-  return {{"phase", "Completed"},
-          {"completionTime", "2027-01-15T08:00:00Z"},
-          {"verdict", audit::VerdictName(v.verdict)},
-          {"passed", v.counts.passed},
-          {"failed", v.counts.failed},
-          {"notPresent", v.counts.not_present},
-          {"checks", audit::ChecksToJson(checks)}};
+  return audit::CompletedNodeAuditStatus(audit::RunChecks(f), "2027-01-15T08:00:00Z");
 }
 
 audit::NodeFacts WrongMtu() {

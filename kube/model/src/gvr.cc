@@ -18,6 +18,8 @@ const Gvr kFabricPolicies{"lockstep.dev", "v1alpha1", "fabricpolicies", false, "
 const Gvr kFabricHealths{"lockstep.dev", "v1alpha1", "fabrichealths", false, "FabricHealth"};
 const Gvr kTrainingJobs{"lockstep.dev", "v1alpha1", "trainingjobs", true, "TrainingJob"};
 const Gvr kPodDisruptionBudgets{"policy", "v1", "poddisruptionbudgets", true, "PodDisruptionBudget"};
+const Gvr kFleetAudits{"lockstep.dev", "v1alpha1", "fleetaudits", false, "FleetAudit"};
+const Gvr kNodeAudits{"lockstep.dev", "v1alpha1", "nodeaudits", false, "NodeAudit"};
 }  // namespace gvr
 
 std::string UrlEncode(std::string_view s) {

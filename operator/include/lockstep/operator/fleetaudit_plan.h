@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/audit/node_audit.h"
 #include "lockstep/audit/pool.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/kube/gvr.h"
@@ -32,10 +33,10 @@
 
 namespace lockstep::op {
 
-inline constexpr char kFleetAuditLabel[] = "lockstep.dev/fleet-audit";
-inline constexpr char kAuditNodeLabel[] = "lockstep.dev/node";
-extern const kube::Gvr kFleetAudits;
-extern const kube::Gvr kNodeAudits;
+using audit::kAuditNodeLabel;
+using audit::kFleetAuditLabel;
+using kube::gvr::kFleetAudits;
+using kube::gvr::kNodeAudits;
 
 // spec, with the CRD's defaults for absent fields.
 struct FleetAuditSpec {

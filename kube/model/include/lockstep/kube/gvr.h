@@ -43,6 +43,8 @@ extern const Gvr kFabricPolicies;
 extern const Gvr kFabricHealths;
 extern const Gvr kTrainingJobs;
 extern const Gvr kPodDisruptionBudgets;
+extern const Gvr kFleetAudits;  // the fleet audit (operator) and one node's part of it (its agent)
+extern const Gvr kNodeAudits;
 }  // namespace gvr
 
 }  // namespace lockstep::kube
