@@ -1,5 +1,6 @@
 #include "lockstep/agent/audit/audit_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -19,9 +20,22 @@ constexpr char kUsage[] =
     "             [--library PATH] [--no-nvml] [--json] [--node NAME]";
 }  // namespace
 
+std::vector<la::Check> RunNodeChecks(CollectOptions collect, const std::optional<gpu::NvmlOptions>& nvml,
+                                     const std::vector<std::string>& required_modules) {
+  la::CheckOptions checks{.required_modules = required_modules, .rails_configured = !collect.rails.empty()};
+  for (const std::string& m : required_modules) {
+    if (std::find(collect.modules.begin(), collect.modules.end(), m) == collect.modules.end()) {
+      collect.modules.push_back(m);
+    }
+  }
+  std::unique_ptr<gpu::NvmlGpuSource> source;
+  if (nvml) source = std::make_unique<gpu::NvmlGpuSource>(*nvml);
+  return la::RunChecks(CollectFacts(collect, source.get()), checks);
+}
+
 int AuditMain(const std::vector<std::string>& args, std::string& out) {
   CollectOptions collect;
-  la::CheckOptions checks;
+  std::vector<std::string> required;
   la::PoolOptions pool;
   gpu::NvmlOptions nvml = gpu::NvmlOptionsFromEnv();
   bool use_nvml = true, json = false;
@@ -41,8 +55,7 @@ int AuditMain(const std::vector<std::string>& args, std::string& out) {
     } else if (has_value && a == "--rail") {
       collect.rails.push_back(args[++i]);
     } else if (has_value && a == "--require-module") {
-      checks.required_modules.push_back(args[++i]);
-      collect.modules.push_back(args[i]);
+      required.push_back(args[++i]);
     } else if (has_value && a == "--library") {
       nvml.library = args[++i];
     } else if (has_value && a == "--node") {
@@ -60,12 +73,8 @@ int AuditMain(const std::vector<std::string>& args, std::string& out) {
       return 2;
     }
   }
-  checks.rails_configured = !collect.rails.empty();
-
-  std::unique_ptr<gpu::NvmlGpuSource> source;
-  if (use_nvml) source = std::make_unique<gpu::NvmlGpuSource>(nvml);
-  la::NodeFacts facts = CollectFacts(collect, source.get());
-  la::NodeVerdict v = la::JudgeAlone({node, "", la::RunChecks(facts, checks)}, pool);
+  la::NodeVerdict v =
+      la::JudgeAlone({node, "", RunNodeChecks(collect, use_nvml ? std::optional(nvml) : std::nullopt, required)}, pool);
   out += json ? la::NodeVerdictToJson(v).dump(2) + "\n" : la::FormatText(v);
   return v.verdict == la::Verdict::kFail ? 1 : 0;
 }

@@ -17,10 +17,22 @@
 // failed, 2 a usage error.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lockstep/agent/audit/sysfs_collector.h"
+#include "lockstep/agent/gpu/nvml_gpu_source.h"
+#include "lockstep/audit/check.h"
+
 namespace lockstep::agent::audit {
+
+// This node's checks, as the command and the Kubernetes runner run them:
+// the collectors on `collect.root`, NVML through `nvml` (nullopt: not
+// loaded), `required_modules` added to the watched ones. Rails given in
+// `collect.rails` are configured ones (a missing NIC fails).
+std::vector<lockstep::audit::Check> RunNodeChecks(CollectOptions collect, const std::optional<gpu::NvmlOptions>& nvml,
+                                                  const std::vector<std::string>& required_modules);
 
 // `args`: the arguments after the subcommand's name. Output goes to `out`
 // (stdout in the binary), errors to stderr.
