@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "lockstep/agent/app/nccl_source.h"
 #include "lockstep/agent/gpu/nvml_gpu_source.h"
+#include "node_audits.h"
 #include "lockstep/agent/net/host_clock.h"
 #include "lockstep/agent/net/udp_timestamped_transport.h"
 #include "lockstep/agent/net/unix_line_server.h"
@@ -102,10 +103,14 @@ int RunAgent(const CommandLine& cl) {
     LogAgentStart(cl, config, agent, (*transport)->local().ToString(), health.port(), time_api.port(),
                   setup->kube ? setup->kube->server : "");
   });
+  // Fleet audits (Kubernetes mode): this node's NodeAudits, run on their own thread.
+  std::unique_ptr<audit::NodeAuditRunner> audits;
+  if (kube_api) audits = StartNodeAudits(*kube_api, config, registry);
   int signal = 0;
   sigwait(&signals, &signal);
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});
   if (nccl_server) nccl_server->Stop();
+  if (audits) audits->Stop();
   agent.Stop();
   time_api.Stop();
   health.Stop();

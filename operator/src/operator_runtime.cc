@@ -4,6 +4,7 @@
 #include "lockstep/api/fabric_health.h"
 #include "lockstep/kube/conditions.h"
 #include "lockstep/kube/object_meta.h"
+#include "lockstep/operator/fleetaudit_plan.h"
 
 namespace lockstep::op {
 namespace {
@@ -55,6 +56,7 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                                    job_ctl_.GateOpened();
                                    if (trainjob_ctl_) trainjob_ctl_->GateOpened();
                                    if (pytorchjob_ctl_) pytorchjob_ctl_->GateOpened();
+                                   audit_ctl_.GateOpened();
                                  },
                              .on_stopped_leading =
                                  [this](bool was_lost) {
@@ -88,6 +90,9 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
       jobsets_(options_.kubeflow_trainjobs
                    ? std::make_unique<kube::Informer>(api, kube::gvr::kJobSets, AllObjects(options_))
                    : nullptr),
+      fleet_audits_(api, kFleetAudits, AllObjects(options_)),
+      node_audits_(api, kNodeAudits,
+                   {.label_selector = kFleetAuditLabel, .watch_timeout_seconds = options_.watch_timeout_seconds}),
       events_(fenced_, clock, {.component = "lockstep-operator", .registry = &registry_}),
       policy_reconciler_(fenced_, {policies_.store(), nodes_.store(), daemonsets_.store(), configmaps_.store()},
                          events_, clock, options_.settings, options_.policy),
@@ -99,6 +104,8 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
            trainjobs_ ? &trainjobs_->store() : nullptr, pytorchjobs_ ? &pytorchjobs_->store() : nullptr,
            jobsets_ ? &jobsets_->store() : nullptr},
           events_, clock, registry_, options_.training_jobs),
+      audit_reconciler_(fenced_, {fleet_audits_.store(), node_audits_.store(), nodes_.store(), healths_.store()},
+                        events_, clock),
       policy_ctl_(policy_reconciler_, clock,
                   {.name = "fabricpolicy",
                    .workers = options_.workers,
@@ -113,7 +120,12 @@ Operator::Operator(kube::KubeApi& api, Clock& clock, OperatorOptions options)
                {.name = "trainingjob",
                 .workers = options_.workers,
                 .registry = &registry_,
-                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
+                .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}),
+      audit_ctl_(audit_reconciler_, clock,
+                 {.name = "fleetaudit",
+                  .workers = 1,
+                  .registry = &registry_,
+                  .gate = elector_ ? std::function<bool()>([this] { return IsLeader(); }) : nullptr}) {
   auto kubeflow_controller = [&](KubeflowKind kind, kube::Informer& jobs, kube::Informer* jobsets,
                                  std::unique_ptr<KubeflowJobReconciler>& r, std::unique_ptr<kube::Controller>& c,
                                  const char* name) {
@@ -211,6 +223,15 @@ void Operator::Wire() {
         auto same = [](const kube::Json* a, const kube::Json* b) { return a == b || (a && b && *a == *b); };
         return !same(og, ng) || !same(ocond, ncond);
       });
+
+  kube::Controller& a = audit_ctl_;
+  // The audit's own status writes carry nothing it plans from.
+  a.For(fleet_audits_, kube::SpecOrMetadataChanged);
+  // An agent's result (or a NodeAudit deleted) re-judges its FleetAudit.
+  a.Watches(node_audits_, [](const kube::Json& na) {
+    std::string audit = kube::GetString(na, {"metadata", "labels", kFleetAuditLabel});
+    return audit.empty() ? std::vector<std::string>{} : std::vector<std::string>{audit};
+  });
 }
 
 void Operator::WireKubeflow() {
@@ -242,7 +263,8 @@ void Operator::WireKubeflow() {
 std::vector<kube::Informer*> Operator::Informers() {
   std::vector<kube::Informer*> all = {&policies_,         &nodes_,          &healths_,      &daemonsets_,
                                       &configmaps_,       &jobs_,           &job_pods_,     &job_serviceaccounts_,
-                                      &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_};
+                                      &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_,
+                                      &fleet_audits_,     &node_audits_};
   for (kube::Informer* i : {trainjobs_.get(), pytorchjobs_.get(), jobsets_.get()}) {
     if (i) all.push_back(i);
   }
@@ -265,6 +287,7 @@ void Operator::Start() {
   job_ctl_.Start();
   if (trainjob_ctl_) trainjob_ctl_->Start();
   if (pytorchjob_ctl_) pytorchjob_ctl_->Start();
+  audit_ctl_.Start();
   if (elector_) elector_->Start();
 }
 
@@ -274,6 +297,7 @@ void Operator::Stop() {
   job_ctl_.Stop();
   if (trainjob_ctl_) trainjob_ctl_->Stop();
   if (pytorchjob_ctl_) pytorchjob_ctl_->Stop();
+  audit_ctl_.Stop();
   if (elector_) elector_->Stop();  // releases the lease so a successor starts at once
   for (kube::Informer* i : Informers()) i->Stop();
 }

@@ -46,7 +46,7 @@ kparse() { # kparse LABEL FILE-OR-DIR
 }
 kparse crds/ "$root/crds"
 count="$(ls "$root"/crds/*.yaml | wc -l)"
-[[ "$count" -eq 3 ]] && ok "crds/ holds 3 CRDs" || bad "crds/ holds $count CRDs, expected 3"
+[[ "$count" -eq 5 ]] && ok "crds/ holds 5 CRDs" || bad "crds/ holds $count CRDs, expected 5"
 
 # 3. helm lint --strict, with several value sets.
 value_sets=(
@@ -167,6 +167,9 @@ expect_rules "operator ClusterRole" "$r" ClusterRole lockstep-operator "[fabricp
 [fabricpolicies/finalizers] [update]
 [fabrichealths] [get, list, watch, create, update, delete]
 [fabrichealths/status] [get, update, patch]
+[fleetaudits] [get, list, watch]
+[fleetaudits/status] [patch]
+[nodeaudits] [get, list, watch, create]
 [nodes] [get, list, watch]
 [events] [create, patch]
 [trainingjobs] [get, list, watch]
@@ -215,6 +218,8 @@ else
 fi
 expect_rules "agent ClusterRole" "$r" ClusterRole lockstep-agent "[fabrichealths] [get, list, watch]
 [fabrichealths/status] [get, update, patch]
+[nodeaudits] [get, list, watch]
+[nodeaudits/status] [patch]
 [nodes] [get]"
 expect_rules "agent Role for flap alert Events (namespace default only)" "$r" Role lockstep-agent-events \
   "[events] [create, patch]"

@@ -7,7 +7,7 @@
 #   tests/format/check.sh <clang-format binary or ""> <source root>
 # Exits 77 (skipped) when clang-format 14 is missing (scripts/setup installs it).
 set -euo pipefail
-FOLDERS=(common migration nccl tests/nccl)
+FOLDERS=(common migration nccl tests/nccl audit tests/audit daemonset/audit)
 
 clang_format=${1:-}
 root=${2:-$(cd "$(dirname "$0")/../.." && pwd)}

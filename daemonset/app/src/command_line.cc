@@ -22,6 +22,9 @@ Usage:
                                                read this node's GPUs once
                                                through NVML (no agent needed;
                                                "no NVIDIA driver: ..." without)
+  lockstep-agent audit [--root DIR] [--rail IF]... [--expect ID=VALUE]... [--json]
+                                               run the fleet audit's checks on
+                                               this node once (exit 1 on a failure)
   lockstep-agent version | help
 
 Run flags (override agent.yaml):

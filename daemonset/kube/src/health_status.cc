@@ -198,7 +198,8 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
     if (!f.host_address.empty()) a.host_address = f.host_address;
   }
   if (report.gpu) a.gpu = report.gpu->status;
-  // Fields this agent version does not produce yet (audit, lastProbeTime) and
+  // audit and auditResult (the operator's FleetAudit writes them), a field
+  // this agent version does not produce yet (lastProbeTime) and
   // nodePublicKey are kept as found until the agent sets them.
   const Json old = existing.is_object() ? existing : Json::object();
   if (old.contains("nodePublicKey") && old["nodePublicKey"].is_string()) {

@@ -21,6 +21,8 @@ const Gvr kPodDisruptionBudgets{"policy", "v1", "poddisruptionbudgets", true, "P
 const Gvr kTrainJobs{"trainer.kubeflow.org", "v1alpha1", "trainjobs", true, "TrainJob"};
 const Gvr kPyTorchJobs{"kubeflow.org", "v1", "pytorchjobs", true, "PyTorchJob"};
 const Gvr kJobSets{"jobset.x-k8s.io", "v1alpha2", "jobsets", true, "JobSet"};
+const Gvr kFleetAudits{"lockstep.dev", "v1alpha1", "fleetaudits", false, "FleetAudit"};
+const Gvr kNodeAudits{"lockstep.dev", "v1alpha1", "nodeaudits", false, "NodeAudit"};
 }  // namespace gvr
 
 std::string UrlEncode(std::string_view s) {

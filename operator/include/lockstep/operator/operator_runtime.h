@@ -42,6 +42,7 @@
 #include "lockstep/operator/fabrichealth_reconciler.h"
 #include "lockstep/operator/fabricpolicy_reconciler.h"
 #include "lockstep/operator/kubeflow_reconciler.h"
+#include "lockstep/operator/fleetaudit_reconciler.h"
 #include "lockstep/operator/trainingjob_reconciler.h"
 
 namespace lockstep::op {
@@ -81,7 +82,7 @@ class Operator {
   // Leadership was lost (the binary exits: a fresh process re-syncs cleanly).
   bool Lost() const { return lost_.load(); }
   bool Synced() const {
-    return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced() &&
+    return policy_ctl_.Synced() && health_ctl_.Synced() && job_ctl_.Synced() && audit_ctl_.Synced() &&
            (!trainjob_ctl_ || trainjob_ctl_->Synced()) && (!pytorchjob_ctl_ || pytorchjob_ctl_->Synced());
   }
 
@@ -102,12 +103,16 @@ class Operator {
   kube::Informer* jobsets() { return jobsets_.get(); }
   KubeflowJobReconciler* trainjob_reconciler() { return trainjob_reconciler_.get(); }
   KubeflowJobReconciler* pytorchjob_reconciler() { return pytorchjob_reconciler_.get(); }
+  kube::Informer& fleet_audits() { return fleet_audits_; }
+  kube::Informer& node_audits() { return node_audits_; }
   FabricPolicyReconciler& policy_reconciler() { return policy_reconciler_; }
   FabricHealthReconciler& health_reconciler() { return health_reconciler_; }
   TrainingJobReconciler& trainingjob_reconciler() { return job_reconciler_; }
+  FleetAuditReconciler& fleetaudit_reconciler() { return audit_reconciler_; }
   kube::Controller& policy_controller() { return policy_ctl_; }
   kube::Controller& health_controller() { return health_ctl_; }
   kube::Controller& trainingjob_controller() { return job_ctl_; }
+  kube::Controller& fleetaudit_controller() { return audit_ctl_; }
   kube::LeaderElector* elector() { return elector_.get(); }  // null without leader election
   const kube::FencedKubeApi& fenced_api() const { return fenced_; }
   const OperatorOptions& options() const { return options_; }
@@ -127,12 +132,15 @@ class Operator {
   kube::Informer jobs_, job_pods_, job_serviceaccounts_, job_rolebindings_, job_configmaps_, job_services_, job_pdbs_;
   // Kubeflow jobs (null unless options_.kubeflow_*): before job_reconciler_, which reads their stores.
   std::unique_ptr<kube::Informer> trainjobs_, pytorchjobs_, jobsets_;
+  // FleetAudits and their NodeAudits (fleetaudit_plan.h).
+  kube::Informer fleet_audits_, node_audits_;
   NodeJobIndex node_jobs_;  // from job_pods_' events; read by the Node and FabricHealth mappers
   kube::EventRecorder events_;
   FabricPolicyReconciler policy_reconciler_;
   FabricHealthReconciler health_reconciler_;
   TrainingJobReconciler job_reconciler_;
-  kube::Controller policy_ctl_, health_ctl_, job_ctl_;
+  FleetAuditReconciler audit_reconciler_;
+  kube::Controller policy_ctl_, health_ctl_, job_ctl_, audit_ctl_;
   std::unique_ptr<KubeflowJobReconciler> trainjob_reconciler_, pytorchjob_reconciler_;
   std::unique_ptr<kube::Controller> trainjob_ctl_, pytorchjob_ctl_;
   std::atomic<bool> lost_{false};

@@ -47,6 +47,8 @@ extern const Gvr kPodDisruptionBudgets;
 extern const Gvr kTrainJobs;    // trainer.kubeflow.org/v1alpha1
 extern const Gvr kPyTorchJobs;  // kubeflow.org/v1
 extern const Gvr kJobSets;      // jobset.x-k8s.io/v1alpha2
+extern const Gvr kFleetAudits;  // the fleet audit (operator) and one node's part of it (its agent)
+extern const Gvr kNodeAudits;
 }  // namespace gvr
 
 }  // namespace lockstep::kube

@@ -1,0 +1,292 @@
+#include "lockstep/audit/checks.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+namespace lockstep::audit {
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+Check NotPresent(std::string id, std::string subject, std::string why, PoolRule pool = PoolRule::kNone) {
+  return Check{.id = std::move(id),
+               .subject = std::move(subject),
+               .observed = "not present",
+               .verdict = Verdict::kNotPresent,
+               .message = std::move(why),
+               .pool = pool};
+}
+
+// A value compared with the pool's majority; absent: NotPresent (also
+// compared, so one node without what its pool has fails).
+Check Majority(std::string id, std::string subject, const std::optional<std::string>& value, std::string absent) {
+  if (!value) return NotPresent(std::move(id), std::move(subject), std::move(absent), PoolRule::kMajority);
+  return Check{.id = std::move(id), .subject = std::move(subject), .observed = *value, .pool = PoolRule::kMajority};
+}
+
+// Passes when `ok`; otherwise fails with `message`.
+Check Absolute(std::string id, std::string subject, std::string observed, std::string expected, bool ok,
+               std::string message) {
+  return Check{.id = std::move(id),
+               .subject = std::move(subject),
+               .observed = std::move(observed),
+               .expected = std::move(expected),
+               .verdict = ok ? Verdict::kPass : Verdict::kFail,
+               .message = ok ? "" : std::move(message)};
+}
+
+// A counter: zero passes (when `must_be_zero`) or compared with the pool's median.
+Check Counter(std::string id, std::string subject, const std::optional<uint64_t>& value, bool must_be_zero,
+              const std::string& what) {
+  if (!value) return NotPresent(std::move(id), std::move(subject), what + " not reported");
+  if (must_be_zero) {
+    return Absolute(std::move(id), std::move(subject), std::to_string(*value), "0", *value == 0,
+                    what + ": " + std::to_string(*value) + " (expected 0)");
+  }
+  return Check{.id = std::move(id),
+               .subject = std::move(subject),
+               .observed = std::to_string(*value),
+               .number = static_cast<double>(*value),
+               .pool = PoolRule::kUpper};
+}
+
+void Software(const NodeFacts& f, const CheckOptions& o, std::vector<Check>& out) {
+  out.push_back(Majority("software.kernel", "", f.kernel, "/proc/sys/kernel/osrelease not readable"));
+  out.push_back(Majority("software.nvidia_driver", "", f.nvidia_driver, "no NVIDIA driver"));
+  out.push_back(Majority("software.cuda", "", f.cuda, "no CUDA toolkit found"));
+  out.push_back(Majority("software.nccl", "", f.nccl, "no libnccl found"));
+  out.push_back(Majority("software.rdma_core", "", f.rdma_core, "no libibverbs found"));
+  const std::set<std::string> required(o.required_modules.begin(), o.required_modules.end());
+  std::set<std::string> names;
+  for (const auto& [name, loaded] : f.modules) names.insert(name);
+  names.insert(required.begin(), required.end());
+  for (const std::string& name : names) {
+    auto it = f.modules.find(name);
+    const bool loaded = it != f.modules.end() && it->second;
+    if (loaded) {
+      out.push_back(Check{.id = "software.module", .subject = name, .observed = "loaded", .pool = PoolRule::kMajority});
+    } else if (required.count(name)) {
+      out.push_back(Absolute("software.module", name, "not loaded", "loaded", false,
+                             "module " + name + " is not loaded (required): modprobe " + name));
+    } else {
+      out.push_back(Check{.id = "software.module",
+                          .subject = name,
+                          .observed = "not loaded",
+                          .verdict = Verdict::kNotPresent,
+                          .message = "module " + name + " is not loaded",
+                          .pool = PoolRule::kMajority});
+    }
+  }
+}
+
+void Memory(const NodeFacts& f, std::vector<Check>& out) {
+  for (const GpuFacts& g : f.gpus) {
+    const std::string s = "gpu" + std::to_string(g.index);
+    if (g.error) {
+      out.push_back(
+          Absolute("memory.readable", s, "error", "readable", false, "NVML cannot read the GPU: " + *g.error));
+      continue;
+    }
+    if (g.ecc_enabled) {
+      out.push_back(Check{.id = "memory.ecc_mode",
+                          .subject = s,
+                          .observed = *g.ecc_enabled ? "enabled" : "disabled",
+                          .pool = PoolRule::kMajority});
+    } else {
+      out.push_back(NotPresent("memory.ecc_mode", s, "ECC mode not reported"));
+    }
+    if (g.remap_pending) {
+      out.push_back(Absolute("memory.row_remap_pending", s, *g.remap_pending ? "true" : "false", "false",
+                             !*g.remap_pending, "a row remap is pending: reset the GPU (drain the node first)"));
+    } else {
+      out.push_back(NotPresent("memory.row_remap_pending", s, "row remapping not reported (pre-Ampere GPU or driver)"));
+    }
+    if (g.remap_failed) {
+      out.push_back(Absolute("memory.row_remap_failed", s, *g.remap_failed ? "true" : "false", "false",
+                             !*g.remap_failed, "a row remap failed: the GPU needs service"));
+    } else {
+      out.push_back(NotPresent("memory.row_remap_failed", s, "row remapping not reported (pre-Ampere GPU or driver)"));
+    }
+    out.push_back(Counter("memory.ecc_uncorrected_volatile", s, g.ecc_uncorrected_volatile, true,
+                          "uncorrected ECC errors since the driver loaded"));
+    out.push_back(Counter("memory.ecc_corrected_volatile", s, g.ecc_corrected_volatile, false,
+                          "corrected ECC errors since the driver loaded"));
+    out.push_back(Counter("memory.ecc_uncorrected_aggregate", s, g.ecc_uncorrected_aggregate, false,
+                          "uncorrected ECC errors over the GPU's life"));
+    out.push_back(Counter("memory.retired_pages", s, g.retired_pages, false, "retired pages"));
+  }
+}
+
+void Pcie(const NodeFacts& f, std::vector<Check>& out) {
+  for (const PcieLink& l : f.pcie) {
+    const std::string s = l.role.empty() ? l.bdf : l.role;
+    const std::string at = " (" + l.bdf + ")";
+    if (l.width && l.max_width) {
+      out.push_back(Absolute("pcie.link_width", s, "x" + std::to_string(*l.width), "x" + std::to_string(*l.max_width),
+                             *l.width >= *l.max_width,
+                             "link downtrained to x" + std::to_string(*l.width) + " of x" +
+                                 std::to_string(*l.max_width) + at + ": reseat the card or check the riser"));
+    } else {
+      out.push_back(NotPresent("pcie.link_width", s, "link width not in sysfs" + at));
+    }
+    if (l.speed_gts && l.max_speed_gts) {
+      if (l.is_gpu) {
+        // An idle GPU lowers its link speed to save power: compare with the
+        // pool's GPUs rather than with the maximum.
+        out.push_back(Check{.id = "pcie.link_speed",
+                            .subject = s,
+                            .observed = Num(*l.speed_gts) + " GT/s",
+                            .pool = PoolRule::kMajority});
+      } else {
+        out.push_back(
+            Absolute("pcie.link_speed", s, Num(*l.speed_gts) + " GT/s", Num(*l.max_speed_gts) + " GT/s",
+                     *l.speed_gts >= *l.max_speed_gts,
+                     "link trained at " + Num(*l.speed_gts) + " GT/s of " + Num(*l.max_speed_gts) + " GT/s" + at));
+      }
+    } else {
+      out.push_back(NotPresent("pcie.link_speed", s, "link speed not in sysfs" + at));
+    }
+    out.push_back(Counter("pcie.aer_fatal", s, l.aer_fatal, true, "fatal AER errors" + at));
+    out.push_back(Counter("pcie.aer_nonfatal", s, l.aer_nonfatal, true, "non-fatal AER errors" + at));
+    out.push_back(Counter("pcie.aer_correctable", s, l.aer_correctable, false, "correctable AER errors" + at));
+  }
+  for (const GpuFacts& g : f.gpus) {
+    if (g.error) continue;
+    out.push_back(Counter("pcie.replays", "gpu" + std::to_string(g.index), g.pcie_replays, false, "PCIe replays"));
+  }
+}
+
+void NodeLevel(const NodeFacts& f, std::vector<Check>& out) {
+  if (f.nvml_unavailable && f.gpus.empty()) {
+    out.push_back(NotPresent("node.gpu_count", "", *f.nvml_unavailable, PoolRule::kMajority));
+    return;
+  }
+  Check c{.id = "node.gpu_count", .observed = std::to_string(f.gpus.size()), .pool = PoolRule::kMajority};
+  if (f.gpus.empty()) {
+    c.verdict = Verdict::kNotPresent;
+    c.message = "no GPU";
+  }
+  out.push_back(std::move(c));
+}
+
+void FrontEnd(const NodeFacts& f, std::vector<Check>& out) {
+  if (!f.default_route_interface) {
+    out.push_back(Absolute("frontend.default_route", "", "none", "present", false,
+                           "no default route (/proc/net/route): the node cannot reach the API server"));
+    return;
+  }
+  const std::string& dev = *f.default_route_interface;
+  out.push_back(Absolute("frontend.default_route", "", dev, "present", true, ""));
+  if (!f.frontend || !f.frontend->present) {
+    out.push_back(Absolute("frontend.up", dev, "missing", "up", false, "the default route's interface is missing"));
+    return;
+  }
+  const NetInterface& i = *f.frontend;
+  out.push_back(Absolute("frontend.up", dev, i.operstate, "up", i.operstate == "up" || i.operstate == "unknown",
+                         "interface " + dev + " is " + i.operstate));
+  if (i.mtu) {
+    out.push_back(
+        Check{.id = "frontend.mtu", .subject = dev, .observed = std::to_string(*i.mtu), .pool = PoolRule::kMajority});
+  }
+  out.push_back(Absolute("frontend.address", dev, i.ipv4.empty() ? "none" : i.ipv4.front(), "an IPv4 address",
+                         !i.ipv4.empty(), "interface " + dev + " has no IPv4 address"));
+}
+
+// "10.0.1.5/24" -> "10.0.1.0/24"; "" when not an IPv4 CIDR.
+std::string Subnet(const std::string& cidr) {
+  unsigned a, b, c, d, p;
+  char tail;
+  if (std::sscanf(cidr.c_str(), "%u.%u.%u.%u/%u%c", &a, &b, &c, &d, &p, &tail) != 5) return "";
+  if (a > 255 || b > 255 || c > 255 || d > 255 || p > 32) return "";
+  const uint32_t ip = (a << 24) | (b << 16) | (c << 8) | d;
+  const uint32_t mask = p == 0 ? 0 : ~uint32_t{0} << (32 - p);
+  const uint32_t n = ip & mask;
+  return std::to_string(n >> 24) + "." + std::to_string((n >> 16) & 255) + "." + std::to_string((n >> 8) & 255) + "." +
+         std::to_string(n & 255) + "/" + std::to_string(p);
+}
+
+void BackEnd(const NodeFacts& f, const CheckOptions& o, std::vector<Check>& out) {
+  for (size_t r = 0; r < f.rails.size(); ++r) {
+    const NetInterface& i = f.rails[r];
+    const std::string s = "rail" + std::to_string(r);
+    if (!i.present) {
+      if (o.rails_configured) {
+        out.push_back(Absolute("backend.nic_present", s, "missing", i.name, false,
+                               "rail NIC " + i.name + " is missing (/sys/class/net/" + i.name + ")"));
+      } else {
+        out.push_back(NotPresent("backend.nic_present", s, "no NIC " + i.name));
+      }
+      continue;
+    }
+    out.push_back(Absolute("backend.nic_present", s, i.name, i.name, true, ""));
+    out.push_back(
+        Absolute("backend.up", s, i.operstate, "up", i.operstate == "up", "rail NIC " + i.name + " is " + i.operstate));
+    if (i.mtu) {
+      out.push_back(
+          Check{.id = "backend.mtu", .subject = s, .observed = std::to_string(*i.mtu), .pool = PoolRule::kMajority});
+    } else {
+      out.push_back(NotPresent("backend.mtu", s, "MTU not readable"));
+    }
+    const std::string subnet = i.ipv4.empty() ? "" : Subnet(i.ipv4.front());
+    if (subnet.empty()) {
+      out.push_back(Absolute("backend.subnet", s, "none", "an IPv4 address", false,
+                             "rail NIC " + i.name + " has no IPv4 address"));
+    } else {
+      out.push_back(Check{.id = "backend.subnet", .subject = s, .observed = subnet, .pool = PoolRule::kMajority});
+    }
+  }
+  for (const RdmaPort& p : f.rdma) {
+    std::string s = p.device + "/" + std::to_string(p.port);
+    for (size_t r = 0; r < f.rails.size(); ++r) {
+      if (!p.net_device.empty() && f.rails[r].name == p.net_device) s = "rail" + std::to_string(r);
+    }
+    out.push_back(Absolute("backend.rdma_state", s, p.state, "ACTIVE", p.state == "ACTIVE",
+                           p.device + " port " + std::to_string(p.port) + " is " + p.state));
+    out.push_back(
+        Check{.id = "backend.rdma_link_layer", .subject = s, .observed = p.link_layer, .pool = PoolRule::kMajority});
+    if (p.rate_gbps) {
+      out.push_back(Check{.id = "backend.rdma_rate",
+                          .subject = s,
+                          .observed = Num(*p.rate_gbps) + " Gb/s",
+                          .number = *p.rate_gbps,
+                          .pool = PoolRule::kMajority});
+    } else {
+      out.push_back(NotPresent("backend.rdma_rate", s, "rate not in sysfs"));
+    }
+    if (p.link_layer == "Ethernet") {
+      if (p.rocev2_gid_index) {
+        out.push_back(Check{.id = "backend.rocev2_gid",
+                            .subject = s,
+                            .observed = std::to_string(*p.rocev2_gid_index),
+                            .pool = PoolRule::kMajority});
+      } else {
+        out.push_back(
+            Absolute("backend.rocev2_gid", s, "none", "a RoCE v2 GID with an IPv4 address", false,
+                     p.device + " port " + std::to_string(p.port) +
+                         " has no RoCE v2 GID with an IPv4 address: the NIC has no address or RoCE v2 is off"));
+      }
+    } else {
+      out.push_back(NotPresent("backend.rocev2_gid", s, "link layer " + p.link_layer + " (not RoCE)"));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Check> RunChecks(const NodeFacts& facts, const CheckOptions& options) {
+  std::vector<Check> out;
+  Software(facts, options, out);
+  Memory(facts, out);
+  Pcie(facts, out);
+  NodeLevel(facts, out);
+  FrontEnd(facts, out);
+  BackEnd(facts, options, out);
+  return out;
+}
+
+}  // namespace lockstep::audit

@@ -1,0 +1,53 @@
+// CollectFacts: the fleet audit's collectors (adapters). They read a node's
+// facts (audit::NodeFacts) from a sysfs/procfs root given as a path ("/" on
+// a node; a fake tree in tests) and its GPUs from the GpuSource port
+// (NvmlGpuSource, NVML by dlopen). Absent files, devices and libraries leave
+// the fact empty (the checks say NotPresent); nothing here fails the
+// collection.
+//
+// What is read, under `root`:
+//   proc/sys/kernel/osrelease, proc/modules, proc/net/route (the default
+//   route's interface, and each interface's connected IPv4 subnets: the
+//   kernel's prefix routes, so a fake tree needs no address API)
+//   sys/module/nvidia/version (without NVML)
+//   sys/bus/pci/devices/<bdf>/{vendor,class,current_link_speed,max_link_speed,
+//     current_link_width,max_link_width,aer_dev_correctable,aer_dev_fatal,
+//     aer_dev_nonfatal}: NVIDIA display/3D functions are the GPUs, in BDF order
+//   sys/class/net/<if>/{operstate,mtu,device -> the PCI function}
+//   sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,gids/<i>,
+//     gid_attrs/types/<i>,gid_attrs/ndevs/<i>}, <dev>/device/net/<if>
+//   usr/local/cuda/version.json; libnccl.so.<v> and libibverbs.so.<v> in the
+//   usual library directories
+//
+// Thread-compatible: a plain function; the GpuSource is used by one caller.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lockstep/agent/gpu/gpu_source.h"
+#include "lockstep/audit/node_facts.h"
+
+namespace lockstep::agent::audit {
+
+inline const std::vector<std::string> kWatchedModules = {"nvidia",  "nvidia_uvm", "nvidia_peermem",
+                                                         "ib_core", "ib_uverbs",  "mlx5_core"};
+
+struct CollectOptions {
+  std::string root = "/";
+  // Rail NICs in rail order; empty: the net devices of the RDMA devices, by name.
+  std::vector<std::string> rails{};
+  std::vector<std::string> modules = kWatchedModules;
+};
+
+// `gpus` may be null (no NVML): the GPU facts then come from sysfs alone.
+lockstep::audit::NodeFacts CollectFacts(const CollectOptions& options, gpu::GpuSource* gpus);
+
+// "32.0 GT/s PCIe" -> 32; "Unknown" -> nullopt.
+std::optional<double> ParseLinkSpeed(const std::string& text);
+// "200 Gb/sec (4X HDR)" -> 200.
+std::optional<double> ParseRdmaRate(const std::string& text);
+// "00000000:3B:00.0" (NVML) -> "0000:3b:00.0" (sysfs).
+std::string SysfsBdf(const std::string& nvml_bus_id);
+
+}  // namespace lockstep::agent::audit

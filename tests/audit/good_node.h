@@ -1,0 +1,66 @@
+// A healthy node's facts (two H100s, two RoCE rails), shared by the audit tests.
+#pragma once
+
+#include "lockstep/audit/node_facts.h"
+
+namespace lockstep::audit::testing {
+
+inline NodeFacts GoodNode() {
+  NodeFacts f;
+  f.kernel = "6.1.0-18-amd64";
+  f.nvidia_driver = "550.54.15";
+  f.rdma_core = "1.14.44.0";
+  f.modules = {{"nvidia", true}, {"nvidia_peermem", true}, {"mlx5_core", true}};
+  for (unsigned i = 0; i < 2; ++i) {
+    GpuFacts g;
+    g.index = i;
+    g.bus_id = "00000000:1" + std::to_string(i) + ":00.0";
+    g.ecc_enabled = true;
+    g.remap_pending = false;
+    g.remap_failed = false;
+    g.ecc_corrected_volatile = 0;
+    g.ecc_uncorrected_volatile = 0;
+    g.ecc_corrected_aggregate = 3;
+    g.ecc_uncorrected_aggregate = 0;
+    g.retired_pages = 0;
+    g.pcie_replays = 0;
+    f.gpus.push_back(g);
+    f.pcie.push_back(PcieLink{.bdf = "0000:1" + std::to_string(i) + ":00.0",
+                              .role = "gpu" + std::to_string(i),
+                              .is_gpu = true,
+                              .speed_gts = 32,
+                              .max_speed_gts = 32,
+                              .width = 16,
+                              .max_width = 16,
+                              .aer_correctable = 0,
+                              .aer_nonfatal = 0,
+                              .aer_fatal = 0});
+  }
+  f.default_route_interface = "eth0";
+  f.frontend =
+      NetInterface{.name = "eth0", .present = true, .operstate = "up", .mtu = 1500, .ipv4 = {"192.168.1.7/24"}};
+  for (int r = 0; r < 2; ++r) {
+    const std::string name = "rail" + std::to_string(r);
+    f.rails.push_back(NetInterface{.name = name,
+                                   .present = true,
+                                   .operstate = "up",
+                                   .mtu = 9000,
+                                   .ipv4 = {"10.0." + std::to_string(r) + ".7/24"}});
+    f.pcie.push_back(PcieLink{.bdf = "0000:8" + std::to_string(r) + ":00.0",
+                              .role = "nic:" + name,
+                              .speed_gts = 16,
+                              .max_speed_gts = 16,
+                              .width = 16,
+                              .max_width = 16});
+    f.rdma.push_back(RdmaPort{.device = "mlx5_" + std::to_string(r),
+                              .port = 1,
+                              .state = "ACTIVE",
+                              .link_layer = "Ethernet",
+                              .rate_gbps = 200,
+                              .net_device = name,
+                              .rocev2_gid_index = 3});
+  }
+  return f;
+}
+
+}  // namespace lockstep::audit::testing
