@@ -168,19 +168,23 @@ bool Controller::ProcessOne() {
   return true;
 }
 
+bool Controller::HoldIfGateClosed(const std::string& key) {
+  if (!options_.gate) return false;
+  // Checked and recorded under mu_ so that GateOpened() (which runs after the
+  // gate opens) either sees this key or this check sees the open gate.
+  std::unique_lock l(mu_);
+  if (options_.gate()) return false;
+  held_.insert(key);
+  l.unlock();
+  queue_.Forget(key);
+  return true;
+}
+
 void Controller::Process(const std::string& key) {
   const std::string& name = options_.name;
-  if (options_.gate) {
-    // Checked and recorded under mu_ so that GateOpened() (which runs after the
-    // gate opens) either sees this key or this check sees the open gate.
-    std::unique_lock l(mu_);
-    if (!options_.gate()) {
-      held_.insert(key);
-      l.unlock();
-      queue_.Forget(key);
-      queue_.Done(key);
-      return;
-    }
+  if (HoldIfGateClosed(key)) {
+    queue_.Done(key);
+    return;
   }
   MonoTime start = clock_.Monotonic();
   ReconcileResult r;
@@ -192,7 +196,13 @@ void Controller::Process(const std::string& key) {
     r = ReconcileResult::Fail(Internal("reconcile threw a non-standard exception"));
   }
   duration_->Observe({name}, std::chrono::duration<double>(clock_.Monotonic() - start).count());
-  if (r.error) {
+  if (r.error && HoldIfGateClosed(key)) {
+    // Leadership was lost while this key was reconciled (its writes were
+    // refused): hold it for GateOpened() rather than back it off, so that a
+    // stretch without the lease cannot push keys minutes into the future.
+    total_->Inc({name, "error"});
+    errors_->Inc({name});
+  } else if (r.error) {
     total_->Inc({name, "error"});
     errors_->Inc({name});
     queue_.AddRateLimited(key);

@@ -224,6 +224,41 @@ TEST_CASE("controller: a closed gate holds keys without work until it opens", "[
   CHECK(r.calls.size() == 100);
 }
 
+TEST_CASE("controller: a key whose reconcile failed as the gate closed is held, not backed off", "[kube][controller]") {
+  // Leadership lost mid-reconcile (the fenced writes were refused): before, the
+  // key went to exponential backoff (up to 1000 s) and, after many such
+  // failures, a regained leader waited minutes to reconcile it.
+  struct LosingLease : Reconciler {
+    bool leader = true;
+    int calls = 0;
+    ReconcileResult Reconcile(const std::string&) override {
+      if (++calls == 11) leader = false;  // the lease is lost while this one runs
+      return calls <= 11 ? ReconcileResult::Fail(Conflict("refused: not the leader")) : ReconcileResult::Done();
+    }
+  } r;
+  FakeClock clock;
+  Controller c(r, clock, {.name = "flappy", .gate = [&] { return r.leader; }});
+  c.queue().Add("j");
+  REQUIRE(c.ProcessOne());
+  for (int i = 1; i < 10; ++i) {  // ten failures while leading: backed off, 5 ms * 2^9 by now
+    CHECK_FALSE(c.ProcessOne());
+    clock.Advance(seconds(2000));
+    REQUIRE(c.ProcessOne());
+  }
+  CHECK(c.queue().NumRequeues("j") == 10);
+  clock.Advance(seconds(2000));
+  REQUIRE(c.ProcessOne());  // the 11th fails as the gate closes: held, its backoff forgotten
+  CHECK(r.calls == 11);
+  CHECK(c.HeldLen() == 1);
+  CHECK(c.queue().NumRequeues("j") == 0);
+  CHECK(c.queue().WaitingLen() == 0);
+  r.leader = true;
+  c.GateOpened();
+  REQUIRE(c.ProcessOne());  // at once, no clock advance
+  CHECK(r.calls == 12);
+  CHECK(c.HeldLen() == 0);
+}
+
 TEST_CASE("controller: SpecOrMetadataChanged ignores status-only updates", "[kube][controller]") {
   Json a = {{"metadata", {{"name", "n"}, {"resourceVersion", "1"}, {"labels", {{"a", "1"}}}}},
             {"spec", {{"x", 1}}},

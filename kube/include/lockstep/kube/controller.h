@@ -119,6 +119,9 @@ class Controller {
   void EnqueueAll(const std::vector<std::string>& keys);
   void Worker();
   void Process(const std::string& key);
+  // With a gate that is closed: records `key` for GateOpened() and forgets its
+  // backoff (true); else false.
+  bool HoldIfGateClosed(const std::string& key);
 
   Reconciler& reconciler_;
   Clock& clock_;
