@@ -173,6 +173,10 @@ AgentConfig ConfigFor(const std::string& self, const std::string& peer, const st
   c.probe.port = 7311;
   c.fabric.rails = {"rail0", "rail1"};
   c.fabric.port = 7312;
+  // Every path every 14 ms (tiering off): these tests count the prober's
+  // sends and pace clock-sync pairs on them; tiering has its own tests
+  // (probe_tiers_test.cc, fabric_service_test.cc).
+  c.probe.idle_path_interval_ms = 0;
   c.peers = {{.name = peer, .address = peer_address, .port = 7311, .host_address = peer_host}};
   return c;
 }
