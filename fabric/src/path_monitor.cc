@@ -76,6 +76,7 @@ bool PathMonitor::TakeProbeTick(Time now, std::vector<PathId>& probe) {
       auto pin = pins_.find(w.key.peer);
       f.carries_traffic = pin == pins_.end() || pin->second == w.key;
     }
+    if (all_rails_fast_ || fast_rails_.contains(w.key.rail)) f.carries_traffic = true;
   }
   tiers_.Plan(now, facts_, probe);
   return true;
@@ -133,9 +134,12 @@ Decisions PathMonitor::Tick(Time now) {
 
 const char* ToString(Stall s) {
   switch (s) {
-    case Stall::kNone: return "none";
-    case Stall::kExcused: return "excused";
-    case Stall::kJudged: return "judged";
+    case Stall::kNone:
+      return "none";
+    case Stall::kExcused:
+      return "excused";
+    case Stall::kJudged:
+      return "judged";
   }
   return "unknown";
 }

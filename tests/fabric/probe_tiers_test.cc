@@ -261,6 +261,29 @@ TEST_CASE("tiered monitor: the active peer's pinned path is probed at every tick
   CHECK(lab.m.tiers().fast() == 16);
 }
 
+TEST_CASE("tiered monitor: every path of a rail under a latency SLA is fast, the other rails stay tiered",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  Lab lab(o, [](const PathKey&, Time) { return true; });
+  lab.m.SetAlwaysFastRails(false, {1});
+  lab.sim.Start(lab.paths);
+  lab.sim.RunUntil(At(2s));
+  int rail1_fast = 0, other_fast = 0;
+  for (const PathKey& k : lab.paths) {
+    const bool fast = IsFast(lab.m.PathTier(*lab.m.Find(k)));
+    (k.rail == 1 ? rail1_fast : other_fast) += fast ? 1 : 0;
+  }
+  CHECK(rail1_fast == 16);  // every peer's rail-1 path, active or not
+  CHECK(other_fast <= 1);   // p3's pinned path, unless it is on rail 1
+  CHECK(lab.m.tiers().fast() == static_cast<size_t>(rail1_fast + other_fast));
+  lab.m.SetAlwaysFastRails(true, {});
+  lab.sim.RunUntil(At(2s) + 20ms);
+  CHECK(lab.m.tiers().fast() == 128);
+  lab.m.SetAlwaysFastRails(false, {});
+  lab.sim.RunUntil(At(2s) + 40ms);
+  CHECK(lab.m.tiers().fast() == 1);
+}
+
 TEST_CASE(
     "tiered monitor: detection within WorstCaseDetection on an active path, WorstCaseDetectionIdle on an "
     "idle one, and the idle path is promoted",

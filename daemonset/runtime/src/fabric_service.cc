@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 #include <variant>
 
@@ -65,8 +66,7 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       dropped_(registry.Counter("lockstep_fabric_probe_dropped_total", "Fabric probe datagrams dropped, by reason",
                                 {"reason"})),
       send_errors_(registry.Counter("lockstep_fabric_send_errors_total",
-                                    "Probe or ack-only sends the kernel refused (rail=\"reply\": ack-only)",
-                                    {"rail"})),
+                                    "Probe or ack-only sends the kernel refused (rail=\"reply\": ack-only)", {"rail"})),
       urgent_limited_(registry.Counter("lockstep_fabric_urgent_replies_limited_total",
                                        "Urgent probes not answered at once because their peer's urgent reply budget "
                                        "was spent (their ack rides on the next regular packet)")),
@@ -81,6 +81,12 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
                                    "Peers whose TCP connections moved bytes in the last 10 s (-1: not known, every "
                                    "peer counts as active)")) {
   SetKnown(options_.setup.peers);
+  // A rail under a latency SLA is probed fast on every path (see
+  // SetAlwaysFastRails): an SLA the idle rotation starved of samples would
+  // never be judged.
+  std::set<int> sla_rails;
+  for (const auto& [rail, sla] : options_.latency.per_rail) sla_rails.insert(rail);
+  monitor_.SetAlwaysFastRails(options_.latency.all_rails.has_value(), std::move(sla_rails));
   epoch_ = options_.epoch != 0 ? options_.epoch : WallNs(clock_);
   first_seq_ = FirstSeq(epoch_);
   urgent_limited_.Inc({}, 0);
@@ -122,10 +128,9 @@ Status FabricService::Adopt(MonoTime now) {
 
 void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime now) {
   for (fabric::PathId id = 0; id < probed_.size(); ++id) seqs_[monitor_.Key(id)] = probed_[id].seq;
-  Apply(monitor_.SetPaths(
-      names.empty() ? std::vector<fabric::PathKey>{}
-                    : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
-      now));
+  Apply(monitor_.SetPaths(names.empty() ? std::vector<fabric::PathKey>{}
+                                        : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
+                          now));
   // SetPaths renumbered the paths: index what the hot path needs by id.
   probed_.assign(monitor_.size(), Probed{});
   std::map<WirePath, fabric::PathId> ours;
@@ -137,8 +142,9 @@ void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime n
     if (peer) ours.emplace(WirePath{WireNodeId(peer->id), key.rail, key.index}, id);
   }
   acks_.SetOurPaths(std::move(ours));
-  const auto intervals = static_cast<size_t>(
-      (kReceiveHeadroom + options_.fabric.probe_interval - std::chrono::nanoseconds(1)) / options_.fabric.probe_interval);
+  const auto intervals =
+      static_cast<size_t>((kReceiveHeadroom + options_.fabric.probe_interval - std::chrono::nanoseconds(1)) /
+                          options_.fabric.probe_interval);
   socket_.ReserveReceive(std::max(kMinReceiveDatagrams, monitor_.size() * 2 * std::max<size_t>(intervals, 1)));
   publisher_.SetPathCount(monitor_.size());
   // A peer that left takes its series and its installed pin with it.
@@ -168,8 +174,9 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
         continue;
       }
       if (!out.empty() && out.back().name == p.name) continue;
-      if (WireNodeId(p.id) == WireNodeId(self_) ||
-          std::any_of(out.begin(), out.end(), [&](const FabricPeer& o) { return WireNodeId(o.id) == WireNodeId(p.id); })) {
+      if (WireNodeId(p.id) == WireNodeId(self_) || std::any_of(out.begin(), out.end(), [&](const FabricPeer& o) {
+            return WireNodeId(o.id) == WireNodeId(p.id);
+          })) {
         log::Warn("fabric peer's 32-bit wire id collides with another node's; ignoring it (rename one node)",
                   {{"peer", p.name}});
         continue;
@@ -197,8 +204,8 @@ void FabricService::ApplyPendingPeers(MonoTime now) {
   // First drop removed peers (and peers whose address changed) while the
   // setup still maps their routes, so their pins are removed.
   if (adopted_) WatchPeers(kept, now);
-  log::Info("fabric peers changed", {{"probed", std::to_string(probed.size())},
-                                     {"known", std::to_string(known.size())}});
+  log::Info("fabric peers changed",
+            {{"probed", std::to_string(probed.size())}, {"known", std::to_string(known.size())}});
   options_.setup.peers = std::move(probed);
   // Peers that stay known keep their epoch and urgent budget; the ack
   // state of peers no longer known is dropped.

@@ -32,12 +32,12 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/fabric/failover_choice.h"
 #include "lockstep/fabric/flap_counter.h"
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path_health.h"
 #include "lockstep/fabric/probe_schedule.h"
 #include "lockstep/fabric/probe_tiers.h"
-#include "lockstep/fabric/failover_choice.h"
 
 namespace lockstep::fabric {
 
@@ -86,7 +86,7 @@ struct RailView {
   int paths = 0, usable = 0, failed = 0;  // usable: up or suspect
   bool down = false;
   int flaps_in_window = 0;  // rail flaps (see FlapAlert) in the flap window
-  bool alerting = false;  // above flap_alert_per_hour (until it slides back)
+  bool alerting = false;    // above flap_alert_per_hour (until it slides back)
 };
 
 // What ExcuseStall made of a wake-up.
@@ -146,6 +146,13 @@ class PathMonitor {
   // moved bytes recently); nullopt (the default): every peer. Only these
   // peers' pinned paths are probed fast without another reason.
   void SetActivePeers(std::optional<std::set<std::string>> peers) { active_ = std::move(peers); }
+  // Rails whose paths are all fast whatever their traffic (every rail with
+  // `all`): the rails under a latency SLA, which is judged on min_samples
+  // delays per stats window that the idle rotation would not give.
+  void SetAlwaysFastRails(bool all, std::set<int> rails) {
+    all_rails_fast_ = all;
+    fast_rails_ = std::move(rails);
+  }
   // A path's tier as of the last tiered tick.
   Tier PathTier(PathId id) const { return tiers_.tier(id); }
   const ProbeTiers& tiers() const { return tiers_; }
@@ -185,7 +192,7 @@ class PathMonitor {
   std::optional<Time> NextWakeup() const;
 
   // Views.
-  PathState State(const PathKey& path) const;  // kUnknown when not watched
+  PathState State(const PathKey& path) const;   // kUnknown when not watched
   std::vector<PathView> Paths(Time now) const;  // key order
   // The current decisions (pinned peers only): what the actuator should hold.
   // Actions are the diffs; an agent that failed to apply one can reconcile
@@ -193,8 +200,8 @@ class PathMonitor {
   const std::map<std::string, PathKey>& Pins() const { return pins_; }
   std::optional<PathKey> Pin(const std::string& peer) const;
   std::vector<RailView> Rails(Time now) const;  // rail order
-  int RailFlaps(int rail, Time now) const;  // in the flap window
-  int FlapsInWindow(Time now) const;        // all rails
+  int RailFlaps(int rail, Time now) const;      // in the flap window
+  int FlapsInWindow(Time now) const;            // all rails
   std::optional<Time> LastFlap() const { return last_flap_; }
   const FabricOptions& options() const { return options_; }
 
@@ -213,13 +220,15 @@ class PathMonitor {
   FabricOptions options_;
   ProbeSchedule schedule_;
   ProbeTiers tiers_;
-  std::vector<TierFacts> facts_;  // TakeProbeTick's scratch
+  std::vector<TierFacts> facts_;                 // TakeProbeTick's scratch
   std::optional<std::set<std::string>> active_;  // nullopt: every peer
-  std::vector<Watched> paths_;  // by PathId: key order
+  bool all_rails_fast_ = false;
+  std::set<int> fast_rails_;
+  std::vector<Watched> paths_;                             // by PathId: key order
   std::map<std::string, std::vector<PathId>> peer_paths_;  // rebuilt by SetPaths
   std::map<int, FlapCounter> rail_flaps_;
-  std::map<int, bool> rail_dead_;   // every path with a verdict down, as of the last transition
-  std::set<int> rail_delivered_;     // rails that had a usable path (a first down is no flap)
+  std::map<int, bool> rail_dead_;  // every path with a verdict down, as of the last transition
+  std::set<int> rail_delivered_;   // rails that had a usable path (a first down is no flap)
   std::map<std::string, PathKey> pins_;
   std::optional<Time> last_flap_;
   std::set<std::string> dirty_peers_;  // to plan again
