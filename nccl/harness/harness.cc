@@ -12,11 +12,16 @@
 // namespace NS[r mod n] (/run/netns/<name>) before it loads the plugin;
 // --agent-sockets P0,P1,... gives rank r LOCKSTEP_NCCL_AGENT_SOCKET=P[r mod n]
 // (each host's node agent); --rails agent leaves LOCKSTEP_NCCL_RAILS unset
-// (the agent's rails); --job NAME sets LOCKSTEP_JOB.
+// (the agent's rails); --job NAME sets LOCKSTEP_JOB. --timeline-dir DIR:
+// each rank writes DIR/rank<r>.tsv, one line per iteration (index, start in
+// Unix seconds, duration in ms). Log lines start with the Unix time.
 //
 // --cut-streams C: rank 0 shuts down C of its TCP streams (chosen at random,
 // at random moments) during the run; the result must still be exact. Keep C
 // below the streams per connection (a connection with no stream left fails).
+// --pattern alltoall: an all-to-all instead (each rank sends an equal
+// segment to every other rank over a connection of its own) with every
+// received element checked.
 // Prints one JSON line per rank and exits 0 only if every rank verified its
 // result within the timeout. Real NCCL needs a GPU; this is what CI runs.
 #include <errno.h>
@@ -24,7 +29,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,7 +68,17 @@ struct Options {
   int timeout_s = 60;
   std::vector<std::string> netns{}, agent_sockets{};
   std::string job;
+  std::string timeline_dir;
+  bool alltoall = false;  // --pattern alltoall (else ring all-reduce)
+  // Handles each rank publishes: one listener for the ring, one per peer for all-to-all.
+  int listeners() const { return alltoall ? ranks : 1; }
 };
+
+double UnixSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -86,7 +103,10 @@ void Logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "[rank %d] %s %s\n", g_rank, level == NCCL_LOG_WARN ? "WARN" : "INFO", buf);
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::fprintf(stderr, "%ld.%03ld [rank %d] %s %s\n", static_cast<long>(ts.tv_sec), ts.tv_nsec / 1000000, g_rank,
+               level == NCCL_LOG_WARN ? "WARN" : "INFO", buf);
 }
 
 [[noreturn]] void Die(const std::string& m) {
@@ -161,6 +181,10 @@ class Rank {
     if ((props.ptrSupport & NCCL_PTR_HOST) == 0) Die("device 0 does not take host memory");
     if (props.maxRecvs < 1) Die("maxRecvs < 1");
 
+    if (o_.alltoall) {
+      RunAllToAll(to_parent, from_parent, props);
+      return;
+    }
     char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
     void* listen_comm = nullptr;
     Check(net_.listen(0, handle, &listen_comm), "listen");
@@ -187,9 +211,10 @@ class Rank {
     Check(net_.regMr(recv_, tmp_.data(), n * 8, NCCL_PTR_HOST, &tmp_mh_), "regMr(tmp)");
 
     double seconds = 0;
-    std::vector<double> iter_ms;
+    std::vector<double> iter_ms, iter_start;
     for (int iter = 0; iter < o_.iters; ++iter) {
       for (size_t i = 0; i < n; ++i) buf_[i] = Value(o_.seed, iter, rank_, i);
+      iter_start.push_back(UnixSeconds());
       const auto start = Clock::now();
       AllReduce();
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -208,15 +233,7 @@ class Rank {
     Check(net_.closeRecv(recv_), "closeRecv");
     Check(net_.closeListen(listen_comm), "closeListen");
     const double bytes = 2.0 * (o_.ranks - 1) / o_.ranks * static_cast<double>(n * 8) * o_.iters;
-    // The slowest iteration against the median: a failover's stall shows there.
-    std::vector<double> sorted = iter_ms;
-    std::sort(sorted.begin(), sorted.end());
-    std::printf(
-        "{\"rank\":%d,\"ok\":true,\"device\":\"%s\",\"speed_mbps\":%d,\"elems\":%zu,\"iters\":%d,\"seconds\":%.4f,"
-        "\"bus_gbps\":%.3f,\"median_iter_ms\":%.2f,\"max_iter_ms\":%.2f,\"cuts\":%d,\"warnings\":%d}\n",
-        rank_, props.name, props.speed, n, o_.iters, seconds, bytes * 8 / seconds / 1e9, sorted[sorted.size() / 2],
-        sorted.back(), cuts_, g_warnings);
-    std::fflush(stdout);
+    Report(props.name, props.speed, bytes, seconds, iter_ms, iter_start);
   }
 
  private:
@@ -224,6 +241,177 @@ class Rank {
     void* req = nullptr;
     size_t size = 0;
   };
+
+  // One JSON line: bus bandwidth (`bytes` each rank moved), the slowest
+  // iteration against the median (a failover's stall shows there) and the
+  // rank's CPU time; the timeline file when asked.
+  void Report(const char* device, int speed, double bytes, double seconds, const std::vector<double>& iter_ms,
+              const std::vector<double>& iter_start) {
+    if (!o_.timeline_dir.empty()) {
+      // One line per iteration: its start (Unix seconds) and duration (ms),
+      // for stall and time-to-full-throughput around a fault at a known time.
+      const std::string path = o_.timeline_dir + "/rank" + std::to_string(rank_) + ".tsv";
+      if (FILE* f = std::fopen(path.c_str(), "w")) {
+        for (size_t i = 0; i < iter_ms.size(); ++i) std::fprintf(f, "%zu\t%.6f\t%.3f\n", i, iter_start[i], iter_ms[i]);
+        std::fclose(f);
+      }
+    }
+    std::vector<double> sorted = iter_ms;
+    std::sort(sorted.begin(), sorted.end());
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    std::printf(
+        "{\"rank\":%d,\"ok\":true,\"pattern\":\"%s\",\"device\":\"%s\",\"speed_mbps\":%d,\"elems\":%zu,"
+        "\"iters\":%d,\"seconds\":%.4f,\"bus_gbps\":%.3f,\"median_iter_ms\":%.2f,\"max_iter_ms\":%.2f,"
+        "\"cpu_s\":%.3f,\"cuts\":%d,\"warnings\":%d}\n",
+        rank_, o_.alltoall ? "alltoall" : "ring", device, speed, o_.elems, o_.iters, seconds, bytes * 8 / seconds / 1e9,
+        sorted[sorted.size() / 2], sorted.back(), cpu, cuts_, g_warnings);
+    std::fflush(stdout);
+  }
+
+  // All-to-all: rank r holds `elems` elements in `ranks` segments; segment p
+  // goes to rank p, and r receives segment r of every peer. One listener per
+  // peer (as NCCL listens per connection), so connection p is known to be
+  // peer p's; every connection runs at once with its own window.
+  void RunAllToAll(int to_parent, int from_parent, const ncclNetProperties_v10_t& props) {
+    const int N = o_.ranks;
+    const size_t H = NCCL_NET_HANDLE_MAXSIZE;
+    std::vector<char> mine(static_cast<size_t>(N) * H, 0);
+    std::vector<void*> listens(static_cast<size_t>(N), nullptr);
+    for (int p = 0; p < N; ++p) Check(net_.listen(0, &mine[static_cast<size_t>(p) * H], &listens[p]), "listen");
+    if (!WriteAll(to_parent, mine.data(), mine.size())) Die("handles to parent");
+    std::vector<char> all(static_cast<size_t>(N) * N * H);
+    if (!ReadAll(from_parent, all.data(), all.size())) Die("handles from parent");
+    std::vector<Peer> peers(static_cast<size_t>(N));
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+    for (bool done = false; !done;) {
+      done = true;
+      for (int p = 0; p < N; ++p) {
+        if (p == rank_) continue;
+        Peer& q = peers[p];
+        // Peer p's listener for this rank.
+        char* h = &all[(static_cast<size_t>(p) * N + static_cast<size_t>(rank_)) * H];
+        if (q.send == nullptr) Check(net_.connect(0, h, &q.send), "connect");
+        if (q.recv == nullptr) Check(net_.accept(listens[p], &q.recv), "accept");
+        done = done && q.send != nullptr && q.recv != nullptr;
+      }
+      if (Clock::now() > deadline) Die("connect/accept did not complete");
+    }
+    const size_t seg = o_.elems / static_cast<size_t>(N);
+    if (seg == 0) Die("--elems must be at least --ranks for all-to-all");
+    buf_.resize(seg * static_cast<size_t>(N));
+    tmp_.resize(seg * static_cast<size_t>(N));
+    for (int p = 0; p < N; ++p) {
+      if (p == rank_) continue;
+      Check(net_.regMr(peers[p].send, buf_.data(), buf_.size() * 8, NCCL_PTR_HOST, &peers[p].send_mh), "regMr(send)");
+      Check(net_.regMr(peers[p].recv, tmp_.data(), tmp_.size() * 8, NCCL_PTR_HOST, &peers[p].recv_mh), "regMr(recv)");
+    }
+    double seconds = 0;
+    std::vector<double> iter_ms, iter_start;
+    for (int iter = 0; iter < o_.iters; ++iter) {
+      for (size_t i = 0; i < buf_.size(); ++i) buf_[i] = Value(o_.seed, iter, rank_, i);
+      std::fill(tmp_.begin(), tmp_.end(), 0);
+      iter_start.push_back(UnixSeconds());
+      const auto start = Clock::now();
+      AllToAll(peers, seg);
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      seconds += s;
+      iter_ms.push_back(s * 1e3);
+      for (int p = 0; p < N; ++p) {
+        for (size_t i = 0; i < seg; ++i) {
+          const uint64_t want = Value(o_.seed, iter, p, static_cast<size_t>(rank_) * seg + i);
+          if (tmp_[static_cast<size_t>(p) * seg + i] != want) {
+            Die("iteration " + std::to_string(iter) + ": element " + std::to_string(i) + " from rank " +
+                std::to_string(p) + " wrong");
+          }
+        }
+      }
+    }
+    for (int p = 0; p < N; ++p) {
+      if (p == rank_) continue;
+      Check(net_.deregMr(peers[p].send, peers[p].send_mh), "deregMr");
+      Check(net_.deregMr(peers[p].recv, peers[p].recv_mh), "deregMr");
+      Check(net_.closeSend(peers[p].send), "closeSend");
+      Check(net_.closeRecv(peers[p].recv), "closeRecv");
+    }
+    for (void* l : listens) Check(net_.closeListen(l), "closeListen");
+    const double bytes = static_cast<double>(N - 1) * static_cast<double>(seg * 8) * o_.iters;
+    Report(props.name, props.speed, bytes, seconds, iter_ms, iter_start);
+  }
+
+  struct Peer {
+    void* send = nullptr;
+    void* recv = nullptr;
+    void* send_mh = nullptr;
+    void* recv_mh = nullptr;
+    size_t sent = 0, received = 0, send_done = 0, recv_done = 0;
+    std::deque<Pending> sends, recvs;
+  };
+
+  // One all-to-all: every peer's segment out and in, in messages of
+  // msg_bytes with tags 0, 1, ..., at most `window` outstanding each way per peer.
+  void AllToAll(std::vector<Peer>& peers, size_t seg) {
+    const int N = o_.ranks;
+    const size_t bytes = seg * 8, m = o_.msg_bytes;
+    const size_t nmsg = (bytes + m - 1) / m;
+    std::memcpy(&tmp_[static_cast<size_t>(rank_) * seg], &buf_[static_cast<size_t>(rank_) * seg], bytes);
+    for (Peer& q : peers) q.sent = q.received = q.send_done = q.recv_done = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+    size_t left = static_cast<size_t>(N - 1) * 2 * nmsg;
+    while (left > 0) {
+      if (Clock::now() > deadline) Die("an all-to-all did not complete (hang)");
+      bool idle = true;
+      for (int p = 0; p < N; ++p) {
+        if (p == rank_) continue;
+        Peer& q = peers[p];
+        auto* rbase = reinterpret_cast<char*>(&tmp_[static_cast<size_t>(p) * seg]);
+        auto* sbase = reinterpret_cast<char*>(&buf_[static_cast<size_t>(p) * seg]);
+        if (q.recvs.size() < static_cast<size_t>(o_.window) && q.received < nmsg) {
+          const size_t off = q.received * m, len = std::min(m, bytes - off);
+          void* req = nullptr;
+          Check(net_.irecv(q.recv, rbase + off, len, static_cast<int>(q.received), q.recv_mh, &req), "irecv");
+          if (req != nullptr) {
+            q.recvs.push_back({req, len});
+            ++q.received;
+            idle = false;
+          }
+        }
+        if (q.sends.size() < static_cast<size_t>(o_.window) && q.sent < nmsg) {
+          const size_t off = q.sent * m, len = std::min(m, bytes - off);
+          void* req = nullptr;
+          Check(net_.isend(q.send, sbase + off, len, static_cast<int>(q.sent), q.send_mh, &req), "isend");
+          if (req != nullptr) {
+            q.sends.push_back({req, len});
+            ++q.sent;
+            idle = false;
+          }
+        }
+        if (!q.sends.empty()) {
+          int done = 0, size = -1;
+          Check(net_.test(q.sends.front().req, &done, &size), "test(send)");
+          if (done) {
+            if (static_cast<size_t>(size) != q.sends.front().size) Die("send size mismatch");
+            q.sends.pop_front();
+            --left;
+            idle = false;
+          }
+        }
+        if (!q.recvs.empty()) {
+          int done = 0, size = -1;
+          Check(net_.test(q.recvs.front().req, &done, &size), "test(recv)");
+          if (done) {
+            if (static_cast<size_t>(size) != q.recvs.front().size) Die("received size mismatch");
+            q.recvs.pop_front();
+            --left;
+            idle = false;
+          }
+        }
+      }
+      if (idle) sched_yield();
+    }
+  }
 
   size_t SegBegin(int seg) const { return o_.elems * static_cast<size_t>(seg) / static_cast<size_t>(o_.ranks); }
 
@@ -358,7 +546,12 @@ Options Parse(int argc, char** argv) {
     else if (a == "--netns") o.netns = SplitCommas(next());
     else if (a == "--agent-sockets") o.agent_sockets = SplitCommas(next());
     else if (a == "--job") o.job = next();
-    else Die("unknown flag " + a);
+    else if (a == "--timeline-dir") o.timeline_dir = next();
+    else if (a == "--pattern") {
+      const std::string p = next();
+      if (p != "ring" && p != "alltoall") Die("--pattern must be ring or alltoall");
+      o.alltoall = p == "alltoall";
+    } else Die("unknown flag " + a);
   }
   if (o.plugin.empty()) Die("--plugin is required");
   if (o.ranks < 2 || o.ranks > 64) Die("--ranks must be 2..64");
@@ -394,11 +587,11 @@ int main(int argc, char** argv) {
     to_child.push_back(down[1]);
   }
   // The out-of-band exchange (NCCL's bootstrap): every handle to every rank.
-  std::vector<char> handles(static_cast<size_t>(o.ranks) * NCCL_NET_HANDLE_MAXSIZE);
+  const size_t per_rank = static_cast<size_t>(o.listeners()) * NCCL_NET_HANDLE_MAXSIZE;
+  std::vector<char> handles(static_cast<size_t>(o.ranks) * per_rank);
   bool ok = true;
-  for (int r = 0; r < o.ranks && ok; ++r) {
-    ok = ReadAll(from_child[r], &handles[static_cast<size_t>(r) * NCCL_NET_HANDLE_MAXSIZE], NCCL_NET_HANDLE_MAXSIZE);
-  }
+  for (int r = 0; r < o.ranks && ok; ++r)
+    ok = ReadAll(from_child[r], &handles[static_cast<size_t>(r) * per_rank], per_rank);
   for (int r = 0; r < o.ranks && ok; ++r) ok = WriteAll(to_child[r], handles.data(), handles.size());
   if (!ok) std::fprintf(stderr, "harness: a rank died before the handle exchange\n");
 

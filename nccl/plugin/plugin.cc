@@ -131,9 +131,11 @@ ncclResult_t Init(ncclDebugLogger_t log) {
     // The node agent (path health, fabric time, reports): one line either way;
     // without it the plugin runs on socket errors alone.
     std::shared_ptr<AgentLink> agent;
-    if (std::optional<AgentLinkOptions> ao = AgentLinkOptionsFromEnv(getenv)) {
+    Result<std::optional<AgentLinkOptions>> ao = AgentLinkOptionsFromEnv(getenv);
+    if (!ao.ok()) return Fail(ao.error(), "init (settings)");
+    if (ao->has_value()) {
       agent = std::make_shared<AgentLink>(
-          *ao, [](const std::string& m) { Log(NCCL_LOG_INFO, m); }, Warn);
+          **ao, [](const std::string& m) { Log(NCCL_LOG_INFO, m); }, Warn);
       agent->Start();
     } else {
       Log(NCCL_LOG_INFO, "node agent turned off (LOCKSTEP_NCCL_AGENT_SOCKET=off): no path health, no fabric time");

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace lockstep::nccl {
@@ -24,11 +25,21 @@ int64_t RawNowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::optional<AgentLinkOptions> AgentLinkOptionsFromEnv(const std::function<const char*(const char*)>& env) {
+Result<std::optional<AgentLinkOptions>> AgentLinkOptionsFromEnv(const std::function<const char*(const char*)>& env) {
   AgentLinkOptions o;
   if (const char* p = env("LOCKSTEP_NCCL_AGENT_SOCKET"); p != nullptr && *p != '\0') {
-    if (std::string(p) == "off") return std::nullopt;
+    if (std::string(p) == "off") return std::optional<AgentLinkOptions>();
     o.socket_path = p;
+  }
+  if (const char* p = env("LOCKSTEP_NCCL_AGENT_POLL_MS"); p != nullptr && *p != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const long x = std::strtol(p, &end, 10);
+    if (errno != 0 || end == p || *end != '\0' || x < 1 || x > 1000) {
+      return InvalidArgument(std::string("LOCKSTEP_NCCL_AGENT_POLL_MS must be an integer between 1 and 1000 (got \"") +
+                             p + "\")");
+    }
+    o.query_every_ms = static_cast<int>(x);
   }
   const char* job = env("LOCKSTEP_JOB");
   if (job == nullptr || *job == '\0') job = env("LOCKSTEP_NCCL_JOB");
@@ -40,7 +51,7 @@ std::optional<AgentLinkOptions> AgentLinkOptionsFromEnv(const std::function<cons
       o.job += ok ? *c : '_';
     }
   }
-  return o;
+  return std::optional<AgentLinkOptions>(std::move(o));
 }
 
 AgentLink::AgentLink(AgentLinkOptions options, WarnFn info, WarnFn warn)

@@ -40,7 +40,9 @@ struct AgentLinkOptions {
   std::string socket_path = kDefaultAgentSocket;
   std::string job = "unknown";
   int connect_timeout_ms = 200;
-  int query_every_ms = 100;
+  // How often the plugin asks for the agent's verdicts: a path the agent
+  // finds down is parked at most this much later (LOCKSTEP_NCCL_AGENT_POLL_MS).
+  int query_every_ms = 10;
   int report_every_ms = 1000;
   int retry_every_ms = 5000;
   size_t max_connections = 1024;
@@ -49,8 +51,9 @@ struct AgentLinkOptions {
 // From the environment:
 //   LOCKSTEP_NCCL_AGENT_SOCKET  the agent's socket (default /run/lockstep/nccl.sock; "off": no agent)
 //   LOCKSTEP_JOB                the job name in reports (else LOCKSTEP_NCCL_JOB, else "unknown")
-// nullopt when the agent is turned off.
-std::optional<AgentLinkOptions> AgentLinkOptionsFromEnv(const std::function<const char*(const char*)>& env);
+//   LOCKSTEP_NCCL_AGENT_POLL_MS how often to ask for the agent's verdicts (1..1000, default 10)
+// nullopt when the agent is turned off; InvalidArgument for a bad poll interval.
+Result<std::optional<AgentLinkOptions>> AgentLinkOptionsFromEnv(const std::function<const char*(const char*)>& env);
 
 class AgentLink {
  public:
