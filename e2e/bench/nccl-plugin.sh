@@ -1,17 +1,42 @@
 #!/usr/bin/env bash
-# The `nccl-plugin` benchmark, first scenario (root, netlab): failover of a
-# ring all-reduce through the plugin when a link fails silently, with the
-# node agents (the plugin parks the stream on the agent's verdict) and
-# without them (LOCKSTEP_NCCL_AGENT_SOCKET=off: the first slice, socket errors
-# only). 2 hosts x 2 rails, one rank per host; h1's rail-0 link goes down
-# --silent a few seconds into the run. Per arm: survived (exact result within
-# the timeout), stall_ms (the slowest iteration less the median one),
-# bytes_lost (0 when the result is exact: every element is checked). Prints a
-# table and one JSON line. Not a ctest entry.
+# The `nccl-plugin` benchmark (root, netlab; not a ctest entry).
+#
+# Failover: each scenario runs twice on a fresh 2-rail lab (rail layout) with
+# one rank per host, through the same harness (nccl-harness) and plugin:
+#   lockstep  a lockstep-agent per host serving the plugin's endpoint, the
+#             plugin striping over both rails (it parks a stream whose path
+#             the agent reports down, re-admits it after the hold-down);
+#   static    no agent (LOCKSTEP_NCCL_AGENT_SOCKET=off), rail 0 only, one
+#             stream per connection: what NCCL's own socket transport does
+#             over static routing;
+#   noagent   (ARMS="... noagent") striping over both rails without the agent:
+#             the plugin's own missing-ack timeout alone.
+# Scenarios (a few seconds into the run):
+#   cut       h1's rail-0 link fails silently (no reset, no carrier loss), for good;
+#   flap      h1's rail-0 link flaps silently: 4 x (500 ms down, 1 s up);
+#   rail      the whole of rail 0 goes down (leaf l0, every link: carrier
+#             loss) and comes back 3 s later;
+#   alltoall  4 hosts, an all-to-all instead of the ring; h1's rail-0 link cut silently.
+# Per arm: survived (every rank's result exact within the timeout),
+# stall_ms (the slowest iteration less the median one, the worse rank),
+# bytes_lost (0 when it survived: every element is checked; null when not),
+# full_throughput_ms (from the last fault event - the link's return where
+# it returns - until the first of 5 iterations in a row each within 1.25x
+# the median before the fault; null if that never happened).
+#
+# Overhead (OVERHEAD_RUNS, default 3, alternating): no fault, an unshaped
+# lab, the ring through the plugin with the agents and striping over both
+# rails against one stream on rail 0 without the agent. overhead_percent is
+# the striped arm's throughput loss against the single stream, median over
+# runs (negative: striping was faster); cpu_percent the same for CPU
+# seconds per byte.
+#
+# Prints a table and one JSON line.
 #   e2e/bench/nccl-plugin.sh [STATE_DIR]   ($NETLAB, $LOCKSTEP_AGENT,
-#   $NCCL_HARNESS, $NCCL_PLUGIN, else those of build/dev or build/ci)
-# Left for later: flapping links, a whole rail down, the contention scenario
-# (tbf spine links, fixed ECMP seed) and the overhead scenario.
+#   $NCCL_HARNESS, $NCCL_PLUGIN, else those of build/dev or build/ci;
+#   SCENARIOS="cut flap rail alltoall", ARMS="lockstep static", ITERS,
+#   TIMEOUT, OVERHEAD_RUNS=0 to skip the overhead runs)
+# Not here yet: the contention scenario (two jobs hashed onto one spine).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${1:-/tmp/lockstep-bench-nccl}
@@ -23,8 +48,11 @@ HARNESS=$(find_bin NCCL_HARNESS nccl/nccl-harness)
 PLUGIN=$(find_bin NCCL_PLUGIN nccl/libnccl-net-lockstep.so)
 OUT=$STATE/nccl-plugin
 rm -rf "$OUT" && mkdir -p "$OUT"
-ITERS=${ITERS:-120}
-TIMEOUT=${TIMEOUT:-60}
+ITERS=${ITERS:-250}
+TIMEOUT=${TIMEOUT:-40}
+SCENARIOS=${SCENARIOS:-cut flap rail alltoall}
+ARMS=${ARMS:-lockstep static}
+OVERHEAD_RUNS=${OVERHEAD_RUNS:-3}
 PIDS=()
 LAB=""
 cleanup() {
@@ -35,71 +63,186 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run_arm NAME AGENTS(1|0): one lab, agents (or none), the harness, a silent cut.
-run_arm() {
-  local name=$1 with_agents=$2 h
-  LAB=nb$$${name:0:2}
+now() { date +%s.%N; }
+
+# lab_up DIR HOSTS: a 2-rail lab (rail layout) named $LAB; sets TOPO.
+lab_up() {
+  LAB=nb$$$RANDOM
   LAB=${LAB:0:10}
-  local dir=$OUT/$name
-  mkdir -p "$dir"
-  "$NETLAB" up --name "$LAB" --hosts 2 --rails 2 --layout rail >"$dir/netlab.log" 2>&1 || fail "netlab up failed"
-  local topo
-  topo=$(tail -n 1 "$dir/netlab.log")
-  ns() { echo "$LAB-h$1"; }
-  addr() { jq -r ".hosts[$1].addr" "$topo"; }
-  rail() { jq -r ".hosts[$1].rails[$2].ip" "$topo"; }
-  local sockets=off,off rails
-  if ((with_agents)); then
-    head -c 32 /dev/urandom | base64 >"$dir/key"
-    local peers=""
-    for h in 0 1; do peers+="  - {name: h$h, address: $(rail "$h" 0), hostAddress: $(addr "$h")}"$'\n'; done
-    for h in 0 1; do
-      printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [rail0, rail1]\npeers:\n%s' \
-        "$h" "$dir/key" "$peers" >"$dir/h$h.yaml"
-      ip netns exec "$(ns "$h")" "$AGENT" run --config "$dir/h$h.yaml" --nccl-socket "$dir/h$h.sock" >>"$dir/h$h.log" 2>&1 &
-      PIDS+=($!)
-    done
-    all_up() {
-      local h
-      for h in 0 1; do
-        ip netns exec "$(ns "$h")" "$AGENT" fabric status --addr 127.0.0.1:9611 --json |
-          jq -e '[.paths[].state] | length == 2 and all(. == "up")' >/dev/null || return 1
-      done
-    }
-    wait_for "every path up" 60 all_up
-    sockets="$dir/h0.sock,$dir/h1.sock"
-    rails=agent
-  else
-    rails=rail0,rail1  # interface names: each rank resolves its own namespace's addresses
-  fi
-  "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets "$sockets" --rails "$rails" \
-    --job bench --elems 2097152 --iters "$ITERS" --msg-bytes 262144 --timeout-s "$TIMEOUT" >"$dir/harness.log" 2>&1 &
-  local hpid=$!
-  sleep 3
-  "$NETLAB" link --name "$LAB" h1r0 down --silent >>"$dir/netlab.log" 2>&1
-  local rc=0
-  wait "$hpid" || rc=$?
-  local survived=false stall=null
-  if ((rc == 0)) && [[ $(grep -c '"ok":true' "$dir/harness.log") -eq 2 ]]; then
-    survived=true
-    stall=$(grep '"ok":true' "$dir/harness.log" | jq -s 'map(.max_iter_ms - .median_iter_ms) | max | . * 10 | round / 10')
-  fi
-  # Exact results are checked element by element: nothing lost when it survived.
-  echo "{\"survived\":$survived,\"stall_ms\":$stall,\"bytes_lost\":$([[ $survived == true ]] && echo 0 || echo null)}" >"$dir/result.json"
+  "$NETLAB" up --name "$LAB" --hosts "$2" --rails 2 --layout rail >"$1/netlab.log" 2>&1 || fail "netlab up failed"
+  TOPO=$(tail -n 1 "$1/netlab.log")
+}
+lab_down() {
+  local p
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
   "$NETLAB" down --name "$LAB" >/dev/null 2>&1 || true
   LAB=""
 }
+ns() { echo "$LAB-h$1"; }
 
-run_arm agent 1
-run_arm no-agent 0
-printf '%-34s %-9s %-9s %-10s\n' scenario survived stall_ms bytes_lost
-for arm in agent no-agent; do
-  r=$OUT/$arm/result.json
-  printf '%-34s %-9s %-9s %-10s\n' "silent link cut ($arm)" "$(jq -r .survived "$r")" "$(jq -r .stall_ms "$r")" \
-    "$(jq -r .bytes_lost "$r")"
+# agents_up DIR HOSTS: a lockstep-agent per host (socket DIR/h<i>.sock), all paths up.
+agents_up() {
+  local dir=$1 hosts=$2 h peers=""
+  head -c 32 /dev/urandom | base64 >"$dir/key"
+  for ((h = 0; h < hosts; h++)); do
+    peers+="  - {name: h$h, address: $(jq -r ".hosts[$h].rails[0].ip" "$TOPO"), hostAddress: $(jq -r ".hosts[$h].addr" "$TOPO")}"$'\n'
+  done
+  for ((h = 0; h < hosts; h++)); do
+    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [rail0, rail1]\npeers:\n%s' \
+      "$h" "$dir/key" "$peers" >"$dir/h$h.yaml"
+    ip netns exec "$(ns "$h")" "$AGENT" run --config "$dir/h$h.yaml" --nccl-socket "$dir/h$h.sock" >>"$dir/h$h.log" 2>&1 &
+    PIDS+=($!)
+  done
+  all_up() {
+    local h
+    for ((h = 0; h < hosts; h++)); do
+      ip netns exec "$(ns "$h")" "$AGENT" fabric status --addr 127.0.0.1:9611 --json |
+        jq -e --argjson n $((2 * (hosts - 1))) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
+    done
+  }
+  wait_for "every path up" 90 all_up
+}
+
+# harness_start DIR ARM HOSTS PATTERN: the harness in the background (HPID).
+harness_start() {
+  local dir=$1 arm=$2 hosts=$3 pattern=$4 h sockets="" rails netns=""
+  for ((h = 0; h < hosts; h++)); do
+    netns+=${netns:+,}$(ns "$h")
+    sockets+=${sockets:+,}$([[ $arm == lockstep ]] && echo "$dir/h$h.sock" || echo off)
+  done
+  case $arm in
+    lockstep) rails=agent ;;
+    noagent) rails=rail0,rail1 ;;  # interface names: each rank resolves its own namespace's addresses
+    *) rails=rail0 ;;
+  esac
+  mkdir -p "$dir/timeline"
+  "$HARNESS" --plugin "$PLUGIN" --ranks "$hosts" --netns "$netns" --agent-sockets "$sockets" --rails "$rails" \
+    --job bench --pattern "$pattern" --elems 2097152 --iters "$ITERS" --msg-bytes 262144 --timeout-s "$TIMEOUT" \
+    --timeline-dir "$dir/timeline" >"$dir/harness.log" 2>&1 &
+  HPID=$!
+}
+
+# result DIR RC FAULT_START FAULT_END HOSTS: DIR/result.json from the harness's output and timelines.
+result() {
+  local dir=$1 rc=$2 fault_start=$3 fault_end=$4 hosts=$5
+  python3 - "$dir" "$rc" "$fault_start" "$fault_end" "$hosts" <<'PY'
+import json, statistics, sys, glob
+d, rc, fault_start, fault_end, hosts = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+oks = [json.loads(l) for l in open(d + "/harness.log") if l.startswith("{") and '"ok":true' in l]
+r = {"survived": False, "stall_ms": None, "bytes_lost": None, "full_throughput_ms": None}
+if rc == 0 and len(oks) == hosts:
+    r["survived"] = True
+    r["bytes_lost"] = 0
+    r["stall_ms"] = round(max(o["max_iter_ms"] - o["median_iter_ms"] for o in oks), 1)
+    r["median_iter_ms"] = round(statistics.median(o["median_iter_ms"] for o in oks), 1)
+    r["bus_gbps"] = round(statistics.median(o["bus_gbps"] for o in oks), 3)
+    # Time back to full throughput, the slowest rank.
+    worst = 0.0
+    for f in glob.glob(d + "/timeline/rank*.tsv"):
+        rows = [tuple(map(float, l.split()[1:])) for l in open(f)]
+        before = [ms for (t, ms) in rows if t + ms / 1e3 < fault_start]  # finished before the first event
+        base = statistics.median(before) if before else statistics.median(ms for _, ms in rows)
+        after = [(t, ms) for (t, ms) in rows if t >= fault_end]
+        back = None
+        for i in range(len(after) - 4):
+            if all(ms <= 1.25 * base for _, ms in after[i:i + 5]):
+                back = (after[i][0] - fault_end) * 1e3
+                break
+        if back is None:
+            worst = None
+            break
+        worst = max(worst, back)
+    r["full_throughput_ms"] = None if worst is None else round(worst, 1)
+json.dump(r, open(d + "/result.json", "w"))
+PY
+}
+
+# failover SCENARIO ARM
+failover() {
+  local scenario=$1 arm=$2 hosts=2 pattern=ring
+  local dir=$OUT/$scenario/$arm
+  mkdir -p "$dir"
+  [[ $scenario == alltoall ]] && hosts=4 && pattern=alltoall
+  lab_up "$dir" $hosts
+  [[ $arm == lockstep ]] && agents_up "$dir" $hosts
+  harness_start "$dir" "$arm" $hosts $pattern
+  sleep 3
+  local t0 t_end
+  t0=$(now)
+  case $scenario in
+    cut | alltoall)
+      "$NETLAB" link --name "$LAB" h1r0 down --silent >>"$dir/netlab.log" 2>&1
+      t_end=$t0
+      ;;
+    flap)
+      "$NETLAB" link --name "$LAB" h1r0 flap --count 4 --period-ms 1500 --down-ms 500 --silent >>"$dir/netlab.log" 2>&1
+      t_end=$(now)
+      ;;
+    rail)
+      "$NETLAB" link --name "$LAB" l0 down >>"$dir/netlab.log" 2>&1
+      sleep 3
+      "$NETLAB" link --name "$LAB" l0 up >>"$dir/netlab.log" 2>&1
+      t_end=$(now)
+      ;;
+  esac
+  echo "$t0 $t_end" >"$dir/fault_times"
+  local rc=0
+  wait "$HPID" || rc=$?
+  result "$dir" $rc "$t0" "$t_end" $hosts
+  lab_down
+}
+
+# overhead RUN ARM: no fault; the harness's throughput and CPU.
+overhead() {
+  local dir=$OUT/overhead/$2-$1
+  mkdir -p "$dir"
+  lab_up "$dir" 2
+  [[ $2 == lockstep ]] && agents_up "$dir" 2
+  harness_start "$dir" "$2" 2 ring
+  local rc=0
+  wait "$HPID" || rc=$?
+  ((rc == 0)) || fail "overhead run $dir failed"
+  jq -s '{bus_gbps: (map(.bus_gbps) | add / length), cpu_s: (map(.cpu_s) | add),
+          bytes: (.[0].elems * 8 * .[0].iters)}' <(grep '"ok":true' "$dir/harness.log") >"$dir/result.json"
+  lab_down
+}
+
+for s in $SCENARIOS; do
+  for a in $ARMS; do failover "$s" "$a"; done
 done
-jq -cn --slurpfile a "$OUT/agent/result.json" --slurpfile b "$OUT/no-agent/result.json" \
-  '{benchmark: "nccl-plugin", failover: {silent_cut: $a[0], silent_cut_no_agent: $b[0]}}'
+for ((i = 0; i < OVERHEAD_RUNS; i++)); do
+  overhead "$i" lockstep
+  overhead "$i" static
+done
+
+printf '%-10s %-9s %-9s %-9s %-10s %-18s\n' scenario arm survived stall_ms bytes_lost full_throughput_ms
+for s in $SCENARIOS; do
+  for a in $ARMS; do
+    r=$OUT/$s/$a/result.json
+    printf '%-10s %-9s %-9s %-9s %-10s %-18s\n' "$s" "$a" "$(jq -r .survived "$r")" "$(jq -r .stall_ms "$r")" \
+      "$(jq -r .bytes_lost "$r")" "$(jq -r .full_throughput_ms "$r")"
+  done
+done
+failover_json=$(for s in $SCENARIOS; do
+  for a in $ARMS; do
+    key=$s
+    [[ $a == lockstep ]] || key=$s.$a
+    jq -c --arg k "$key" '{($k): .}' "$OUT/$s/$a/result.json"
+  done
+done | jq -cs 'add // {}')
+overhead_json=null
+if ((OVERHEAD_RUNS > 0)); then
+  overhead_json=$(for ((i = 0; i < OVERHEAD_RUNS; i++)); do
+    jq -cn --slurpfile a "$OUT/overhead/lockstep-$i/result.json" --slurpfile b "$OUT/overhead/static-$i/result.json" \
+      '{striped_gbps: $a[0].bus_gbps, single_gbps: $b[0].bus_gbps,
+        loss: (100 * (1 - $a[0].bus_gbps / $b[0].bus_gbps)),
+        cpu: (100 * ($a[0].cpu_s / $a[0].bytes) / ($b[0].cpu_s / $b[0].bytes) - 100)}'
+  done | jq -cs 'def med: sort | .[length / 2 | floor];
+    {runs: ., overhead_percent: (map(.loss) | med * 10 | round / 10), cpu_percent: (map(.cpu) | med * 10 | round / 10)}')
+  echo "overhead: $overhead_json"
+fi
+jq -cn --argjson f "$failover_json" --argjson o "$overhead_json" \
+  '{benchmark: "nccl-plugin", failover: $f, overhead_percent: ($o.overhead_percent // null),
+    overhead: $o}'

@@ -88,6 +88,10 @@ std::optional<int64_t> TrafficControl::Baseline(int stream) const {
   return s_[stream].baseline;
 }
 
+bool AckStalled(uint32_t unacked_segments, int64_t ms_in_flight, uint32_t ms_since_ack, uint32_t timeout_ms) {
+  return timeout_ms > 0 && unacked_segments > 0 && ms_in_flight >= timeout_ms && ms_since_ack >= timeout_ms;
+}
+
 std::vector<bool> UsableStreams(const std::vector<bool>& open, const std::vector<bool>& agent_usable) {
   std::vector<bool> out(open.size(), false);
   bool any = false;

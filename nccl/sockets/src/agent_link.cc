@@ -268,7 +268,12 @@ void AgentLink::Poll() {
     next_report_ns_ = now + o_.report_every_ms * kMs;
   }
   Flush();
-  next_due_ns_.store(fd_ >= 0 ? std::min(next_query_ns_, next_report_ns_) : next_retry_ns_);
+  // A reply is read within a millisecond of its arrival (not at the next
+  // query): a down verdict reaches the streams one agent round trip after
+  // the query, not a whole interval later.
+  int64_t due = fd_ >= 0 ? std::min(next_query_ns_, next_report_ns_) : next_retry_ns_;
+  if (fd_ >= 0 && query_outstanding_) due = std::min(due, now + kMs);
+  next_due_ns_.store(due);
 }
 
 std::shared_ptr<const AgentState> AgentLink::State() const {

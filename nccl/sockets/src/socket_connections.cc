@@ -1,6 +1,8 @@
 #include "socket_connections.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -42,11 +44,14 @@ std::string PathState(const AgentState& st, const Ipv4& rail, const Ipv4& peer) 
 // ---- sender ----
 
 SocketSendConnection::SocketSendConnection(std::vector<Fd> fds, StripeOptions options, size_t max_outstanding,
-                                           WarnFn warn, ConnIdentity who, TrafficControlOptions tc)
+                                           WarnFn warn, ConnIdentity who, TrafficControlOptions tc, int ack_timeout_ms)
     : sender_(static_cast<int>(fds.size()), options),
       options_(options),
       who_(std::move(who)),
       tc_(static_cast<int>(fds.size()), tc),
+      ack_timeout_ms_(ack_timeout_ms),
+      stalled_(fds.size(), false),
+      in_flight_since_(fds.size(), 0),
       owd_(fds.size()),
       last_owd_(fds.size()),
       bytes_(fds.size(), 0),
@@ -61,40 +66,88 @@ SocketSendConnection::~SocketSendConnection() {
   if (who_.agent) who_.agent->Close(who_.id, true);
 }
 
-void SocketSendConnection::Steer() {
-  AgentLink* agent = who_.agent.get();
-  if (agent == nullptr) return;
-  agent->Poll();
-  const int n = static_cast<int>(streams_.size());
-  // The agent's verdicts (fabric/'s path states and hold-down) park and re-admit streams.
-  if (agent->generation() != agent_gen_) {
-    agent_gen_ = agent->generation();
-    std::shared_ptr<const AgentState> st = agent->State();
-    std::vector<bool> open(n), verdict(n, true);
-    for (int i = 0; i < n; ++i) {
-      open[i] = streams_[i].fd.valid();
-      if (who_.peer_host != Ipv4{}) {
-        verdict[i] = st->Usable(At(who_.local, static_cast<size_t>(i)), who_.peer_host).value_or(true);
+bool SocketSendConnection::CheckStalls(int64_t now) {
+  if (ack_timeout_ms_ <= 0 || now < next_stall_check_ns_) return false;
+  next_stall_check_ns_ = now + kStallCheckEveryNs;
+  bool changed = false;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    bool stalled = false;
+    if (streams_[i].fd.valid()) {
+      tcp_info ti{};
+      socklen_t len = sizeof ti;
+      if (::getsockopt(streams_[i].fd.get(), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
+        if (ti.tcpi_unacked == 0) {
+          in_flight_since_[i] = 0;
+        } else if (in_flight_since_[i] == 0) {
+          in_flight_since_[i] = now;
+        }
+        const int64_t in_flight_ms = in_flight_since_[i] == 0 ? 0 : (now - in_flight_since_[i]) / 1'000'000;
+        stalled =
+            AckStalled(ti.tcpi_unacked, in_flight_ms, ti.tcpi_last_ack_recv, static_cast<uint32_t>(ack_timeout_ms_));
       }
     }
-    const std::vector<bool> use = UsableStreams(open, verdict);
-    for (int i = 0; i < n; ++i) {
-      if (!open[i]) continue;
-      if (!use[i] && !sender_.IsParked(i)) {
-        sender_.Park(i);
-        ++failovers_;
-        agent->Info("send stream " + std::to_string(i) + " (" + PathName(who_, i) + ") parked: the node agent says " +
-                    "its path to " + Ipv4String(who_.peer_host) + " is " +
-                    PathState(*st, At(who_.local, static_cast<size_t>(i)), who_.peer_host) +
-                    "; its unacknowledged chunks move to the other streams");
-      } else if (use[i] && sender_.IsParked(i)) {
-        sender_.Unpark(i);
-        agent->Info("send stream " + std::to_string(i) + " (" + PathName(who_, i) +
-                    ") re-admitted: the node agent says its path is usable again");
-      }
+    if (stalled != stalled_[i]) {
+      stalled_[i] = stalled;
+      changed = true;
     }
   }
+  return changed;
+}
+
+void SocketSendConnection::Gate() {
+  AgentLink* agent = who_.agent.get();
+  const int n = static_cast<int>(streams_.size());
+  std::shared_ptr<const AgentState> st = agent ? agent->State() : nullptr;
+  std::vector<bool> open(n), verdict(n, true);
+  for (int i = 0; i < n; ++i) {
+    open[i] = streams_[i].fd.valid();
+    if (st && who_.peer_host != Ipv4{}) {
+      verdict[i] = st->Usable(At(who_.local, static_cast<size_t>(i)), who_.peer_host).value_or(true);
+    }
+    verdict[i] = verdict[i] && !stalled_[i];
+  }
+  const std::vector<bool> use = UsableStreams(open, verdict);
+  auto say = [&](const std::string& m) {
+    if (agent) {
+      agent->Info(m);
+    } else if (warn_) {
+      warn_(m);
+    }
+  };
+  for (int i = 0; i < n; ++i) {
+    if (!open[i]) continue;
+    if (!use[i] && !sender_.IsParked(i)) {
+      sender_.Park(i);
+      ++failovers_;
+      const std::string why =
+          stalled_[i] ? "no TCP acknowledgement for " + std::to_string(ack_timeout_ms_) + " ms with data in flight"
+                      : "the node agent says its path to " + Ipv4String(who_.peer_host) + " is " +
+                            PathState(*st, At(who_.local, static_cast<size_t>(i)), who_.peer_host);
+      say("send stream " + std::to_string(i) + " (" + PathName(who_, i) + ") parked: " + why +
+          "; its unacknowledged chunks move to the other streams");
+    } else if (use[i] && sender_.IsParked(i)) {
+      sender_.Unpark(i);
+      say("send stream " + std::to_string(i) + " (" + PathName(who_, i) +
+          ") re-admitted: its path is usable again (the node agent's verdict, TCP acknowledgements)");
+    }
+  }
+}
+
+void SocketSendConnection::Steer() {
+  AgentLink* agent = who_.agent.get();
+  if (agent != nullptr) agent->Poll();
   const int64_t now = RawNowNs();
+  // The agent's verdicts (fabric/'s path states and hold-down) and the
+  // streams' own missing acks park and re-admit streams.
+  const bool stalls_changed = CheckStalls(now);
+  const bool agent_changed = agent != nullptr && agent->generation() != agent_gen_;
+  if (agent_changed) agent_gen_ = agent->generation();
+  if (stalls_changed || agent_changed || regate_) {
+    regate_ = false;
+    Gate();
+  }
+  if (agent == nullptr) return;
+  const int n = static_cast<int>(streams_.size());
   if (now >= next_tc_ns_) {
     next_tc_ns_ = now + kTrafficControlEveryNs;
     for (const WeightChange& c : tc_.Update(owd_)) {
@@ -265,7 +318,7 @@ void SocketSendConnection::Fail(int s, const std::string& why) {
   st.writing = false;
   sender_.StreamDown(s);
   ++failovers_;
-  agent_gen_ = ~uint64_t{0};  // gate the streams again: the ones left may all be parked
+  regate_ = true;  // gate the streams again: the ones left may all be parked
   last_error_ = "stream " + std::to_string(s) + ": " + why;
   if (warn_) {
     warn_("send stream " + std::to_string(s) + " failed (" + why + "); moving its unacknowledged chunks, " +

@@ -37,6 +37,8 @@ inline constexpr int64_t kAckRefreshNs = 20'000'000;
 inline constexpr int64_t kAckRefreshForNs = 1'000'000'000;
 // Acks carry a stream's delay only if it had a sample this recently.
 inline constexpr int64_t kDelayFreshNs = 200'000'000;
+// How often the sender looks at its streams' TCP acks (AckStalled).
+inline constexpr int64_t kStallCheckEveryNs = 10'000'000;
 // How often connections hand their reports to the agent link.
 inline constexpr int64_t kReportEveryNs = 500'000'000;
 
@@ -44,7 +46,7 @@ class SocketSendConnection final : public SendConnection {
  public:
   // REQUIRES: fds.size() == nstreams, options valid for it.
   SocketSendConnection(std::vector<Fd> fds, StripeOptions options, size_t max_outstanding, WarnFn warn,
-                       ConnIdentity who = {}, TrafficControlOptions tc = {});
+                       ConnIdentity who = {}, TrafficControlOptions tc = {}, int ack_timeout_ms = 0);
   ~SocketSendConnection() override;
 
   Result<std::optional<RequestId>> Send(const void* data, size_t size, int tag) override;
@@ -74,7 +76,9 @@ class SocketSendConnection final : public SendConnection {
   Status ReadAcks(int s);
   void WriteChunks(int s);
   void Fail(int s, const std::string& why);
-  void Steer();  // the agent's verdicts, traffic control and reports, when due
+  void Steer();                   // the agent's verdicts, stalled streams, traffic control and reports, when due
+  bool CheckStalls(int64_t now);  // true when a stream's stalled state changed
+  void Gate();                    // park and re-admit by the agent's verdicts and the stalls
 
   std::vector<Stream> streams_;
   StripeSender sender_;
@@ -82,6 +86,11 @@ class SocketSendConnection final : public SendConnection {
   ConnIdentity who_;
   TrafficControl tc_;
   uint64_t agent_gen_ = 0;
+  int ack_timeout_ms_ = 0;
+  std::vector<bool> stalled_;             // AckStalled, per stream
+  std::vector<int64_t> in_flight_since_;  // per stream: since when TCP has had data in flight (0: none)
+  bool regate_ = false;                   // a stream failed: gate the others again
+  int64_t next_stall_check_ns_ = 0;
   std::vector<std::optional<int64_t>> owd_;       // the latest delay per stream from acks, since the last update
   std::vector<std::optional<int64_t>> last_owd_;  // the latest ever (reports)
   std::vector<uint64_t> bytes_, chunks_;

@@ -278,8 +278,9 @@ class SocketPendingConnection final : public PendingConnection {
         who.remote.push_back(peer_.rails[streams_[i].remote].ipv4);
         fds.push_back(std::move(streams_[i].fd));
       }
-      return std::unique_ptr<SendConnection>(std::make_unique<SocketSendConnection>(
-          std::move(fds), config_.stripe, config_.max_outstanding, warn_, std::move(who), config_.traffic));
+      return std::unique_ptr<SendConnection>(
+          std::make_unique<SocketSendConnection>(std::move(fds), config_.stripe, config_.max_outstanding, warn_,
+                                                 std::move(who), config_.traffic, config_.ack_timeout_ms));
     }
     if (std::chrono::steady_clock::now() > deadline_) {
       return Unavailable("connecting to " + AddrString(peer_.rails[0].ipv4, peer_.rails[0].port) + " timed out after " +
@@ -461,6 +462,9 @@ Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char
   Result<long> speed = EnvInt(env, "LOCKSTEP_NCCL_RAIL_SPEED_MBPS", 10000, 1, 10'000'000);
   if (!speed.ok()) return speed.error();
   c.rail_speed_mbps = static_cast<int>(*speed);
+  Result<long> ack_timeout = EnvInt(env, "LOCKSTEP_NCCL_ACK_TIMEOUT_MS", 60, 0, 60000);
+  if (!ack_timeout.ok()) return ack_timeout.error();
+  c.ack_timeout_ms = static_cast<int>(*ack_timeout);
   const int nstreams = static_cast<int>(std::min<size_t>(kMaxRails * 8, c.rails.size() * c.streams_per_rail));
   if (Status s = ValidateStripeOptions(c.stripe, nstreams); !s.ok()) return s.error();
   return c;

@@ -84,6 +84,17 @@ class TrafficControl {
   uint64_t rebalances_ = 0;
 };
 
+// The plugin's own missing-ack timeout (a black hole the agent does not
+// watch, or one it has not reported yet): a TCP stream with data in flight
+// (`unacked_segments` > 0, the kernel's tcpi_unacked) for `ms_in_flight`
+// >= timeout_ms (the caller's count since it first saw data in flight: a
+// stream that was idle has an old last ack) and no TCP acknowledgement for
+// `ms_since_ack` >= timeout_ms (tcpi_last_ack_recv) is stalled. A stream that is only slow (a contended path) still
+// gets acks every round trip; a receiver that is busy still has its kernel ack. The sender parks a stalled stream (its
+// chunks move, as on the agent's verdict) until acks come back; UsableStreams keeps every stream when all are.
+// timeout_ms 0: never stalled.
+bool AckStalled(uint32_t unacked_segments, int64_t ms_in_flight, uint32_t ms_since_ack, uint32_t timeout_ms);
+
 // The streams the sender may use: open[s] && agent_usable[s], or every open
 // stream when that leaves none. REQUIRES: equal sizes.
 std::vector<bool> UsableStreams(const std::vector<bool>& open, const std::vector<bool>& agent_usable);

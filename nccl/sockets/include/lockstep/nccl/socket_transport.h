@@ -46,6 +46,7 @@ struct SocketTransportConfig {
   size_t max_outstanding = 64;  // requests per connection (NCCL uses up to 32)
   int connect_timeout_ms = 30000;
   TrafficControlOptions traffic{};  // the sender's contention policy (needs the agent's fabric time)
+  int ack_timeout_ms = 60;          // AckStalled's timeout (0: off), with or without the agent
 };
 
 // Settings from the environment (`env` is getenv or a test's map):
@@ -56,6 +57,7 @@ struct SocketTransportConfig {
 //   LOCKSTEP_NCCL_CHUNK_BYTES        4096..16777216 (default 524288)
 //   LOCKSTEP_NCCL_WINDOW             chunks in flight per stream (default 8)
 //   LOCKSTEP_NCCL_RAIL_SPEED_MBPS    reported speed per rail (default 10000)
+//   LOCKSTEP_NCCL_ACK_TIMEOUT_MS     park a stream without TCP acks this long (0..60000, default 60; 0 off)
 // A bad value is an InvalidArgument naming the variable, the value and the range.
 Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char*(const char*)>& env);
 
