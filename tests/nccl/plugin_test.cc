@@ -410,4 +410,6 @@ TEST_CASE("bad settings make init fail with ncclInvalidArgument and a warning na
   init_in_child("LOCKSTEP_NCCL_RAILS", "not-an-address");
   init_in_child("LOCKSTEP_NCCL_STREAMS_PER_RAIL", "0");
   init_in_child("LOCKSTEP_NCCL_CHUNK_BYTES", "12abc");
+  init_in_child("LOCKSTEP_NCCL_ACK_TIMEOUT_MS", "-1");
+  init_in_child("LOCKSTEP_NCCL_AGENT_POLL_MS", "0");
 }

@@ -132,6 +132,15 @@ TEST_CASE("the agent's verdicts gate streams but never leave none", "[nccl][traf
   REQUIRE(WeightedWindow(8, 1.0) == 8);
 }
 
+TEST_CASE("a stream is stalled only with data in flight and no TCP ack for the whole timeout", "[nccl][traffic]") {
+  REQUIRE(AckStalled(3, 60, 60, 60));
+  REQUIRE(AckStalled(1, 500, 200, 60));
+  REQUIRE_FALSE(AckStalled(0, 500, 500, 60));  // nothing in flight: idle, not stalled
+  REQUIRE_FALSE(AckStalled(3, 500, 59, 60));   // acks keep coming: slow (contended), not stalled
+  REQUIRE_FALSE(AckStalled(3, 10, 5000, 60));  // idle until just now: its last ack is old news
+  REQUIRE_FALSE(AckStalled(3, 500, 5000, 0));  // timeout off
+}
+
 TEST_CASE("delay stats give nearest-rank percentiles of the recent samples and a smoothed value", "[nccl][traffic]") {
   DelayStats d;
   REQUIRE_FALSE(d.Percentile(0.5).has_value());

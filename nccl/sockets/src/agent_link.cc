@@ -27,10 +27,6 @@ int64_t RawNowNs() {
 
 Result<std::optional<AgentLinkOptions>> AgentLinkOptionsFromEnv(const std::function<const char*(const char*)>& env) {
   AgentLinkOptions o;
-  if (const char* p = env("LOCKSTEP_NCCL_AGENT_SOCKET"); p != nullptr && *p != '\0') {
-    if (std::string(p) == "off") return std::optional<AgentLinkOptions>();
-    o.socket_path = p;
-  }
   if (const char* p = env("LOCKSTEP_NCCL_AGENT_POLL_MS"); p != nullptr && *p != '\0') {
     char* end = nullptr;
     errno = 0;
@@ -40,6 +36,10 @@ Result<std::optional<AgentLinkOptions>> AgentLinkOptionsFromEnv(const std::funct
                              p + "\")");
     }
     o.query_every_ms = static_cast<int>(x);
+  }
+  if (const char* p = env("LOCKSTEP_NCCL_AGENT_SOCKET"); p != nullptr && *p != '\0') {
+    if (std::string(p) == "off") return std::optional<AgentLinkOptions>();
+    o.socket_path = p;
   }
   const char* job = env("LOCKSTEP_JOB");
   if (job == nullptr || *job == '\0') job = env("LOCKSTEP_NCCL_JOB");
