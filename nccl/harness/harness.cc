@@ -7,6 +7,8 @@
 //   nccl-harness --plugin build/ci/nccl/libnccl-net-lockstep.so --ranks 4
 //     --rails 127.0.0.1,127.0.0.2,127.0.0.3 [--api v10] [--elems N] [--iters K]
 //     [--msg-bytes B] [--window W] [--cut-streams C] [--seed S] [--timeout-s T]
+//     [--run-timeout-s R]  (T bounds each step: longer is a hang; R the whole
+//     run, default T + 10)
 //
 // Placement (netlab runs): --netns NS0,NS1,... puts rank r into network
 // namespace NS[r mod n] (/run/netns/<name>) before it loads the plugin;
@@ -65,7 +67,8 @@ struct Options {
   int window = 8;
   int cut_streams = 0;
   uint64_t seed = 1;
-  int timeout_s = 60;
+  int timeout_s = 60;     // per step (a ring step, an all-to-all): longer is a hang
+  int run_timeout_s = 0;  // the whole run (0: timeout_s + 10)
   std::vector<std::string> netns{}, agent_sockets{};
   std::string job;
   std::string timeline_dir;
@@ -220,6 +223,7 @@ class Rank {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       seconds += s;
       iter_ms.push_back(s * 1e3);
+      Timeline(iter_ms.size() - 1, iter_start.back(), iter_ms.back());
       for (size_t i = 0; i < n; ++i) {
         uint64_t want = 0;
         for (int r = 0; r < o_.ranks; ++r) want += Value(o_.seed, iter, r, i);
@@ -245,17 +249,22 @@ class Rank {
   // One JSON line: bus bandwidth (`bytes` each rank moved), the slowest
   // iteration against the median (a failover's stall shows there) and the
   // rank's CPU time; the timeline file when asked.
+  // One line per iteration as it ends (a run that hangs keeps its
+  // timeline): its start (Unix seconds) and duration (ms), for stall and
+  // time-to-full-throughput around a fault at a known time.
+  void Timeline(size_t iter, double start, double ms) {
+    if (o_.timeline_dir.empty()) return;
+    if (timeline_ == nullptr) {
+      timeline_ = std::fopen((o_.timeline_dir + "/rank" + std::to_string(rank_) + ".tsv").c_str(), "w");
+      if (timeline_ == nullptr) return;
+    }
+    std::fprintf(timeline_, "%zu\t%.6f\t%.3f\n", iter, start, ms);
+    std::fflush(timeline_);
+  }
+
   void Report(const char* device, int speed, double bytes, double seconds, const std::vector<double>& iter_ms,
               const std::vector<double>& iter_start) {
-    if (!o_.timeline_dir.empty()) {
-      // One line per iteration: its start (Unix seconds) and duration (ms),
-      // for stall and time-to-full-throughput around a fault at a known time.
-      const std::string path = o_.timeline_dir + "/rank" + std::to_string(rank_) + ".tsv";
-      if (FILE* f = std::fopen(path.c_str(), "w")) {
-        for (size_t i = 0; i < iter_ms.size(); ++i) std::fprintf(f, "%zu\t%.6f\t%.3f\n", i, iter_start[i], iter_ms[i]);
-        std::fclose(f);
-      }
-    }
+    (void)iter_start;
     std::vector<double> sorted = iter_ms;
     std::sort(sorted.begin(), sorted.end());
     rusage ru{};
@@ -319,6 +328,7 @@ class Rank {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       seconds += s;
       iter_ms.push_back(s * 1e3);
+      Timeline(iter_ms.size() - 1, iter_start.back(), iter_ms.back());
       for (int p = 0; p < N; ++p) {
         for (size_t i = 0; i < seg; ++i) {
           const uint64_t want = Value(o_.seed, iter, p, static_cast<size_t>(rank_) * seg + i);
@@ -522,6 +532,7 @@ class Rank {
   std::vector<uint64_t> buf_, tmp_;
   int cuts_ = 0;
   std::set<uint16_t> cut_;
+  FILE* timeline_ = nullptr;
 };
 
 Options Parse(int argc, char** argv) {
@@ -543,6 +554,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--cut-streams") o.cut_streams = std::atoi(next().c_str());
     else if (a == "--seed") o.seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--timeout-s") o.timeout_s = std::atoi(next().c_str());
+    else if (a == "--run-timeout-s") o.run_timeout_s = std::atoi(next().c_str());
     else if (a == "--netns") o.netns = SplitCommas(next());
     else if (a == "--agent-sockets") o.agent_sockets = SplitCommas(next());
     else if (a == "--job") o.job = next();
@@ -596,7 +608,7 @@ int main(int argc, char** argv) {
   if (!ok) std::fprintf(stderr, "harness: a rank died before the handle exchange\n");
 
   // Wait for every rank, bounded: a hang is a failure, not a stuck test.
-  const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_s + 10);
+  const auto deadline = Clock::now() + std::chrono::seconds(o.run_timeout_s > 0 ? o.run_timeout_s : o.timeout_s + 10);
   int failed = ok ? 0 : 1;
   size_t left = pids.size();
   while (left > 0) {
