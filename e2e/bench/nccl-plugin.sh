@@ -21,6 +21,11 @@
 # longer than TIMEOUT: a hang),
 # stall_ms (the slowest iteration less the median one, the worse rank),
 # bytes_lost (0 when it survived: every element is checked; null when not),
+# fault_stall_ms (the longest iteration running when the fault began, less
+# the median before it: stall_ms on a loaded machine is often a load spike
+# elsewhere in the run), park_ms (netlab's change of the link to the second
+# stream parked, one per rank: detection plus reaction), parked_by (the
+# agent's verdict or the plugin's missing-ack timeout),
 # full_throughput_ms (from the last fault event - the link's return where
 # it returns - until the first of 5 iterations in a row each within 1.25x
 # the median before the fault; null if that never happened).
@@ -48,7 +53,7 @@ AGENT=$(find_bin LOCKSTEP_AGENT daemonset/lockstep-agent)
 HARNESS=$(find_bin NCCL_HARNESS nccl/nccl-harness)
 PLUGIN=$(find_bin NCCL_PLUGIN nccl/libnccl-net-lockstep.so)
 OUT=$STATE/nccl-plugin
-rm -rf "$OUT" && mkdir -p "$OUT"
+[[ -n ${RECOMPUTE:-} ]] || { rm -rf "$OUT" && mkdir -p "$OUT"; }
 ITERS=${ITERS:-120}
 TIMEOUT=${TIMEOUT:-20}  # a step (ring step, all-to-all) longer than this is a hang
 SCENARIOS=${SCENARIOS:-cut flap rail alltoall}
@@ -156,6 +161,29 @@ if rc == 0 and len(oks) == hosts:
             break
         worst = max(worst, back)
     r["full_throughput_ms"] = None if worst is None else round(worst, 1)
+    # Nearer the fault than stall_ms (which on a loaded machine is often a
+    # load spike far from it): the longest iteration running while the fault
+    # began, less the median before it, the worse rank.
+    fs = []
+    for f in glob.glob(d + "/timeline/rank*.tsv"):
+        rows = [tuple(map(float, l.split()[1:])) for l in open(f)]
+        before = [ms for (t, ms) in rows if t + ms / 1e3 < fault_start]
+        base = statistics.median(before) if before else statistics.median(ms for _, ms in rows)
+        hit = [ms for (t, ms) in rows if t <= fault_start + 1.0 and t + ms / 1e3 >= fault_start]
+        if hit:
+            fs.append(max(hit) - base)
+    r["fault_stall_ms"] = round(max(fs), 1) if fs else None
+# Detection and reaction: the link's change (netlab's own stamp) to the last
+# stream parked for it (either rank), whichever of the agent's verdict or the
+# plugin's missing-ack timeout came first.
+import re
+changes = [float(m.group(1)) for m in re.finditer(r"changed at ([0-9.]+)", open(d + "/netlab.log").read())]
+changes = [c for c in changes if c >= fault_start - 1]
+parks = [float(l.split()[0]) for l in open(d + "/harness.log") if " parked: " in l and l.split()[0][0].isdigit()]
+parks = [t for t in parks if changes and t >= changes[0]]
+r["park_ms"] = round((max(parks[:2]) - changes[0]) * 1e3, 1) if changes and parks else None
+r["parked_by"] = sorted({"ack timeout" if "TCP acknowledgement" in l else "agent" for l in open(d + "/harness.log")
+                          if " parked: " in l})
 json.dump(r, open(d + "/result.json", "w"))
 PY
 }
@@ -210,20 +238,34 @@ overhead() {
   lab_down
 }
 
-for s in $SCENARIOS; do
-  for a in $ARMS; do failover "$s" "$a"; done
-done
-for ((i = 0; i < OVERHEAD_RUNS; i++)); do
-  overhead "$i" lockstep
-  overhead "$i" static
-done
+if [[ -n ${RECOMPUTE:-} ]]; then
+  # RECOMPUTE=1: the results again from a finished run's files (no lab).
+  for s in $SCENARIOS; do
+    for a in $ARMS; do
+      d=$OUT/$s/$a
+      read -r t0 t_end <"$d/fault_times"
+      rc=1
+      [[ $(jq -r .survived "$d/result.json") == true ]] && rc=0
+      result "$d" $rc "$t0" "$t_end" "$(grep -c '"rank"' "$d/harness.log" || true)"
+    done
+  done
+else
+  for s in $SCENARIOS; do
+    for a in $ARMS; do failover "$s" "$a"; done
+  done
+  for ((i = 0; i < OVERHEAD_RUNS; i++)); do
+    overhead "$i" lockstep
+    overhead "$i" static
+  done
+fi
 
-printf '%-10s %-9s %-9s %-9s %-10s %-18s\n' scenario arm survived stall_ms bytes_lost full_throughput_ms
+printf '%-10s %-9s %-9s %-9s %-10s %-15s %-8s %-18s\n' scenario arm survived stall_ms bytes_lost fault_stall_ms park_ms full_throughput_ms
 for s in $SCENARIOS; do
   for a in $ARMS; do
     r=$OUT/$s/$a/result.json
-    printf '%-10s %-9s %-9s %-9s %-10s %-18s\n' "$s" "$a" "$(jq -r .survived "$r")" "$(jq -r .stall_ms "$r")" \
-      "$(jq -r .bytes_lost "$r")" "$(jq -r .full_throughput_ms "$r")"
+    printf '%-10s %-9s %-9s %-9s %-10s %-15s %-8s %-18s\n' "$s" "$a" "$(jq -r .survived "$r")" \
+      "$(jq -r .stall_ms "$r")" "$(jq -r .bytes_lost "$r")" "$(jq -r .fault_stall_ms "$r")" "$(jq -r .park_ms "$r")" \
+      "$(jq -r .full_throughput_ms "$r")"
   done
 done
 failover_json=$(for s in $SCENARIOS; do
