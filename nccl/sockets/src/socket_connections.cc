@@ -1,8 +1,10 @@
 #include "socket_connections.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -76,6 +78,12 @@ bool SocketSendConnection::CheckStalls(int64_t now) {
       tcp_info ti{};
       socklen_t len = sizeof ti;
       if (::getsockopt(streams_[i].fd.get(), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
+        // Data waiting counts as well as data sent: with its rail's device
+        // down (carrier loss) a stream's bytes are never sent at all.
+        int unsent = 0;
+        if (ti.tcpi_unacked == 0 && ::ioctl(streams_[i].fd.get(), SIOCOUTQNSD, &unsent) == 0 && unsent > 0) {
+          ti.tcpi_unacked = 1;
+        }
         if (ti.tcpi_unacked == 0) {
           in_flight_since_[i] = 0;
         } else if (in_flight_since_[i] == 0) {

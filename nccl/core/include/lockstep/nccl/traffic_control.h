@@ -86,7 +86,8 @@ class TrafficControl {
 
 // The plugin's own missing-ack timeout (a black hole the agent does not
 // watch, or one it has not reported yet): a TCP stream with data in flight
-// (`unacked_segments` > 0, the kernel's tcpi_unacked) for `ms_in_flight`
+// (`unacked_segments` > 0: the kernel's tcpi_unacked, or 1 for bytes queued
+// and not sent, SIOCOUTQNSD) for `ms_in_flight`
 // >= timeout_ms (the caller's count since it first saw data in flight: a
 // stream that was idle has an old last ack) and no TCP acknowledgement for
 // `ms_since_ack` >= timeout_ms (tcpi_last_ack_recv) is stalled. A stream that is only slow (a contended path) still
