@@ -10,7 +10,8 @@
 # rail 1, and the all-reduce finishes with an exact result. Asserts: the
 # harness passes; a rank logged the park naming the agent's verdict; h0's
 # agent shows the job's connection, its failover and in-band one-way delays
-# at GET /nccl. Every wait is a generous upper bound; the lab, the agents and
+# at GET /nccl. Then the same cut without the agents: the plugin's
+# missing-ack timeout parks the stream and the ring finishes. Every wait is a generous upper bound; the lab, the agents and
 # the harness are always torn down. $NETLAB, $LOCKSTEP_AGENT, $NCCL_HARNESS,
 # $NCCL_PLUGIN (else those of $LOCKSTEP_BUILD_DIR, build/dev or build/ci).
 . "$(dirname "$0")/lib.sh"
@@ -79,8 +80,10 @@ locked() { ip netns exec "$(ns "$1")" curl -sf http://127.0.0.1:9611/time | jq -
 wait_for "clock sync LOCKED on h0" 90 locked 0
 wait_for "clock sync LOCKED on h1" 90 locked 1
 
-# A ring all-reduce long enough to cut a link in the middle of it.
-"$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets "$OUT/h0.sock,$OUT/h1.sock" \
+# A ring all-reduce long enough to cut a link in the middle of it. The
+# plugin's own missing-ack timeout is off here: this run is about the agent's
+# verdicts (the second run below is about the timeout).
+LOCKSTEP_NCCL_ACK_TIMEOUT_MS=0 "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets "$OUT/h0.sock,$OUT/h1.sock" \
   --rails agent --job e2e-ring --elems 2097152 --iters 150 --msg-bytes 262144 --timeout-s 150 >"$OUT/harness.log" 2>&1 &
 HPID=$!
 PIDS+=($HPID)
@@ -98,4 +101,18 @@ wait_for "h0's agent counted the failover" 10 failovers
 nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring") | .owd_ns | length >= 1' >/dev/null ||
   fail "no in-band one-way delay at h0's agent: $(nccl 0)"
 "$NETLAB" link --name "$LAB" h1r0 up >>"$OUT/netlab.log" 2>&1
-pass "ring all-reduce exact across a silent link cut; the agent's verdict parked the stream ($(grep -o '"bus_gbps":[0-9.]*' "$OUT/harness.log" | head -1))"
+
+# Without the agents: the same cut, found by the plugin's missing-ack timeout
+# alone (before it, this run hung: TCP retransmits into a black hole).
+"$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets off,off --rails rail0,rail1 \
+  --job e2e-ring-noagent --elems 2097152 --iters 60 --msg-bytes 262144 --timeout-s 30 --run-timeout-s 150 \
+  >"$OUT/harness-noagent.log" 2>&1 &
+HPID=$!
+PIDS+=($HPID)
+sleep 2
+"$NETLAB" link --name "$LAB" h1r0 down --silent >>"$OUT/netlab.log" 2>&1
+wait "$HPID" || fail "without the agents the all-reduce failed across the link cut: $(tail -20 "$OUT/harness-noagent.log")"
+[[ $(grep -c '"ok":true' "$OUT/harness-noagent.log") -eq 2 ]] || fail "without the agents: not every rank reported"
+grep -q "parked: no TCP acknowledgement" "$OUT/harness-noagent.log" ||
+  fail "without the agents no stream was parked by the missing-ack timeout: $(grep -i park "$OUT/harness-noagent.log")"
+pass "ring all-reduce exact across a silent link cut; the agent's verdict parked the stream ($(grep -o '"bus_gbps":[0-9.]*' "$OUT/harness.log" | head -1)), and without the agents the missing-ack timeout did"
