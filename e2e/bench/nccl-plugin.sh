@@ -23,7 +23,8 @@
 # bytes_lost (0 when it survived: every element is checked; null when not),
 # fault_stall_ms (the longest iteration running when the fault began, less
 # the median before it: stall_ms on a loaded machine is often a load spike
-# elsewhere in the run), park_ms (netlab's change of the link to the second
+# elsewhere in the run), park_ms (netlab's change of the link - the
+# moment before its command, an upper bound - to the second
 # stream parked, one per rank: detection plus reaction), parked_by (the
 # agent's verdict or the plugin's missing-ack timeout),
 # full_throughput_ms (from the last fault event - the link's return where
@@ -177,10 +178,12 @@ if rc == 0 and len(oks) == hosts:
 # stream parked for it (either rank), whichever of the agent's verdict or the
 # plugin's missing-ack timeout came first.
 import re
-changes = [float(m.group(1)) for m in re.finditer(r"changed at ([0-9.]+)", open(d + "/netlab.log").read())]
-changes = [c for c in changes if c >= fault_start - 1]
+# netlab logs "(changed at B, after A)": the link changed between A and B;
+# measured from A, the earlier (an upper bound, as netlab's README asks).
+changes = [float(m.group(1)) for m in re.finditer(r"changed at [0-9.]+, after ([0-9.]+)", open(d + "/netlab.log").read())]
+changes = sorted(c for c in changes if c >= fault_start - 1)
 parks = [float(l.split()[0]) for l in open(d + "/harness.log") if " parked: " in l and l.split()[0][0].isdigit()]
-parks = [t for t in parks if changes and t >= changes[0]]
+parks = [t for t in parks if changes and t >= fault_start]
 r["park_ms"] = round((max(parks[:2]) - changes[0]) * 1e3, 1) if changes and parks else None
 r["parked_by"] = sorted({"ack timeout" if "TCP acknowledgement" in l else "agent" for l in open(d + "/harness.log")
                           if " parked: " in l})
