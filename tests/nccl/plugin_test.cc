@@ -412,4 +412,65 @@ TEST_CASE("bad settings make init fail with ncclInvalidArgument and a warning na
   init_in_child("LOCKSTEP_NCCL_CHUNK_BYTES", "12abc");
   init_in_child("LOCKSTEP_NCCL_ACK_TIMEOUT_MS", "-1");
   init_in_child("LOCKSTEP_NCCL_AGENT_POLL_MS", "0");
+  init_in_child("LOCKSTEP_NCCL_SOURCE_PORTS", "80");
+  init_in_child("LOCKSTEP_NCCL_SOURCE_PORTS", "20000,x");
+  init_in_child("LOCKSTEP_NCCL_LISTEN_PORTS", "30000-20000");
+}
+
+// Runs in a fresh process (started by the next test) with
+// LOCKSTEP_NCCL_SOURCE_PORTS and LOCKSTEP_NCCL_LISTEN_PORTS set: two
+// connections over the three loopback rails leave from the configured source
+// ports (shared between the connections) to listeners inside the range, and
+// carry a message.
+TEST_CASE("pinned ports (child of the pinned-ports test)", "[.nccl-ports-child]") {
+  const int sport = std::atoi(std::getenv("LOCKSTEP_TEST_SPORT"));
+  const int lport = std::atoi(std::getenv("LOCKSTEP_TEST_LPORT"));
+  NetApi& net = Net();
+  Pair a = Connect(net), b = Connect(net);
+  int from_sources = 0, to_sources = 0, to_listeners = 0;
+  for (const auto& s : lockstep::nccl::harness::EstablishedTcpSockets()) {
+    from_sources += s.local_port >= sport && s.local_port < sport + kStreams ? 1 : 0;
+    to_sources += s.peer_port >= sport && s.peer_port < sport + kStreams ? 1 : 0;
+    to_listeners += s.peer_port >= lport && s.peer_port <= lport + 1 ? 1 : 0;
+  }
+  REQUIRE(from_sources == 2 * kStreams);  // every stream of both connections
+  REQUIRE(to_sources == 2 * kStreams);    // the accepted ends see them
+  REQUIRE(to_listeners == 2 * kStreams);  // the first two ports of the range: one per listen
+  std::vector<uint8_t> data(1 << 20), got(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  void *sreq = nullptr, *rreq = nullptr;
+  NCCL_OK(net.irecv(b.recv, got.data(), got.size(), 5, nullptr, &rreq));
+  NCCL_OK(net.isend(b.send, data.data(), data.size(), 5, nullptr, &sreq));
+  REQUIRE((sreq != nullptr && rreq != nullptr));
+  int sdone = 0, rdone = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!sdone || !rdone) {
+    REQUIRE(Clock::now() < deadline);
+    if (!sdone) NCCL_OK(net.test(sreq, &sdone, nullptr));
+    if (!rdone) NCCL_OK(net.test(rreq, &rdone, nullptr));
+  }
+  REQUIRE(got == data);
+  Close(net, a);
+  Close(net, b);
+}
+
+TEST_CASE("streams leave from the configured source ports to listeners in the configured range", "[nccl]") {
+  // Ports unlikely to be taken by a parallel run: from this process's id.
+  const int sport = 20000 + static_cast<int>(getpid() % 10000) * 2;
+  const int lport = sport + 20000 + 100;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string s = std::to_string(sport) + "," + std::to_string(sport + 1) + "," + std::to_string(sport + 2);
+    setenv("LOCKSTEP_NCCL_SOURCE_PORTS", s.c_str(), 1);
+    setenv("LOCKSTEP_NCCL_LISTEN_PORTS", (std::to_string(lport) + "-" + std::to_string(lport + 9)).c_str(), 1);
+    setenv("LOCKSTEP_TEST_SPORT", std::to_string(sport).c_str(), 1);
+    setenv("LOCKSTEP_TEST_LPORT", std::to_string(lport).c_str(), 1);
+    execl("/proc/self/exe", "nccl_plugin_tests", "[.nccl-ports-child]", "--reporter", "compact", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
 }

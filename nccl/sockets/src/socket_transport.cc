@@ -39,6 +39,34 @@ Result<long> EnvInt(const std::function<const char*(const char*)>& env, const ch
   return x;
 }
 
+// "P1,P2,..." (at most kMaxStreams), or with `range` "P" or "P1-P2" (as
+// {lo, hi}); every port in 1024..65535.
+Result<std::vector<uint16_t>> ParsePorts(const char* name, const std::string& v, bool range) {
+  auto bad = [&] {
+    return InvalidArgument(
+        std::string(name) + " must be " +
+        (range ? "a port or a range P1-P2" : "comma-separated ports, at most " + std::to_string(kMaxStreams)) +
+        ", each between 1024 and 65535 (got \"" + v + "\")");
+  };
+  std::vector<uint16_t> out;
+  size_t start = 0;
+  const char sep = range ? '-' : ',';
+  while (start <= v.size()) {
+    size_t end = v.find(sep, start);
+    if (end == std::string::npos) end = v.size();
+    const std::string tok = v.substr(start, end - start);
+    char* e = nullptr;
+    errno = 0;
+    const long p = std::strtol(tok.c_str(), &e, 10);
+    if (tok.empty() || errno != 0 || *e != '\0' || p < 1024 || p > 65535) return bad();
+    out.push_back(static_cast<uint16_t>(p));
+    start = end + 1;
+  }
+  if (out.empty() || out.size() > (range ? size_t{2} : static_cast<size_t>(kMaxStreams))) return bad();
+  if (range && out.back() < out.front()) return bad();
+  return out;
+}
+
 // The IPv4 address of interface `name`, or of the first up, non-loopback one.
 std::optional<std::array<uint8_t, 4>> InterfaceAddress(const std::string& name) {
   ifaddrs* list = nullptr;
@@ -312,7 +340,13 @@ class SocketPendingConnection final : public PendingConnection {
     if (!fd.ok()) return fd.error();
     st.fd = std::move(*fd);
     const Rail& local = config_.rails[i % config_.rails.size()];
-    sockaddr_in src = Sockaddr(local.ipv4, 0);
+    const uint16_t sport = i < config_.source_ports.size() ? config_.source_ports[i] : 0;
+    if (sport != 0) {
+      int one = 1;
+      ::setsockopt(st.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      ::setsockopt(st.fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    }
+    sockaddr_in src = Sockaddr(local.ipv4, sport);
     if (::bind(st.fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
       return Unavailable("binding a stream to rail " + local.name + " (" + AddrString(local.ipv4, 0) +
                          "): " + std::strerror(errno));
@@ -413,9 +447,16 @@ class SocketTransport final : public Transport {
       if (!fd.ok()) return fd.error();
       int one = 1;
       ::setsockopt(fd->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      sockaddr_in sa = Sockaddr(rail.ipv4, 0);
+      sockaddr_in sa = Sockaddr(rail.ipv4, config_.listen_port_lo);
       socklen_t len = sizeof sa;
-      if (::bind(fd->get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd->get(), 128) != 0 ||
+      // A fixed range: the first free port in it.
+      int bound = ::bind(fd->get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+      for (uint32_t p = config_.listen_port_lo + 1u;
+           bound != 0 && errno == EADDRINUSE && config_.listen_port_lo != 0 && p <= config_.listen_port_hi; ++p) {
+        sa = Sockaddr(rail.ipv4, static_cast<uint16_t>(p));
+        bound = ::bind(fd->get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+      }
+      if (bound != 0 || ::listen(fd->get(), 128) != 0 ||
           ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
         return Unavailable("listening on rail " + rail.name + " (" + AddrString(rail.ipv4, 0) +
                            "): " + std::strerror(errno));
@@ -462,6 +503,17 @@ Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char
   Result<long> speed = EnvInt(env, "LOCKSTEP_NCCL_RAIL_SPEED_MBPS", 10000, 1, 10'000'000);
   if (!speed.ok()) return speed.error();
   c.rail_speed_mbps = static_cast<int>(*speed);
+  if (const char* v = env("LOCKSTEP_NCCL_SOURCE_PORTS"); v != nullptr && *v != '\0') {
+    Result<std::vector<uint16_t>> ports = ParsePorts("LOCKSTEP_NCCL_SOURCE_PORTS", v, false);
+    if (!ports.ok()) return ports.error();
+    c.source_ports = std::move(*ports);
+  }
+  if (const char* v = env("LOCKSTEP_NCCL_LISTEN_PORTS"); v != nullptr && *v != '\0') {
+    Result<std::vector<uint16_t>> ports = ParsePorts("LOCKSTEP_NCCL_LISTEN_PORTS", v, true);
+    if (!ports.ok()) return ports.error();
+    c.listen_port_lo = ports->front();
+    c.listen_port_hi = ports->back();
+  }
   Result<long> ack_timeout = EnvInt(env, "LOCKSTEP_NCCL_ACK_TIMEOUT_MS", 60, 0, 60000);
   if (!ack_timeout.ok()) return ack_timeout.error();
   c.ack_timeout_ms = static_cast<int>(*ack_timeout);

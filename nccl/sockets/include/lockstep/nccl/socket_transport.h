@@ -46,7 +46,13 @@ struct SocketTransportConfig {
   size_t max_outstanding = 64;  // requests per connection (NCCL uses up to 32)
   int connect_timeout_ms = 30000;
   TrafficControlOptions traffic{};  // the sender's contention policy (needs the agent's fabric time)
-  int ack_timeout_ms = 60;          // AckStalled's timeout (0: off), with or without the agent
+  // ECMP path pinning (a fabric hashes the 5-tuple): stream i of every
+  // connection leaves from source_ports[i] (SO_REUSEPORT, so connections to
+  // other peers or listeners share it); listeners take the first free port
+  // of [listen_port_lo, listen_port_hi]. Empty / 0: the kernel's choice.
+  std::vector<uint16_t> source_ports{};
+  uint16_t listen_port_lo = 0, listen_port_hi = 0;
+  int ack_timeout_ms = 60;  // AckStalled's timeout (0: off), with or without the agent
 };
 
 // Settings from the environment (`env` is getenv or a test's map):
@@ -57,6 +63,8 @@ struct SocketTransportConfig {
 //   LOCKSTEP_NCCL_CHUNK_BYTES        4096..16777216 (default 524288)
 //   LOCKSTEP_NCCL_WINDOW             chunks in flight per stream (default 8)
 //   LOCKSTEP_NCCL_RAIL_SPEED_MBPS    reported speed per rail (default 10000)
+//   LOCKSTEP_NCCL_SOURCE_PORTS       comma-separated source ports, one per stream index (1024..65535)
+//   LOCKSTEP_NCCL_LISTEN_PORTS       P or P1-P2: the listeners' ports (1024..65535)
 //   LOCKSTEP_NCCL_ACK_TIMEOUT_MS     park a stream without TCP acks this long (0..60000, default 60; 0 off)
 // A bad value is an InvalidArgument naming the variable, the value and the range.
 Result<SocketTransportConfig> SocketConfigFromEnv(const std::function<const char*(const char*)>& env);
