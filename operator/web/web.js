@@ -130,7 +130,7 @@ function renderFlaps(v) {
     t.textContent = m ? `-${m}m` : 'now';
     s.append(t);
   }
-  const rows = v.flaps.slice(0, 50).map((f) => el('tr', {'data-flap-node': f.node, 'data-flap-rail': f.rail},
+  const rows = v.flaps.slice(0, 50).map((f) => el('tr', {'data-flap-node': f.node, 'data-flap-rail': f.rail, 'data-state': f.state},
       el('td', {}, fmtTime(f.time)), el('td', {}, f.node), el('td', {}, f.rail),
       el('td', {class: `rail ${f.state}`}, f.state), el('td', {}, f.reason), el('td', {}, f.message)));
   return el('div', {}, s, table(['Time', 'Node', 'Rail', 'State', 'Reason', 'Message'], rows, {id: 'flap-table'}));
