@@ -3,7 +3,9 @@
 # chromium) against the cluster, served by a second operator replica on
 # standby (--web-addr: every replica serves the page from its own caches):
 #   - three lockstep-agents stand in for gpu-node-0..2 (as in e2e.fleet-audit,
-#     on empty audit trees) and FleetAudit e2e-web-audit audits them;
+#     on audit trees holding only a front end with a default route, missing on
+#     gpu-node-1) and
+#     FleetAudit e2e-web-audit audits them (gpu-node-1 fails);
 #   - gpu-node-3 and gpu-node-4 get rail conditions as an agent with two fabric
 #     rails writes them (Rail-rail0/Rail-rail1; real fabric rails need netlab
 #     and root: e2e.fabric-kube), and gpu-node-3's rail1 goes down and back up
@@ -16,7 +18,7 @@
 # and up in the flap timeline, the audit and each node's verdict, the job and
 # each rank's pod and node. The probe key appears neither in the page nor in
 # api/view; methods other than GET get 405. Screenshots stay in
-# STATE/web-page/ (page.png, audit.png).
+# STATE/web-page/ (page.png, page-narrow.png) with the DOM (page.html).
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || fail "needs jq"
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
@@ -64,7 +66,17 @@ policy=$(kubectl get fabrichealth gpu-node-0 -o jsonpath='{.metadata.labels.lock
 kubectl -n $NS get configmap "lockstep-agent-$policy" -o jsonpath='{.data.agent\.yaml}' >"$OUT/agent.yaml"
 (umask 077 && kubectl -n $NS get secret lockstep-probe-key -o jsonpath='{.data.key}' | base64 -d >"$OUT/probe-key")
 for node in "${NODES[@]}"; do
-  mkdir -p "$OUT/$node/root"
+  mkdir -p "$OUT/$node/root/proc/net"
+  # A default route on all but gpu-node-1: its audit fails frontend.default_route.
+  if [[ $node != gpu-node-1 ]]; then
+    printf 'Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n' \
+      >"$OUT/$node/root/proc/net/route"
+    printf 'eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n' >>"$OUT/$node/root/proc/net/route"
+    printf 'eth0\t0001A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n' >>"$OUT/$node/root/proc/net/route"
+    mkdir -p "$OUT/$node/root/sys/class/net/eth0"
+    echo up >"$OUT/$node/root/sys/class/net/eth0/operstate"
+    echo 1500 >"$OUT/$node/root/sys/class/net/eth0/mtu"
+  fi
   kubectl -n $NS create token lockstep-agent --duration=1h --bound-object-kind=Node --bound-object-name="$node" \
     >"$OUT/$node/token"
   LOCKSTEP_AUDIT_ROOT=$OUT/$node/root LOCKSTEP_NVML_LIBRARY=$OUT/no-nvml.so setsid "$AGENT" \
@@ -213,9 +225,12 @@ expect({"down", "up"} <= flaps, f"gpu-node-3 rail1 flap timeline shows {flaps}, 
 a = cluster["audit"]
 expect(find(data_audit=a["metadata"]["name"], data_phase=a["status"]["phase"]), "the FleetAudit is not shown Completed")
 expect(len(cluster["nodeAudits"]) == 3, f"{len(cluster['nodeAudits'])} NodeAudits")
+verdicts = {}
 for na in cluster["nodeAudits"]:
     node, verdict = na["spec"]["nodeName"], na.get("status", {}).get("verdict", "")
+    verdicts[node] = verdict
     expect(find(data_node_audit=node, data_verdict=verdict), f"node audit {node}: verdict {verdict} not shown")
+expect(set(verdicts.values()) == {"Pass", "Fail"}, f"verdicts {verdicts}: want a Pass and a Fail to tell apart")
 
 j = cluster["job"]
 jobs = find(data_job=f"{j['metadata']['namespace']}/{j['metadata']['name']}")
@@ -231,7 +246,7 @@ for p in cluster["pods"]:
         expect(find(data_spare=p["metadata"]["name"]), f"spare pod {p['metadata']['name']} not shown")
 expect(ranks == 2, f"{ranks} rank pods")
 expect(key not in text and key not in view, "the probe key is on the page")
-print(f"nodes {len(cluster['healths'])}, rails {up}/{total}, node audits {len(cluster['nodeAudits'])}, ranks {ranks}")
+print(f"nodes {len(cluster['healths'])}, rails {up}/{total}, audit verdicts {verdicts}, ranks {ranks}")
 for e in errors: print("MISMATCH:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)
 PY
@@ -243,12 +258,14 @@ until summary=$(check_page 2>"$OUT/check.err"); do
 done
 pass "the page matches the cluster: $summary; gpu-node-3's rail1 down and up in the flap timeline"
 
-chromium --window-size=1400,2000 --screenshot="$OUT/page.png" "$URL/?refresh=0" >/dev/null
-chromium --window-size=1400,1400 --screenshot="$OUT/audit.png" "$URL/?refresh=0#audits" >/dev/null
-for png in page.png audit.png; do
+# The whole page in one tall window (every section), and a narrow one.
+chromium --window-size=1400,2200 --screenshot="$OUT/page.png" "$URL/?refresh=0" >/dev/null
+chromium --window-size=900,1600 --screenshot="$OUT/page-narrow.png" "$URL/?refresh=0" >/dev/null
+for png in page.png page-narrow.png; do
   [[ $(head -c 8 "$OUT/$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$png is not a PNG"
+  (($(stat -c %s "$OUT/$png") > 20000)) || fail "$png is nearly empty"
 done
-pass "screenshots: $OUT/page.png ($(stat -c %s "$OUT/page.png") bytes), $OUT/audit.png"
+pass "screenshots: $OUT/page.png ($(stat -c %s "$OUT/page.png") bytes), $OUT/page-narrow.png"
 
 for m in POST PUT DELETE; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -X $m "$URL/api/view")

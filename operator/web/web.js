@@ -84,7 +84,7 @@ function renderFleet(v) {
               el('td', {}, fmtTime(n.lastReportTime)));
   });
   const note = rails.length ? null : el('p', {class: 'muted'}, 'No rail reported yet (fabric rails are configured in the FabricPolicy).');
-  return el('div', {}, note,
+  return el('div', {class: 'scroll'}, note,
             table(['Node', 'Phase', ...rails, 'Rails up', 'Flaps/h', 'Clock', 'Audit', 'GPU', 'Ready', 'Last report'],
                   rows, {id: 'fleet-table'}));
 }
@@ -92,7 +92,11 @@ function renderFleet(v) {
 function renderFlaps(v) {
   if (!v.flaps.length) return empty('No rail transition known.');
   const now = Date.parse(v.generatedAt);
-  const from = now - 3600e3;
+  // The span: the last hour, narrowed to the transitions in it (5 minutes at least).
+  const inHour = v.flaps.map((f) => Date.parse(f.time)).filter((t) => t >= now - 3600e3);
+  const oldest = inHour.length ? Math.min(...inHour) : now - 3600e3;
+  const span = Math.min(3600e3, Math.max(300e3, (now - oldest) * 1.2));
+  const from = now - span;
   // Lanes: node/rail with their transitions, oldest first.
   const lanes = new Map();
   for (const f of v.flaps.slice().reverse()) {
@@ -100,13 +104,15 @@ function renderFlaps(v) {
     if (!lanes.has(key)) lanes.set(key, []);
     lanes.get(key).push(f);
   }
+  const keys = [...lanes.keys()].sort();
   const laneH = 16, left = 170, width = 900, top = 4;
   const h = top + lanes.size * laneH + 20;
-  const s = svg('svg', {class: 'timeline', width: left + width + 10, height: h, role: 'img'});
+  const s = svg('svg', {class: 'timeline', viewBox: `0 0 ${left + width + 10} ${h}`, role: 'img'});
   const x = (t) => left + Math.max(0, Math.min(1, (t - from) / (now - from))) * width;
   const colour = {up: '#2e7d32', degraded: '#f9a825', down: '#c62828', unknown: '#9e9e9e'};
   let i = 0;
-  for (const [key, list] of lanes) {
+  for (const key of keys) {
+    const list = lanes.get(key);
     const y = top + i * laneH;
     const label = svg('text', {x: 0, y: y + 11});
     label.textContent = key;
@@ -125,9 +131,10 @@ function renderFlaps(v) {
     });
     i++;
   }
-  for (const m of [60, 45, 30, 15, 0]) {
-    const t = svg('text', {x: x(now - m * 60e3) - 10, y: h - 4});
-    t.textContent = m ? `-${m}m` : 'now';
+  for (let k = 4; k >= 0; k--) {
+    const ago = (span * k) / 4;
+    const t = svg('text', {x: x(now - ago) - 10, y: h - 4});
+    t.textContent = k ? `-${Math.round(ago / 60e3)}m` : 'now';
     s.append(t);
   }
   const rows = v.flaps.slice(0, 50).map((f) => el('tr', {'data-flap-node': f.node, 'data-flap-rail': f.rail, 'data-state': f.state},
@@ -261,6 +268,11 @@ async function refresh() {
       if (open.has(k)) d.open = open.get(k);
     }
     status.textContent = `as of ${fmtTime(v.generatedAt)}`;
+    // A link to a section (#audits) scrolls there once its content is in.
+    if (document.body.dataset.state !== 'ready' && location.hash) {
+      const target = document.getElementById(location.hash.slice(1));
+      if (target) target.scrollIntoView();
+    }
     document.body.dataset.state = 'ready';
   } catch (e) {
     status.textContent = `could not load: ${e.message}`;
