@@ -230,6 +230,10 @@ for na in cluster["nodeAudits"]:
     node, verdict = na["spec"]["nodeName"], na.get("status", {}).get("verdict", "")
     verdicts[node] = verdict
     expect(find(data_node_audit=node, data_verdict=verdict), f"node audit {node}: verdict {verdict} not shown")
+for na in cluster["nodeAudits"]:
+    for c in na.get("status", {}).get("checks", []):
+        if c.get("verdict") == "Fail":
+            expect(find(data_check=c["id"], data_verdict="Fail"), f"failed check {c['id']} of {na['spec']['nodeName']} not shown")
 expect(set(verdicts.values()) == {"Pass", "Fail"}, f"verdicts {verdicts}: want a Pass and a Fail to tell apart")
 
 j = cluster["job"]
@@ -266,6 +270,16 @@ for png in page.png page-narrow.png; do
   (($(stat -c %s "$OUT/$png") > 20000)) || fail "$png is nearly empty"
 done
 pass "screenshots: $OUT/page.png ($(stat -c %s "$OUT/page.png") bytes), $OUT/page-narrow.png"
+
+# The audit tree's drill-down: every check of a node, as its NodeAudit holds them.
+for na in $(jq -r '.nodeAudits[].metadata.name' "$OUT/cluster.json"); do
+  want=$(jq --arg n "$na" '.nodeAudits[] | select(.metadata.name == $n) | .status.checks | length' "$OUT/cluster.json")
+  got=$(curl -fsS "$URL/api/nodeaudit?name=$na" | jq '[.areas[].checks[]] | length')
+  [[ $got == "$want" && $want -gt 0 ]] || fail "api/nodeaudit?name=$na: $got checks, the NodeAudit holds $want"
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/api/nodeaudit?name=e2e-web-audit.no-such-node")
+[[ $code == 404 ]] || fail "api/nodeaudit of a missing NodeAudit answered $code, want 404"
+pass "drill-down: api/nodeaudit gives every check of each NodeAudit; a missing one 404"
 
 for m in POST PUT DELETE; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -X $m "$URL/api/view")

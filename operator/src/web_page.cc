@@ -71,11 +71,23 @@ HttpResponse WebPage::Handle(const HttpRequest& request) const {
   if (request.path == "/web.js") return {200, "text/javascript; charset=utf-8", std::string(web::kWebJs)};
   if (request.path == "/web.css") return {200, "text/css; charset=utf-8", std::string(web::kWebCss)};
   if (request.path == "/api/view") return {200, "application/json", kube::DumpJson(View())};
+  if (request.path == "/api/nodeaudit") {
+    // ?name=<audit>.<node>: a DNS subdomain, so nothing to decode.
+    const std::string prefix = "name=";
+    std::string name = request.query.compare(0, prefix.size(), prefix) == 0 ? request.query.substr(prefix.size()) : "";
+    if (name.empty() || name.size() > 253 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos) {
+      return {400, "text/plain; charset=utf-8", "want ?name=<NodeAudit name>\n"};
+    }
+    kube::ObjectPtr na = sources_.node_audits->Get("", name);
+    if (!na) return {404, "text/plain; charset=utf-8", "no NodeAudit " + name + "\n"};
+    return {200, "application/json", kube::DumpJson(NodeAuditView(*na))};
+  }
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
 
 void WebPage::Register(HttpServer& server) {
-  for (const char* path : {"/", "/index.html", "/web.js", "/web.css", "/api/view"}) {
+  for (const char* path : {"/", "/index.html", "/web.js", "/web.css", "/api/view", "/api/nodeaudit"}) {
     server.Handle(path, [this](const HttpRequest& r) { return Handle(r); });
   }
 }

@@ -97,7 +97,9 @@ int AreaOrder(const std::string& area) {
   return static_cast<int>(it - kOrder.begin());
 }
 
-Json NodeAuditRow(const Json& na) {
+// A NodeAudit with its checks by area: every check, or (in the fleet view) only
+// the failed ones, with "omitted" counting the rest (fetched on drill-down).
+Json NodeAuditRow(const Json& na, bool all_checks) {
   const Json& s = Field(na, {"status"});
   Json row = Pick(s, {"phase", "verdict", "passed", "failed", "notPresent", "completionTime", "error"});
   row["name"] = kube::Name(na);
@@ -110,12 +112,19 @@ Json NodeAuditRow(const Json& na) {
       std::string id = GetString(c, {"id"});
       std::string area = Area(id);
       Json& a = areas[{AreaOrder(area), area}];
-      if (a.is_null()) a = {{"area", area}, {"passed", 0}, {"failed", 0}, {"notPresent", 0}, {"checks", Json::array()}};
+      if (a.is_null()) {
+        a = {{"area", area},    {"passed", 0},  {"failed", 0},
+             {"notPresent", 0}, {"omitted", 0}, {"checks", Json::array()}};
+      }
       std::string verdict = GetString(c, {"verdict"});
       if (verdict == "Pass") a["passed"] = a["passed"].get<int>() + 1;
       if (verdict == "Fail") a["failed"] = a["failed"].get<int>() + 1;
       if (verdict == "NotPresent") a["notPresent"] = a["notPresent"].get<int>() + 1;
-      a["checks"].push_back(Pick(c, {"id", "subject", "observed", "expected", "verdict", "message", "rule"}));
+      if (all_checks || verdict == "Fail") {
+        a["checks"].push_back(Pick(c, {"id", "subject", "observed", "expected", "verdict", "message", "rule"}));
+      } else {
+        a["omitted"] = a["omitted"].get<int>() + 1;
+      }
     }
   }
   row["areas"] = Json::array();
@@ -142,11 +151,7 @@ Json AuditRow(const Json& fa, const std::vector<const Json*>& node_audits) {
     }
   }
   row["nodeAudits"] = Json::array();
-  for (const Json* na : node_audits) {
-    if (GetString(*na, {"spec", "fleetAudit"}) == row["name"].get<std::string>()) {
-      row["nodeAudits"].push_back(NodeAuditRow(*na));
-    }
-  }
+  for (const Json* na : node_audits) row["nodeAudits"].push_back(NodeAuditRow(*na, false));
   return row;
 }
 
@@ -162,6 +167,7 @@ Json MigrationRecordJson(const Json& m) {
   return Pick(m, {"rank", "fromPod", "toPod", "reason", "startTime", "completeTime", "durationMs"});
 }
 
+// REQUIRES: pods are the job's (its namespace, its lockstep.dev/job label).
 Json JobRow(const Json& tj, const std::vector<const Json*>& pods, const std::vector<MigrationEvent>& recorded) {
   const std::string ns = kube::Namespace(tj), name = kube::Name(tj);
   const Json& s = Field(tj, {"status"});
@@ -178,7 +184,6 @@ Json JobRow(const Json& tj, const std::vector<const Json*>& pods, const std::vec
   row["sparePods"] = Json::array();
   row["retiredPods"] = Json::array();
   for (const Json* p : pods) {
-    if (kube::Namespace(*p) != ns || GetString(*p, {"metadata", "labels", api::kJobLabel}) != name) continue;
     std::string role = GetString(*p, {"metadata", "labels", api::kRoleLabel});
     Json ref = PodRef(*p);
     if (role == api::kRoleRank) {
@@ -277,8 +282,12 @@ Json BuildWebView(const WebViewInputs& in) {
     }
     nodes.push_back(std::move(row));
   }
-  for (const RailTransition& t : in.recorded_flaps) {
-    if (std::find(flaps.begin(), flaps.end(), t) == flaps.end()) flaps.push_back(t);
+  {
+    std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
+    for (const RailTransition& t : flaps) seen.emplace(t.time, t.node, t.rail, t.state);
+    for (const RailTransition& t : in.recorded_flaps) {
+      if (seen.emplace(t.time, t.node, t.rail, t.state).second) flaps.push_back(t);
+    }
   }
   // Newest first; ties in a stable order.
   std::stable_sort(flaps.begin(), flaps.end(), [](const RailTransition& a, const RailTransition& b) {
@@ -294,13 +303,21 @@ Json BuildWebView(const WebViewInputs& in) {
                          {"reason", t.reason},
                          {"message", t.message}});
   }
+  std::map<std::string, std::vector<const Json*>> by_audit;  // NodeAudits by FleetAudit
+  for (const Json* na : in.node_audits) by_audit[GetString(*na, {"spec", "fleetAudit"})].push_back(na);
   Json audits = Json::array();
-  for (const Json* fa : in.fleet_audits) audits.push_back(AuditRow(*fa, in.node_audits));
+  for (const Json* fa : in.fleet_audits) audits.push_back(AuditRow(*fa, by_audit[kube::Name(*fa)]));
   // Newest audit first.
   std::stable_sort(audits.begin(), audits.end(),
                    [](const Json& a, const Json& b) { return a.value("created", "") > b.value("created", ""); });
+  std::map<std::pair<std::string, std::string>, std::vector<const Json*>> by_job;  // pods by (ns, job)
+  for (const Json* p : in.job_pods) {
+    by_job[{kube::Namespace(*p), GetString(*p, {"metadata", "labels", api::kJobLabel})}].push_back(p);
+  }
   Json jobs = Json::array();
-  for (const Json* tj : in.training_jobs) jobs.push_back(JobRow(*tj, in.job_pods, in.recorded_migrations));
+  for (const Json* tj : in.training_jobs) {
+    jobs.push_back(JobRow(*tj, by_job[{kube::Namespace(*tj), kube::Name(*tj)}], in.recorded_migrations));
+  }
 
   Json summary = {{"nodes", nodes.size()}, {"railsUp", rails_up},     {"railsTotal", rails_total},
                   {"jobs", jobs.size()},   {"audits", audits.size()}, {"phases", phases}};
@@ -313,5 +330,7 @@ Json BuildWebView(const WebViewInputs& in) {
   view["jobs"] = std::move(jobs);
   return view;
 }
+
+Json NodeAuditView(const Json& node_audit) { return NodeAuditRow(node_audit, true); }
 
 }  // namespace lockstep::op

@@ -166,6 +166,32 @@ function renderClock(v) {
   return table(['Node', 'State', 'Error bound', '', 'Limit', 'Offset', 'Peers'], rows, {id: 'clock-table'});
 }
 
+function checksTable(checks) {
+  const rows = checks.map((c) => el('tr', {'data-check': c.id, 'data-verdict': c.verdict},
+      el('td', {}, c.id), el('td', {}, c.subject || ''), el('td', {}, c.observed || ''),
+      el('td', {}, c.expected || ''), el('td', {}, badge('verdict', c.verdict)), el('td', {}, c.message || '')));
+  return table(['Check', 'Subject', 'Observed', 'Expected', 'Verdict', 'Message'], rows, {class: 'checks'});
+}
+
+// Replaces an area's failed-only table with every check of that area.
+async function loadArea(details, name, area) {
+  if (details.dataset.loaded) return;
+  details.dataset.loaded = 'loading';
+  try {
+    const r = await fetch(`api/nodeaudit?name=${encodeURIComponent(name)}`, {cache: 'no-store'});
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    const full = (await r.json()).areas.find((a) => a.area === area);
+    details.querySelector('table.checks').replaceWith(checksTable(full ? full.checks : []));
+    const note = details.querySelector('.omitted');
+    if (note) note.remove();
+    details.dataset.loaded = 'yes';
+  } catch (e) {
+    details.dataset.loaded = '';
+    const note = details.querySelector('.omitted');
+    if (note) note.textContent = `could not load the other checks: ${e.message}`;
+  }
+}
+
 function renderAudits(v) {
   if (!v.audits.length) return empty('No FleetAudit: create one to audit the fleet (kubectl apply -f a FleetAudit).');
   return el('div', {}, ...v.audits.map((a, ai) => {
@@ -175,12 +201,14 @@ function renderAudits(v) {
       : null;
     const nodes = a.nodeAudits.map((n) => {
       const areas = n.areas.map((ar) => {
-        const rows = ar.checks.map((c) => el('tr', {'data-check': c.id, 'data-verdict': c.verdict},
-            el('td', {}, c.id), el('td', {}, c.subject || ''), el('td', {}, c.observed || ''),
-            el('td', {}, c.expected || ''), el('td', {}, badge('verdict', c.verdict)), el('td', {}, c.message || '')));
         const d = el('details', {class: 'audit-area', 'data-area': ar.area},
                      el('summary', {}, `${ar.area}: ${ar.passed} passed, ${ar.failed} failed, ${ar.notPresent} not present`),
-                     table(['Check', 'Subject', 'Observed', 'Expected', 'Verdict', 'Message'], rows));
+                     checksTable(ar.checks));
+        if (ar.omitted) {
+          // The view carries failed checks only; the rest on drill-down.
+          d.append(el('p', {class: 'muted omitted'}, `${ar.omitted} more checks (loading when opened)`));
+          d.addEventListener('toggle', () => { if (d.open) loadArea(d, n.name, ar.area); });
+        }
         if (ar.failed) d.open = true;
         return d;
       });

@@ -210,6 +210,18 @@ TEST_CASE("web view: the audit tree groups each node's checks by area in the aud
                                       {"expected", "9000"},
                                       {"verdict", "Fail"}}));
   CHECK(n["areas"][1]["notPresent"] == 1);
+  // The fleet view carries failed checks only; the rest are counted.
+  CHECK(backend["checks"].size() == 1);
+  CHECK(backend["omitted"] == 1);
+  CHECK(n["areas"][0]["checks"].empty());
+  CHECK(n["areas"][0]["omitted"] == 1);
+  // The drill-down has every check.
+  Json full = NodeAuditView(f.node_audits[0]);
+  CHECK(full["name"] == "before-run.gpu-b");
+  REQUIRE(full["areas"].size() == 3);
+  CHECK(full["areas"][2]["checks"].size() == 2);
+  CHECK(full["areas"][2]["omitted"] == 0);
+  CHECK(full["areas"][2]["checks"][1]["id"] == "backend.up");
 }
 
 TEST_CASE("web view: a job's ranks in rank order with their nodes, spares, coordinator, migrations", "[web]") {
@@ -321,6 +333,16 @@ TEST_CASE("web page: GET only, the embedded page and its view", "[web]") {
   CHECK(LocalHttp(server.port(), "/api/view", "{}").status == 405);
   CHECK(LocalHttp(server.port(), "/", "", "DELETE").status == 405);
   CHECK(LocalHttp(server.port(), "/api/other").status == 404);
+  Fixture f;
+  p.api.SetStatusSubresource(kube::gvr::kNodeAudits, false);
+  REQUIRE(p.api.Create(kube::gvr::kNodeAudits, "", f.node_audits[0]).ok());
+  REQUIRE(p.node_audits.ListOnce().ok());
+  LocalReply na = LocalHttp(server.port(), "/api/nodeaudit?name=before-run.gpu-b");
+  CHECK(na.status == 200);
+  CHECK(Json::parse(na.body)["areas"][2]["checks"].size() == 2);
+  CHECK(LocalHttp(server.port(), "/api/nodeaudit?name=before-run.gpu-x").status == 404);
+  CHECK(LocalHttp(server.port(), "/api/nodeaudit?name=../etc").status == 400);
+  CHECK(LocalHttp(server.port(), "/api/nodeaudit").status == 400);
   server.Stop();
 }
 

@@ -7,6 +7,8 @@
 //   /web.css    its style sheet
 //   /api/view   the view model (web_view.h) as JSON, from the informers'
 //               stores at the time of the request
+//   /api/nodeaudit?name=<audit>.<node>
+//               one NodeAudit with every check (the audit tree's drill-down)
 //
 // Nothing is fetched from elsewhere (the page's Content-Security-Policy
 // allows only its own origin). The page reads the operator's caches, never

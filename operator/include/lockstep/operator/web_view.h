@@ -13,7 +13,10 @@
 //             transition plus those recorded while the operator watched
 //             (RailTransitions), newest first
 //   audits    FleetAudits with their NodeAudits, checks grouped by area
-//             (the id's prefix: software, pcie, backend, ...)
+//             (the id's prefix: software, pcie, backend, ...): counts per
+//             area and the failed checks; every check of one node on
+//             drill-down (NodeAuditView), which keeps /api/view small (a
+//             node holds ~40 checks: 6 MiB at 1,000 nodes)
 //   jobs      TrainingJobs with their rank, spare and coordinator pods (node,
 //             phase), migration count and the migrations known
 //
@@ -69,5 +72,8 @@ struct WebViewInputs {
 };
 
 kube::Json BuildWebView(const WebViewInputs& in);
+
+// One NodeAudit as the audit tree shows it, with every check (the drill-down).
+kube::Json NodeAuditView(const kube::Json& node_audit);
 
 }  // namespace lockstep::op
