@@ -52,6 +52,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The chart (installed by setup.sh) exposes the page only through a ClusterIP Service.
+svc=$(kubectl -n $NS get service lockstep-web -o json)
+[[ $(jq -r .spec.type <<<"$svc") == ClusterIP && $(jq -r '.spec.ports[0].targetPort' <<<"$svc") == web ]] ||
+  fail "Service lockstep-web: $(jq -c .spec <<<"$svc")"
+kubectl -n $NS get deployment lockstep-operator -o json |
+  jq -e '.spec.template.spec.containers[0] | (.args | index("--web-addr=:8082")) and
+    (.ports | any(.name == "web" and .containerPort == 8082))' >/dev/null ||
+  fail "the operator Deployment does not serve the page on port web (8082)"
+pass "the chart: Service lockstep-web (ClusterIP) -> container port web 8082, --web-addr=:8082"
+
 operator_alive a || start_operator a
 a_leads() { [[ $(lease_holder) == a ]]; }
 wait_for "operator a to hold the lease" 30 a_leads
