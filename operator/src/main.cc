@@ -18,6 +18,7 @@
 #include "lockstep/kube/kube_config.h"
 #include "lockstep/operator/operator_runtime.h"
 #include "lockstep/operator/probe_key_secret.h"
+#include "lockstep/operator/web_page.h"
 #include "lockstep/operator/webhook_server.h"
 
 namespace {
@@ -59,6 +60,7 @@ struct Flags {
   std::string log_level = "info";
   bool kubeflow_trainjobs = false, kubeflow_pytorchjobs = false;
   std::string webhook_addr, webhook_cert_dir = "/etc/lockstep/webhook";
+  std::string web_addr;
 };
 
 int Fail(const std::string& message) {
@@ -152,6 +154,21 @@ int Run(const Flags& f) {
     if (Status s = webhook->Start(webhook_addr->first, webhook_addr->second); !s.ok()) return Fail(s.error().message);
     log::Info("serving the pod admission webhook", {{"port", std::to_string(webhook->port())}});
   }
+  // The read-only web page (web_page.h), from the caches; every replica serves it.
+  std::unique_ptr<op::WebPage> web;
+  HttpServer web_server;
+  if (!f.web_addr.empty()) {
+    auto web_addr = Address("web-addr", f.web_addr);
+    if (!web_addr.ok()) return Fail(web_addr.error().message);
+    web = std::make_unique<op::WebPage>(
+        op::WebPageSources{&op.healths().store(), &op.policies().store(), &op.trainingjobs().store(),
+                           &op.job_pods().store(), &op.fleet_audits().store(), &op.node_audits().store()},
+        clock);
+    web->Watch(op.healths(), op.trainingjobs());
+    web->Register(web_server);
+    if (Status s = web_server.Start(web_addr->first, web_addr->second); !s.ok()) return Fail(s.error().message);
+    log::Info("serving the web page", {{"port", std::to_string(web_server.port())}});
+  }
   op.Start();
   // Losing the lease ends the process: a fresh one re-syncs from scratch.
   while (g_signal == 0 && !op.Lost()) std::this_thread::sleep_for(50ms);
@@ -159,6 +176,7 @@ int Run(const Flags& f) {
             {{"signal", std::to_string(g_signal.load())}});
   op.Stop();
   if (webhook) webhook->Stop();
+  web_server.Stop();
   metrics_server.Stop();
   health_server.Stop();
   return op.Lost() ? 1 : 0;
@@ -203,6 +221,8 @@ int main(int argc, char** argv) {
                  "[HOST]:PORT of the pod admission webhook over TLS (empty: not served)");
   app.add_option("--webhook-cert-dir", f.webhook_cert_dir, "directory with the webhook's tls.crt and tls.key")
       ->default_val(f.webhook_cert_dir);
+  app.add_option("--web-addr", f.web_addr,
+                 "[HOST]:PORT of the read-only web page: fleet, flaps, clock, audits, jobs (empty: not served)");
   app.add_option("--coordinator-address", f.coordinator_address,
                  "how rank and spare pods reach their coordinator: service (its Service's DNS name) or pod-ip (its "
                  "pod's IP, for clusters without DNS or a Service proxy; ranks are created once it has one)")

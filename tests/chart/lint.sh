@@ -54,6 +54,7 @@ value_sets=(
   "everything-on|--set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true --set operator.logLevel=debug"
   "existing-secret|--set probeKey.existingSecret=my-key"
   "no-policy|--set defaultPolicy.create=false --set agent.restrictToOwnNode=false --set operator.leaderElect=false --set operator.replicas=1"
+  "web-off|--set web.enabled=false"
   "kubeflow|--set kubeflow.trainJob.enabled=true --set kubeflow.pytorchJob.enabled=true"
   "custom-policy|--set defaultPolicy.name=rails --set defaultPolicy.spec.probe.intervalMs=10 --set defaultPolicy.spec.agent.image=registry.local/agent:dev --set agent.serviceAccountName=custom-agent"
 )
@@ -101,6 +102,18 @@ expect "operator arg --agent-service-account" '^ +- --agent-service-account=lock
 expect "operator arg --agent-image"           '^ +- --agent-image=ghcr.io/lockstep/lockstep-agent:0.1.0$' "$r"
 expect "operator arg --probe-key-secret"      '^ +- --probe-key-secret=lockstep-probe-key$' "$r"
 expect "operator arg --log-level"             '^ +- --log-level=info$' "$r"
+expect "operator arg --web-addr"              '^ +- --web-addr=:8082$' "$r"
+expect "web page Service <fullname>-web"       '^  name: lockstep-web$' "$r"
+if grep -A12 -E '^  name: lockstep-web$' "$r" | grep -qE '^  type: ClusterIP$'; then
+  ok "the web page's Service is ClusterIP"
+else
+  bad "the web page's Service must be ClusterIP (reached with kubectl port-forward)"
+fi
+if grep -qE -- '--web-addr|name: lockstep-web$' "$tmp/web-off.yaml"; then
+  bad "web.enabled=false must render neither --web-addr nor the web Service"
+else
+  ok "web.enabled=false renders neither --web-addr nor the web Service"
+fi
 expect "agent ServiceAccount <fullname>-agent" '^  name: lockstep-agent$' "$r"
 expect "default FabricPolicy"                  '^kind: FabricPolicy$' "$r"
 if grep -qE '^kind: DaemonSet$' "$tmp"/*.yaml; then
