@@ -26,9 +26,10 @@ std::optional<std::string> FabricMap::SpineOf(const std::string& source, const P
 
 std::vector<Link> FabricMap::Route(const std::string& source, const PathKey& path) const {
   const auto from_leaf = LeafOf(source, path.rail);
-  const auto to_leaf = LeafOf(path.peer, path.rail);
-  if (!from_leaf || !to_leaf) return {};
+  if (!from_leaf) return {};
   const std::string src = RailEnd(source, path.rail), dst = RailEnd(path.peer, path.rail);
+  const auto to_leaf = LeafOf(path.peer, path.rail);
+  if (!to_leaf) return {{src, *from_leaf}};
   if (*from_leaf == *to_leaf) return {{src, *from_leaf}, {*from_leaf, dst}};
   const std::string spine = SpineOf(source, path).value_or("*");
   return {{src, *from_leaf}, {*from_leaf, spine}, {spine, *to_leaf}, {*to_leaf, dst}};

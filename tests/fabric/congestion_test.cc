@@ -94,7 +94,8 @@ TEST_CASE("fabric map: a path's links, via its spine or the spines as a group", 
   map.SetSpine("h0", {0, "h1", 0}, "s1");
   REQUIRE(map.Route("h0", {0, "h1", 0}) ==
           std::vector<Link>{L("h0/rail0", "l0"), L("l0", "s1"), L("s1", "l1"), L("l1", "h1/rail0")});
-  REQUIRE(map.Route("h0", {0, "h9", 0}).empty());  // unknown peer: not mapped
+  REQUIRE(map.Route("h0", {0, "h9", 0}) == std::vector<Link>{L("h0/rail0", "l0")});  // unknown peer: the uplink
+  REQUIRE(map.Route("h9", {0, "h0", 0}).empty());                                    // unknown source: nothing
   REQUIRE(ToString(L("l0", "s1")) == "l0>s1");
 }
 

@@ -41,8 +41,8 @@ struct CongestionOptions {
   int baseline_rounds = 3;                              // judged rounds that build a path's baseline
   double baseline_weight = 0.05;                        // share of a calm round the baseline moves by
   double rise_ratio = 2.0;                              // rising: above rise_ratio x baseline ...
-  Nanos min_rise = std::chrono::microseconds(50);       // ... and p50 at least this much above it
-  Nanos min_rise_p99 = std::chrono::microseconds(200);  // ... or p99 at least this much above it
+  Nanos min_rise = std::chrono::microseconds(100);      // ... and p50 at least this much above it
+  Nanos min_rise_p99 = std::chrono::microseconds(500);  // ... or p99 at least this much above it
   double loss_rise = 0.05;                              // or loss this far above its baseline
   int min_paths = 2;                                    // a congested link: at least this many rising paths cross it
   double min_share = 0.6;                               // ... and they are at least this share of its judged paths

@@ -52,9 +52,10 @@ class FabricMap {
   std::optional<std::string> LeafOf(const std::string& host, int rail) const;
   std::optional<std::string> SpineOf(const std::string& source, const PathKey& path) const;
 
-  // The links `path` from `source` crosses, in order; empty when a leaf of
-  // either end is unknown. Same leaf: host -> leaf -> host. Otherwise via
-  // its spine, or "*" when no spine is known for it.
+  // The links `path` from `source` crosses, in order. Same leaf: host ->
+  // leaf -> host. Otherwise via its spine, or "*" when no spine is known for
+  // it. The peer's leaf unknown: only the source's uplink (host -> leaf);
+  // the source's unknown: none.
   std::vector<Link> Route(const std::string& source, const PathKey& path) const;
 
   size_t rails_known() const { return leaf_.size(); }
