@@ -6,6 +6,7 @@
 
 #include "lockstep/agent/app/agent_plan.h"
 #include "lockstep/agent/net/probe_key_file.h"
+#include "lockstep/agent/runtime/fabric_topology_file.h"
 #include "lockstep/common/log.h"
 
 namespace lockstep::agent {
@@ -75,6 +76,13 @@ Result<RunSetup> LoadRunSetup(const CommandLine& cl) {
     config.peers = std::move(*peers);
   }
   if (Status s = ValidateAgentConfig(config); !s.ok()) return s.error();
+  if (cl.fabric_topology) {
+    auto topo_text = ReadFile(*cl.fabric_topology, "fabric topology file");
+    if (!topo_text.ok()) return topo_text.error();
+    auto topo = ParseFabricTopologyText(*topo_text, *cl.fabric_topology);
+    if (!topo.ok()) return topo.error();
+    setup.settings.fabric_topology = std::move(*topo);
+  }
   if (cl.virtual_clock) {
     auto v = ParseVirtualClockSpec(*cl.virtual_clock);
     if (!v.ok()) return v.error();

@@ -81,6 +81,7 @@ Status Agent::Build() {
     auto options =
         MakeFabricServiceOptions(config, adapters_.rails, adapters_.host_address, settings_.seed, kubernetes);
     if (!options.ok()) return options.error();
+    options->topology = settings_.fabric_topology;
     FabricService::FabricNow fabric_now;
     if (const ClockSyncService* sync = clock_sync_.get()) {
       fabric_now = [sync]() -> std::optional<int64_t> {

@@ -36,6 +36,8 @@ Run flags (override agent.yaml):
   --bind-address IP        probe socket address (default 0.0.0.0)
   --probe-port PORT        probe UDP port (0: pick one)
   --peers-file PATH        YAML list of {name, address[, port]}; replaces peers:
+  --fabric-topology PATH   JSON: the leaf of each node's rails and the spine of
+                           known paths, so congestion is localised to links
   --probe-key-file PATH    shared HMAC key for probe packets
   --virtual-clock SPEC     run on a simulated clock (testbeds):
                            offset_ns=N,drift_ppb=N,wander=PPB_PER_SQRT_S,seed=N
@@ -78,6 +80,7 @@ void AddRunFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--bind-address", cl.bind_address);
   app.add_option("--probe-port", cl.probe_port)->check(CLI::Range(0, 65535));
   app.add_option("--peers-file", cl.peers_file);
+  app.add_option("--fabric-topology", cl.fabric_topology);
   app.add_option("--probe-key-file", cl.probe_key_file);
   app.add_option("--virtual-clock", cl.virtual_clock);
   app.add_option("--seed", cl.seed);

@@ -30,7 +30,8 @@ nlohmann::json NsOrNull(std::optional<Nanos> d) {
 
 FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup& setup,
                                  const fabric::FabricOptions& fabric, std::chrono::nanoseconds publish_every,
-                                 const Clock& clock, metrics::Registry& registry, fabric::LatencySlaOptions latency)
+                                 const Clock& clock, metrics::Registry& registry, fabric::LatencySlaOptions latency,
+                                 fabric::FabricMap topology, fabric::CongestionOptions congestion)
     : self_name_(self_name),
       setup_(setup),
       fabric_(fabric),
@@ -85,7 +86,8 @@ FabricPublisher::FabricPublisher(const std::string& self_name, const FabricSetup
                                      "1 while the path's one-way delay p99 breaks its latency SLA (entered above "
                                      "the SLA, cleared below 90% of it; judged only while clock sync is LOCKED and "
                                      "with minSamples delays), else 0",
-                                     {"peer", "rail"})) {
+                                     {"peer", "rail"})),
+      congestion_(self_name, setup, std::move(topology), congestion, registry) {
   stalls_.Inc({}, 0);
   stalls_judged_.Inc({}, 0);
   prober_stalled_.Set(0);
@@ -224,6 +226,7 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor, 
   delays.reserve(views.size());
   for (const fabric::PathView& v : views) delays.push_back({v.path, v.stats.owd_p99, v.stats.owd_samples});
   const fabric::LatencyDecisions latency = latency_.Judge(now, clock_locked, delays);
+  nlohmann::json congestion = congestion_.Observe(views);
   for (size_t i = 0; i < views.size(); ++i) {
     const fabric::PathView& v = views[i];
     const fabric::PathLatency& sla = latency.paths[i];
@@ -365,6 +368,7 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor, 
         {"breaches", sum.breaches},
         {"min_samples", latency_.options().min_samples}}},
       {"rails", rail_views},
+      {"congestion", std::move(congestion)},
       {"paths", paths},
       {"peers", peers}};
   std::lock_guard lock(mu_);

@@ -59,7 +59,7 @@ FabricService::FabricService(FabricSocket& socket, RouteActuator& actuator, cons
       acks_(AckOptions(options_)),
       routes_(actuator, clock_, options_.setup, options_.reconcile_every, registry),
       publisher_(options_.self_name, options_.setup, options_.fabric, options_.publish_every, clock_, registry,
-                 options_.latency),
+                 options_.latency, options_.topology, options_.congestion),
       urgent_(registry.Counter("lockstep_fabric_urgent_probes_total",
                                "Urgent probes sent to confirm a missed probe at once (counted in probes_sent too)",
                                {"peer", "rail"})),
@@ -486,6 +486,8 @@ FabricHealthView FabricService::Health() const { return publisher_.Health(); }
 std::vector<FabricFlapAlert> FabricService::TakeFlapAlerts() { return publisher_.TakeFlapAlerts(); }
 
 std::vector<FabricLatencyBreach> FabricService::TakeLatencyBreaches() { return publisher_.TakeLatencyBreaches(); }
+
+std::vector<CongestionFinding> FabricService::TakeCongestionFindings() { return publisher_.TakeCongestionFindings(); }
 
 nlohmann::json FabricService::StatusJson() const { return publisher_.StatusJson(); }
 

@@ -58,6 +58,7 @@
 #include "lockstep/agent/node_signer.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/fabric/fabric_map.h"
 #include "lockstep/kube/kube_api.h"
 
 namespace lockstep::agent {
@@ -87,6 +88,9 @@ struct AgentSettings {
   bool node_address_fallback = true;
   std::string advertise_address{};  // "" = derive
   Nanos report_interval = std::chrono::seconds(10);
+  // --fabric-topology: the fabric's map for congestion localisation (empty:
+  // each rail's uplink only).
+  fabric::FabricMap fabric_topology{};
 };
 
 // The ports. References must outlive the agent; the fabric ones it owns.

@@ -34,6 +34,7 @@ struct CommandLine {
   std::optional<std::string> bind_address;
   std::optional<int> probe_port;
   std::optional<std::string> peers_file;
+  std::optional<std::string> fabric_topology;  // JSON: leaves per node rail, spines per path (fabric_topology_file.h)
   std::optional<std::string> probe_key_file;
   std::optional<std::string> virtual_clock;  // offset_ns=..,drift_ppb=..,wander=..,seed=..
   std::optional<uint64_t> seed;              // peer selection seed

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/agent/fabric_setup.h"
+#include "lockstep/agent/runtime/congestion_publisher.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
 #include "lockstep/fabric/latency_sla.h"
@@ -98,7 +99,8 @@ class FabricPublisher {
   // `latency`: the paths' latency SLAs (none by default).
   FabricPublisher(const std::string& self_name, const FabricSetup& setup, const fabric::FabricOptions& fabric,
                   std::chrono::nanoseconds publish_every, const Clock& clock, metrics::Registry& registry,
-                  fabric::LatencySlaOptions latency = {});
+                  fabric::LatencySlaOptions latency = {}, fabric::FabricMap topology = {},
+                  fabric::CongestionOptions congestion = {});
 
   // The monitor's decisions: transitions logged, flaps and alerts counted
   // (and logged); any decision is published soon (Due).
@@ -130,6 +132,9 @@ class FabricPublisher {
   std::vector<FabricFlapAlert> TakeFlapAlerts();
   // The latency SLA breaches that ask for an Event since the last call.
   std::vector<FabricLatencyBreach> TakeLatencyBreaches();
+  // Links flagged congested and paths rising alone since the last call
+  // (congestion_publisher.h).
+  std::vector<CongestionFinding> TakeCongestionFindings() { return congestion_.TakeFindings(); }
 
  private:
   std::string RailName(int rail) const;  // the interface, or the number for a rail we do not have
@@ -185,6 +190,7 @@ class FabricPublisher {
   metrics::Family& prober_stalled_;
   metrics::Family& owd_sla_;
   metrics::Family& latency_breach_;
+  CongestionPublisher congestion_;  // congestion localisation over this node's paths, at each publish
 };
 
 }  // namespace lockstep::agent

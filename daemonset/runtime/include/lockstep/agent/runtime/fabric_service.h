@@ -91,6 +91,8 @@
 #include "lockstep/agent/runtime/route_applier.h"
 #include "lockstep/common/clock.h"
 #include "lockstep/common/metrics.h"
+#include "lockstep/fabric/congestion.h"
+#include "lockstep/fabric/fabric_map.h"
 #include "lockstep/fabric/options.h"
 #include "lockstep/fabric/path_monitor.h"
 
@@ -119,6 +121,11 @@ struct FabricServiceOptions {
   // The paths' latency SLAs (agent.yaml latency:), judged at each publish
   // while clock sync is LOCKED (fabric_now has a value).
   fabric::LatencySlaOptions latency{};
+  // Congestion localisation (congestion_publisher.h): the fabric's map as
+  // far as known (lockstep-agent run --fabric-topology; empty: each rail's
+  // uplink only) and the judge's thresholds.
+  fabric::FabricMap topology{};
+  fabric::CongestionOptions congestion{};
 };
 
 class FabricService {
@@ -153,6 +160,8 @@ class FabricService {
   std::vector<FabricFlapAlert> TakeFlapAlerts();
   // The latency SLA breaches due an Event since the last call.
   std::vector<FabricLatencyBreach> TakeLatencyBreaches();
+  // Links flagged congested and paths rising alone since the last call.
+  std::vector<CongestionFinding> TakeCongestionFindings();
   const fabric::PathMonitor& monitor() const { return monitor_; }
 
   // Tiered probing (fabric/probe_tiers.h): the source of the node's TCP
