@@ -15,6 +15,7 @@ json CheckToJson(const Check& c) {
   j["verdict"] = VerdictName(c.verdict);
   if (!c.message.empty()) j["message"] = c.message;
   if (c.pool != PoolRule::kNone) j["rule"] = PoolRuleName(c.pool);
+  if (!c.column.empty()) j["column"] = c.column;
   return j;
 }
 
@@ -42,7 +43,7 @@ Result<std::vector<Check>> ChecksFromJson(const json& j) {
     std::string verdict, rule;
     for (Status s : {str("id", true, c.id), str("subject", false, c.subject), str("observed", false, c.observed),
                      str("expected", false, c.expected), str("verdict", true, verdict),
-                     str("message", false, c.message), str("rule", false, rule)}) {
+                     str("message", false, c.message), str("rule", false, rule), str("column", false, c.column)}) {
       if (!s.ok()) return s.error();
     }
     if (c.id.empty()) return InvalidArgument(at + ".id is empty");
@@ -51,7 +52,8 @@ Result<std::vector<Check>> ChecksFromJson(const json& j) {
     c.verdict = *v;
     if (!rule.empty()) {
       auto r = ParsePoolRule(rule);
-      if (!r) return InvalidArgument(at + ".rule: expected none, majority, median or upper (got \"" + rule + "\")");
+      if (!r)
+        return InvalidArgument(at + ".rule: expected none, majority, median, upper or slow (got \"" + rule + "\")");
       c.pool = *r;
     }
     if (auto it = e.find("number"); it != e.end()) {

@@ -31,12 +31,14 @@ const char* PoolRuleName(PoolRule r) {
       return "median";
     case PoolRule::kUpper:
       return "upper";
+    case PoolRule::kSlow:
+      return "slow";
   }
   return "none";
 }
 
 std::optional<PoolRule> ParsePoolRule(const std::string& name) {
-  for (PoolRule r : {PoolRule::kNone, PoolRule::kMajority, PoolRule::kMedian, PoolRule::kUpper}) {
+  for (PoolRule r : {PoolRule::kNone, PoolRule::kMajority, PoolRule::kMedian, PoolRule::kUpper, PoolRule::kSlow}) {
     if (name == PoolRuleName(r)) return r;
   }
   return std::nullopt;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "lockstep/audit/network_checks.h"
+
 namespace lockstep::audit {
 namespace {
 
@@ -286,6 +288,7 @@ std::vector<Check> RunChecks(const NodeFacts& facts, const CheckOptions& options
   NodeLevel(facts, out);
   FrontEnd(facts, out);
   BackEnd(facts, options, out);
+  NetworkChecks(facts, out);
   return out;
 }
 

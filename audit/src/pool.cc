@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 namespace lockstep::audit {
 namespace {
@@ -18,6 +22,7 @@ std::string PoolName(const std::string& pool) { return pool.empty() ? "pool" : "
 // The checks of one pool with the same key, across its nodes.
 struct Column {
   std::vector<Check*> checks;
+  std::vector<const void*> owners;  // the node of each check
 };
 
 void JudgeMajority(const std::string& pool, Column& col) {
@@ -55,6 +60,76 @@ void JudgeMedian(const std::string& pool, Column& col, const PoolOptions& o, boo
     c->verdict = Verdict::kFail;
     c->message = PoolName(pool) + ": median " + Num(median) + " over " + std::to_string(v.size()) +
                  " nodes, this node " + c->observed;
+  }
+}
+
+// The lower median (of an even count, the lower middle value).
+double LowerMedian(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+// Delays: the pool's typical delay is the lower median over the nodes of
+// each node's lower median in the column. One bad link touches half the
+// pairs of a small fleet (its node's, and every pair towards it), so a plain
+// median over pairs would sit between fast and slow; over nodes, only the
+// bad link's node is off.
+void JudgeSlow(const std::string& pool, Column& col, const PoolOptions& o) {
+  std::map<const void*, std::vector<double>> by_node;
+  for (size_t i = 0; i < col.checks.size(); ++i) {
+    if (col.checks[i]->number) by_node[col.owners[i]].push_back(*col.checks[i]->number);
+  }
+  if (by_node.empty()) return;
+  std::vector<double> medians;
+  for (const auto& [node, v] : by_node) medians.push_back(LowerMedian(v));
+  const double typical = LowerMedian(medians);
+  const double allowed = typical * o.latency_factor + o.latency_slack;
+  for (Check* c : col.checks) {
+    if (!c->number || c->verdict == Verdict::kFail || *c->number <= allowed) continue;
+    c->expected = "<= " + Num(allowed);
+    c->verdict = Verdict::kFail;
+    c->message = PoolName(pool) + ": typical " + Num(typical) + " over " + std::to_string(by_node.size()) +
+                 " nodes (x" + Num(o.latency_factor) + " + " + Num(o.latency_slack) + "), this pair " + c->observed;
+  }
+}
+
+// "rail0/h1" -> {"rail0", "h1"}; nullopt when the subject is not a pair.
+std::optional<std::pair<std::string, std::string>> Pair(const Check& c) {
+  if (c.subject.rfind("rail", 0) != 0) return std::nullopt;
+  const size_t slash = c.subject.find('/');
+  if (slash == std::string::npos || slash + 1 >= c.subject.size()) return std::nullopt;
+  return std::make_pair(c.subject.substr(0, slash), c.subject.substr(slash + 1));
+}
+
+bool IsPairCheck(const Check& c) {
+  return (c.id == "backend.connectivity" || c.id == "backend.latency_p50" || c.id == "backend.latency_p99") &&
+         Pair(c).has_value();
+}
+
+void AttributePairs(std::vector<NodeVerdict>& out) {
+  // (id, node, rail) -> {failed, total}
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int, int>> own;
+  for (const NodeVerdict& v : out) {
+    for (const Check& c : v.checks) {
+      if (!IsPairCheck(c) || c.verdict == Verdict::kNotPresent) continue;
+      auto& n = own[{c.id, v.node, Pair(c)->first}];
+      n.first += c.verdict == Verdict::kFail;
+      ++n.second;
+    }
+  }
+  auto mostly_failed = [&](const std::string& id, const std::string& node, const std::string& rail) {
+    auto it = own.find({id, node, rail});
+    return it != own.end() && it->second.first * 2 > it->second.second;
+  };
+  for (NodeVerdict& v : out) {
+    for (Check& c : v.checks) {
+      if (!IsPairCheck(c) || c.verdict != Verdict::kFail) continue;
+      const auto [rail, peer] = *Pair(c);
+      if (mostly_failed(c.id, v.node, rail) || !mostly_failed(c.id, peer, rail)) continue;
+      c.verdict = Verdict::kPass;
+      c.message = "attributed to " + peer + "'s " + rail + " (most of its pairs on " + rail + " fail " + c.id +
+                  "): " + c.message;
+    }
   }
 }
 
@@ -102,7 +177,10 @@ std::vector<NodeVerdict> JudgePools(const std::vector<NodeChecks>& nodes, const 
   std::map<std::string, std::map<std::string, Column>> columns;
   for (NodeVerdict& v : out) {
     for (Check& c : v.checks) {
-      if (c.pool != PoolRule::kNone) columns[v.pool][CheckKey(c)].checks.push_back(&c);
+      if (c.pool == PoolRule::kNone) continue;
+      Column& col = columns[v.pool][c.column.empty() ? CheckKey(c) : c.id + "{" + c.column + "}"];
+      col.checks.push_back(&c);
+      col.owners.push_back(&v);
     }
   }
   for (auto& [pool, keys] : columns) {
@@ -117,11 +195,15 @@ std::vector<NodeVerdict> JudgePools(const std::vector<NodeChecks>& nodes, const 
         case PoolRule::kUpper:
           JudgeMedian(pool, col, options, true);
           break;
+        case PoolRule::kSlow:
+          JudgeSlow(pool, col, options);
+          break;
         case PoolRule::kNone:
           break;
       }
     }
   }
+  AttributePairs(out);
   for (NodeVerdict& v : out) {
     ApplyExpectations(options, v.pool, v.checks);
     v = Finish(std::move(v));

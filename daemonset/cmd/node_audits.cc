@@ -8,14 +8,21 @@
 namespace lockstep::agent {
 
 std::unique_ptr<audit::NodeAuditRunner> StartNodeAudits(kube::KubeApi& api, const api::AgentConfig& config,
-                                                        metrics::Registry& registry) {
+                                                        metrics::Registry& registry,
+                                                        std::function<nlohmann::json()> fabric_status) {
   audit::CollectOptions collect;
   if (const char* root = std::getenv(kAuditRootEnv); root && *root) collect.root = root;
   collect.rails = config.fabric.rails;
   std::optional<gpu::NvmlOptions> nvml;
   if (config.gpu.mode != api::kGpuModeDisabled) nvml = gpu::NvmlOptionsFromEnv();
-  auto run = [collect, nvml](const std::vector<std::string>& modules) -> Result<std::vector<lockstep::audit::Check>> {
-    return audit::RunNodeChecks(collect, nvml, modules);
+  auto run = [collect, nvml,
+              fabric_status](const std::vector<std::string>& modules) -> Result<std::vector<lockstep::audit::Check>> {
+    audit::UdpRouteTracer tracer;
+    nlohmann::json status;
+    if (fabric_status) status = fabric_status();
+    auto network = audit::CollectNetwork(fabric_status ? &status : nullptr, "fabric failover is off (no fabric.rails)",
+                                         true, {}, tracer, audit::TraceOptions{});
+    return audit::RunNodeChecks(collect, nvml, modules, std::move(network));
   };
   auto runner = std::make_unique<audit::NodeAuditRunner>(
       api, SystemClock::Instance(), run, audit::NodeAuditRunnerOptions{.node_name = config.node_name}, registry);

@@ -105,7 +105,11 @@ int RunAgent(const CommandLine& cl) {
   });
   // Fleet audits (Kubernetes mode): this node's NodeAudits, run on their own thread.
   std::unique_ptr<audit::NodeAuditRunner> audits;
-  if (kube_api) audits = StartNodeAudits(*kube_api, config, registry);
+  if (kube_api) {
+    std::function<nlohmann::json()> fabric_status;
+    if (FabricAgent* f = agent.fabric()) fabric_status = [f] { return f->StatusJson(); };
+    audits = StartNodeAudits(*kube_api, config, registry, std::move(fabric_status));
+  }
   int signal = 0;
   sigwait(&signals, &signal);
   log::Info("lockstep-agent stopping", {{"reason", "signal"}});

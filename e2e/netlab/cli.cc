@@ -28,6 +28,7 @@ std::vector<CommandSpec> BuildCommands() {
         {"--hash-seed", T::kInt, "1", {}, false, "net.ipv4.fib_multipath_hash_seed on routers (0 = kernel's random seed)"},
         {"--subnet", T::kString, "", {}, false, "a private /16 (default 10.<77+index>.0.0/16)"},
         {"--link-rate", T::kString, "", {}, false, "tbf-shape both directions of every host link, e.g. 200mbit"},
+        {"--miswire", T::kString, "", {}, false, "cable a host link to another leaf, e.g. h2r0:l1 (a cabling mistake)"},
         {"--napi-threads", T::kFlag, "", {}, false,
          "forward in napi kernel threads (SCHED_FIFO 1), not in the senders' softirq"},
         {"--replace", T::kFlag, "", {}, false, "tear down an existing lab of that name first"}},
@@ -252,7 +253,7 @@ gray failure that only probing can find.
 
 Commands (all need root):
   netlab up       --name N [--hosts 8] [--rails 2] [--leaves 2] [--spines 2]
-                  [--layout striped|rail] [--subnet 10.X.0.0/16] [--hash-policy 3|1]
+                  [--layout striped|rail] [--miswire h2r0:l1] [--subnet 10.X.0.0/16] [--hash-policy 3|1]
                   [--hash-seed 1] [--link-rate 200mbit] [--napi-threads] [--replace]
   netlab down     --name N
   netlab link     --name N LINK|NODE down|up [--silent [--one-way up|down]] [--delay-ms MS]

@@ -49,6 +49,9 @@ Result<Topology> ClaimLab(const Args& a, const Params& p) {
   const auto subnet = LabSubnet(a, index);
   if (!subnet.ok()) return subnet.error();
   Topology t = BuildTopology(name, index, *subnet, p, a.Get("layout"), dir);
+  if (!a.Get("miswire").empty()) {
+    if (Status s = Miswire(t, a.Get("miswire")); !s.ok()) return s.error();
+  }
   t.hash_policy = int(a.Int("hash-policy"));
   t.hash_seed = a.Int("hash-seed");
   std::error_code ec;

@@ -183,6 +183,27 @@ Topology BuildTopology(const std::string& name, int index, const std::string& su
   return t;
 }
 
+Status Miswire(Topology& t, const std::string& spec) {
+  const auto colon = spec.find(':');
+  const Status bad = InvalidArgument("--miswire wants LINK:LEAF, e.g. h2r0:l1 (got " + spec + ")");
+  if (colon == std::string::npos) return bad;
+  const std::string link = spec.substr(0, colon), leaf = spec.substr(colon + 1);
+  auto l = std::find_if(t.leaves.begin(), t.leaves.end(), [&](const Leaf& x) { return x.name == leaf; });
+  if (l == t.leaves.end()) return InvalidArgument("--miswire: no leaf " + leaf);
+  for (Host& h : t.hosts) {
+    for (HostRail& r : h.rails) {
+      if (r.link != link) continue;
+      r.leaf = l->name;
+      r.gateway = l->gateway;
+      for (Link& lk : t.links) {
+        if (lk.name == link) lk.b = {l->name, l->ns, link, l->gateway};
+      }
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument("--miswire: no host link " + link);
+}
+
 bool IsLabNamespace(const std::string& lab, const std::string& ns) {
   const std::string head = lab + "-";
   if (ns.size() < head.size() + 2 || ns.compare(0, head.size(), head) != 0) return false;

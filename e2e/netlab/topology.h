@@ -80,6 +80,11 @@ int LeafOf(int h, int r, const Params& p, const std::string& layout);
 // Checks the parameters (name, counts, layout) as `netlab up` does.
 Status ValidateLab(const std::string& name, const Params& p, const std::string& layout);
 
+// `up --miswire h2r0:l1`: host 2's rail 0 cabled to leaf l1 instead of its
+// own (a cabling mistake: the addresses stay the rail's, the fabric routes to
+// it where it is). InvalidArgument naming what is wrong in `spec`.
+Status Miswire(Topology& t, const std::string& spec);
+
 // Lab names are [a-z][a-z0-9]{0,9}, so namespace names stay short.
 bool ValidLabName(const std::string& name);
 

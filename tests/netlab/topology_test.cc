@@ -259,5 +259,26 @@ TEST_CASE("state.json remembers --napi-threads", "[netlab]") {
   CHECK_FALSE(StateFromJson(nlohmann::json::parse(R"({"napi_threads":"yes"})")).ok());
 }
 
+TEST_CASE("--miswire cables a host link to another leaf, addresses and all", "[netlab]") {
+  Topology t = BuildTopology("lab", 0, "10.77.0.0/16", {4, 2, 2, 2}, "rail", "/run/netlab/lab");
+  REQUIRE(t.hosts[2].rails[0].leaf == "l0");
+  REQUIRE(Miswire(t, "h2r0:l1").ok());
+  const HostRail& r = t.hosts[2].rails[0];
+  CHECK(r.leaf == "l1");
+  CHECK(r.gateway == "10.77.100.2");
+  CHECK(r.ip == "10.77.0.3");
+  for (const Link& lk : t.links) {
+    if (lk.name == "h2r0") {
+      CHECK(lk.b.node == "l1");
+      CHECK(lk.b.ns == "lab-l1");
+      CHECK(lk.b.ifname == "h2r0");
+    }
+  }
+  CHECK(t.hosts[1].rails[0].leaf == "l0");
+  CHECK_FALSE(Miswire(t, "h9r0:l1").ok());
+  CHECK_FALSE(Miswire(t, "h2r0:l7").ok());
+  CHECK_FALSE(Miswire(t, "h2r0").ok());
+}
+
 }  // namespace
 }  // namespace lockstep::netlab

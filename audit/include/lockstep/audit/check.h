@@ -30,6 +30,7 @@ enum class PoolRule {
   kMajority,  // the pool's majority value (a strict majority) is expected
   kMedian,    // `number` within the tolerance of the pool's median
   kUpper,     // `number` not above the pool's median by more than the tolerance (counters)
+  kSlow,      // `number` (a delay) not above the pool's typical delay x latency_factor + latency_slack (pool.h)
 };
 
 const char* PoolRuleName(PoolRule r);
@@ -44,6 +45,10 @@ struct Check {
   Verdict verdict = Verdict::kPass;
   std::string message{};  // why it failed or is not present
   PoolRule pool = PoolRule::kNone;
+  // The pool column this check is compared in, when not its subject: checks
+  // of the same id and column are compared across subjects (every pair of a
+  // rail: "rail0"; every rail on one leaf: the leaf's address). "" = subject.
+  std::string column{};
   bool operator==(const Check&) const = default;
 };
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/audit/network_facts.h"
+
 namespace lockstep::audit {
 
 // A PCIe function's link (/sys/bus/pci/devices/<bdf>/{current,max}_link_*,
@@ -75,6 +77,9 @@ struct NodeFacts {
   std::optional<NetInterface> frontend{};                // the default route's interface
   std::vector<NetInterface> rails{};                     // back-end NICs in rail order
   std::vector<RdmaPort> rdma{};
+  // The back-end network over the real fabric (connectivity, latency,
+  // topology); nullopt: not collected (the checks say NotPresent).
+  std::optional<NetworkFacts> network{};
   bool operator==(const NodeFacts&) const = default;
 };
 

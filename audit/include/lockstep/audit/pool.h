@@ -26,6 +26,12 @@ struct PoolOptions {
   double median_tolerance = 0.10;
   // kUpper: an absolute allowance above that (counters whose median is 0).
   double upper_slack = 10;
+  // kSlow (one-way delays in us): a delay fails above the pool's typical delay x
+  // latency_factor + latency_slack. Delays are noisy and skewed (a loaded
+  // host adds its scheduling delay), so the band is wide: a slow link adds
+  // milliseconds where a healthy pair has tens of microseconds.
+  double latency_factor = 3;
+  double latency_slack = 200;
   // Expectations by check id ("backend.mtu") or id and subject
   // ("backend.mtu[rail0]"): the observed value must equal it, whatever the pool
   // says. Keyed by pool; the key "" applies to every pool.
@@ -41,6 +47,13 @@ struct NodeVerdict {
 };
 
 // One NodeVerdict per input node, in input order.
+//
+// Pair checks (subject "rail<r>/<peer>": backend.connectivity and the
+// latency checks) are then attributed: a failed pair towards a peer whose
+// own pairs on that rail mostly fail, from a node whose pairs on that rail
+// mostly pass, is the peer's fault (its link) and passes here with a message
+// naming the peer; so one slow or dead link flags the node it belongs to,
+// not every node that talks to it.
 std::vector<NodeVerdict> JudgePools(const std::vector<NodeChecks>& nodes, const PoolOptions& options = {});
 
 // Judged against nothing but the expectations (one node: lockstep-agent audit).
