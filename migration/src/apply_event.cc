@@ -132,7 +132,7 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           Member* m = s.Find(e.member);
           if (!m) return NotFound("unknown member " + e.member);
           std::string reason = m->pod_name.empty() ? "process " + std::to_string(m->pid) + " " + e.how : e.how;
-          MarkDead(s, *m, "pid_gone", reason, now, e.fence, a);
+          MarkDead(s, *m, e.cause.empty() ? "pid_gone" : e.cause, reason, now, e.fence, a);
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, MigrationRequested>) {
           const int w = s.config.world_size;

@@ -46,14 +46,31 @@ TriggerDecision DecideTriggers(const std::vector<PodView>& pods, const JobState&
   for (const auto& key : requested) {
     if (present.count(key)) d.remember.insert(key);
   }
-  if (s.phase == Phase::kAssembling || s.phase == Phase::kTerminal || s.phase == Phase::kFinished) return d;
+  if (s.phase == Phase::kTerminal || s.phase == Phase::kFinished) return d;
+  // Unplanned: the pod's node stopped answering. Its member, rank or spare,
+  // is dead in every phase; its pod is fenced.
+  for (const auto& p : pods) {
+    auto it = p.annotations.find(kMigrateAnnotation);
+    if (it == p.annotations.end() || it->second != api::kMigrateNodeNotReady) continue;
+    const TriggerKey key{p.uid, it->second};
+    if (requested.count(key) || p.deleting || p.phase == "Succeeded" || p.phase == "Failed") continue;
+    const Member* m = MemberOf(s, p);
+    if (!m || m->status != MemberStatus::kAlive) continue;
+    std::string how = Get(p.annotations, kMigrateReasonAnnotation);
+    how = "pod " + p.name + ": " + (how.empty() ? "its node is NotReady" : how);
+    TriggerRequest r{p.name, p.uid, m->id, it->second, {}, ProcessGone{m->id, how, true, "node_not_ready"}};
+    r.request.rank = s.RankOf(m->id);
+    d.requests.push_back(std::move(r));
+    d.remember.insert(key);
+  }
+  if (s.phase == Phase::kAssembling) return d;
   const Generation* g = s.current();
   if (!g) return d;
   for (const auto& p : pods) {
     auto it = p.annotations.find(kMigrateAnnotation);
     if (it == p.annotations.end()) continue;
     const TriggerKey key{p.uid, it->second};
-    if (requested.count(key)) continue;
+    if (requested.count(key) || it->second == api::kMigrateNodeNotReady) continue;
     if (p.deleting || p.phase == "Succeeded" || p.phase == "Failed") continue;
     const Member* m = MemberOf(s, p);
     if (!m || m->status != MemberStatus::kAlive) continue;
@@ -70,7 +87,7 @@ TriggerDecision DecideTriggers(const std::vector<PodView>& pods, const JobState&
     if (busy) continue;
     const std::string given = Get(p.annotations, kMigrateReasonAnnotation);
     if (!given.empty()) reason = given;
-    d.requests.push_back({p.name, p.uid, m->id, it->second, MigrationRequested{rank, kind, reason}});
+    d.requests.push_back({p.name, p.uid, m->id, it->second, MigrationRequested{rank, kind, reason}, std::nullopt});
     d.remember.insert(key);
   }
   return d;

@@ -201,7 +201,8 @@ void Operator::Wire() {
   for (kube::Informer* i : {&job_serviceaccounts_, &job_rolebindings_, &job_configmaps_, &job_services_, &job_pdbs_}) {
     j.Owns(*i, kube::gvr::kTrainingJobs);
   }
-  // The migration triggers: a node cordoned (or uncordoned) or its GPU
+  // The migration triggers: a node cordoned (or uncordoned), NotReady (or
+  // Ready again) or its GPU
   // health changing enqueues the jobs with a pod there (the index, kept from
   // the job pods' events, spares scanning every pod).
   job_pods_.AddEventHandlers(
@@ -210,7 +211,9 @@ void Operator::Wire() {
        .on_delete = [this](const kube::ObjectPtr& p) { node_jobs_.Remove(*p); }});
   j.Watches(
       nodes_, [this](const kube::Json& n) { return node_jobs_.JobsOn(kube::Name(n)); },
-      [](const kube::Json& o, const kube::Json& n) { return Cordoned(o) != Cordoned(n); });
+      [](const kube::Json& o, const kube::Json& n) {
+        return Cordoned(o) != Cordoned(n) || NodeNotReadyReason(o).empty() != NodeNotReadyReason(n).empty();
+      });
   j.Watches(
       healths_, [this](const kube::Json& h) { return node_jobs_.JobsOn(kube::Name(h)); },
       [](const kube::Json& o, const kube::Json& n) {

@@ -198,7 +198,8 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
       auto r = api_.MergePatch(kube::gvr::kPods, ns, t.pod, MigrationAnnotationPatch(t));
       if (r.ok()) {
         triggers_.Inc({t.trigger});
-        triggered.push_back("rank " + std::to_string(t.rank) + " (pod " + t.pod + "): " + t.trigger + ", " + t.reason);
+        triggered.push_back((t.rank >= 0 ? "rank " + std::to_string(t.rank) : std::string("spare")) + " (pod " + t.pod +
+                            "): " + t.trigger + ", " + t.reason);
         continue;
       }
       if (r.code() == ErrorCode::kNotFound) continue;  // gone already: nothing to move

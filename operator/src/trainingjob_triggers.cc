@@ -33,6 +33,18 @@ std::string Describe(const std::vector<MigrationTrigger>& ts) {
 
 }  // namespace
 
+std::string NodeNotReadyReason(const Json& node) {
+  const Json* status = kube::FindPath(node, {"status"});
+  const Json* c = status ? kube::FindCondition(*status, "Ready") : nullptr;
+  if (!c) return "";
+  const std::string st = c->value("status", "");
+  if (st == "True") return "";
+  std::string reason = "node " + kube::Name(node) + " NotReady";
+  const std::string why = c->value("reason", "");
+  reason += " (" + (why.empty() ? "Ready " + st : why) + ")";
+  return reason;
+}
+
 std::string EarlyWarningReason(const Json& health, const api::EarlyWarningSpec& ew) {
   const std::string node = kube::Name(health);
   const Json* devices = kube::FindPath(health, {"status", "gpu", "devices"});
@@ -79,30 +91,50 @@ MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in) {
   std::vector<MigrationTrigger> wanted;
   // A spare on a node that is cordoned or whose GPUs warn would only have to
   // move again: it is no spare to move to.
+  auto not_ready = [&](const std::string& node) {
+    auto n = in.nodes.find(node);
+    return n != in.nodes.end() && n->second ? NodeNotReadyReason(*n->second) : std::string();
+  };
+  // A spare on a node that is cordoned, NotReady or whose GPUs warn would
+  // only have to move again: it is no spare to move to.
   auto usable_node = [&](const std::string& node) {
     auto n = in.nodes.find(node);
-    if (n != in.nodes.end() && n->second && Cordoned(*n->second)) return false;
+    if (n != in.nodes.end() && n->second && (Cordoned(*n->second) || !NodeNotReadyReason(*n->second).empty())) {
+      return false;
+    }
     auto h = in.healths.find(node);
     return h == in.healths.end() || !h->second || EarlyWarningReason(*h->second, spec.early_warning).empty();
   };
+  auto annotation = [](const Json& p) {
+    const Json* a = kube::FindPath(p, {"metadata", "annotations", kMigrateAnnotation});
+    return a && a->is_string() ? a->get<std::string>() : std::string(a ? "?" : "");
+  };
   for (const Json* p : in.pods) {
     const std::string role = PodRole(*p);
-    if (role == kRoleSpare) {
-      if (!IsDeleting(*p) && PodPhase(*p) == "Running" && usable_node(kube::GetString(*p, {"spec", "nodeName"}))) {
-        ++available_spares;
+    if (role != kRoleSpare && role != kRoleRank) continue;
+    if (IsDeleting(*p)) continue;
+    const std::string phase = PodPhase(*p);
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    const std::string node = kube::GetString(*p, {"spec", "nodeName"});
+    const int rank = role == kRoleRank ? PodRank(*p) : -1;
+    if (role == kRoleRank && (rank < 0 || rank >= spec.replicas)) continue;
+    const std::string value = annotation(*p);
+    // Unplanned: the node stopped answering. Rank and spare pods alike, over
+    // any other value, never held back.
+    if (const std::string why = node.empty() ? "" : not_ready(node); !why.empty()) {
+      if (value != kTriggerNodeNotReady) {
+        plan.annotate.push_back({kube::Name(*p), rank, kTriggerNodeNotReady, why, kube::ResourceVersion(*p)});
       }
       continue;
     }
-    if (role != kRoleRank || IsDeleting(*p)) continue;
-    const std::string phase = PodPhase(*p);
-    if (phase == "Succeeded" || phase == "Failed") continue;
-    const int rank = PodRank(*p);
-    if (rank < 0 || rank >= spec.replicas) continue;
-    if (kube::FindPath(*p, {"metadata", "annotations", kMigrateAnnotation})) {
-      ++in_flight;
+    if (role == kRoleSpare) {
+      if (phase == "Running" && usable_node(node)) ++available_spares;
       continue;
     }
-    const std::string node = kube::GetString(*p, {"spec", "nodeName"});
+    if (!value.empty()) {
+      if (value != kTriggerNodeNotReady) ++in_flight;
+      continue;
+    }
     if (node.empty()) continue;
     MigrationTrigger t{kube::Name(*p), rank, "", "", kube::ResourceVersion(*p)};
     auto n = in.nodes.find(node);
@@ -120,6 +152,8 @@ MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in) {
   const int by_spares = std::max(0, available_spares - in_flight);
   const int by_concurrency = std::max(0, spec.migration.max_concurrent - in_flight);
   const size_t budget = static_cast<size_t>(std::min(by_spares, by_concurrency));
+  std::sort(plan.annotate.begin(), plan.annotate.end(),
+            [](const MigrationTrigger& a, const MigrationTrigger& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < wanted.size(); ++i) { (i < budget ? plan.annotate : plan.held).push_back(wanted[i]); }
   if (plan.held.empty()) return plan;
   const std::string what = Describe(plan.held);

@@ -81,6 +81,7 @@ struct Job {
   FakeClock clock;
   FakeKubeApi api{clock};
   metrics::Registry registry;
+  KubePodFencer fencer{api, {.ns = "ml", .backoff = {1ms, 2ms, 2.0, 0.0}}};  // RunOnce() deletes
   std::unique_ptr<Coordinator> coord;
   kube::EventRecorder events{api, clock, {.component = "lockstep-coordinator"}};
   std::unique_ptr<KubeJobSync> sync;
@@ -100,6 +101,7 @@ struct Job {
     config.spares = spares;
     CoordinatorPorts ports;
     ports.clock = &clock;
+    ports.fencer = &fencer;
     coord = std::make_unique<Coordinator>(*m::NewJob(config), false, ports);
     coord->Begin();
     for (int r = 0; r < world; ++r) AddPod("train-rank-" + std::to_string(r), "rank", r);
@@ -147,6 +149,7 @@ struct Job {
     r.store_port = 29500;
     r.pod_name = pod;
     r.pod_uid = uids[pod];
+    r.pid = 7;  // the library's pid in its container
     REQUIRE(coord->Apply(r).status.ok());
   }
   // Every rank of the current generation heartbeats the next step; time passes.
@@ -216,6 +219,40 @@ TEST_CASE("kube sync: lockstep.dev/migrate=now asks for a planned migration once
   CHECK(job.sync->Unknown() == 1);
   CHECK(job.coord->Snapshot().migrations.size() == 1);
   CHECK(job.registry.Render().find("lockstep_migration_trigger_unknown_total 1") != std::string::npos);
+}
+
+TEST_CASE("kube sync: lockstep.dev/migrate=node-not-ready takes the member for dead and deletes its pod",
+          "[migration][kube]") {
+  Job job(3, 2);
+  job.sync->RunOnce();
+  job.Annotate("train-rank-1", "node-not-ready");
+  job.Annotate("train-spare-1", "node-not-ready");
+  job.sync->RunOnce();
+  auto s = job.coord->Snapshot();
+  CHECK(s.members.at("m1").status == m::MemberStatus::kDead);
+  CHECK(s.members.at("m1").gone_cause == "node_not_ready");
+  CHECK(s.members.at("m1").gone_reason == "pod train-rank-1: its node is NotReady");
+  CHECK(s.members.at("s1").status == m::MemberStatus::kDead);
+  CHECK(s.migrations.empty());  // unplanned: a failure re-form, no migration object
+  CHECK(job.sync->Requested() == 2);
+  // The fencer deletes both pods (uid precondition, grace 0).
+  job.fencer.RunOnce();
+  CHECK(!job.api.Peek(gvr::kPods, "ml", "train-rank-1"));
+  CHECK(!job.api.Peek(gvr::kPods, "ml", "train-spare-1"));
+  CHECK(job.api.Peek(gvr::kPods, "ml", "train-rank-0"));
+  CHECK(job.registry.Render().find(
+            "lockstep_migration_trigger_requests_total{value=\"node-not-ready\",result=\"accepted\"} 2") !=
+        std::string::npos);
+  // The survivors (their collectives aborted) report; the next generation takes the other spare.
+  for (const char* id : {"m0", "m2"}) {
+    REQUIRE(job.coord->Apply(m::Report{id, 0, job.step, "error", "aborted", true}).status.ok());
+  }
+  job.BeatAll();
+  auto after = job.coord->Snapshot();
+  CHECK(after.generation() == 1);
+  CHECK(after.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+  for (int i = 0; i < 3; ++i) job.sync->RunOnce();
+  CHECK(job.sync->Requested() == 2);
 }
 
 TEST_CASE("kube sync: the spare that took a rank is labelled with it, the old pod retired, then deleted once it ended",

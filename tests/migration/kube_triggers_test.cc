@@ -193,6 +193,71 @@ TEST_CASE("triggers: nothing before generation 0, nothing once the job ended, a 
   CHECK(DecideTriggers(pods, sim.state, {}).requests.empty());
 }
 
+TEST_CASE("triggers: node-not-ready takes the pod's member, rank or spare, for dead and fences it",
+          "[migration][kube]") {
+  auto sim = Running(3, 2);
+  for (auto& [id, m] : sim.state.members) m.pid = 7;  // the library registers its pid; fencing needs one
+  auto pods = Pods(3, 2);
+  pods[1] = Annotated(pods[1], "node-not-ready", "node n1 NotReady (NodeStatusUnknown)");
+  pods[4] = Annotated(pods[4], "node-not-ready");  // train-spare-1
+  auto d = DecideTriggers(pods, sim.state, {});
+  CHECK(d.unknown.empty());
+  REQUIRE(d.requests.size() == 2);
+  REQUIRE(d.requests[0].gone);
+  CHECK(d.requests[0].member == "m1");
+  CHECK(d.requests[0].request.rank == 1);
+  CHECK(d.requests[0].value == "node-not-ready");
+  CHECK(d.requests[0].gone->member == "m1");
+  CHECK(d.requests[0].gone->fence);
+  CHECK(d.requests[0].gone->cause == "node_not_ready");
+  CHECK(d.requests[0].gone->how == "pod train-rank-1: node n1 NotReady (NodeStatusUnknown)");
+  REQUIRE(d.requests[1].gone);
+  CHECK(d.requests[1].member == "s1");
+  CHECK(d.requests[1].request.rank == -1);
+  CHECK(d.requests[1].gone->how == "pod train-spare-1: its node is NotReady");
+  CHECK(d.remember ==
+        std::set<TriggerKey>{{"uid-train-rank-1", "node-not-ready"}, {"uid-train-spare-1", "node-not-ready"}});
+  // Asked once.
+  CHECK(DecideTriggers(pods, sim.state, d.remember).requests.empty());
+
+  // Applied: the rank's member is dead (a failure re-form follows), fenced.
+  auto out = sim.Do(*d.requests[0].gone);
+  REQUIRE(out.status.ok());
+  const Member* m1 = sim.state.Find("m1");
+  REQUIRE(m1);
+  CHECK(m1->status == MemberStatus::kDead);
+  CHECK(m1->gone_cause == "node_not_ready");
+  CHECK(m1->fenced);
+  CHECK(sim.All<Fence>().size() == 1);
+  // Not asked again for a member no longer alive.
+  CHECK(DecideTriggers({pods[1]}, sim.state, {}).requests.empty());
+
+  SECTION("also before generation 0 forms, and while a migration of its rank is in flight") {
+    MigrationSim early(Config(2));
+    RegisterPod(early, "m0", Role::kRank, 0, "train-rank-0");
+    auto ep = Pods(2, 0);
+    ep[0] = Annotated(ep[0], "node-not-ready");
+    CHECK(DecideTriggers(ep, early.state, {}).requests.size() == 1);
+
+    auto busy = Running(2, 0);
+    REQUIRE(busy.Do(MigrationRequested{0, "planned", "drain"}).status.ok());
+    CHECK(DecideTriggers(ep, busy.state, {}).requests.size() == 1);
+  }
+  SECTION("not for a pod going away or ended, nor once the job ended") {
+    pods[1].deleting = true;
+    pods[4].phase = "Failed";
+    CHECK(DecideTriggers(pods, Running(3, 2).state, {}).requests.empty());
+    auto ended = Running(3, 2);
+    auto fresh = Pods(3, 2);
+    fresh[1] = Annotated(fresh[1], "node-not-ready");
+    CHECK(DecideTriggers(fresh, ended.state, {}).requests.size() == 1);
+    ended.state.phase = Phase::kFinished;
+    CHECK(DecideTriggers(fresh, ended.state, {}).requests.empty());
+    ended.state.phase = Phase::kTerminal;
+    CHECK(DecideTriggers(fresh, ended.state, {}).requests.empty());
+  }
+}
+
 // Rank 1 (m1, pod train-rank-1) moves to spare s0 (pod train-spare-0) by a
 // planned migration; returns the time the generation was decided.
 double MigrateRank1(MigrationSim& sim) {

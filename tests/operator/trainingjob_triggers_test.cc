@@ -212,6 +212,83 @@ TEST_CASE("migration triggers: a pod with a migrate annotation is never annotate
   }
 }
 
+Json NotReady(Json node, const std::string& status = "Unknown") {
+  node["status"]["conditions"] = Json::array(
+      {{{"type", "MemoryPressure"}, {"status", "False"}},
+       {{"type", "Ready"}, {"status", status}, {"reason", status == "Unknown" ? "NodeStatusUnknown" : ""}}});
+  return node;
+}
+
+TEST_CASE("migration triggers: NodeNotReadyReason reads the Ready condition", "[operator]") {
+  Json n = Node("n1", false);
+  CHECK(NodeNotReadyReason(n).empty());  // no conditions yet: not judged
+  n["status"]["conditions"] = Json::array({{{"type", "Ready"}, {"status", "True"}}});
+  CHECK(NodeNotReadyReason(n).empty());
+  CHECK(NodeNotReadyReason(NotReady(n)) == "node n1 NotReady (NodeStatusUnknown)");
+  CHECK(NodeNotReadyReason(NotReady(n, "False")) == "node n1 NotReady (Ready False)");
+}
+
+TEST_CASE("migration triggers: a NotReady node's rank and spare pods are annotated node-not-ready", "[operator]") {
+  World w = Healthy();
+  w.nodes[1] = NotReady(w.nodes[1]);
+  SECTION("the rank, unplanned, with the node's reason") {
+    auto plan = w.Plan();
+    REQUIRE(plan.annotate.size() == 1);
+    CHECK(plan.annotate[0].pod == "demo-rank-1");
+    CHECK(plan.annotate[0].rank == 1);
+    CHECK(plan.annotate[0].trigger == "node-not-ready");
+    CHECK(plan.annotate[0].reason == "node n1 NotReady (NodeStatusUnknown)");
+    CHECK(plan.held.empty());
+  }
+  SECTION("Ready False counts too, Ready True does not") {
+    w.nodes[1] = NotReady(Node("n1", false), "False");
+    CHECK(Pods(w.Plan().annotate) == std::vector<std::string>{"demo-rank-1=node-not-ready"});
+    w.nodes[1] = NotReady(Node("n1", false), "True");
+    CHECK(w.Plan().annotate.empty());
+  }
+  SECTION("over a planned value already there, and not again once set") {
+    w.pods[1]["metadata"]["annotations"] = {{"lockstep.dev/migrate", "drain"}};
+    CHECK(Pods(w.Plan().annotate) == std::vector<std::string>{"demo-rank-1=node-not-ready"});
+    w.pods[1]["metadata"]["annotations"] = {{"lockstep.dev/migrate", "node-not-ready"}};
+    CHECK(w.Plan().annotate.empty());
+  }
+  SECTION("never held back: no spare, maxConcurrent 1 with a drain in flight") {
+    Json j = SpecJson(3, 0);
+    j["migration"]["maxConcurrent"] = 1;
+    w.spec = Spec(j);
+    w.pods.resize(3);  // no spares
+    w.pods[0]["metadata"]["annotations"] = {{"lockstep.dev/migrate", "now"}};
+    w.nodes[2] = NotReady(w.nodes[2]);
+    auto plan = w.Plan();
+    CHECK(Pods(plan.annotate) == std::vector<std::string>{"demo-rank-1=node-not-ready", "demo-rank-2=node-not-ready"});
+    CHECK(plan.held.empty());
+  }
+  SECTION("it is not in flight: a drain elsewhere still gets a spare") {
+    w.pods[1]["metadata"]["annotations"] = {{"lockstep.dev/migrate", "node-not-ready"}};
+    w.nodes[2] = Node("n2", true);
+    w.pods.resize(4);  // one spare
+    CHECK(Pods(w.Plan().annotate) == std::vector<std::string>{"demo-rank-2=drain"});
+  }
+  SECTION("spares there are annotated and are no spares to move to") {
+    w.nodes.push_back(NotReady(Node("s1", false)));  // both spares run on s1
+    w.nodes[1] = Node("n1", false);
+    w.nodes[0] = Node("n0", true);
+    auto plan = w.Plan();
+    CHECK(Pods(plan.annotate) ==
+          std::vector<std::string>{"demo-spare-a=node-not-ready", "demo-spare-b=node-not-ready"});
+    CHECK(plan.annotate[0].rank == -1);
+    CHECK(Pods(plan.held) == std::vector<std::string>{"demo-rank-0=drain"});
+    CHECK(plan.blocked_reason == "NoSpare");
+  }
+  SECTION("pods being deleted or ended are left alone") {
+    w.pods[1]["metadata"]["deletionTimestamp"] = kNow;
+    CHECK(w.Plan().annotate.empty());
+    w.pods[1]["metadata"].erase("deletionTimestamp");
+    w.pods[1]["status"]["phase"] = "Failed";
+    CHECK(w.Plan().annotate.empty());
+  }
+}
+
 TEST_CASE("migration triggers: no spare running is reported, nothing annotated", "[operator]") {
   World w = Healthy();
   w.pods.pop_back();

@@ -63,8 +63,8 @@ KubeJobSync::KubeJobSync(kube::KubeApi& api, Coordinator& coordinator, Clock& cl
         "Migrations asked for by the pod annotation lockstep.dev/migrate, by value and result (accepted, refused).",
         {"value", "result"});
     trigger_unknown_ = &registry->Counter("lockstep_migration_trigger_unknown_total",
-                                          "Pod annotations lockstep.dev/migrate with a value that is not now, drain "
-                                          "or early-warning (reported, not acted on).");
+                                          "Pod annotations lockstep.dev/migrate with a value that is not now, drain, "
+                                          "early-warning or node-not-ready (reported, not acted on).");
     status_failures_ = &registry->Counter("lockstep_migration_status_write_failures_total",
                                           "Failed writes of the TrainingJob's status (retried with backoff).");
   }
@@ -115,9 +115,24 @@ void KubeJobSync::Triggers(const std::vector<m::PodView>& pods) {
     log::Warn("unknown migration trigger ignored", {{"job", options_.job},
                                                     {"pod", u.pod},
                                                     {"annotation", std::string(m::kMigrateAnnotation) + "=" + u.value},
-                                                    {"expected", "now, drain or early-warning"}});
+                                                    {"expected", "now, drain, early-warning or node-not-ready"}});
   }
   for (const auto& r : d.requests) {
+    if (r.gone) {
+      // Unplanned: the member is dead (the pod checks' path), its pod fenced.
+      m::Outcome out = coordinator_.Apply(*r.gone);
+      requested_.fetch_add(1);
+      if (trigger_requests_) trigger_requests_->Inc({r.value, out.status.ok() ? "accepted" : "refused"});
+      log::Write(out.status.ok() ? log::Level::kInfo : log::Level::kWarn,
+                 "member taken for dead: its pod's node is NotReady",
+                 {{"job", options_.job},
+                  {"pod", r.pod},
+                  {"member", r.member},
+                  {"rank", r.request.rank >= 0 ? std::to_string(r.request.rank) : std::string("spare")},
+                  {"reason", r.gone->how},
+                  {"result", out.status.ok() ? std::string("fenced") : out.status.error().message}});
+      continue;
+    }
     // The path POST /v1/migrations takes.
     m::Outcome out = coordinator_.Apply(r.request);
     requested_.fetch_add(1);

@@ -60,6 +60,7 @@ struct ProcessGone {
   // Fence the member too: its pod (Kubernetes) could restart the container in
   // place and bring a second holder of the rank back. A gone local pid is not.
   bool fence = false;
+  std::string cause = "pid_gone";  // the member's gone_cause; "node_not_ready" from a pod annotation
 };
 
 struct MigrationRequested {

@@ -1,7 +1,8 @@
 // What the coordinator does about the job's pods in Kubernetes mode, decided
 // from values (docs/migration.md, "Triggers and status in Kubernetes"):
 //   DecideTriggers  the migrations that pod annotations ask for
-//                   (lockstep.dev/migrate = now | drain | early-warning)
+//                   (lockstep.dev/migrate = now | drain | early-warning), and
+//                   the members a node-not-ready annotation takes for dead
 //   DecidePodUpkeep the label patches that keep lockstep.dev/rank on the pod
 //                   holding each rank, and the migrated-away pods to delete
 //   RankMoves       every rank that moved to another member, for the job's
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -47,8 +49,11 @@ struct TriggerRequest {
   std::string pod;
   std::string pod_uid;
   std::string member;
-  std::string value;  // now | drain | early-warning
+  std::string value;  // now | drain | early-warning | node-not-ready
   MigrationRequested request;
+  // node-not-ready: the member (rank or spare) is dead and fenced instead
+  // (request is then unused).
+  std::optional<ProcessGone> gone;
 };
 
 struct UnknownTrigger {
@@ -76,6 +81,12 @@ struct TriggerDecision {
 //    node) for a pre-emptive one; the reason is lockstep.dev/migrate-reason
 //    when set, else a sentence naming the pod and the value. Any other value
 //    is reported in `unknown`.
+//  - "node-not-ready" (the operator: the pod's node is NotReady) is
+//    unplanned: the pod's alive member, holding a rank or a spare, is taken
+//    for dead and fenced (`gone`: ProcessGone, fence, cause
+//    "node_not_ready", the reason annotation or a sentence naming the pod),
+//    at once in every phase but terminal and finished, even while a
+//    migration of its rank is in flight or before generation 0 formed.
 //  - Each (pod uid, value) in `requested` is neither asked for nor reported again.
 //  - Nothing is asked while generation 0 is not formed, or for a rank whose
 //    migration is pending, pausing or reforming (not remembered: asked once

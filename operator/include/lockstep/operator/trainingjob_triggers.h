@@ -17,15 +17,24 @@
 //    of xids in xids. Where no device carries any of those readings, the
 //    agent's verdict decides: condition GPUHealthy False.
 //    A pod both cordoned and warned is annotated drain.
+//  - node-not-ready (always; unplanned): the pod's node has condition Ready
+//    False or Unknown (the node lifecycle controller's verdict on a silent
+//    kubelet). Reason "node <n> NotReady (<reason>)". It is annotated on rank
+//    pods and on spare pods (the coordinator fences both: a spare there is no
+//    spare to move to), even over another lockstep.dev/migrate value (a
+//    planned move off a node that stopped answering may never finish), never
+//    held back by spares or maxConcurrent (the rank fails either way), and
+//    such pods do not count as in flight.
 //  - A pod that already carries lockstep.dev/migrate (any value: the user's
-//    "now", or ours) is never annotated again; it counts as in flight.
+//    "now", or ours) is never annotated drain or early-warning again; it
+//    counts as in flight.
 //  - Spares: at most (available spares - in flight) new annotations and at
 //    most (spec.migration.maxConcurrent - in flight), by rank order. A
 //    candidate held back is reported (MigrationBlocked True, reason NoSpare
 //    or MaxConcurrent, naming the ranks and why they should move); a job
 //    with nothing held back has MigrationBlocked False once it had it.
 //    Available spares: spare pods Running, not being deleted, on a node
-//    that is neither cordoned nor warned (by the rules above).
+//    that is neither cordoned, NotReady nor warned (by the rules above).
 #pragma once
 
 #include <map>
@@ -45,6 +54,7 @@ inline constexpr const char* kMigrateAnnotation = api::kMigrateAnnotation;  // l
 inline constexpr const char* kMigrateReasonAnnotation = api::kMigrateReasonAnnotation;
 inline constexpr const char* kTriggerDrain = api::kMigrateDrain;
 inline constexpr const char* kTriggerEarlyWarning = api::kMigrateEarlyWarning;
+inline constexpr const char* kTriggerNodeNotReady = api::kMigrateNodeNotReady;
 inline constexpr char kMigrationBlockedCondition[] = "MigrationBlocked";
 
 struct MigrationTriggerInput {
@@ -56,8 +66,8 @@ struct MigrationTriggerInput {
 
 struct MigrationTrigger {
   std::string pod;
-  int rank = -1;
-  std::string trigger;           // kTriggerDrain or kTriggerEarlyWarning
+  int rank = -1;                 // -1: a spare pod (node-not-ready only)
+  std::string trigger;           // kTriggerDrain, kTriggerEarlyWarning or kTriggerNodeNotReady
   std::string reason;            // e.g. "node n1 cordoned"
   std::string resource_version;  // of the pod as seen (the patch's precondition)
   bool operator==(const MigrationTrigger&) const = default;
@@ -72,6 +82,10 @@ struct MigrationTriggerPlan {
 
 // REQUIRES: in.spec != nullptr.
 MigrationTriggerPlan PlanMigrationTriggers(const MigrationTriggerInput& in);
+
+// "" when `node` is Ready (or has no Ready condition yet), else why not:
+// "node <n> NotReady (<reason>)". Also the operator's Node watch filter.
+std::string NodeNotReadyReason(const Json& node);
 
 // Why the GPU readings in `health` (a FabricHealth) trip `ew`, or "" when
 // they do not (see the rules above). Exposed for tests.

@@ -21,11 +21,14 @@ inline constexpr char kRoleCoordinator[] = "coordinator";
 inline constexpr char kRoleRetired[] = "retired";  // a pod whose rank was migrated away
 
 // Pod annotation asking the coordinator to move the pod's rank, and why.
-inline constexpr char kMigrateAnnotation[] = "lockstep.dev/migrate";  // now | drain | early-warning
+inline constexpr char kMigrateAnnotation[] = "lockstep.dev/migrate";  // now | drain | early-warning | node-not-ready
 inline constexpr char kMigrateReasonAnnotation[] = "lockstep.dev/migrate-reason";
 inline constexpr char kMigrateNow[] = "now";
 inline constexpr char kMigrateDrain[] = "drain";
 inline constexpr char kMigrateEarlyWarning[] = "early-warning";
+// Unplanned: the pod's node is NotReady (its kubelet silent); the coordinator
+// takes the member for dead and fences its pod (rank and spare pods alike).
+inline constexpr char kMigrateNodeNotReady[] = "node-not-ready";
 
 // Annotations on a Kubeflow TrainJob or PyTorchJob that ask for protection.
 inline constexpr char kFaultToleranceAnnotation[] = "lockstep.dev/fault-tolerance";  // "enabled" | "disabled"
