@@ -322,7 +322,14 @@ json HeartbeatReply(const JobState& s, const std::string& member) {
   return j;
 }
 
-json RegisterReply(const JobState& s) { return json{{"generation", s.generation()}}; }
+json RegisterReply(const JobState& s, const std::string& member) {
+  json j{{"generation", s.generation()}};
+  if (const Member* m = s.Find(member)) {
+    j["role"] = RoleName(m->role);
+    if (m->role == Role::kRank && m->requested_rank >= 0) j["rank"] = m->requested_rank;
+  }
+  return j;
+}
 
 json MigrationsReply(const JobState& s) {
   json a = json::array();

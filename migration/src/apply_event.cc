@@ -68,11 +68,22 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           } else if (e.role == Role::kRank && e.rank >= 0 && s.current()) {
             const std::string& holder = s.current()->members[e.rank];
             if (s.Alive(holder)) {
-              return Conflict("rank " + std::to_string(e.rank) + " is held by live member " + holder +
-                              " in generation " + Num(s.generation()));
+              // A process asking for a rank that a live member holds: its own earlier
+              // process was replaced and it came back (a container restarted in place,
+              // a pod recreated at its index by a Job). It joins as a spare of the job
+              // instead of failing (a refusal would crash-loop it, and its controller
+              // would count every crash), so its pod runs on and refills the pool.
+              m.role = Role::kSpare;
+              m.requested_rank = -1;
+              m.hb_intact = m.report_intact = false;
+              a.push_back(Notice{"registered_as_spare",
+                                 {{"member", e.member},
+                                  {"rank", std::to_string(e.rank)},
+                                  {"holder", holder},
+                                  {"generation", Num(s.generation())}}});
             }
           }
-          if (e.role == Role::kSpare) {
+          if (e.role == Role::kSpare) {  // a launched spare (not a rank that came back as one)
             s.spares_starting = std::max(0, s.spares_starting - 1);
             s.failed_launches = 0;
           }

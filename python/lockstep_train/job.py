@@ -8,6 +8,7 @@ Used from the training thread only; the heartbeat runs in its own daemon thread.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import gc
 import hashlib
@@ -25,7 +26,8 @@ from . import _torch_private as private
 from . import faults, seeding, sharded
 from .client import CoordinatorClient, Unavailable
 from .heartbeat import Heartbeat
-from .protocol import ProtocolError, Settings, new_member_id, parse_plan, register_body, settings_from
+from .protocol import (ProtocolError, Settings, new_member_id, parse_plan, register_body, registered_role,
+                       settings_from)
 from .reduce import GradientReducer
 from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
 from .wrappers import DDPAdapter, check_module
@@ -487,6 +489,16 @@ class Job:
         status, reply = self.client.register(body)
         if status != 200:
             raise JoinError("lockstep: the coordinator refused registration (%d): %s" % (status, reply))
+        role = registered_role(reply, self.settings.role)
+        if role != self.settings.role:
+            # Our rank is held by a live member (it took the rank over when this
+            # process's predecessor died: a container restarted in place, a pod recreated
+            # at its index): the coordinator keeps this process as a spare of the job.
+            log.warning("lockstep: rank %s is held by another member; joining as a spare",
+                        self.settings.rank)
+            self.settings = dataclasses.replace(self.settings, role=role, rank=None)
+            self.rank = None
+            self.heartbeat.update(state_intact=False)
         self._emit("registered", role=self.settings.role)
 
     def _wait_for_plan(self):

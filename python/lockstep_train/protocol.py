@@ -143,6 +143,14 @@ def register_body(member: str, role: str, host: str, store_port: int, pid: int,
     return body
 
 
+def registered_role(reply, asked: str) -> str:
+    """The role the coordinator registered this member in (POST /v1/register's reply
+    "role"): "spare" for a process that asked for a rank a live member holds (it was
+    restarted after a spare took its rank over). A coordinator that does not say: `asked`."""
+    role = reply.get("role") if isinstance(reply, dict) else None
+    return role if role in ("rank", "spare") else asked
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """join()'s inputs after environment and arguments are merged."""

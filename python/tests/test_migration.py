@@ -131,6 +131,28 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual(self.c.of(spare, "committed")[0]["step"], resume + 1)
         self.assertTrue(self.c.of(ranks[0], "failure_detected"))
 
+    def test_a_killed_rank_started_again_with_its_rank_joins_as_a_spare(self):
+        """Kubeflow: the killed rank's container restarts in place (or its Job recreates the
+        pod at its index) with the same LOCKSTEP_RANK after a spare took the rank over. It
+        is not refused (a crash loop its controller would count): it waits as a spare,
+        never trains, and exits 0 when the job finishes (its Job index completes)."""
+        sleep = 0.15   # leaves the steps after the kill time for the new process to start
+        ranks = self.start_ranks(victim=1, step_sleep=sleep)
+        spare = self.c.start("spare", step_sleep=sleep)
+        self.registered(spare)
+        self.c.wait_for(lambda: self.c.of(ranks[1], "holding"), "rank 1 to reach step %d" % HOLD_AT)
+        self.c.signal(ranks[1], signal.SIGKILL)
+        self.c.wait_for(lambda: self.c.of(spare, "plan_received"), "the spare to take rank 1 over")
+        again = self.c.start("rank", 1, step_sleep=sleep)
+        self.registered(again)
+        self.assertEqual(self.c.of(again, "registered")[0]["role"], "spare", self.c.dump())
+        self.assertLess(self.committed(spare), STEPS, "the job ended before the check meant anything")
+        self.assert_completed([ranks[0], ranks[2]], spare, 1)
+        self.c.wait_exit([again])
+        self.assertEqual(self.c.procs[again].returncode, 0, self.c.dump())
+        self.assertEqual(self.c.of(again, "committed"), [])
+        self.assertEqual(self.c.of(again, "plan_received"), [])
+
     def test_sigstop_hang_is_detected_fenced_and_replaced(self):
         ranks = self.start_ranks(victim=2)
         spare = self.c.start("spare")

@@ -83,6 +83,14 @@ class SettingsTest(unittest.TestCase):
         b = protocol.register_body("m", "rank", "h", 1, 1, 0, env={"LOCKSTEP_POD_UID": "u"})
         self.assertNotIn("pod_uid", b)  # a uid without a pod name is not sent (the coordinator refuses it)
 
+    def test_registered_role_follows_the_coordinator(self):
+        self.assertEqual(protocol.registered_role({"generation": 2, "role": "spare"}, "rank"), "spare")
+        self.assertEqual(protocol.registered_role({"generation": -1, "role": "rank", "rank": 1}, "rank"), "rank")
+        # A coordinator that does not say (older), or says something else: as asked.
+        self.assertEqual(protocol.registered_role({"generation": 0}, "rank"), "rank")
+        self.assertEqual(protocol.registered_role({"role": "boss"}, "spare"), "spare")
+        self.assertEqual(protocol.registered_role("not json", "rank"), "rank")
+
     def test_member_id(self):
         m = protocol.new_member_id("node-a", 42)
         self.assertRegex(m, r"^node-a-42-[0-9a-f]{8}$")

@@ -575,6 +575,69 @@ TEST_CASE("a process registering for a rank that died is preferred as that rank'
   CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1-restarted", "m2"});
 }
 
+TEST_CASE("a process asking for a rank a spare took over joins as a spare, refills the pool and exits at the end",
+          "[migration]") {
+  // Kubeflow: rank 1's container restarted in place (or its Job recreated the pod at
+  // its index) after spare s0 took rank 1 over; the process asks for rank 1 again.
+  JobConfig c = Config(3, 1, true);
+  c.spares_from_start = true;
+  auto sim = Formed(3, 1, c);
+  sim.BeatAll(5);
+  sim.Do(ProcessGone{"m1", "container train of pod tj-node-0-1-abcde restarted (restart count 1)"});
+  sim.ReportErr("m0", 0, 5);
+  sim.ReportErr("m2", 0, 5);
+  REQUIRE(sim.state.generation() == 1);
+  REQUIRE(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
+  const size_t requested = sim.All<RequestSpare>().size();
+  auto back = sim.Register("m1-again", Role::kRank, 1);
+  REQUIRE(back.status.ok());  // not 409: a refusal would crash-loop the pod
+  const Member* m = sim.state.Find("m1-again");
+  REQUIRE(m);
+  CHECK(m->role == Role::kSpare);
+  CHECK(m->requested_rank == -1);
+  CHECK_FALSE(m->hb_intact);  // a restarted process holds no state
+  auto reply = RegisterReply(sim.state, "m1-again");
+  CHECK(reply["role"] == "spare");
+  CHECK_FALSE(reply.contains("rank"));
+  CHECK(RegisterReply(sim.state, "m0")["role"] == "rank");
+  CHECK(RegisterReply(sim.state, "m0")["rank"] == 0);
+  REQUIRE(sim.Notices("registered_as_spare").size() == 1);
+  CHECK(sim.Notices("registered_as_spare")[0].Field("holder") == "s0");
+  CHECK(sim.Notices("registered_as_spare")[0].Field("rank") == "1");
+  // Still exactly one holder of rank 1, and the generation is unchanged.
+  CHECK(sim.state.generation() == 1);
+  CHECK(sim.state.RankOf("m1-again") == -1);
+  CHECK(sim.Plan("m1-again")["action"] == "wait");
+  CHECK(sim.Plan("m1-again")["reason"] == "spare in the pool");
+  // It fills the pool: no spare beyond the one already requested for s0's place.
+  CHECK(sim.state.spares_starting <= 1);
+  sim.Advance(0.1);
+  CHECK(sim.All<RequestSpare>().size() == requested);
+  // The next failure takes it (it is the pool), and it never becomes a source.
+  sim.BeatAll(9);
+  sim.Do(ProcessGone{"m2", "gone"});
+  sim.ReportErr("m0", 1, 9);
+  sim.ReportErr("s0", 1, 9);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m1-again"});
+  CHECK(sim.state.current()->src_rank != 2);
+  // Before the job ends, another one comes back as a spare; at the end it is told to exit.
+  REQUIRE(sim.Register("m2-again", Role::kRank, 2).status.ok());
+  CHECK(sim.state.Find("m2-again")->role == Role::kSpare);
+  sim.BeatAll(20);
+  for (const char* id : {"m0", "s0", "m1-again"}) sim.Beat(id, 2, 20, "done");
+  REQUIRE(sim.state.phase == Phase::kFinished);
+  CHECK(sim.Plan("m2-again")["action"] == "exit");
+  CHECK(sim.Plan("m2-again")["reason"] == "the job finished");
+}
+
+TEST_CASE("before generation 0 a second process asking for a held rank is still refused", "[migration]") {
+  MigrationSim sim(Config(2));
+  REQUIRE(sim.Register("m0", Role::kRank, 0).status.ok());
+  CHECK(sim.Register("twin", Role::kRank, 0).status.code() == ErrorCode::kConflict);  // two launches of one rank
+  CHECK(sim.Notices("registered_as_spare").empty());
+}
+
 TEST_CASE("a heartbeat naming a generation that does not exist is only a sign of life", "[migration]") {
   MigrationSim sim(Config(2));
   sim.Register("m0", Role::kRank, 0);

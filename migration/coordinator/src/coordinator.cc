@@ -339,7 +339,7 @@ HttpResponse Coordinator::Serve(const HttpRequest& req) {
     log::Info("registered", {{"job", state_.config.job}, {"member", ev->member}, {"role", m::RoleName(ev->role)},
                              {"rank", std::to_string(ev->rank)}, {"pid", std::to_string(ev->pid)},
                              {"host", ev->host}, {"store_port", std::to_string(ev->store_port)}});
-    return Json(200, m::RegisterReply(state_));
+    return Json(200, m::RegisterReply(state_, ev->member));
   }
   if (p == "/v1/heartbeat") {
     auto ev = m::ParseHeartbeat(req.body);

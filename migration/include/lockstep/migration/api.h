@@ -40,8 +40,9 @@ bool PlanIsNews(const nlohmann::json& plan, int64_t known_generation);
 nlohmann::json PlanReply(const JobState& s, const std::string& member);
 // POST /v1/heartbeat for a known member.
 nlohmann::json HeartbeatReply(const JobState& s, const std::string& member);
-// POST /v1/register.
-nlohmann::json RegisterReply(const JobState& s);
+// POST /v1/register of `member`: {generation, role, rank?}. role is "spare" for
+// a process that asked for a rank a live member holds (it joins as a spare).
+nlohmann::json RegisterReply(const JobState& s, const std::string& member);
 // GET /v1/migrations (one element: the migration with that id).
 nlohmann::json MigrationsReply(const JobState& s);
 nlohmann::json MigrationReply(const JobState& s, const std::string& id);
