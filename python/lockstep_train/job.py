@@ -778,11 +778,17 @@ class Job:
             log.warning("lockstep: the final barrier failed (%s); every rank committed step %d",
                         str(e).splitlines()[0], self.step)
         self._formed = False
-        self._free_group()      # a gloo group left to the interpreter's exit can delay it
+        # "done" first, sent from this thread (the heartbeat thread dies with the
+        # interpreter's finalization, which can start before it wakes up), then the group
+        # is freed: freeing holds the GIL (gloo's destructor, gc.collect() of torch 2.x's
+        # few hundred thousand objects: 1.2 s at load 20, several seconds for 4 ranks
+        # under nice on 2 cores), so no heartbeat leaves meanwhile. Before "done", the
+        # coordinator took that silence for death: the migration benchmark's torch 2.15
+        # run had every rank fenced after its last step ("no replica holds step 119").
+        # Once a member said "done", the coordinator never fences the generation's members.
         self.heartbeat.update(step=self.step, state="done")
-        # Sent from this thread: the heartbeat thread dies with the interpreter's
-        # finalization, which can start before it wakes up.
         self.heartbeat.beat()
+        self._free_group()      # a gloo group left to the interpreter's exit can delay it
         self._emit("finished")
 
 

@@ -71,6 +71,32 @@ class JobTest(unittest.TestCase):
             self.assertIn(want, names)
         self.assertTrue(all("t" in f and "member" in f for _, f in events))
 
+    def test_done_is_sent_before_the_group_is_freed(self):
+        # Freeing the group holds the GIL (gloo's destructor, gc.collect(): seconds on
+        # torch 2.x under load), so no heartbeat leaves meanwhile; the coordinator must
+        # already know that this member finished, or it fences it as dead (the migration
+        # benchmark on torch 2.15: every rank fenced after its last step).
+        import lockstep_train.job as job_module
+        seen = []
+        real_gc = job_module.gc
+
+        class GcSpy:
+            @staticmethod
+            def collect(*a):
+                with self.fake.lock:
+                    seen.append([r[2].get("state") for r in self.fake.requests if r[1] == "/v1/heartbeat"])
+                return real_gc.collect(*a)
+        self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
+        job.track(nn.Linear(2, 2), None)
+        job_module.gc = GcSpy
+        try:
+            for _ in job.steps(2):
+                pass
+        finally:
+            job_module.gc = real_gc
+        self.assertTrue(seen, "the group was never freed")
+        self.assertIn("done", seen[-1], "the group was freed before the coordinator heard 'done'")
+
     def test_a_failed_step_is_retried_then_raised(self):
         self.job = job = ls.join(coordinator=self.fake.url, rank=0, world_size=1)
         model = nn.Linear(2, 2)
