@@ -49,7 +49,7 @@ cleanup() {
   rm -rf "$OUT/probe-key" "$OUT"/gpu-node-*/token "$OUT/chromium-profile"
   if [[ -f $CLUSTER/pids/operator-web.pid ]]; then stop_operator web TERM; fi
   kubectl delete fleetaudit e2e-web-audit --wait=true >/dev/null 2>&1 || true
-  kubectl delete namespace $TJ --wait=false >/dev/null 2>&1 || true
+  kubectl delete namespace $TJ --wait=true --timeout=60s >/dev/null 2>&1 || true
   kubectl label nodes "${NODES[@]}" lockstep.dev/web-e2e- >/dev/null 2>&1 || true
   kubectl delete fabrichealth "${NODES[@]}" "${RAIL_NODES[@]}" --wait=true >/dev/null 2>&1 || true
   wait_for "the operator to recreate the FabricHealths" 60 healths_match_gpu_nodes
@@ -131,7 +131,9 @@ wait_for "the page's replica to see gpu-node-3's rail1 down" 10 \
   seen '.nodes[] | select(.name == "gpu-node-3") | .rails[1].state == "down"'
 rails gpu-node-3 Healthy 2 "True RailUp" "True RailUp" "$t2"
 
-kubectl get namespace $TJ >/dev/null 2>&1 || kubectl create namespace $TJ >/dev/null
+ns_gone() { ! kubectl get namespace $TJ >/dev/null 2>&1; }
+wait_for "namespace $TJ of an earlier run to be gone" 60 ns_gone
+kubectl create namespace $TJ >/dev/null
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: lockstep.dev/v1alpha1
 kind: TrainingJob
