@@ -10,13 +10,14 @@
 #     rails writes them (Rail-rail0/Rail-rail1; real fabric rails need netlab
 #     and root: e2e.fabric-kube), and gpu-node-3's rail1 goes down and back up
 #     while the page's replica watches (the flap timeline's recorded transition);
-#   - TrainingJob web-e2e/demo (2 ranks, 1 spare) runs on kwok.
+#   - TrainingJob web-e2e/demo (2 ranks, 1 spare) runs on kwok, and two
+#     migrations are reported in its status as its coordinator writes them.
 # The agents are then stopped (statuses stay as they are) and the page is
 # loaded with `chromium --headless --dump-dom` (and --screenshot): its DOM must
 # match the objects kubectl reads: every FabricHealth's row, phase and rail
 # states, the rails-up total, each clock error bound, gpu-node-3's rail1 down
 # and up in the flap timeline, the audit and each node's verdict, the job and
-# each rank's pod and node. The probe key appears neither in the page nor in
+# each rank's pod and node, both migrations. The probe key appears neither in the page nor in
 # api/view; methods other than GET get 405. Screenshots stay in
 # STATE/web-page/ (page.png, page-narrow.png) with the DOM (page.html).
 . "$(dirname "$0")/lib.sh"
@@ -43,9 +44,12 @@ stop_agents() {
 }
 cleanup() {
   stop_agents
+  # Keep the artefacts (page.html, the screenshots, view.json, cluster.json), not the
+  # key, the tokens or the browser profile.
+  rm -rf "$OUT/probe-key" "$OUT"/gpu-node-*/token "$OUT/chromium-profile"
   if [[ -f $CLUSTER/pids/operator-web.pid ]]; then stop_operator web TERM; fi
   kubectl delete fleetaudit e2e-web-audit --wait=true >/dev/null 2>&1 || true
-  kubectl delete namespace $TJ --wait=false >/dev/null 2>&1 || true
+  kubectl delete namespace $TJ --wait=true --timeout=60s >/dev/null 2>&1 || true
   kubectl label nodes "${NODES[@]}" lockstep.dev/web-e2e- >/dev/null 2>&1 || true
   kubectl delete fabrichealth "${NODES[@]}" "${RAIL_NODES[@]}" --wait=true >/dev/null 2>&1 || true
   wait_for "the operator to recreate the FabricHealths" 60 healths_match_gpu_nodes
@@ -127,7 +131,9 @@ wait_for "the page's replica to see gpu-node-3's rail1 down" 10 \
   seen '.nodes[] | select(.name == "gpu-node-3") | .rails[1].state == "down"'
 rails gpu-node-3 Healthy 2 "True RailUp" "True RailUp" "$t2"
 
-kubectl get namespace $TJ >/dev/null 2>&1 || kubectl create namespace $TJ >/dev/null
+ns_gone() { ! kubectl get namespace $TJ >/dev/null 2>&1; }
+wait_for "namespace $TJ of an earlier run to be gone" 60 ns_gone
+kubectl create namespace $TJ >/dev/null
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: lockstep.dev/v1alpha1
 kind: TrainingJob
@@ -158,6 +164,20 @@ fa_done() { [[ $(kubectl get fleetaudit e2e-web-audit -o jsonpath='{.status.phas
 wait_for "FleetAudit e2e-web-audit Completed" 90 fa_done
 tj_ready() { [[ $(kubectl -n $TJ get trainingjob demo -o jsonpath='{.status.readyReplicas}') == 2 ]]; }
 wait_for "TrainingJob demo with 2 ready ranks" 60 tj_ready
+# Two migrations as the job's coordinator reports them (a merge patch of migrations and
+# lastMigration; the coordinator pod does not run on kwok): the page's replica records
+# the first, the status holds the second.
+migrated() { # migrated N RANK FROM TO REASON
+  local t; t=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  kubectl -n $TJ patch trainingjob demo --subresource=status --type=merge -p "$(jq -nc --argjson n "$1" \
+    --argjson rank "$2" --arg from "$3" --arg to "$4" --arg why "$5" --arg t "$t" '{status: {migrations: $n,
+      lastMigration: {rank: $rank, fromPod: $from, toPod: $to, reason: $why, startTime: $t, completeTime: $t,
+                      durationMs: 2100}}}')" >/dev/null
+}
+migrated 1 0 demo-rank-0 demo-spare-0 PodFailed
+wait_for "the page's replica to see the first migration" 10 seen '.jobs[0].migrationHistory | length == 1'
+migrated 2 1 demo-rank-1 demo-spare-1 NodeDrain
+
 # Freeze the agents' statuses: what kubectl reads next is what the page must show.
 stop_agents
 
@@ -259,6 +279,8 @@ for p in cluster["pods"]:
     elif labels.get("lockstep.dev/role") == "spare":
         expect(find(data_spare=p["metadata"]["name"]), f"spare pod {p['metadata']['name']} not shown")
 expect(ranks == 2, f"{ranks} rank pods")
+moved = sorted(e["attrs"].get("data-migration-rank") for e in dom.els if e["tag"] == "tr" and "data-migration-rank" in e["attrs"])
+expect(j["status"].get("migrations") == 2 and moved == ["0", "1"], f"migrations {j['status'].get('migrations')}, page rows for ranks {moved}, want 0 and 1")
 expect(key not in text and key not in view, "the probe key is on the page")
 print(f"nodes {len(cluster['healths'])}, rails {up}/{total}, audit verdicts {verdicts}, ranks {ranks}")
 for e in errors: print("MISMATCH:", e, file=sys.stderr)

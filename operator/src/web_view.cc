@@ -175,6 +175,11 @@ Json JobRow(const Json& tj, const std::vector<const Json*>& pods, const std::vec
   row["namespace"] = ns;
   row["name"] = name;
   row["replicas"] = kube::GetInt(tj, {"spec", "replicas"});
+  // A Kubeflow job's TrainingJob names the job it protects.
+  for (auto [key, kind] : {std::pair{"trainJobRef", "TrainJob"}, std::pair{"pytorchJobRef", "PyTorchJob"}}) {
+    std::string ref = GetString(tj, {"spec", key, "name"});
+    if (!ref.empty()) row["source"] = {{"kind", kind}, {"name", ref}};
+  }
   row["spares"] = kube::GetInt(tj, {"spec", "spares"}, -1);
   row["conditions"] = Json::array();
   if (const Json& cs = Field(s, {"conditions"}); cs.is_array()) {

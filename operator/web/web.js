@@ -81,11 +81,14 @@ function renderFleet(v) {
               el('td', {class: 'audit-result'}, badge('verdict', n.auditResult)),
               el('td', {}, n.gpu ? n.gpu.state : '-'),
               el('td', {}, n.ready ? `${n.ready.reason || ''}` : '-'),
+              el('td', {class: n.latency && n.latency.status === 'False' ? 'state-down' : '',
+                        title: n.latency ? n.latency.message || '' : ''},
+                 n.latency ? `${n.latency.status === 'True' ? 'within' : n.latency.reason || ''}` : '-'),
               el('td', {}, fmtTime(n.lastReportTime)));
   });
   const note = rails.length ? null : el('p', {class: 'muted'}, 'No rail reported yet (fabric rails are configured in the FabricPolicy).');
   return el('div', {class: 'scroll'}, note,
-            table(['Node', 'Phase', ...rails, 'Rails up', 'Flaps/h', 'Clock', 'Audit', 'GPU', 'Ready', 'Last report'],
+            table(['Node', 'Phase', ...rails, 'Rails up', 'Flaps/h', 'Clock', 'Audit', 'GPU', 'Ready', 'Latency SLA', 'Last report'],
                   rows, {id: 'fleet-table'}));
 }
 
@@ -251,7 +254,8 @@ function renderJobs(v) {
     const conds = j.conditions.filter((c) => c.status !== 'True' || c.type !== 'Ready')
       .map((c) => el('li', {}, `${c.type}=${c.status} ${c.reason || ''}: ${c.message || ''}`));
     return el('div', {class: 'job', 'data-job': `${j.namespace}/${j.name}`, 'data-phase': j.phase || ''},
-              el('h3', {}, `${j.namespace}/${j.name} `, badge('phase', j.phase)),
+              el('h3', {}, `${j.namespace}/${j.name} `, badge('phase', j.phase),
+                 j.source ? el('span', {class: 'muted'}, ` protects ${j.source.kind} ${j.source.name}`) : null),
               el('div', {}, `ranks ready ${j.readyReplicas ?? 0}/${j.replicas}, spares available ${j.availableSpares ?? 0}/${j.spares}, migrations ${j.migrations ?? 0}`),
               conds.length ? el('ul', {}, ...conds) : null,
               table(['Role', 'Pod', 'Node', 'Pod phase', 'Node phase'], rows, {class: 'pods'}),

@@ -240,9 +240,22 @@ TEST_CASE("web view: a job's ranks in rank order with their nodes, spares, coord
   CHECK(j["sparePods"][0]["pod"] == "llama-spare-1");
   CHECK(j["coordinator"]["node"] == "cpu-0");
   CHECK(j["retiredPods"][0]["pod"] == "llama-old");
+  CHECK_FALSE(j.contains("source"));
   REQUIRE(j["migrationHistory"].size() == 2);
   CHECK(j["migrationHistory"][0]["reason"] == "NodeDrain");
   CHECK(j["migrationHistory"][1]["durationMs"] == 812);
+}
+
+TEST_CASE("web view: a Kubeflow job's TrainingJob names the job it protects, a node its latency SLA", "[web]") {
+  Fixture f;
+  f.jobs[0]["spec"]["trainJobRef"] = {{"name", "llama-tj"}};
+  f.healths[0]["status"]["conditions"].push_back(
+      {{"type", "LatencyWithinSLA"}, {"status", "False"}, {"reason", "Breached"}, {"message", "rail0 -> gpu-a p99"}});
+  Json v = BuildWebView(f.Inputs());
+  CHECK(v["jobs"][0]["source"] == Json({{"kind", "TrainJob"}, {"name", "llama-tj"}}));
+  CHECK(v["nodes"][0]["latency"] ==
+        Json({{"status", "False"}, {"reason", "Breached"}, {"message", "rail0 -> gpu-a p99"}}));
+  CHECK_FALSE(v["nodes"][1].contains("latency"));
 }
 
 TEST_CASE("web view: only allow-listed fields reach the page", "[web]") {

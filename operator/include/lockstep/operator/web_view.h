@@ -20,9 +20,9 @@
 //   jobs      TrainingJobs with their rank, spare and coordinator pods (node,
 //             phase), migration count and the migrations known
 //
-// Only named fields are copied (an allow-list): no object is passed through
-// whole, so nothing the page must not show (Secrets are not among the inputs;
-// pod env, annotations, keys) can reach it. Pure; thread-safe.
+// Only named scalar fields are copied (an allow-list): no object is passed
+// through whole, so nothing the page must not show (Secrets are not among the
+// inputs; pod env, annotations, keys) can reach it. Pure; thread-safe.
 #pragma once
 
 #include <string>
@@ -59,8 +59,8 @@ std::string RailState(const std::string& status, const std::string& reason);
 // object first seen): none; its current conditions are in the view anyway.
 std::vector<RailTransition> RailTransitions(const kube::Json* before, const kube::Json& after);
 
-// The migration a TrainingJob update records: `after`'s lastMigration when it
-// differs from `before`'s (nullopt-like empty vector otherwise).
+// The migration a TrainingJob add or update records: `after`'s lastMigration
+// when it differs from `before`'s (before == nullptr: any); none otherwise.
 std::vector<MigrationEvent> MigrationChanges(const kube::Json* before, const kube::Json& after);
 
 struct WebViewInputs {
