@@ -38,6 +38,23 @@
 # runs (negative: striping was faster); cpu_percent the same for CPU
 # seconds per byte.
 #
+# Contention (CONTENTION_RUNS, default 2, alternating): a leaf-spine lab (4
+# hosts, 1 rail, 2 leaves, 2 spines, fixed hash seed) whose four leaf-spine
+# links are tbf-limited to 100 Mbit/s each way; two jobs' all-to-all at once
+# (A: h0-h1, B: h2-h3, each pair across the spines). Listen ports are fixed
+# (LOCKSTEP_NCCL_LISTEN_PORTS) and source ports are found with `netlab path`
+# so that every flow of both jobs hashes onto spine s0 (port S0) or s1 (S1):
+#   ecmp     one stream per connection from S0: static ECMP put both jobs
+#            on one spine;
+#   striped  two streams per connection pinned to S0 and S1 (the plugin's
+#            striping over ECMP paths; no agent, so no traffic control).
+# Both arms use 64 KiB chunks and 4 in flight per stream (with the default
+# 512 KiB x 8, one stream takes every chunk of the harness's 8 outstanding
+# 256 KiB messages and the other stays idle). contention.throughput_ratio_vs_ecmp:
+# the median aggregate (A + B) of striped over that of ecmp; per-job Mbit/s.
+# p99_owd_us and rebalance_ms need the agents (clock sync, traffic control)
+# and are null here.
+#
 # Prints a table and one JSON line.
 #   e2e/bench/nccl-plugin.sh [STATE_DIR]   ($NETLAB, $LOCKSTEP_AGENT,
 #   $NCCL_HARNESS, $NCCL_PLUGIN, else those of build/dev or build/ci;
@@ -60,6 +77,7 @@ TIMEOUT=${TIMEOUT:-20}  # a step (ring step, all-to-all) longer than this is a h
 SCENARIOS=${SCENARIOS:-cut flap rail alltoall}
 ARMS=${ARMS:-lockstep static}
 OVERHEAD_RUNS=${OVERHEAD_RUNS:-3}
+CONTENTION_RUNS=${CONTENTION_RUNS:-2}
 PIDS=()
 LAB=""
 cleanup() {
@@ -241,6 +259,78 @@ overhead() {
   lab_down
 }
 
+# contention_setup DIR: the leaf-spine lab, shaped; sets S0 and S1.
+contention_setup() {
+  local dir=$1 l
+  LAB=nc$$$RANDOM
+  LAB=${LAB:0:10}
+  "$NETLAB" up --name "$LAB" --hosts 4 --rails 1 --leaves 2 --spines 2 --layout striped --hash-seed 1 \
+    >"$dir/netlab.log" 2>&1 || fail "netlab up failed"
+  TOPO=$(tail -n 1 "$dir/netlab.log")
+  for l in l0s0 l0s1 l1s0 l1s1; do
+    "$NETLAB" shape --name "$LAB" "$l" --rate 100mbit --dir both >>"$dir/netlab.log" 2>&1 || fail "shaping $l failed"
+  done
+  local ip0 ip1 ip2 ip3
+  ip0=$(jq -r '.hosts[0].rails[0].ip' "$TOPO")
+  ip1=$(jq -r '.hosts[1].rails[0].ip' "$TOPO")
+  ip2=$(jq -r '.hosts[2].rails[0].ip' "$TOPO")
+  ip3=$(jq -r '.hosts[3].rails[0].ip' "$TOPO")
+  spine() { "$NETLAB" path --name "$LAB" "$1" "$2" --sport "$3" --dport "$4" --proto tcp --json | jq -r '.nodes[2]'; }
+  # Rank 0 dials rank 1's listener for it (the range's first port), rank 1
+  # rank 0's (the second: rank 0's first listener is its own, unused).
+  all_on() {
+    local sp=$2
+    [[ $(spine "$ip0" "$ip1" "$sp" 40000) == "$1" && $(spine "$ip1" "$ip0" "$sp" 40001) == "$1" &&
+      $(spine "$ip2" "$ip3" "$sp" 40000) == "$1" && $(spine "$ip3" "$ip2" "$sp" 40001) == "$1" ]]
+  }
+  S0="" S1=""
+  local p
+  for ((p = 30000; p < 30400; p++)); do all_on s0 $p && S0=$p && break; done
+  for ((p = 31000; p < 31400; p++)); do all_on s1 $p && S1=$p && break; done
+  [[ -n $S0 && -n $S1 ]] || fail "no source ports found that put every flow on one spine"
+  echo "S0=$S0 S1=$S1" >"$dir/ports"
+}
+
+# contention_run DIR ARM: both jobs at once; DIR/ARM.json with per-job Mbit/s.
+contention_run() {
+  local dir=$1 arm=$2 j pids=() spr=1 ports=$S0
+  [[ $arm == striped ]] && spr=2 && ports=$S0,$S1
+  for j in A B; do
+    local n0=0 n1=1
+    [[ $j == B ]] && n0=2 n1=3
+    LOCKSTEP_NCCL_CHUNK_BYTES=65536 LOCKSTEP_NCCL_WINDOW=4 LOCKSTEP_NCCL_LISTEN_PORTS=40000-40009 \
+      LOCKSTEP_NCCL_SOURCE_PORTS=$ports LOCKSTEP_NCCL_STREAMS_PER_RAIL=$spr \
+      "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$LAB-h$n0,$LAB-h$n1" --agent-sockets off,off --rails rail0 \
+      --job "$j" --pattern alltoall --elems 524288 --iters 30 --msg-bytes 262144 --timeout-s 60 --run-timeout-s 300 \
+      >"$dir/$arm-$j.log" 2>&1 &
+    pids+=($!)
+  done
+  for j in "${pids[@]}"; do wait "$j" || fail "contention run $arm failed: $(tail -3 "$dir/$arm-A.log" "$dir/$arm-B.log")"; done
+  jq -n --slurpfile a <(grep '"ok":true' "$dir/$arm-A.log") --slurpfile b <(grep '"ok":true' "$dir/$arm-B.log") \
+    '{a_mbps: ($a | map(.bus_gbps) | add / length * 1000), b_mbps: ($b | map(.bus_gbps) | add / length * 1000)}
+     | .total_mbps = .a_mbps + .b_mbps' >"$dir/$arm.json"
+}
+
+contention_json=null
+if [[ -z ${RECOMPUTE:-} ]] && ((CONTENTION_RUNS > 0)); then
+  mkdir -p "$OUT/contention"
+  contention_setup "$OUT/contention"
+  for ((i = 0; i < CONTENTION_RUNS; i++)); do
+    mkdir -p "$OUT/contention/$i"
+    contention_run "$OUT/contention/$i" ecmp
+    contention_run "$OUT/contention/$i" striped
+  done
+  lab_down
+  contention_json=$(for ((i = 0; i < CONTENTION_RUNS; i++)); do
+    jq -cn --slurpfile e "$OUT/contention/$i/ecmp.json" --slurpfile s "$OUT/contention/$i/striped.json" \
+      '{ecmp: $e[0], striped: $s[0]}'
+  done | jq -cs 'def med: sort | .[length / 2 | floor];
+    {runs: ., throughput_ratio_vs_ecmp: ((map(.striped.total_mbps) | med) / (map(.ecmp.total_mbps) | med) * 100 | round / 100),
+     ecmp_mbps: (map(.ecmp.total_mbps) | med | round), striped_mbps: (map(.striped.total_mbps) | med | round),
+     p99_owd_us: null, rebalance_ms: null}')
+  echo "contention: $contention_json"
+fi
+
 if [[ -n ${RECOMPUTE:-} ]]; then
   # RECOMPUTE=1: the results again from a finished run's files (no lab).
   for s in $SCENARIOS; do
@@ -289,6 +379,6 @@ if ((OVERHEAD_RUNS > 0)); then
     {runs: ., overhead_percent: (map(.loss) | med * 10 | round / 10), cpu_percent: (map(.cpu) | med * 10 | round / 10)}')
   echo "overhead: $overhead_json"
 fi
-jq -cn --argjson f "$failover_json" --argjson o "$overhead_json" \
-  '{benchmark: "nccl-plugin", failover: $f, overhead_percent: ($o.overhead_percent // null),
+jq -cn --argjson f "$failover_json" --argjson o "$overhead_json" --argjson c "$contention_json" \
+  '{benchmark: "nccl-plugin", failover: $f, contention: $c, overhead_percent: ($o.overhead_percent // null),
     overhead: $o}'
