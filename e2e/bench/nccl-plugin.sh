@@ -298,7 +298,8 @@ contention_run() {
   for j in A B; do
     local n0=0 n1=1
     [[ $j == B ]] && n0=2 n1=3
-    LOCKSTEP_NCCL_CHUNK_BYTES=65536 LOCKSTEP_NCCL_WINDOW=4 LOCKSTEP_NCCL_LISTEN_PORTS=40000-40009 \
+    LOCKSTEP_NCCL_CHUNK_BYTES=${CONTENTION_CHUNK_BYTES:-65536} LOCKSTEP_NCCL_WINDOW=${CONTENTION_WINDOW:-4} \
+      LOCKSTEP_NCCL_LISTEN_PORTS=40000-40009 \
       LOCKSTEP_NCCL_SOURCE_PORTS=$ports LOCKSTEP_NCCL_STREAMS_PER_RAIL=$spr \
       "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$LAB-h$n0,$LAB-h$n1" --agent-sockets off,off --rails rail0 \
       --job "$j" --pattern alltoall --elems 524288 --iters 30 --msg-bytes 262144 --timeout-s 60 --run-timeout-s 300 \
