@@ -48,9 +48,9 @@
 #            on one spine;
 #   striped  two streams per connection pinned to S0 and S1 (the plugin's
 #            striping over ECMP paths; no agent, so no traffic control).
-# Both arms use 64 KiB chunks and 4 in flight per stream (with the default
-# 512 KiB x 8, one stream takes every chunk of the harness's 8 outstanding
-# 256 KiB messages and the other stays idle). contention.throughput_ratio_vs_ecmp:
+# Both arms use 64 KiB chunks and 4 in flight per stream
+# (CONTENTION_CHUNK_BYTES, CONTENTION_WINDOW; the defaults 512 KiB x 8 give
+# fewer chunks to spread over the streams). contention.throughput_ratio_vs_ecmp:
 # the median aggregate (A + B) of striped over that of ecmp; per-job Mbit/s.
 # p99_owd_us and rebalance_ms need the agents (clock sync, traffic control)
 # and are null here.
@@ -60,7 +60,6 @@
 #   $NCCL_HARNESS, $NCCL_PLUGIN, else those of build/dev or build/ci;
 #   SCENARIOS="cut flap rail alltoall", ARMS="lockstep static", ITERS,
 #   TIMEOUT, OVERHEAD_RUNS=0 to skip the overhead runs)
-# Not here yet: the contention scenario (two jobs hashed onto one spine).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${1:-/tmp/lockstep-bench-nccl}
