@@ -77,6 +77,7 @@ SCENARIOS=${SCENARIOS:-cut flap rail alltoall}
 ARMS=${ARMS:-lockstep static}
 OVERHEAD_RUNS=${OVERHEAD_RUNS:-3}
 CONTENTION_RUNS=${CONTENTION_RUNS:-2}
+CONTENTION_TC=${CONTENTION_TC:-1}
 PIDS=()
 LAB=""
 cleanup() {
@@ -106,16 +107,17 @@ lab_down() {
 }
 ns() { echo "$LAB-h$1"; }
 
-# agents_up DIR HOSTS: a lockstep-agent per host (socket DIR/h<i>.sock), all paths up.
+# agents_up DIR HOSTS [RAILS]: a lockstep-agent per host (socket DIR/h<i>.sock), all paths up.
 agents_up() {
-  local dir=$1 hosts=$2 h peers=""
+  local dir=$1 hosts=$2 nrails=${3:-2} h peers="" railnames="rail0"
+  ((nrails == 2)) && railnames="rail0, rail1"
   head -c 32 /dev/urandom | base64 >"$dir/key"
   for ((h = 0; h < hosts; h++)); do
     peers+="  - {name: h$h, address: $(jq -r ".hosts[$h].rails[0].ip" "$TOPO"), hostAddress: $(jq -r ".hosts[$h].addr" "$TOPO")}"$'\n'
   done
   for ((h = 0; h < hosts; h++)); do
-    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [rail0, rail1]\npeers:\n%s' \
-      "$h" "$dir/key" "$peers" >"$dir/h$h.yaml"
+    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [%s]\npeers:\n%s' \
+      "$h" "$dir/key" "$railnames" "$peers" >"$dir/h$h.yaml"
     ip netns exec "$(ns "$h")" "$AGENT" run --config "$dir/h$h.yaml" --nccl-socket "$dir/h$h.sock" >>"$dir/h$h.log" 2>&1 &
     PIDS+=($!)
   done
@@ -123,7 +125,7 @@ agents_up() {
     local h
     for ((h = 0; h < hosts; h++)); do
       ip netns exec "$(ns "$h")" "$AGENT" fabric status --addr 127.0.0.1:9611 --json |
-        jq -e --argjson n $((2 * (hosts - 1))) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
+        jq -e --argjson n $((nrails * (hosts - 1))) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
     done
   }
   wait_for "every path up" 90 all_up
@@ -291,24 +293,40 @@ contention_setup() {
 }
 
 # contention_run DIR ARM: both jobs at once; DIR/ARM.json with per-job Mbit/s.
+# Arms: ecmp (both one stream on s0), striped (both on s0 and s1), mixed (A
+# striped, B one stream on s0) and mixed-tc (the same with A's ranks on the
+# agents: in-band delays and traffic control).
 contention_run() {
-  local dir=$1 arm=$2 j pids=() spr=1 ports=$S0
-  [[ $arm == striped ]] && spr=2 && ports=$S0,$S1
+  local dir=$1 arm=$2 j pids=()
   for j in A B; do
-    local n0=0 n1=1
+    local n0=0 n1=1 spr=1 ports=$S0 sockets=off,off
     [[ $j == B ]] && n0=2 n1=3
+    if [[ $arm == striped || ($j == A && $arm == mixed*) ]]; then spr=2 ports=$S0,$S1; fi
+    [[ $j == A && $arm == mixed-tc ]] && sockets=$dir/../h0.sock,$dir/../h1.sock
     LOCKSTEP_NCCL_CHUNK_BYTES=${CONTENTION_CHUNK_BYTES:-65536} LOCKSTEP_NCCL_WINDOW=${CONTENTION_WINDOW:-4} \
       LOCKSTEP_NCCL_LISTEN_PORTS=40000-40009 \
       LOCKSTEP_NCCL_SOURCE_PORTS=$ports LOCKSTEP_NCCL_STREAMS_PER_RAIL=$spr \
-      "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$LAB-h$n0,$LAB-h$n1" --agent-sockets off,off --rails rail0 \
+      "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$LAB-h$n0,$LAB-h$n1" --agent-sockets "$sockets" --rails rail0 \
       --job "$j" --pattern alltoall --elems 524288 --iters 30 --msg-bytes 262144 --timeout-s 60 --run-timeout-s 300 \
       >"$dir/$arm-$j.log" 2>&1 &
     pids+=($!)
   done
   for j in "${pids[@]}"; do wait "$j" || fail "contention run $arm failed: $(tail -3 "$dir/$arm-A.log" "$dir/$arm-B.log")"; done
+  local p99=null rebalance=null
+  if [[ $arm == mixed-tc ]]; then
+    # The job's in-band p99 one-way delay (the agents' view, worst path) and
+    # the first window change of traffic control after the job started.
+    p99=$(for h in 0 1; do ip netns exec "$LAB-h$h" curl -sf http://127.0.0.1:9611/nccl; done |
+      jq -s '[.[].jobs[]? | select(.job == "A") | .owd_ns[]?.p99] | if length > 0 then max / 1000 | round else null end')
+    local t_start t_tc
+    t_start=$(grep -m1 'sockets transport' "$dir/$arm-A.log" | cut -d' ' -f1)
+    t_tc=$(grep -m1 ') contended: ' "$dir/$arm-A.log" | cut -d' ' -f1 || true)
+    [[ -n $t_tc && -n $t_start ]] && rebalance=$(echo "($t_tc - $t_start) * 1000" | bc -l | xargs printf '%.0f')
+  fi
   jq -n --slurpfile a <(grep '"ok":true' "$dir/$arm-A.log") --slurpfile b <(grep '"ok":true' "$dir/$arm-B.log") \
+    --argjson p99 "$p99" --argjson rb "$rebalance" \
     '{a_mbps: ($a | map(.bus_gbps) | add / length * 1000), b_mbps: ($b | map(.bus_gbps) | add / length * 1000)}
-     | .total_mbps = .a_mbps + .b_mbps' >"$dir/$arm.json"
+     | .total_mbps = .a_mbps + .b_mbps | .p99_owd_us = $p99 | .rebalance_ms = $rb' >"$dir/$arm.json"
 }
 
 contention_json=null
@@ -320,14 +338,32 @@ if [[ -z ${RECOMPUTE:-} ]] && ((CONTENTION_RUNS > 0)); then
     contention_run "$OUT/contention/$i" ecmp
     contention_run "$OUT/contention/$i" striped
   done
+  if ((CONTENTION_TC)); then
+    # The agents (clock sync: in-band delays) for traffic control.
+    agents_up "$OUT/contention" 4 1
+    tc_locked() {
+      local h
+      for h in 0 1; do
+        ip netns exec "$LAB-h$h" curl -sf http://127.0.0.1:9611/time | jq -e '.state == "LOCKED"' >/dev/null || return 1
+      done
+    }
+    wait_for "clock sync LOCKED on h0 and h1" 120 tc_locked
+    for ((i = 0; i < CONTENTION_RUNS; i++)); do
+      contention_run "$OUT/contention/$i" mixed
+      contention_run "$OUT/contention/$i" mixed-tc
+    done
+  fi
   lab_down
   contention_json=$(for ((i = 0; i < CONTENTION_RUNS; i++)); do
-    jq -cn --slurpfile e "$OUT/contention/$i/ecmp.json" --slurpfile s "$OUT/contention/$i/striped.json" \
-      '{ecmp: $e[0], striped: $s[0]}'
+    (cd "$OUT/contention/$i" && jq -cs '{ecmp: .[0], striped: .[1], mixed: .[2], mixed_tc: .[3]}' ecmp.json striped.json \
+      $( ((CONTENTION_TC)) && echo mixed.json mixed-tc.json))
   done | jq -cs 'def med: sort | .[length / 2 | floor];
     {runs: ., throughput_ratio_vs_ecmp: ((map(.striped.total_mbps) | med) / (map(.ecmp.total_mbps) | med) * 100 | round / 100),
      ecmp_mbps: (map(.ecmp.total_mbps) | med | round), striped_mbps: (map(.striped.total_mbps) | med | round),
-     p99_owd_us: null, rebalance_ms: null}')
+     mixed_mbps: (map(.mixed.total_mbps // empty) | if length > 0 then med | round else null end),
+     mixed_tc_mbps: (map(.mixed_tc.total_mbps // empty) | if length > 0 then med | round else null end),
+     p99_owd_us: (map(.mixed_tc.p99_owd_us // empty) | if length > 0 then med else null end),
+     rebalance_ms: (map(.mixed_tc.rebalance_ms // empty) | if length > 0 then med else null end)}')
   echo "contention: $contention_json"
 fi
 
