@@ -38,12 +38,28 @@
 # runs (negative: striping was faster); cpu_percent the same for CPU
 # seconds per byte.
 #
+# Contention (CONTENTION_RUNS, default 2, alternating): a leaf-spine lab (4
+# hosts, 1 rail, 2 leaves, 2 spines, fixed hash seed) whose four leaf-spine
+# links are tbf-limited to 100 Mbit/s each way; two jobs' all-to-all at once
+# (A: h0-h1, B: h2-h3, each pair across the spines). Listen ports are fixed
+# (LOCKSTEP_NCCL_LISTEN_PORTS) and source ports are found with `netlab path`
+# so that every flow of both jobs hashes onto spine s0 (port S0) or s1 (S1):
+#   ecmp     one stream per connection from S0: static ECMP put both jobs
+#            on one spine;
+#   striped  two streams per connection pinned to S0 and S1 (the plugin's
+#            striping over ECMP paths; no agent, so no traffic control).
+# Both arms use 64 KiB chunks and 4 in flight per stream
+# (CONTENTION_CHUNK_BYTES, CONTENTION_WINDOW; the defaults 512 KiB x 8 give
+# fewer chunks to spread over the streams). contention.throughput_ratio_vs_ecmp:
+# the median aggregate (A + B) of striped over that of ecmp; per-job Mbit/s.
+# p99_owd_us and rebalance_ms need the agents (clock sync, traffic control)
+# and are null here.
+#
 # Prints a table and one JSON line.
 #   e2e/bench/nccl-plugin.sh [STATE_DIR]   ($NETLAB, $LOCKSTEP_AGENT,
 #   $NCCL_HARNESS, $NCCL_PLUGIN, else those of build/dev or build/ci;
 #   SCENARIOS="cut flap rail alltoall", ARMS="lockstep static", ITERS,
 #   TIMEOUT, OVERHEAD_RUNS=0 to skip the overhead runs)
-# Not here yet: the contention scenario (two jobs hashed onto one spine).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${1:-/tmp/lockstep-bench-nccl}
@@ -60,6 +76,8 @@ TIMEOUT=${TIMEOUT:-20}  # a step (ring step, all-to-all) longer than this is a h
 SCENARIOS=${SCENARIOS:-cut flap rail alltoall}
 ARMS=${ARMS:-lockstep static}
 OVERHEAD_RUNS=${OVERHEAD_RUNS:-3}
+CONTENTION_RUNS=${CONTENTION_RUNS:-2}
+CONTENTION_TC=${CONTENTION_TC:-1}
 PIDS=()
 LAB=""
 cleanup() {
@@ -89,16 +107,17 @@ lab_down() {
 }
 ns() { echo "$LAB-h$1"; }
 
-# agents_up DIR HOSTS: a lockstep-agent per host (socket DIR/h<i>.sock), all paths up.
+# agents_up DIR HOSTS [RAILS]: a lockstep-agent per host (socket DIR/h<i>.sock), all paths up.
 agents_up() {
-  local dir=$1 hosts=$2 h peers=""
+  local dir=$1 hosts=$2 nrails=${3:-2} h peers="" railnames="rail0"
+  ((nrails == 2)) && railnames="rail0, rail1"
   head -c 32 /dev/urandom | base64 >"$dir/key"
   for ((h = 0; h < hosts; h++)); do
     peers+="  - {name: h$h, address: $(jq -r ".hosts[$h].rails[0].ip" "$TOPO"), hostAddress: $(jq -r ".hosts[$h].addr" "$TOPO")}"$'\n'
   done
   for ((h = 0; h < hosts; h++)); do
-    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [rail0, rail1]\npeers:\n%s' \
-      "$h" "$dir/key" "$peers" >"$dir/h$h.yaml"
+    printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\nfabric:\n  rails: [%s]\npeers:\n%s' \
+      "$h" "$dir/key" "$railnames" "$peers" >"$dir/h$h.yaml"
     ip netns exec "$(ns "$h")" "$AGENT" run --config "$dir/h$h.yaml" --nccl-socket "$dir/h$h.sock" >>"$dir/h$h.log" 2>&1 &
     PIDS+=($!)
   done
@@ -106,7 +125,7 @@ agents_up() {
     local h
     for ((h = 0; h < hosts; h++)); do
       ip netns exec "$(ns "$h")" "$AGENT" fabric status --addr 127.0.0.1:9611 --json |
-        jq -e --argjson n $((2 * (hosts - 1))) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
+        jq -e --argjson n $((nrails * (hosts - 1))) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
     done
   }
   wait_for "every path up" 90 all_up
@@ -241,6 +260,113 @@ overhead() {
   lab_down
 }
 
+# contention_setup DIR: the leaf-spine lab, shaped; sets S0 and S1.
+contention_setup() {
+  local dir=$1 l
+  LAB=nc$$$RANDOM
+  LAB=${LAB:0:10}
+  "$NETLAB" up --name "$LAB" --hosts 4 --rails 1 --leaves 2 --spines 2 --layout striped --hash-seed 1 \
+    >"$dir/netlab.log" 2>&1 || fail "netlab up failed"
+  TOPO=$(tail -n 1 "$dir/netlab.log")
+  for l in l0s0 l0s1 l1s0 l1s1; do
+    "$NETLAB" shape --name "$LAB" "$l" --rate 100mbit --dir both >>"$dir/netlab.log" 2>&1 || fail "shaping $l failed"
+  done
+  local ip0 ip1 ip2 ip3
+  ip0=$(jq -r '.hosts[0].rails[0].ip' "$TOPO")
+  ip1=$(jq -r '.hosts[1].rails[0].ip' "$TOPO")
+  ip2=$(jq -r '.hosts[2].rails[0].ip' "$TOPO")
+  ip3=$(jq -r '.hosts[3].rails[0].ip' "$TOPO")
+  spine() { "$NETLAB" path --name "$LAB" "$1" "$2" --sport "$3" --dport "$4" --proto tcp --json | jq -r '.nodes[2]'; }
+  # Rank 0 dials rank 1's listener for it (the range's first port), rank 1
+  # rank 0's (the second: rank 0's first listener is its own, unused).
+  all_on() {
+    local sp=$2
+    [[ $(spine "$ip0" "$ip1" "$sp" 40000) == "$1" && $(spine "$ip1" "$ip0" "$sp" 40001) == "$1" &&
+      $(spine "$ip2" "$ip3" "$sp" 40000) == "$1" && $(spine "$ip3" "$ip2" "$sp" 40001) == "$1" ]]
+  }
+  S0="" S1=""
+  local p
+  for ((p = 30000; p < 30400; p++)); do all_on s0 $p && S0=$p && break; done
+  for ((p = 31000; p < 31400; p++)); do all_on s1 $p && S1=$p && break; done
+  [[ -n $S0 && -n $S1 ]] || fail "no source ports found that put every flow on one spine"
+  echo "S0=$S0 S1=$S1" >"$dir/ports"
+}
+
+# contention_run DIR ARM: both jobs at once; DIR/ARM.json with per-job Mbit/s.
+# Arms: ecmp (both one stream on s0), striped (both on s0 and s1), mixed (A
+# striped, B one stream on s0) and mixed-tc (the same with A's ranks on the
+# agents: in-band delays and traffic control).
+contention_run() {
+  local dir=$1 arm=$2 j pids=()
+  for j in A B; do
+    local n0=0 n1=1 spr=1 ports=$S0 sockets=off,off
+    [[ $j == B ]] && n0=2 n1=3
+    if [[ $arm == striped || ($j == A && $arm == mixed*) ]]; then spr=2 ports=$S0,$S1; fi
+    [[ $j == A && $arm == mixed-tc ]] && sockets=$dir/../h0.sock,$dir/../h1.sock
+    LOCKSTEP_NCCL_CHUNK_BYTES=${CONTENTION_CHUNK_BYTES:-65536} LOCKSTEP_NCCL_WINDOW=${CONTENTION_WINDOW:-4} \
+      LOCKSTEP_NCCL_LISTEN_PORTS=40000-40009 \
+      LOCKSTEP_NCCL_SOURCE_PORTS=$ports LOCKSTEP_NCCL_STREAMS_PER_RAIL=$spr \
+      "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$LAB-h$n0,$LAB-h$n1" --agent-sockets "$sockets" --rails rail0 \
+      --job "$j" --pattern alltoall --elems 524288 --iters 30 --msg-bytes 262144 --timeout-s 60 --run-timeout-s 300 \
+      >"$dir/$arm-$j.log" 2>&1 &
+    pids+=($!)
+  done
+  for j in "${pids[@]}"; do wait "$j" || fail "contention run $arm failed: $(tail -3 "$dir/$arm-A.log" "$dir/$arm-B.log")"; done
+  local p99=null rebalance=null
+  if [[ $arm == mixed-tc ]]; then
+    # The job's in-band p99 one-way delay (the agents' view, worst path) and
+    # the first window change of traffic control after the job started.
+    p99=$(for h in 0 1; do ip netns exec "$LAB-h$h" curl -sf http://127.0.0.1:9611/nccl; done |
+      jq -s '[.[].jobs[]? | select(.job == "A") | .owd_ns[]?.p99] | if length > 0 then max / 1000 | round else null end')
+    local t_start t_tc
+    t_start=$(grep -m1 'sockets transport' "$dir/$arm-A.log" | cut -d' ' -f1)
+    t_tc=$(grep -m1 ') contended: ' "$dir/$arm-A.log" | cut -d' ' -f1 || true)
+    [[ -n $t_tc && -n $t_start ]] && rebalance=$(echo "($t_tc - $t_start) * 1000" | bc -l | xargs printf '%.0f')
+  fi
+  jq -n --slurpfile a <(grep '"ok":true' "$dir/$arm-A.log") --slurpfile b <(grep '"ok":true' "$dir/$arm-B.log") \
+    --argjson p99 "$p99" --argjson rb "$rebalance" \
+    '{a_mbps: ($a | map(.bus_gbps) | add / length * 1000), b_mbps: ($b | map(.bus_gbps) | add / length * 1000)}
+     | .total_mbps = .a_mbps + .b_mbps | .p99_owd_us = $p99 | .rebalance_ms = $rb' >"$dir/$arm.json"
+}
+
+contention_json=null
+if [[ -z ${RECOMPUTE:-} ]] && ((CONTENTION_RUNS > 0)); then
+  mkdir -p "$OUT/contention"
+  contention_setup "$OUT/contention"
+  for ((i = 0; i < CONTENTION_RUNS; i++)); do
+    mkdir -p "$OUT/contention/$i"
+    contention_run "$OUT/contention/$i" ecmp
+    contention_run "$OUT/contention/$i" striped
+  done
+  if ((CONTENTION_TC)); then
+    # The agents (clock sync: in-band delays) for traffic control.
+    agents_up "$OUT/contention" 4 1
+    tc_locked() {
+      local h
+      for h in 0 1; do
+        ip netns exec "$LAB-h$h" curl -sf http://127.0.0.1:9611/time | jq -e '.state == "LOCKED"' >/dev/null || return 1
+      done
+    }
+    wait_for "clock sync LOCKED on h0 and h1" 120 tc_locked
+    for ((i = 0; i < CONTENTION_RUNS; i++)); do
+      contention_run "$OUT/contention/$i" mixed
+      contention_run "$OUT/contention/$i" mixed-tc
+    done
+  fi
+  lab_down
+  contention_json=$(for ((i = 0; i < CONTENTION_RUNS; i++)); do
+    (cd "$OUT/contention/$i" && jq -cs '{ecmp: .[0], striped: .[1], mixed: .[2], mixed_tc: .[3]}' ecmp.json striped.json \
+      $( ((CONTENTION_TC)) && echo mixed.json mixed-tc.json))
+  done | jq -cs 'def med: sort | .[length / 2 | floor];
+    {runs: ., throughput_ratio_vs_ecmp: ((map(.striped.total_mbps) | med) / (map(.ecmp.total_mbps) | med) * 100 | round / 100),
+     ecmp_mbps: (map(.ecmp.total_mbps) | med | round), striped_mbps: (map(.striped.total_mbps) | med | round),
+     mixed_mbps: (map(.mixed.total_mbps // empty) | if length > 0 then med | round else null end),
+     mixed_tc_mbps: (map(.mixed_tc.total_mbps // empty) | if length > 0 then med | round else null end),
+     p99_owd_us: (map(.mixed_tc.p99_owd_us // empty) | if length > 0 then med else null end),
+     rebalance_ms: (map(.mixed_tc.rebalance_ms // empty) | if length > 0 then med else null end)}')
+  echo "contention: $contention_json"
+fi
+
 if [[ -n ${RECOMPUTE:-} ]]; then
   # RECOMPUTE=1: the results again from a finished run's files (no lab).
   for s in $SCENARIOS; do
@@ -289,6 +415,6 @@ if ((OVERHEAD_RUNS > 0)); then
     {runs: ., overhead_percent: (map(.loss) | med * 10 | round / 10), cpu_percent: (map(.cpu) | med * 10 | round / 10)}')
   echo "overhead: $overhead_json"
 fi
-jq -cn --argjson f "$failover_json" --argjson o "$overhead_json" \
-  '{benchmark: "nccl-plugin", failover: $f, overhead_percent: ($o.overhead_percent // null),
+jq -cn --argjson f "$failover_json" --argjson o "$overhead_json" --argjson c "$contention_json" \
+  '{benchmark: "nccl-plugin", failover: $f, contention: $c, overhead_percent: ($o.overhead_percent // null),
     overhead: $o}'

@@ -233,9 +233,20 @@ Status SocketSendConnection::Progress() {
     if (Status st = ReadAcks(s); !st.ok()) return st;
   }
   Steer();
-  for (int s = 0; s < static_cast<int>(streams_.size()); ++s) {
-    if (streams_[s].fd.valid()) WriteChunks(s);
+  // Chunks go out one per stream per round, round robin, while any stream
+  // can write: each stream gets a share, and a stream whose socket fills
+  // (a slower path) stops taking, so faster paths carry more. (Filling one
+  // stream's window first left the others idle: with NCCL's 8 outstanding
+  // messages of one chunk each, stream 0 took them all.)
+  const int n = static_cast<int>(streams_.size());
+  for (bool more = true; more;) {
+    more = false;
+    for (int k = 0; k < n; ++k) {
+      const int s = (rr_ + k) % n;
+      if (streams_[s].fd.valid() && WriteChunk(s)) more = true;
+    }
   }
+  rr_ = (rr_ + 1) % n;
   if (sender_.StreamsUp() == 0) {
     return Unavailable("every stream of the connection failed (last: " + last_error_ + ")");
   }
@@ -273,12 +284,15 @@ Status SocketSendConnection::ReadAcks(int s) {
   }
 }
 
-void SocketSendConnection::WriteChunks(int s) {
+bool SocketSendConnection::WriteChunk(int s) {
   Stream& st = streams_[s];
+  bool took = false;
   while (true) {
     if (!st.writing) {
+      if (took) return true;  // one new chunk per call
       std::optional<Chunk> c = sender_.Next(s);
-      if (!c) return;
+      if (!c) return false;
+      took = true;
       st.hdr = EncodeDataHeader(DataHeader{.stream = static_cast<uint16_t>(s),
                                            .len = c->len,
                                            .tag = c->tag,
@@ -304,7 +318,7 @@ void SocketSendConnection::WriteChunks(int s) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (!WouldBlock(errno)) Fail(s, std::strerror(errno));
-      return;
+      return false;
     }
     size_t left = static_cast<size_t>(n);
     const size_t h = std::min(left, kDataHeaderBytes - st.hdr_off);
@@ -316,7 +330,7 @@ void SocketSendConnection::WriteChunks(int s) {
       ++chunks_[s];
       continue;
     }
-    return;  // partial write: the socket buffer is full
+    return false;  // partial write: the socket buffer is full
   }
 }
 

@@ -74,7 +74,9 @@ class SocketSendConnection final : public SendConnection {
   };
   Status Progress();
   Status ReadAcks(int s);
-  void WriteChunks(int s);
+  // Finishes the stream's partial chunk, then takes and writes at most one
+  // more; true when it took one and wrote all of it (it may take another).
+  bool WriteChunk(int s);
   void Fail(int s, const std::string& why);
   void Steer();                   // the agent's verdicts, stalled streams, traffic control and reports, when due
   bool CheckStalls(int64_t now);  // true when a stream's stalled state changed
@@ -86,6 +88,7 @@ class SocketSendConnection final : public SendConnection {
   ConnIdentity who_;
   TrafficControl tc_;
   uint64_t agent_gen_ = 0;
+  int rr_ = 0;  // the stream that takes the first chunk of the next round
   int ack_timeout_ms_ = 0;
   std::vector<bool> stalled_;             // AckStalled, per stream
   std::vector<int64_t> in_flight_since_;  // per stream: since when TCP has had data in flight (0: none)
