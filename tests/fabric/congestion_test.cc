@@ -97,6 +97,10 @@ TEST_CASE("fabric map: a path's links, via its spine or the spines as a group", 
   REQUIRE(map.Route("h0", {0, "h9", 0}) == std::vector<Link>{L("h0/rail0", "l0")});  // unknown peer: the uplink
   REQUIRE(map.Route("h9", {0, "h0", 0}).empty());                                    // unknown source: nothing
   REQUIRE(ToString(L("l0", "s1")) == "l0>s1");
+  // A discovered route wins over the layout (arriving on the peer's other rail).
+  const std::vector<Link> route{L("h0/rail0", "l0"), L("l0", "s0"), L("s0", "l0"), L("l0", "h1/rail1")};
+  map.SetRoute("h0", {0, "h1", 0}, route);
+  REQUIRE(map.Route("h0", {0, "h1", 0}) == route);
 }
 
 TEST_CASE("congestion: noise alone flags nothing over many rounds", "[fabric]") {
