@@ -216,9 +216,20 @@ TEST_CASE("congestion: two congested links at once are both named, with a bad pa
   }
 }
 
+TEST_CASE("congestion: loss is judged only when asked for (it is a round trip's)", "[fabric]") {
+  Fleet fleet(8, 2, 4, 2);
+  CongestionLocator ignores;
+  for (int round = 0; round < 5; ++round) ignores.Judge(fleet.Round());
+  std::vector<PathDelays> lossy = fleet.Round();
+  for (PathDelays& p : lossy) p.loss = 0.5;
+  CongestionReport quiet = ignores.Judge(lossy);
+  REQUIRE(quiet.rising == 0);
+  REQUIRE(quiet.links.empty());
+}
+
 TEST_CASE("congestion: loss rising on a link's paths names it too", "[fabric]") {
   Fleet fleet(8, 2, 4, 2);
-  CongestionLocator locator;
+  CongestionLocator locator({.loss_rise = 0.05});
   for (int round = 0; round < 5; ++round) locator.Judge(fleet.Round());
   std::vector<PathDelays> round = fleet.Round();
   for (PathDelays& p : round) {
