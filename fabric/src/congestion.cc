@@ -108,7 +108,7 @@ bool CongestionLocator::Rising(const Baseline& b, const PathDelays& p, double sl
     return static_cast<double>(now->count()) > base + slack * margin;
   };
   return above(p.p50, b.p50, options_.min_rise) || above(p.p99, b.p99, options_.min_rise_p99) ||
-         p.loss > b.loss + slack * options_.loss_rise;
+         (options_.loss_rise > 0 && p.loss > b.loss + slack * options_.loss_rise);
 }
 
 CongestionReport CongestionLocator::Judge(const std::vector<PathDelays>& paths) {

@@ -12,6 +12,10 @@ void FabricMap::SetSpine(const std::string& source, const PathKey& path, const s
   spine_[{source, path}] = spine;
 }
 
+void FabricMap::SetRoute(const std::string& source, const PathKey& path, std::vector<Link> links) {
+  route_[{source, path}] = std::move(links);
+}
+
 std::optional<std::string> FabricMap::LeafOf(const std::string& host, int rail) const {
   auto it = leaf_.find({host, rail});
   if (it == leaf_.end()) return std::nullopt;
@@ -25,6 +29,7 @@ std::optional<std::string> FabricMap::SpineOf(const std::string& source, const P
 }
 
 std::vector<Link> FabricMap::Route(const std::string& source, const PathKey& path) const {
+  if (auto it = route_.find({source, path}); it != route_.end()) return it->second;
   const auto from_leaf = LeafOf(source, path.rail);
   if (!from_leaf) return {};
   const std::string src = RailEnd(source, path.rail), dst = RailEnd(path.peer, path.rail);

@@ -123,12 +123,15 @@ TEST_CASE("congestion publisher: without a topology a rail's uplink is named by 
 TEST_CASE("fabric topology file: leaves per rail and spines per path", "[daemonset][fabric]") {
   auto m = ParseFabricTopologyText(
       R"({"leaves": {"h0": ["l0", "l1"], "h1": ["l1", "l0"]},
-          "spines": [{"from": "h0", "to": "h1", "rail": 0, "path": 0, "spine": "s1"}]})",
+          "spines": [{"from": "h0", "to": "h1", "rail": 0, "path": 0, "spine": "s1"}],
+          "routes": [{"from": "h1", "to": "h0", "rail": 1, "nodes": ["h1/rail1", "l0", "s0", "l0", "h0/rail0"]}]})",
       "topo.json");
   REQUIRE(m.ok());
   CHECK(m->LeafOf("h1", 1) == "l0");
   CHECK(m->Route("h0", {0, "h1", 0}) ==
         std::vector<fabric::Link>{{"h0/rail0", "l0"}, {"l0", "s1"}, {"s1", "l1"}, {"l1", "h1/rail0"}});
+  CHECK(m->Route("h1", {1, "h0", 0}) ==
+        std::vector<fabric::Link>{{"h1/rail1", "l0"}, {"l0", "s0"}, {"s0", "l0"}, {"l0", "h0/rail0"}});
   // Rail 1: l1 to l0, no spine given: the spines as a group.
   CHECK(m->Route("h0", {1, "h1", 0}) ==
         std::vector<fabric::Link>{{"h0/rail1", "l1"}, {"l1", "*"}, {"*", "l0"}, {"l0", "h1/rail1"}});
@@ -146,7 +149,11 @@ TEST_CASE("fabric topology file: a bad file is rejected with the field named", "
   CHECK(message(R"({"leaves": {"h0": []}})").find("leaves.h0 must be a list") != std::string::npos);
   CHECK(message(R"({"leaves": {"h0": ["l 0"]}})").find("leaves.h0[0] is not a leaf name") != std::string::npos);
   CHECK(message(R"({"leaves": {"h0": ["l0"]}, "spines": [{"from": "h0", "to": "h1"}]})")
-            .find("spines[0] needs from, to and spine") != std::string::npos);
+            .find("spines[0] needs a spine name") != std::string::npos);
+  CHECK(message(R"({"leaves": {"h0": ["l0"]}, "spines": [{"from": "h0", "spine": "s0"}]})")
+            .find("spines[0] needs from and to") != std::string::npos);
+  CHECK(message(R"({"leaves": {"h0": ["l0"]}, "routes": [{"from": "h0", "to": "h1", "nodes": ["h0/rail0"]}]})")
+            .find("routes[0].nodes must list 2 to 16") != std::string::npos);
   CHECK(message(R"({"leaves": {"h0": ["l0"]}, "spines": [{"from": "h0", "to": "h1", "spine": "s0", "rail": -1}]})")
             .find("spines[0]: rail must be") != std::string::npos);
 }

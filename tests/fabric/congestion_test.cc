@@ -97,6 +97,10 @@ TEST_CASE("fabric map: a path's links, via its spine or the spines as a group", 
   REQUIRE(map.Route("h0", {0, "h9", 0}) == std::vector<Link>{L("h0/rail0", "l0")});  // unknown peer: the uplink
   REQUIRE(map.Route("h9", {0, "h0", 0}).empty());                                    // unknown source: nothing
   REQUIRE(ToString(L("l0", "s1")) == "l0>s1");
+  // A discovered route wins over the layout (arriving on the peer's other rail).
+  const std::vector<Link> route{L("h0/rail0", "l0"), L("l0", "s0"), L("s0", "l0"), L("l0", "h1/rail1")};
+  map.SetRoute("h0", {0, "h1", 0}, route);
+  REQUIRE(map.Route("h0", {0, "h1", 0}) == route);
 }
 
 TEST_CASE("congestion: noise alone flags nothing over many rounds", "[fabric]") {
@@ -212,9 +216,20 @@ TEST_CASE("congestion: two congested links at once are both named, with a bad pa
   }
 }
 
+TEST_CASE("congestion: loss is judged only when asked for (it is a round trip's)", "[fabric]") {
+  Fleet fleet(8, 2, 4, 2);
+  CongestionLocator ignores;
+  for (int round = 0; round < 5; ++round) ignores.Judge(fleet.Round());
+  std::vector<PathDelays> lossy = fleet.Round();
+  for (PathDelays& p : lossy) p.loss = 0.5;
+  CongestionReport quiet = ignores.Judge(lossy);
+  REQUIRE(quiet.rising == 0);
+  REQUIRE(quiet.links.empty());
+}
+
 TEST_CASE("congestion: loss rising on a link's paths names it too", "[fabric]") {
   Fleet fleet(8, 2, 4, 2);
-  CongestionLocator locator;
+  CongestionLocator locator({.loss_rise = 0.05});
   for (int round = 0; round < 5; ++round) locator.Judge(fleet.Round());
   std::vector<PathDelays> round = fleet.Round();
   for (PathDelays& p : round) {

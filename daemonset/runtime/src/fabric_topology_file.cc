@@ -5,13 +5,27 @@
 namespace lockstep::agent {
 namespace {
 
-bool ValidName(const nlohmann::json& v) {
+bool ValidName(const nlohmann::json& v, bool slash = false) {
   if (!v.is_string()) return false;
   const std::string& s = v.get_ref<const std::string&>();
-  return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), [](char c) {
+  return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), [&](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
+           c == '-' || (slash && c == '/');
   });
+}
+
+// A spine or route entry's path: from, to, rail (0-63) and path (>= 0).
+Result<std::pair<std::string, fabric::PathKey>> EntryPath(const nlohmann::json& s, const std::string& at) {
+  if (!s.is_object() || !ValidName(s.value("from", nlohmann::json())) || !ValidName(s.value("to", nlohmann::json()))) {
+    return InvalidArgument(at + " needs from and to node names");
+  }
+  const nlohmann::json rail = s.value("rail", nlohmann::json(0)), path = s.value("path", nlohmann::json(0));
+  if (!rail.is_number_integer() || rail.get<int>() < 0 || rail.get<int>() > 63 || !path.is_number_integer() ||
+      path.get<int>() < 0) {
+    return InvalidArgument(at + ": rail must be 0 to 63 and path 0 or more");
+  }
+  return std::pair{s["from"].get<std::string>(),
+                   fabric::PathKey{rail.get<int>(), s["to"].get<std::string>(), path.get<int>()}};
 }
 
 }  // namespace
@@ -22,7 +36,9 @@ Result<fabric::FabricMap> ParseFabricTopology(const nlohmann::json& j, const std
   };
   if (!j.is_object()) return bad("must be a JSON object with \"leaves\"");
   for (const auto& [key, _] : j.items()) {
-    if (key != "leaves" && key != "spines") return bad("unknown field \"" + key + "\" (leaves, spines)");
+    if (key != "leaves" && key != "spines" && key != "routes") {
+      return bad("unknown field \"" + key + "\" (leaves, spines, routes)");
+    }
   }
   if (!j.contains("leaves") || !j["leaves"].is_object()) {
     return bad("leaves must be an object: node name -> [leaf of rail 0, leaf of rail 1, ...]");
@@ -44,18 +60,30 @@ Result<fabric::FabricMap> ParseFabricTopology(const nlohmann::json& j, const std
     for (size_t i = 0; i < spines.size(); ++i) {
       const nlohmann::json& s = spines[i];
       const std::string at = "spines[" + std::to_string(i) + "]";
-      if (!s.is_object() || !ValidName(s.value("from", nlohmann::json())) ||
-          !ValidName(s.value("to", nlohmann::json())) || !ValidName(s.value("spine", nlohmann::json()))) {
-        return bad(at + " needs from, to and spine names");
+      auto p = EntryPath(s, at);
+      if (!p.ok()) return bad(p.error().message);
+      if (!ValidName(s.value("spine", nlohmann::json()))) return bad(at + " needs a spine name");
+      map.SetSpine(p->first, p->second, s["spine"].get<std::string>());
+    }
+  }
+  if (j.contains("routes")) {
+    const nlohmann::json& routes = j["routes"];
+    if (!routes.is_array()) return bad("routes must be a list of {from, to, rail, path, nodes}");
+    for (size_t i = 0; i < routes.size(); ++i) {
+      const nlohmann::json& s = routes[i];
+      const std::string at = "routes[" + std::to_string(i) + "]";
+      auto p = EntryPath(s, at);
+      if (!p.ok()) return bad(p.error().message);
+      const nlohmann::json nodes = s.value("nodes", nlohmann::json());
+      if (!nodes.is_array() || nodes.size() < 2 || nodes.size() > 16 ||
+          !std::all_of(nodes.begin(), nodes.end(), [](const nlohmann::json& n) { return ValidName(n, true); })) {
+        return bad(at + ".nodes must list 2 to 16 node names, its ends included");
       }
-      const nlohmann::json rail = s.value("rail", nlohmann::json(0)), path = s.value("path", nlohmann::json(0));
-      if (!rail.is_number_integer() || rail.get<int>() < 0 || rail.get<int>() > 63 || !path.is_number_integer() ||
-          path.get<int>() < 0) {
-        return bad(at + ": rail must be 0 to 63 and path 0 or more");
+      std::vector<fabric::Link> links;
+      for (size_t k = 0; k + 1 < nodes.size(); ++k) {
+        links.push_back({nodes[k].get<std::string>(), nodes[k + 1].get<std::string>()});
       }
-      map.SetSpine(s["from"].get<std::string>(),
-                   fabric::PathKey{rail.get<int>(), s["to"].get<std::string>(), path.get<int>()},
-                   s["spine"].get<std::string>());
+      map.SetRoute(p->first, p->second, std::move(links));
     }
   }
   return map;

@@ -10,7 +10,8 @@
 //     it is not judged yet;
 //   - then it is rising when its p50 or its p99 is more than rise_ratio
 //     times its baseline AND at least min_rise (p50) / min_rise_p99 (p99)
-//     above it, or its loss is loss_rise above its baseline loss; a rising
+//     above it, or (loss_rise > 0) its loss is loss_rise above its
+//     baseline loss; a rising
 //     path clears when both fall below half way back;
 //   - while not rising, the baseline follows slowly (baseline_weight of each
 //     round), so it tracks a fabric that changes, but not a congestion.
@@ -43,9 +44,12 @@ struct CongestionOptions {
   double rise_ratio = 2.0;                              // rising: above rise_ratio x baseline ...
   Nanos min_rise = std::chrono::microseconds(100);      // ... and p50 at least this much above it
   Nanos min_rise_p99 = std::chrono::microseconds(500);  // ... or p99 at least this much above it
-  double loss_rise = 0.05;                              // or loss this far above its baseline
-  int min_paths = 2;                                    // a congested link: at least this many rising paths cross it
-  double min_share = 0.6;                               // ... and they are at least this share of its judged paths
+  // Or loss this far above its baseline; 0: loss is not judged (the
+  // default: a probe counts as lost when its ack does not come back, so
+  // loss belongs to the round trip, and the way back crosses other links).
+  double loss_rise = 0;
+  int min_paths = 2;       // a congested link: at least this many rising paths cross it
+  double min_share = 0.6;  // ... and they are at least this share of its judged paths
 };
 
 // One path's delays this round. `id` names it fleet-wide (say

@@ -48,21 +48,28 @@ class FabricMap {
   void SetLeaf(const std::string& host, int rail, const std::string& leaf);
   // ECMP path discovery: `path` from `source` crosses `spine`.
   void SetSpine(const std::string& source, const PathKey& path, const std::string& spine);
+  // ECMP path discovery of the whole route (a traceroute): the links `path`
+  // from `source` crosses, in order. Overrides the layout: traffic to a
+  // host address may leave on one rail and arrive on another.
+  void SetRoute(const std::string& source, const PathKey& path, std::vector<Link> links);
 
   std::optional<std::string> LeafOf(const std::string& host, int rail) const;
   std::optional<std::string> SpineOf(const std::string& source, const PathKey& path) const;
 
-  // The links `path` from `source` crosses, in order. Same leaf: host ->
+  // The links `path` from `source` crosses, in order: its route when one
+  // was set (SetRoute), else from the layout. Same leaf: host ->
   // leaf -> host. Otherwise via its spine, or "*" when no spine is known for
   // it. The peer's leaf unknown: only the source's uplink (host -> leaf);
   // the source's unknown: none.
   std::vector<Link> Route(const std::string& source, const PathKey& path) const;
 
-  size_t rails_known() const { return leaf_.size(); }
+  // Host rails placed on a leaf, and paths with a route: 0 for an empty map.
+  size_t rails_known() const { return leaf_.size() + route_.size(); }
 
  private:
   std::map<std::pair<std::string, int>, std::string> leaf_;
   std::map<std::pair<std::string, PathKey>, std::string> spine_;
+  std::map<std::pair<std::string, PathKey>, std::vector<Link>> route_;
 };
 
 // The map of `hosts` (in order) with `rails` rails each over `leaves`

@@ -5,9 +5,14 @@
 // (congestion_publisher.h). JSON:
 //
 //   {"leaves": {"h0": ["l0", "l1"], "h1": ["l1", "l0"]},       // rail order
-//    "spines": [{"from": "h0", "to": "h1", "rail": 0, "path": 0, "spine": "s1"}]}
+//    "spines": [{"from": "h0", "to": "h1", "rail": 0, "path": 0, "spine": "s1"}],
+//    "routes": [{"from": "h0", "to": "h2", "rail": 0, "path": 0,
+//                "nodes": ["h0/rail0", "l0", "s1", "l3", "h2/rail1"]}]}
 //
-// "spines" is optional. Names are 1 to 63 characters of [A-Za-z0-9._-].
+// "spines" and "routes" are optional; a route (what a traceroute of the
+// path found: every node it crosses, its ends included) wins over leaves and
+// spines. Names are 1 to 63 characters of [A-Za-z0-9._-] ("/" too in a
+// route's nodes).
 // Pure; errors (InvalidArgument) name the field.
 #pragma once
 
