@@ -289,6 +289,7 @@ class Job:
                 raise Exit("the coordinator replaced this member")
             if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
                 if self._mirror_due(pausing=True):   # the leaving rank's state at its buddy: no replay
+                    self._failure = None
                     with self.step_guard():
                         self._mirror()
                     if self._failure is not None:

@@ -20,7 +20,14 @@ import support.cluster  # noqa: E402
 
 support.cluster.SAFETY_S = 300
 from test_migration import MigrationTest  # noqa: E402
-from test_sharded import COORD_ARGS, torch_ok  # noqa: E402
+from test_sharded import torch_ok  # noqa: E402
+
+# Neither fault here is found by heartbeats (SIGKILL: the pid; planned: a request), so the
+# timeout only has to outlast the GIL-holding imports and FSDP2 set-up of 5 torch 2.x
+# processes on a loaded machine: at load 25 a 10 s timeout fenced every rank before the
+# first generation formed.
+COORD_ARGS = ["--heartbeat-timeout", "30s", "--report-grace", "3s", "--join-timeout", "60s",
+              "--fence", "local", "--spares", "0"]
 
 WORLD = 4
 STEPS = 16
