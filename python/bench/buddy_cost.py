@@ -26,7 +26,10 @@ PY = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(PY, "tests"))
 os.environ["PYTHONPATH"] = os.environ.get("LOCKSTEP_TRAIN_PYTHONPATH") or PY
 
+import support.cluster  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
+
+support.cluster.SAFETY_S = 900   # 4 torch 2.x imports at load 28 took over 120 s to register
 
 OFF = 10 ** 9
 
