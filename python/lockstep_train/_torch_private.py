@@ -206,6 +206,13 @@ def reset_fsdp(model: torch.nn.Module) -> None:
     for root in roots[:1]:
         try:
             root.reset_iter_state()
+        except AttributeError as e:
+            if "reduce_scatter_states" not in str(e):
+                raise
+            # torch 2.15: a root that never ran a backward has no reduce-scatter states yet
+            # ("'FSDPCommContext' object has no attribute 'reduce_scatter_states'"): a
+            # step that failed before its first backward left nothing to reset.
+            log.info("lockstep: FSDP reset before the first backward: %s; nothing to reset", e)
         except RuntimeError as e:
             log.info("lockstep: FSDP reset waited on a failed collective (%s); dropping it", str(e).splitlines()[0])
             for st in fsdp_states(model):

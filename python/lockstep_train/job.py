@@ -29,7 +29,7 @@ from .heartbeat import Heartbeat
 from .protocol import (ProtocolError, Settings, new_member_id, parse_plan, register_body, registered_role,
                        settings_from)
 from .reduce import GradientReducer
-from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten
+from .state import TrackedState, allocate, buckets, decode_meta, encode_meta, fingerprint, flatten, pack
 from .wrappers import DDPAdapter, check_module
 
 log = logging.getLogger("lockstep_train")
@@ -135,6 +135,13 @@ class Job:
         self.transfer_bucket_bytes = max(1, int(transfer_bucket_mb * 1024 * 1024))
         self._check_replicas_next = False   # compare fingerprints before the next step
         self._zombies: List[tuple] = []   # (since, group, work) abandoned by an abort (see _reap_zombies)
+        # The buddy mirror (pure FSDP, job.device_mesh(replicate=1, mirror_every=K)):
+        self.mirror_every = 0         # K (0: no mirror)
+        self._own: dict = {}          # step -> (meta blob, packed shard): this rank's snapshots
+        self._held: dict = {}         # step -> (meta blob, packed shard): the predecessor's, mirrored here
+        self._mirrored = -1           # the step of the last exchange every rank completed
+        self._mirror_next = False     # exchange before the next step (after a restore)
+        self.mirror_stats = {"exchanges": 0, "seconds": 0.0, "bytes": 0}
         self.heartbeat = Heartbeat(client, member, heartbeat_interval)
         # A member holds a verified copy of the training state once it formed a
         # generation (a rank of generation 0 holds its own initial state). A spare holds
@@ -159,14 +166,18 @@ class Job:
 
     def device_mesh(self, replicate: int, shard: int,
                     mesh_dim_names: Tuple[str, str] = ("replicate", "shard"),
-                    device_type: str = "cpu") -> Any:
+                    device_type: str = "cpu", mirror_every: Optional[int] = None) -> Any:
         """The job's 2-D DeviceMesh for HSDP (replicate x shard, rank = i * shard + j, as
         torch's init_device_mesh lays it out), to pass to FSDP2's fully_shard(module,
         mesh=...) in place of init_device_mesh(device_type, (replicate, shard),
         mesh_dim_names=...). Its process groups belong to the library, which re-forms them
         at every generation; the modules, their DTensor parameters and the optimizer stay.
         torch >= 2.15. A spare waits here until the coordinator gives it a rank (fully_shard
-        shards by the mesh coordinate), so it builds its model after being assigned."""
+        shards by the mesh coordinate), so it builds its model after being assigned.
+        Pure FSDP: replicate=1 with mirror_every=K: every K steps each rank's shard, its
+        optimizer state, RNG and extra state are mirrored into its buddy's (rank + 1 mod N)
+        CPU memory; a failed rank is rebuilt from its buddy's copy and every rank replays
+        the (at most K) steps since it."""
         if self._steps_started:
             raise UsageError("lockstep_train: job.device_mesh() after job.steps() started; build the mesh, "
                              "the model and track() before the first step")
@@ -179,7 +190,7 @@ class Job:
                 "reset_iter_state, checked on 2.15); this is torch %s. Plain data parallel (a module or "
                 "DistributedDataParallel) works on 1.13 and later" % torch.__version__)
         names = tuple(mesh_dim_names)
-        sharded.check_mesh_args(replicate, shard, names)
+        sharded.check_mesh_args(replicate, shard, names, mirror_every)
         world = replicate * shard
         if self.world_size is not None and self.world_size != world:
             raise ValueError("lockstep_train: job.device_mesh(replicate=%d, shard=%d) has %d ranks, the job %d"
@@ -200,6 +211,7 @@ class Job:
         self._standin = True
         self._layout = sharded.ShardedLayout(replicate, shard, (names[0], names[1]), device_type,
                                              self.rank, self._wait)
+        self.mirror_every = mirror_every or 0
         return self._layout.mesh
 
     def track(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
@@ -278,12 +290,25 @@ class Job:
                 self.close()
                 raise Exit("the coordinator replaced this member")
             if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
+                if self._mirror_due(pausing=True):   # the leaving rank's state at its buddy: no replay
+                    self._failure = None
+                    with self.step_guard():
+                        self._mirror()
+                    if self._failure is not None:
+                        self._leave("error", self._failure)
+                        continue
                 self._emit("pause", pause_at_step=d.pause_at_step)
                 self._leave("pause", None)
                 continue
             step = self.step
             self._failure = None
             self._applied = False
+            if self._mirror_due():
+                with self.step_guard():
+                    self._mirror()
+                if self._failure is not None:
+                    self._leave("error", self._failure)
+                    continue
             if self._check_replicas_next or (self.fingerprint_every and step % self.fingerprint_every == 0):
                 with self.step_guard():
                     self._check_replicas()
@@ -646,6 +671,8 @@ class Job:
         g, src, me = plan.generation, plan.src_rank, plan.rank
         dev = self._comm_device()
         group = None
+        if self._sharded and self.mirror_every:
+            return self._sync_buddy(plan, t0)
         if self._sharded:
             src, group = self._shard_source(plan, dev), self._layout.current_rep
         bucket_bytes = self.transfer_bucket_bytes
@@ -706,6 +733,133 @@ class Job:
         self.heartbeat.update(step=self.step, state_intact=True)
         self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(blob), buckets=len(chunks),
                    src_rank=src)
+
+    # -- the buddy mirror (pure FSDP) ---------------------------------------------------------
+    def _mirror_due(self, pausing=False):
+        if not (self.mirror_every and self._sharded and self._formed):
+            return False
+        if self._mirrored == self.step:
+            return False
+        return pausing or self._mirror_next or self.step % self.mirror_every == 0
+
+    def _send_recv_snapshot(self, snap, dst, src):
+        """Collective over the generation's group: send the snapshot `snap` (blob,
+        packed) to rank dst (None: send nothing) and receive one from rank src (None:
+        nothing); returns the (blob, packed) received and verified, or None. A header
+        all-gather, then two all_to_all_single with all but one split empty (gloo's
+        point-to-point works cannot be waited on in slices: a timed-out wait closes the
+        pair), so the job's abortable wait applies."""
+        n = self.world_size
+        if snap is not None:
+            blob, packed = snap
+            fp = fingerprint(packed)
+            head = torch.tensor([dst, len(blob), packed.numel(), fp[0], fp[1], _blob_sum(blob)], dtype=torch.int64)
+        else:
+            head = torch.tensor([-1, 0, 0, 0, 0, 0], dtype=torch.int64)
+        heads = [torch.empty_like(head) for _ in range(n)]
+        self._wait(dist.all_gather(heads, head, async_op=True))
+        rows = [[int(x) for x in h.tolist()] for h in heads]
+        if src is not None and rows[src][0] != self.rank:
+            raise RuntimeError("buddy mirror: rank %d sends to %d, not to this rank %d" % (src, rows[src][0], self.rank))
+        out = []
+        for k, part in ((1, torch.frombuffer(bytearray(snap[0]), dtype=torch.uint8) if snap is not None else None),
+                        (2, snap[1] if snap is not None else None)):
+            send_split, recv_split = [0] * n, [0] * n
+            if part is None:
+                part = torch.empty(0, dtype=torch.uint8)
+            else:
+                send_split[dst] = part.numel()
+            if src is not None:
+                recv_split[src] = rows[src][k]
+            buf = torch.empty(sum(recv_split), dtype=torch.uint8)
+            self._wait(dist.all_to_all_single(buf, part, recv_split, send_split, async_op=True))
+            out.append(buf)
+        if src is None:
+            return None
+        blob = out[0].numpy().tobytes()
+        if _blob_sum(blob) != rows[src][5] or fingerprint(out[1]) != (rows[src][3], rows[src][4]):
+            raise RuntimeError("buddy mirror: the snapshot from rank %d arrived damaged" % src)
+        return blob, out[1]
+
+    def _vote(self, ok):
+        vote = torch.tensor([1 if ok else 0], dtype=torch.int32)
+        self._wait(dist.all_reduce(vote, op=dist.ReduceOp.MIN, async_op=True))
+        return int(vote.item()) == 1
+
+    def _mirror(self):
+        """Every rank snapshots its shard, optimizer state, RNG and extra state at the
+        committed step (a copy in its own CPU memory), sends it to its buddy (rank + 1)
+        and receives its predecessor's; a vote then makes the new pair current on every
+        rank (until then the previous pair stays, so a failure mid-exchange leaves a
+        complete older mirror)."""
+        t0 = time.time()
+        n, me, step = self.world_size, self.rank, self.step
+        st = self._state
+        own = (encode_meta(st.meta(step)), pack(st.sync_tensors()))
+        self._own[step] = own
+        held = self._send_recv_snapshot(own, (me + 1) % n, (me - 1) % n)
+        self._held[step] = held
+        if not self._vote(True):
+            raise RuntimeError("buddy mirror at step %d failed on a rank" % step)
+        self._own = {step: own}
+        self._held = {step: held}
+        self._mirrored, self._mirror_next = step, False
+        self.mirror_stats["exchanges"] += 1
+        self.mirror_stats["seconds"] += time.time() - t0
+        self.mirror_stats["bytes"] += len(own[0]) + own[1].numel()
+        self._emit("mirrored", seconds=time.time() - t0, bytes=len(own[0]) + own[1].numel())
+
+    def mirror_bytes(self) -> int:
+        """Host memory the buddy mirror holds now (this rank's snapshots and its predecessor's)."""
+        return sum(len(b) + p.numel() for d in (self._own, self._held) for b, p in d.values())
+
+    def _sync_buddy(self, plan, t0):
+        """A generation's state with the buddy mirror: every member all-gathers which
+        snapshots it holds (its own, and its predecessor's); the latest step m for which
+        every rank has either its own snapshot or one at its buddy is restored everywhere
+        (a new member receives its rank's from the buddy, rank + 1), and every rank then
+        replays the steps from m. Generation 0 (nothing mirrored yet) keeps the initial
+        state every rank built."""
+        n, me = self.world_size, self.rank
+        own, held = sorted(self._own)[-2:], sorted(self._held)[-2:]
+        row = [1 if self.heartbeat.state_intact() else 0, self.step] + (own + [-1, -1])[:2] + (held + [-1, -1])[:2]
+        mine = torch.tensor(row, dtype=torch.int64)
+        got = [torch.empty_like(mine) for _ in range(n)]
+        self._wait(dist.all_gather(got, mine, async_op=True))
+        rows = [[int(x) for x in t.tolist()] for t in got]
+        owns = [{x for x in r[2:4] if x >= 0} for r in rows]
+        helds = [{x for x in r[4:6] if x >= 0} for r in rows]
+        if not any(owns) and not any(helds):
+            if all(r[0] == 1 and r[1] == rows[0][1] for r in rows):
+                self.heartbeat.update(step=self.step, state_intact=True)
+                self._emit("state_received", seconds=time.time() - t0, bytes=0, buckets=0, src_rank=me)
+                return
+            raise JobFailed("lockstep: a rank is new and nothing was mirrored yet (no buddy holds a "
+                            "snapshot); the shard is lost")
+        steps = sorted(set().union(*owns, *helds), reverse=True)
+        m = next((s for s in steps if all(s in owns[r] or s in helds[(r + 1) % n] for r in range(n))), None)
+        if m is None:
+            raise JobFailed("lockstep: no mirrored step is held for every rank (own snapshots %s, held for "
+                            "the predecessor %s): a rank and its buddy failed together; the shard is lost"
+                            % (owns, helds))
+        need = [r for r in range(n) if m not in owns[r]]
+        prv, nxt = (me - 1) % n, (me + 1) % n
+        faults.hit("meta_sent", plan.generation)
+        got_snap = self._send_recv_snapshot(self._held[m] if prv in need else None,
+                                            prv if prv in need else None, nxt if me in need else None)
+        faults.hit("verified", plan.generation)
+        if not self._vote(True):
+            raise RuntimeError("buddy restore of generation %d failed on a rank" % plan.generation)
+        snap = got_snap if me in need else self._own[m]
+        self._state.apply_snapshot(decode_meta(snap[0]), snap[1])
+        self._own = {m: snap}
+        self._held = {m: self._held[m]} if m in self._held else {}
+        replayed = self.step - m if me not in need else None
+        self.step = m
+        self._mirrored, self._mirror_next = -1, True   # re-mirror at m: a new member's buddy gets its copy
+        self.heartbeat.update(step=self.step, state_intact=True)
+        self._emit("state_received", seconds=time.time() - t0, bytes=len(snap[0]) + snap[1].numel(), buckets=1,
+                   src_rank=nxt if me in need else me, mirror_step=m, replayed=replayed)
 
     def _shard_source(self, plan, dev):
         """Sharded layouts: the rank this member's replica set (the ranks holding its shard)

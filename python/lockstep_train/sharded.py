@@ -26,10 +26,10 @@ from . import _torch_private as private
 from .wrappers import UnsupportedWrapper
 
 SUPPORTED = ("supported sharded layouts: FSDP2 fully_shard(module, mesh=job.device_mesh(replicate=R, "
-             "shard=S)) with R >= 2 (HSDP: every shard held by R ranks), on torch >= 2.15; the mesh's "
-             "two dimensions only (no tensor, pipeline or context parallel dimension), every parameter "
-             "a DTensor on that mesh placed (Replicate(), Shard(0)). Pure FSDP (R = 1) has no second "
-             "copy of a shard and is not protected yet (python/README.md, \"Sharded state\")")
+             "shard=S)) with R >= 2 (HSDP: every shard held by R ranks), or R = 1 with "
+             "mirror_every=K (pure FSDP: each rank's shard mirrored in its buddy's CPU memory every K "
+             "steps), on torch >= 2.15; the mesh's two dimensions only (no tensor, pipeline or context "
+             "parallel dimension), every parameter a DTensor on that mesh placed (Replicate(), Shard(0))")
 
 
 class UnsupportedLayout(UnsupportedWrapper):
@@ -249,12 +249,25 @@ def local(t: torch.Tensor) -> torch.Tensor:
         return t.to_local()
 
 
-def check_mesh_args(replicate: int, shard: int, names: Sequence[str]) -> None:
+def check_mesh_args(replicate: int, shard: int, names: Sequence[str], mirror_every: Optional[int] = None) -> None:
     if len(tuple(names)) != 2 or len(set(names)) != 2:
         raise UnsupportedLayout("lockstep_train: job.device_mesh(): two distinct dimension names "
                                 "(replicate, shard), got %r; %s" % (names, SUPPORTED))
     if shard < 1 or replicate < 1:
         raise ValueError("lockstep_train: job.device_mesh(): replicate and shard must be >= 1")
+    if mirror_every is not None:
+        if isinstance(mirror_every, bool) or not isinstance(mirror_every, int) or mirror_every < 1:
+            raise ValueError("lockstep_train: job.device_mesh(mirror_every=%r): a number of steps >= 1"
+                             % (mirror_every,))
+        if replicate != 1:
+            raise UnsupportedLayout("lockstep_train: job.device_mesh(replicate=%d, mirror_every=%d): the buddy "
+                                    "mirror is for pure FSDP (replicate=1); HSDP rebuilds a shard from its "
+                                    "other replica; %s" % (replicate, mirror_every, SUPPORTED))
+        if shard < 2:
+            raise UnsupportedLayout("lockstep_train: job.device_mesh(replicate=1, shard=%d): the buddy mirror "
+                                    "needs at least 2 ranks; %s" % (shard, SUPPORTED))
+        return
     if replicate < 2:
         raise UnsupportedLayout("lockstep_train: job.device_mesh(replicate=%d, shard=%d): pure FSDP, no "
-                                "second copy of a shard; %s" % (replicate, shard, SUPPORTED))
+                                "second copy of a shard: pass mirror_every=K (a buddy mirror); %s"
+                                % (replicate, shard, SUPPORTED))

@@ -176,6 +176,18 @@ class TrackedState:
         restore_rng(meta["rng"])
         self._load_extra(meta["extra"])
 
+    def apply_snapshot(self, meta: Dict[str, Any], packed: torch.Tensor) -> None:
+        """Load a snapshot (meta(), pack(sync_tensors())) of this rank's state, its own or
+        one its buddy mirrored: optimizer structure and hyperparameters, the tensors, RNG
+        and extra state (the buddy mirror, job.py)."""
+        self.materialise(meta["skeleton"])
+        if self.optimizer is not None:
+            for g, src in zip(self.optimizer.param_groups, meta["param_groups"]):
+                g.update(src)
+        unpack_into(self.sync_tensors(), packed)
+        restore_rng(meta["rng"])
+        self._load_extra(meta["extra"])
+
     def fingerprint(self) -> Tuple[int, int]:
         """(s1, s2) over the parameters and the optimizer state, each in place (no copy
         of the state), weighted by its position: replicas of the same step have the same.
@@ -315,3 +327,36 @@ def unflatten_into(tensors, flats):
         if offsets[d] != flat.numel():
             raise ValueError("state sync: %s buffer has %d elements, the tensors %d"
                              % (d, flat.numel(), offsets[d]))
+
+
+def _padded(nbytes):
+    return (nbytes + 7) // 8 * 8
+
+
+def pack(tensors, device="cpu"):
+    """One uint8 buffer on `device` (a copy) holding every tensor's bytes in order, each
+    padded to 8 bytes (so that every tensor starts aligned for unpack_into's views)."""
+    parts = []
+    for t in tensors:
+        b = t.detach().reshape(-1).contiguous().to(device).view(torch.uint8)
+        parts.append(b)
+        pad = _padded(b.numel()) - b.numel()
+        if pad:
+            parts.append(torch.zeros(pad, dtype=torch.uint8, device=device))
+    if not parts:
+        return torch.zeros(0, dtype=torch.uint8, device=device)
+    return torch.cat(parts)
+
+
+def unpack_into(tensors, packed):
+    """Copy a pack() of tensors of the same shapes and dtypes back into `tensors`."""
+    o = 0
+    with torch.no_grad():
+        for t in tensors:
+            nb = t.numel() * t.element_size()
+            if o + nb > packed.numel():
+                raise ValueError("snapshot: %d bytes, the tensors need more" % packed.numel())
+            t.copy_(packed[o:o + nb].view(t.dtype).view(t.shape))
+            o += _padded(nb)
+    if o != packed.numel():
+        raise ValueError("snapshot: %d bytes, the tensors %d" % (packed.numel(), o))

@@ -48,6 +48,45 @@ class StateTest(unittest.TestCase):
         for a, b in zip(ts, out):
             self.assertTrue(torch.equal(a, b))
 
+    def test_pack_round_trip_aligns_mixed_dtypes(self):
+        ts = [torch.tensor([True, False, True]), torch.randn(3, 5), torch.tensor(4.0),
+              torch.arange(3, dtype=torch.int16), torch.arange(7, dtype=torch.int64)]
+        packed = st.pack(ts)
+        self.assertEqual(packed.dtype, torch.uint8)
+        self.assertEqual(packed.numel(), 8 + 64 + 8 + 8 + 56)   # each tensor padded to 8 bytes
+        out = [torch.zeros_like(t) for t in ts]
+        st.unpack_into(out, packed)
+        for a, b in zip(ts, out):
+            self.assertTrue(torch.equal(a, b))
+        ts[1].add_(1)                                   # a copy, not a view of the live tensors
+        self.assertFalse(torch.equal(out[1], ts[1]))
+        with self.assertRaisesRegex(ValueError, "snapshot"):
+            st.unpack_into(out[:2], packed)
+
+    def test_snapshot_restores_a_rank_to_its_step(self):
+        # the buddy mirror: a snapshot of step 2, training on, then back to step 2 (own
+        # copy) or onto a fresh optimizer (a spare): either equals the state at step 2
+        model, opt = build(1)
+        extra = {"data_position": 2}
+        ts = st.TrackedState(model, opt, extra)
+        train(model, opt, 2)
+        snap_meta, packed = ts.meta(2), st.pack(ts.sync_tensors())
+        want = [t.clone() for t in ts.sync_tensors()]
+        rng = torch.get_rng_state()
+        train(model, opt, 3)
+        extra["data_position"] = 5
+        torch.manual_seed(99)
+        ts.apply_snapshot(snap_meta, packed)
+        for a, b in zip(want, ts.sync_tensors()):
+            self.assertTrue(torch.equal(a, b))
+        self.assertEqual(extra, {"data_position": 2})
+        self.assertTrue(torch.equal(torch.get_rng_state(), rng))
+        fresh_model, fresh_opt = build(2)
+        fresh = st.TrackedState(fresh_model, fresh_opt, {})
+        fresh.apply_snapshot(snap_meta, packed)
+        for a, b in zip(want, fresh.sync_tensors()):
+            self.assertTrue(torch.equal(a, b))
+
     def test_unflatten_rejects_a_size_mismatch(self):
         flats = st.flatten([torch.randn(4)])
         with self.assertRaisesRegex(ValueError, "buffer has 4 elements, the tensors 3"):

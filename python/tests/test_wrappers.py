@@ -237,6 +237,24 @@ class ShardedLayoutTest(unittest.TestCase):
             with self.job.no_sync():
                 pass
 
+    def test_pure_fsdp_needs_the_buddy_mirror(self):
+        if not torch_2_15():
+            self.skipTest("FSDP2 needs torch >= 2.15 (this is %s)" % torch.__version__)
+        with self.assertRaisesRegex(ls.UnsupportedWrapper, r"pass mirror_every=K"):
+            self.job.device_mesh(replicate=1, shard=4)
+        with self.assertRaisesRegex(ls.UnsupportedWrapper, r"the buddy mirror is for pure FSDP"):
+            self.job.device_mesh(replicate=2, shard=2, mirror_every=5)
+        for bad in (0, -1, 2.5, True):
+            with self.assertRaisesRegex(ValueError, "a number of steps >= 1"):
+                self.job.device_mesh(replicate=1, shard=4, mirror_every=bad)
+        mesh = self.job.device_mesh(replicate=1, shard=4, mirror_every=5)
+        self.assertEqual(mesh.mesh.tolist(), [[0, 1, 2, 3]])
+        self.assertEqual(self.job.mirror_every, 5)
+        model = self.sharded_model(mesh)
+        self.assertEqual(tuple(model[0].weight.to_local().shape), (2, 4))   # rank 0 holds rows 0-1 of 8
+        self.job.track(model, torch.optim.Adam(model.parameters()))
+        self.assertTrue(self.job._sharded)
+
     def test_layouts_the_library_does_not_own_are_refused(self):
         if not torch_2_15():
             self.skipTest("FSDP2 / HSDP needs torch >= 2.15 (this is %s)" % torch.__version__)

@@ -4,8 +4,11 @@ Adam, JSON lines on stdout ({"ev": ...}). Modes:
   ddp       plain torch DistributedDataParallel, no library (the reference)
   hsdp      plain FSDP2 HSDP (fully_shard on init_device_mesh((2, WORLD/2)), no library: the
             reference of --hsdp runs)
+  fsdp      plain FSDP2 on init_device_mesh((1, WORLD)), no library: the reference of --fsdp runs
 --hsdp: the library with FSDP2 HSDP, fully_shard on job.device_mesh(replicate=2, shard=WORLD/2)
 (torch >= 2.15); the hash covers this rank's shard of the parameters and of Adam's state.
+--fsdp: pure FSDP2, job.device_mesh(replicate=1, shard=WORLD, mirror_every=--mirror-every)
+(the buddy mirror).
 Options: --steps N, --step-sleep S (pacing, so a planned migration has steps left),
 --hold-at K (with LOCKSTEP_TEST_HOLD=1: stop inside step K, before the gradient
 all-reduce, and wait to be killed or stopped). LOCKSTEP_TEST_HOLD_PLAN=1: stop as soon
@@ -99,7 +102,7 @@ def memory(phase):
     emit("memory", phase=phase, rss_kb=got.get("VmRSS"), hwm_kb=got.get("VmHWM"))
 
 
-HSDP = "--hsdp" in sys.argv or "hsdp" in sys.argv
+HSDP = any(a in sys.argv for a in ("--hsdp", "hsdp", "--fsdp", "fsdp"))
 if HSDP:   # as a script would: imported before ls.join() (seconds of CPU, no heartbeats missed)
     from torch.distributed.fsdp import fully_shard  # noqa: F401
     from torch.distributed.tensor import DTensor  # noqa: F401
@@ -131,7 +134,8 @@ def run_hsdp_reference(a):
     rank, world = int(os.environ["LOCKSTEP_RANK"]), int(os.environ["LOCKSTEP_WORLD_SIZE"])
     store = dist.TCPStore("127.0.0.1", a.port, world, rank == 0, datetime.timedelta(seconds=60))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    shape = (1, world) if a.mode == "fsdp" else (2, world // 2)
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=("replicate", "shard"))
     model, opt = build_sharded(mesh)
     for step in range(a.steps):
         x, y = batch(step, rank)
@@ -188,7 +192,12 @@ def run_lockstep(a):
     memory("start")
     job = ls.join(on_event=on_event, overlap=not a.no_overlap, heartbeat_interval=a.heartbeat_interval)
     wrapped = os.environ.get("LOCKSTEP_TEST_WRAP") == "ddp"
-    if a.hsdp:    # the mesh first: a spare waits in device_mesh() for its rank (its shard)
+    if a.fsdp:    # pure FSDP with the buddy mirror
+        mesh = job.device_mesh(replicate=1, shard=int(os.environ["LOCKSTEP_WORLD_SIZE"]),
+                               mirror_every=a.mirror_every)
+        model, opt = build_sharded(mesh)
+        a.hsdp = True
+    elif a.hsdp:    # the mesh first: a spare waits in device_mesh() for its rank (its shard)
         mesh = job.device_mesh(replicate=2, shard=int(os.environ["LOCKSTEP_WORLD_SIZE"]) // 2)
         model, opt = build_sharded(mesh)
     else:
@@ -227,12 +236,13 @@ def run_lockstep(a):
     emit("end", rank=job.rank, step=job.step, generation=job.generation,
          hash=digest_sharded(model, opt) if a.hsdp else digest(model),
          median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step(),
-         slow_iterations=job._ddp.slow_iterations if wrapped else None)
+         slow_iterations=job._ddp.slow_iterations if wrapped else None,
+         mirror=dict(job.mirror_stats, held_bytes=job.mirror_bytes()) if a.fsdp else None)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("lockstep", "ddp", "hsdp"), default="lockstep")
+    ap.add_argument("--mode", choices=("lockstep", "ddp", "hsdp", "fsdp"), default="lockstep")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.0)
     ap.add_argument("--hold-at", type=int, default=-1)
@@ -243,6 +253,8 @@ def main():
     ap.add_argument("--heartbeat-interval", type=float, default=0.75)
     ap.add_argument("--batchnorm", action="store_true", help="a BatchNorm1d after the first layer")
     ap.add_argument("--hsdp", action="store_true", help="FSDP2 HSDP on job.device_mesh (2 x WORLD/2)")
+    ap.add_argument("--fsdp", action="store_true", help="pure FSDP2 on job.device_mesh (1 x WORLD), buddy mirror")
+    ap.add_argument("--mirror-every", type=int, default=10, help="--fsdp: the buddy mirror's K")
     a = ap.parse_args()
     if a.hidden:
         set_hidden(a.hidden)
@@ -250,7 +262,7 @@ def main():
     emit("started", role=os.environ.get("LOCKSTEP_ROLE", "rank"))
     if a.mode == "ddp":
         run_ddp(a)
-    elif a.mode == "hsdp":
+    elif a.mode in ("hsdp", "fsdp"):
         run_hsdp_reference(a)
     else:
         run_lockstep(a)
