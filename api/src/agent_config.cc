@@ -11,6 +11,9 @@ AgentConfig AgentConfigForPolicy(const std::string& policy_name, const FabricPol
   c.probe.peers_per_node = spec.probe.peers_per_node;
   c.probe.path_interval_ms = spec.probe.path_interval_ms;
   c.probe.miss_threshold = spec.probe.miss_threshold;
+  c.probe.idle_path_interval_ms = spec.probe.idle_path_interval_ms;
+  c.probe.idle_tick_ms = spec.probe.idle_tick_ms;
+  c.probe.traffic_aware = spec.probe.traffic_aware;
   c.clock_sync.enabled = spec.clock_sync.enabled;
   c.clock_sync.window_seconds = spec.clock_sync.window_seconds;
   c.clock_sync.discipline_host_clock = spec.clock_sync.discipline_host_clock;

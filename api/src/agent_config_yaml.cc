@@ -261,6 +261,7 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     r.Int("pathIntervalMs", 1, kMaxProbeIntervalMs, c.probe.path_interval_ms);
     r.Int("missThreshold", 1, kMaxMissThreshold, c.probe.miss_threshold);
     r.Int("idlePathIntervalMs", 0, kMaxProbeIntervalMs, c.probe.idle_path_interval_ms);
+    r.Int("idleTickMs", 0, kMaxProbeIntervalMs, c.probe.idle_tick_ms);
     r.Bool("trafficAware", c.probe.traffic_aware);
     r.RejectUnknown();
   }
@@ -392,13 +393,10 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
     << YAML::Key << "intervalMs" << YAML::Value << c.probe.interval_ms
     << YAML::Key << "peersPerNode" << YAML::Value << c.probe.peers_per_node
     << YAML::Key << "pathIntervalMs" << YAML::Value << c.probe.path_interval_ms
-    << YAML::Key << "missThreshold" << YAML::Value << c.probe.miss_threshold;
-  // Not FabricPolicy fields yet: written only when not the default, so the
-  // operator's rendering is unchanged.
-  if (c.probe.idle_path_interval_ms != kIdlePathIntervalMs) {
-    y << YAML::Key << "idlePathIntervalMs" << YAML::Value << c.probe.idle_path_interval_ms;
-  }
-  if (!c.probe.traffic_aware) y << YAML::Key << "trafficAware" << YAML::Value << false;
+    << YAML::Key << "missThreshold" << YAML::Value << c.probe.miss_threshold
+    << YAML::Key << "idlePathIntervalMs" << YAML::Value << c.probe.idle_path_interval_ms
+    << YAML::Key << "idleTickMs" << YAML::Value << c.probe.idle_tick_ms
+    << YAML::Key << "trafficAware" << YAML::Value << c.probe.traffic_aware;
   y << YAML::EndMap;
   y << YAML::Key << "clockSync" << YAML::Value << YAML::BeginMap
     << YAML::Key << "enabled" << YAML::Value << c.clock_sync.enabled

@@ -212,6 +212,16 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
   r.Int(probe, "port", "spec.probe.port", kMinProbePort, 65535, p.probe.port);
   r.Int(probe, "pathIntervalMs", "spec.probe.pathIntervalMs", 1, kMaxProbeIntervalMs, p.probe.path_interval_ms);
   r.Int(probe, "missThreshold", "spec.probe.missThreshold", 1, kMaxMissThreshold, p.probe.miss_threshold);
+  r.Int(probe, "idlePathIntervalMs", "spec.probe.idlePathIntervalMs", 0, kMaxProbeIntervalMs,
+        p.probe.idle_path_interval_ms);
+  r.Int(probe, "idleTickMs", "spec.probe.idleTickMs", 0, kMaxProbeIntervalMs, p.probe.idle_tick_ms);
+  r.Bool(probe, "trafficAware", "spec.probe.trafficAware", p.probe.traffic_aware);
+  if (r.ok() && p.probe.idle_tick_ms > 0 && p.probe.idle_path_interval_ms > 0 &&
+      2 * p.probe.idle_tick_ms > p.probe.idle_path_interval_ms) {
+    r.Fail("spec.probe.idleTickMs must be at most half of spec.probe.idlePathIntervalMs (or 0) (got " +
+           std::to_string(p.probe.idle_tick_ms) + " and " + std::to_string(p.probe.idle_path_interval_ms) +
+           "); lower idleTickMs or raise idlePathIntervalMs");
+  }
   const Json& cs = r.Object(spec, "clockSync", "spec.clockSync");
   r.Bool(cs, "enabled", "spec.clockSync.enabled", p.clock_sync.enabled);
   r.Int(cs, "windowSeconds", "spec.clockSync.windowSeconds", 1, kMaxWindowSeconds, p.clock_sync.window_seconds);
@@ -345,7 +355,9 @@ Json ToJson(const FabricPolicySpec& p) {
           {"tolerations", ToJson(p.tolerations)},
           {"probe", {{"intervalMs", p.probe.interval_ms}, {"peersPerNode", p.probe.peers_per_node},
                      {"port", p.probe.port}, {"pathIntervalMs", p.probe.path_interval_ms},
-                     {"missThreshold", p.probe.miss_threshold}}},
+                     {"missThreshold", p.probe.miss_threshold},
+                     {"idlePathIntervalMs", p.probe.idle_path_interval_ms}, {"idleTickMs", p.probe.idle_tick_ms},
+                     {"trafficAware", p.probe.traffic_aware}}},
           {"clockSync", {{"enabled", p.clock_sync.enabled},
                          {"windowSeconds", p.clock_sync.window_seconds},
                          {"disciplineHostClock", p.clock_sync.discipline_host_clock},

@@ -15,7 +15,7 @@
 #        [--napi-threads] [--no-base]
 #   sudo e2e/bench/fabric-probe-cost.sh --paths 6,32,128 [--seconds 15]
 #        [--load 100mbit] [--link-mbit 200] [--interval-ms 14] [--no-base]
-#        [--clock-sync on,off] [--tiering on,off,all] [--detect]
+#        [--clock-sync on,off] [--tiering on,off,all,tick0] [--detect]
 #
 # --tiering (with --paths): the probe tiers of each phase (default on):
 #   on   tiered probing as shipped (probe.idlePathIntervalMs 500, trafficAware:
@@ -24,7 +24,11 @@
 #   off  probe.idlePathIntervalMs: 0, every path every interval (the design
 #        before tiering: the baseline);
 #   all  trafficAware: false, every peer active: its pinned path fast (the
-#        worst case for a node that talks to every peer).
+#        worst case for a node that talks to every peer);
+#   tick0 tiered, probe.idleTickMs: 0: the prober ticks every pathIntervalMs
+#        whatever its tiers (tiered probing before idle ticks, 2026-11-29).
+# "on" is tiered probing with idle ticks (probe.idleTickMs 100): a node with
+# no fast path wakes every ~100 ms and its idle probes carry the slow flag.
 # Each mode runs the clock-sync phases; rows carry "tiering", and h0's
 # fast_paths / idle_paths (lockstep_fabric_probe_tier_paths).
 # --detect (with --paths): after the last scale's tiering-on phase, a TCP
@@ -145,7 +149,7 @@ BASE=1  # 0: --no-base, the fabric phase alone
 PATHS_LIST=  # --paths: the scale sweep
 LINK_MBIT=200  # --paths: the link rate the wire figures are a share of
 CLOCK_MODES=on,off  # --paths: the clock-sync phases to run (on, off or both)
-TIER_MODES=on  # --paths: the probe tiers (on, off, all; see above)
+TIER_MODES=on  # --paths: the probe tiers (on, off, all, tick0; see above)
 DETECT=0
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
@@ -258,6 +262,7 @@ if [[ -n $PATHS_LIST ]]; then
     case ${4:-on} in
       off) printf '  idlePathIntervalMs: 0\n' ;;
       all) printf '  trafficAware: false\n' ;;
+      tick0) printf '  idleTickMs: 0\n' ;;
     esac
     if [[ -n $INTERVAL_MS ]]; then printf '  pathIntervalMs: %s\n' "$INTERVAL_MS"; fi
     if [[ -n $MISSES ]]; then printf '  missThreshold: %s\n' "$MISSES"; fi

@@ -35,6 +35,13 @@ Status Validate(const FabricOptions& o) {
     return InvalidArgument("fabric options: idle_interval must be 0 (no tiers) or between 2 x probe_interval (" +
                            Ms(2 * o.probe_interval) + ") and 60000ms (got " + Ms(o.idle_interval) + ")");
   }
+  if (o.idle_interval.count() != 0 && o.idle_tick.count() != 0 &&
+      (o.idle_tick < 2 * o.probe_interval || 2 * o.idle_tick > o.idle_interval)) {
+    return InvalidArgument("fabric options: idle_tick must be 0 (tick every probe_interval) or between 2 x "
+                           "probe_interval (" +
+                           Ms(2 * o.probe_interval) + ") and idle_interval / 2 (" + Ms(o.idle_interval / 2) +
+                           ") (got " + Ms(o.idle_tick) + ")");
+  }
   if (!(o.jitter >= 0 && o.jitter < 1)) {
     return InvalidArgument("fabric options: jitter must be in [0, 1) (got " + std::to_string(o.jitter) + ")");
   }
@@ -58,9 +65,17 @@ Nanos WorstCaseDetection(const FabricOptions& o) {
   return Nanos(std::llround(gap)) + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
 }
 
+bool IdleTicks(const FabricOptions& o) { return o.idle_interval.count() > 0 && o.idle_tick.count() > 0; }
+
+Nanos IdleAckTimeout(const FabricOptions& o) {
+  if (!IdleTicks(o) || o.idle_tick <= o.probe_interval) return o.reply_timeout;
+  const double extra = static_cast<double>((o.idle_tick - o.probe_interval).count()) * (1 + o.jitter);
+  return o.reply_timeout + Nanos(std::llround(extra));
+}
+
 Nanos WorstCaseDetectionIdle(const FabricOptions& o) {
   if (o.idle_interval.count() == 0) return WorstCaseDetection(o);
-  return o.idle_interval + o.reply_timeout + (o.miss_threshold - 1) * o.urgent_timeout;
+  return o.idle_interval + IdleAckTimeout(o) + (o.miss_threshold - 1) * o.urgent_timeout;
 }
 
 Nanos WorstCaseDetectionStalled(const FabricOptions& o, Nanos lateness) {

@@ -27,9 +27,10 @@ std::pair<Nanos, Nanos> P50P99(std::vector<Nanos>& v) {
 
 }  // namespace
 
-PathHealth::PathHealth(PathKey key, const FabricOptions& options) : key_(std::move(key)), options_(options) {}
+PathHealth::PathHealth(PathKey key, const FabricOptions& options)
+    : key_(std::move(key)), options_(options), idle_reply_timeout_(IdleAckTimeout(options)) {}
 
-void PathHealth::OnProbeSent(uint64_t seq, Time sent, bool urgent) {
+void PathHealth::OnProbeSent(uint64_t seq, Time sent, bool urgent, bool slow) {
   ++totals_.probes_sent;
   if (outstanding_.size() >= kMaxOutstanding) {
     std::vector<Transition> ignored;  // REQUIRES says tick; keep memory bounded anyway
@@ -37,7 +38,8 @@ void PathHealth::OnProbeSent(uint64_t seq, Time sent, bool urgent) {
     outstanding_.pop_front();
     Miss(sent, ignored);
   }
-  outstanding_.push_back({seq, sent, sent + (urgent ? options_.urgent_timeout : options_.reply_timeout)});
+  const Nanos timeout = urgent ? options_.urgent_timeout : slow ? idle_reply_timeout_ : options_.reply_timeout;
+  outstanding_.push_back({seq, sent, sent + timeout});
 }
 
 bool PathHealth::TakeUrgent() { return std::exchange(urgent_, false); }

@@ -6,7 +6,10 @@
 namespace lockstep::fabric {
 
 PathMonitor::PathMonitor(const FabricOptions& options, uint64_t seed)
-    : options_(options), schedule_(options.probe_interval, options.jitter, seed), tiers_(options) {}
+    : options_(options),
+      schedule_(options.probe_interval, options.jitter, seed, IdleTicks(options) ? options.idle_tick : Nanos(0)),
+      tiers_(options),
+      idle_reply_timeout_(IdleAckTimeout(options)) {}
 
 Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
   std::set<PathKey> wanted(paths.begin(), paths.end());
@@ -19,6 +22,7 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
   std::vector<Watched> old = std::exchange(paths_, {});
   paths_.reserve(wanted.size());
   std::vector<int64_t> keep;  // new id -> old id (tiers' history), -1: new
+  bool added = false;
   keep.reserve(wanted.size());
   auto kept = old.begin();
   for (const PathKey& p : wanted) {
@@ -32,6 +36,7 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
       continue;
     }
     keep.push_back(-1);
+    added = true;
     paths_.push_back({p, PathHealth(p, options_), FlapCounter(options_.flap_window, options_.flap_alert_per_hour)});
     rail_flaps_.try_emplace(p.rail, options_.flap_window, options_.flap_alert_per_hour);
     dirty_peers_.insert(p.peer);
@@ -47,6 +52,7 @@ Decisions PathMonitor::SetPaths(const std::vector<PathKey>& paths, Time now) {
     schedule_.Stop();
   } else {
     schedule_.Start(now);
+    if (added) schedule_.Hurry(now);  // off idle ticks: a new path has no verdict
   }
   Decisions out;
   Replan(out, now);
@@ -62,7 +68,8 @@ std::optional<PathId> PathMonitor::Find(const PathKey& path) const {
 
 bool PathMonitor::TakeProbeTick(Time now, std::vector<PathId>& probe) {
   probe.clear();
-  if (!TakeProbeTick(now)) return false;
+  tiered_ = true;
+  if (paths_.empty() || !schedule_.Due(now)) return false;
   facts_.resize(paths_.size());
   for (PathId id = 0; id < paths_.size(); ++id) {
     const Watched& w = paths_[id];
@@ -78,9 +85,19 @@ bool PathMonitor::TakeProbeTick(Time now, std::vector<PathId>& probe) {
     }
     if (all_rails_fast_ || fast_rails_.contains(w.key.rail)) f.carries_traffic = true;
   }
-  tiers_.Plan(now, facts_, probe);
+  // Idle ticks while nothing here is fast and no peer's fast probe is
+  // being acked (HoldFastTicks).
+  tiers_.Plan(now, facts_, probe, now < fast_hold_until_);
+  schedule_.Advance(now, tiers_.next_slow());
   return true;
 }
+
+void PathMonitor::HoldFastTicks(Time now, Time until) {
+  fast_hold_until_ = std::max(fast_hold_until_, until);
+  if (schedule_.slow()) schedule_.Hurry(now);
+}
+
+bool PathMonitor::SlowProbe(PathId id) const { return IdleTicks(options_) && tiers_.tier(id) == Tier::kIdle; }
 
 void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
   pins_[peer] = path;
@@ -88,7 +105,27 @@ void PathMonitor::AdoptPin(const std::string& peer, const PathKey& path) {
 }
 
 void PathMonitor::OnProbeSent(PathId id, uint64_t seq, Time sent, bool urgent) {
-  paths_[id].health.OnProbeSent(seq, sent, urgent);
+  Watched& w = paths_[id];
+  bool slow = false;
+  if (!urgent && tiered_ && IdleTicks(options_)) {
+    if (SlowProbe(id) || w.health.state() == PathState::kDown) {
+      // An idle probe; or a down path's, whose peer, reading nothing from
+      // us for kFastTickHold, may have gone back to idle ticks (the run
+      // starts again with the first ack: recovering).
+      slow = true;
+      w.fast_run = false;
+    } else {
+      // A run of fast probes: the peer may be on idle ticks until it has read
+      // one (it then ticks fast for kFastTickHold after each), so the run's
+      // first IdleAckTimeout is judged as idle probes are.
+      if (!w.fast_run) {
+        w.fast_run = true;
+        w.fast_since = sent;
+      }
+      slow = sent - w.fast_since < idle_reply_timeout_;
+    }
+  }
+  w.health.OnProbeSent(seq, sent, urgent, slow);
 }
 
 std::vector<PathId> PathMonitor::TakeUrgent() { return std::exchange(urgent_, {}); }
@@ -102,6 +139,7 @@ Decisions PathMonitor::OnReply(PathId id, const Reply& reply) {
   Absorb(paths_[id].health.OnReply(reply), out);
   NoteUrgent(id);
   Replan(out, reply.received);
+  if (!out.transitions.empty()) schedule_.Hurry(reply.received);
   return out;
 }
 
@@ -110,6 +148,7 @@ Decisions PathMonitor::OnAck(PathId id, const AckField& ack, Time received) {
   Absorb(paths_[id].health.OnAck(ack, received), out);
   NoteUrgent(id);
   Replan(out, received);
+  if (!out.transitions.empty()) schedule_.Hurry(received);
   return out;
 }
 
@@ -129,6 +168,8 @@ Decisions PathMonitor::Tick(Time now) {
   std::stable_sort(all.begin(), all.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
   Absorb(std::move(all), out);
   Replan(out, now);
+  // A path changed state (a miss made it suspect, ...): it may be fast now.
+  if (!out.transitions.empty()) schedule_.Hurry(now);
   return out;
 }
 

@@ -21,10 +21,18 @@ const char* ToString(Tier tier) {
   return "?";
 }
 
+namespace {
+Nanos LongestGap(Nanos interval, double jitter) {
+  return Nanos(std::llround(static_cast<double>(interval.count()) * (1 + jitter)));
+}
+}  // namespace
+
 ProbeTiers::ProbeTiers(const FabricOptions& options)
-    : longest_gap_(Nanos(std::llround(static_cast<double>(options.probe_interval.count()) * (1 + options.jitter)))),
+    : fast_gap_(LongestGap(options.probe_interval, options.jitter)),
+      longest_gap_(IdleTicks(options) ? std::max(fast_gap_, LongestGap(options.idle_tick, options.jitter)) : fast_gap_),
       idle_interval_(options.idle_interval),
-      promote_for_(options.promote_for) {}
+      promote_for_(options.promote_for),
+      idle_ticks_(IdleTicks(options)) {}
 
 void ProbeTiers::Renumber(const std::vector<int64_t>& keep) {
   std::vector<Path> old = std::move(paths_);
@@ -37,7 +45,7 @@ void ProbeTiers::Renumber(const std::vector<int64_t>& keep) {
   if (cursor_ >= paths_.size()) cursor_ = 0;
 }
 
-void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector<uint32_t>& out) {
+void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector<uint32_t>& out, bool hold_fast) {
   if (paths_.size() != facts.size()) paths_.resize(facts.size());
   fast_ = 0;
   idle_.clear();
@@ -68,6 +76,9 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
       idle_.push_back(id);
     }
   }
+  // The next tick: an idle one (up to idle_tick(1 + j) away) when nothing is fast.
+  next_slow_ = idle_ticks_ && !hold_fast && fast_ == 0;
+  const Nanos next_gap = next_slow_ ? longest_gap_ : fast_gap_;
   const Nanos elapsed = last_plan_ ? std::min(now - *last_plan_, longest_gap_) : Nanos(0);
   last_plan_ = now;
   if (idle_.empty()) {
@@ -78,10 +89,10 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
   // that grows with the time since the last tick (a few idle paths get a
   // probe every few ticks, not one at every tick). The due rule below keeps
   // the bound whatever the credit.
-  // The rotation aims a little inside the bound (two gaps), so that paths
-  // rarely fall due together.
+  // The rotation aims a little inside the bound (a tick gap and a fast
+  // gap: two gaps without idle ticks), so that paths rarely fall due together.
   const size_t n = idle_.size();
-  const Nanos period = std::max(idle_interval_ - 2 * longest_gap_, idle_interval_ / 2);
+  const Nanos period = std::max(idle_interval_ - next_gap - fast_gap_, idle_interval_ / 2);
   credit_ = std::min(
       credit_ + static_cast<double>(n) * static_cast<double>(elapsed.count()) / static_cast<double>(period.count()),
       static_cast<double>(n));
@@ -90,7 +101,7 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
   // Due: the next tick (at most longest_gap away) would be too late.
   for (uint32_t id : idle_) {
     Path& p = paths_[id];
-    if (now + longest_gap_ > p.last_probed + idle_interval_) {
+    if (now + next_gap > p.last_probed + idle_interval_) {
       out.push_back(id);
       p.last_probed = now;
       ++taken;

@@ -30,6 +30,11 @@ TEST_CASE("FabricPolicy: the CRD's defaults are the C++ defaults", "[api]") {
   REQUIRE(cs["asymmetryAllowanceNs"]["maximum"] == kMaxAsymmetryAllowanceNs);
   REQUIRE(probe["pathIntervalMs"]["maximum"] == kMaxProbeIntervalMs);
   REQUIRE(probe["missThreshold"]["maximum"] == kMaxMissThreshold);
+  REQUIRE(probe["idlePathIntervalMs"]["default"] == kIdlePathIntervalMs);
+  REQUIRE(probe["idlePathIntervalMs"]["maximum"] == kMaxProbeIntervalMs);
+  REQUIRE(probe["idleTickMs"]["default"] == kIdleTickMs);
+  REQUIRE(probe["idleTickMs"]["maximum"] == kMaxProbeIntervalMs);
+  REQUIRE(probe["trafficAware"]["default"] == true);
   const Json& fo = schema["properties"]["spec"]["properties"]["failover"]["properties"];
   REQUIRE(fo["readmitAfterSeconds"]["maximum"] == kMaxReadmitAfterSeconds);
   REQUIRE(fo["maxHoldDownSeconds"]["maximum"] == kMaxMaxHoldDownSeconds);

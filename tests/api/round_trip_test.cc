@@ -32,6 +32,9 @@ void RequireCarries(const AgentConfig& c, const std::string& policy, const Fabri
   REQUIRE(c.clock_sync.asymmetry_allowance_ns == spec.clock_sync.asymmetry_allowance_ns);
   REQUIRE(c.probe.path_interval_ms == spec.probe.path_interval_ms);
   REQUIRE(c.probe.miss_threshold == spec.probe.miss_threshold);
+  REQUIRE(c.probe.idle_path_interval_ms == spec.probe.idle_path_interval_ms);
+  REQUIRE(c.probe.idle_tick_ms == spec.probe.idle_tick_ms);
+  REQUIRE(c.probe.traffic_aware == spec.probe.traffic_aware);
   REQUIRE(c.failover.enabled == spec.failover.enabled);
   REQUIRE(c.failover.readmit_after_seconds == spec.failover.readmit_after_seconds);
   REQUIRE(c.failover.max_hold_down_seconds == spec.failover.max_hold_down_seconds);
@@ -85,6 +88,10 @@ TEST_CASE("operator renders, agent parses: specs with every field changed", "[ap
                                   {"eccSingleBitPerHour", pick(1, kMaxEccSingleBitPerHour)},
                                   {"pendingRowRemaps", pick(0, 1) == 1},
                                   {"xids", xids}}}};
+    const int64_t idle = pick(0, kMaxProbeIntervalMs);
+    j["probe"]["idlePathIntervalMs"] = idle;
+    j["probe"]["idleTickMs"] = pick(0, idle > 0 ? idle / 2 : kMaxProbeIntervalMs);
+    j["probe"]["trafficAware"] = pick(0, 1) == 1;
     const std::string name = "policy-" + std::to_string(i);
     auto spec = op::ParsePolicySpec(name, j);
     REQUIRE(spec.ok());

@@ -79,6 +79,26 @@ TEST_CASE("failover: the hold-down cap may not be below the clean period, in the
   REQUIRE(ok->flap_alert_per_hour == 3);
 }
 
+TEST_CASE("probe tiers: the idle tick may not exceed half the idle interval, and the fields reach the spec", "[api]") {
+  auto bad = ParseFabricPolicySpec("p", Json::parse(R"({"probe":{"idlePathIntervalMs":300,"idleTickMs":200}})"));
+  REQUIRE(bad.error().message ==
+          "FabricPolicy \"p\": spec.probe.idleTickMs must be at most half of spec.probe.idlePathIntervalMs (or 0) "
+          "(got 200 and 300); lower idleTickMs or raise idlePathIntervalMs");
+  for (const char* ok : {R"({"probe":{"idlePathIntervalMs":0,"idleTickMs":200}})",
+                         R"({"probe":{"idlePathIntervalMs":400,"idleTickMs":0}})",
+                         R"({"probe":{"idlePathIntervalMs":400,"idleTickMs":200,"trafficAware":false}})"}) {
+    auto spec = ParseFabricPolicySpec("p", Json::parse(ok));
+    REQUIRE(spec.ok());
+    REQUIRE(spec->probe.idle_tick_ms == Json::parse(ok)["probe"]["idleTickMs"].get<int>());
+  }
+  auto defaults = ParseFabricPolicySpec("p", Json::object());
+  REQUIRE(defaults->probe.idle_path_interval_ms == kIdlePathIntervalMs);
+  REQUIRE(defaults->probe.idle_tick_ms == kIdleTickMs);
+  REQUIRE(defaults->probe.traffic_aware);
+  REQUIRE(ParseFabricPolicySpec("p", Json::parse(R"({"probe":{"idleTickMs":-1}})")).error().message ==
+          "FabricPolicy \"p\": spec.probe.idleTickMs must be between 0 and 60000 (got -1)");
+}
+
 TEST_CASE("TrainingJob spec: one source of ranks, and a template with containers", "[api]") {
   auto neither = ParseTrainingJobSpec("j", Json::parse(R"({"replicas":2})"));
   REQUIRE(neither.error().message.find("exactly one of spec.template, spec.pytorchJobRef or spec.trainJobRef") != std::string::npos);

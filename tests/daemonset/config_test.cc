@@ -54,7 +54,7 @@ TEST_CASE("unknown keys are errors that list the allowed keys", "[daemonset][con
   std::string e = ErrorOf("probe: {intervalMS: 20}\n");
   REQUIRE(e ==
           "agent.yaml: unknown key probe.intervalMS (allowed: port, intervalMs, peersPerNode, pathIntervalMs, "
-          "missThreshold, idlePathIntervalMs, trafficAware)");
+          "missThreshold, idlePathIntervalMs, idleTickMs, trafficAware)");
   REQUIRE(ErrorOf("colour: blue\n").find("unknown key colour") != std::string::npos);
   REQUIRE(ErrorOf("peers: [{name: a, address: 10.0.0.1, zone: x}]\n").find("unknown key peers[0].zone") !=
           std::string::npos);

@@ -57,6 +57,19 @@ TEST_CASE("fabric probes round-trip with their epoch and ack in 54 bytes", "[dae
   auto w = std::get<FabricProbe>(codec.Decode(codec.Encode(wide)));
   CHECK(w.ack->held == std::chrono::microseconds(65'535));
   CHECK_FALSE(w.ack->one_way_delay);
+
+  // The slow flag (an idle path's probe: the receiver may ack it at its idle
+  // tick) round-trips, in bit 0x10 of the flags; only a probe carries it.
+  FabricProbe slow = Sample();
+  slow.slow = true;
+  const auto slow_bytes = codec.Encode(slow);
+  CHECK((slow_bytes[3] & 0x10) != 0);
+  CHECK((bytes[3] & 0x10) == 0);
+  CHECK(std::get<FabricProbe>(codec.Decode(slow_bytes)) == slow);
+  FabricProbe slow_ack_only = ack_only;
+  slow_ack_only.slow = true;
+  CHECK((codec.Encode(slow_ack_only)[3] & 0x10) == 0);
+  CHECK_FALSE(std::get<FabricProbe>(codec.Decode(codec.Encode(slow_ack_only))).slow);
 }
 
 TEST_CASE("one-way delays come from 32-bit fabric stamps, modulo 2^32", "[daemonset][fabric]") {

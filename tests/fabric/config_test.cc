@@ -48,7 +48,8 @@ TEST_CASE("tiered probing settings reach the options, and an idle interval under
   auto o = FabricOptionsFromConfig(api::AgentConfig{});
   REQUIRE(o.ok());
   REQUIRE(o->idle_interval == 500ms);
-  REQUIRE(WorstCaseDetectionIdle(*o) == 528400us);
+  REQUIRE(o->idle_tick == 100ms);
+  REQUIRE(WorstCaseDetectionIdle(*o) == 623ms);
   auto c = api::ParseAgentConfig("probe: {idlePathIntervalMs: 2000, trafficAware: false}\n", "agent.yaml");
   REQUIRE(c.ok());
   REQUIRE_FALSE(c->probe.traffic_aware);
@@ -63,14 +64,36 @@ TEST_CASE("tiered probing settings reach the options, and an idle interval under
     REQUIRE(o->idle_interval == 0ms);
     REQUIRE(WorstCaseDetectionIdle(*o) == WorstCaseDetection(*o));
   }
-  // Rendered only when not the default, and read back.
+  // Idle ticks: idleTickMs, off at 0, under two fast intervals, or without tiers.
+  c = api::ParseAgentConfig("probe: {idleTickMs: 200}\n", "agent.yaml");
+  REQUIRE(c.ok());
+  o = FabricOptionsFromConfig(*c);
+  REQUIRE(o.ok());
+  REQUIRE(o->idle_tick == 200ms);
+  REQUIRE(IdleAckTimeout(*o) == 18400us + 205800us);  // + (200 - 14) x 1.1
+  for (const char* off : {"probe: {idleTickMs: 0}\n", "probe: {idleTickMs: 27}\n", "probe: {idlePathIntervalMs: 0}\n"}) {
+    c = api::ParseAgentConfig(off, "agent.yaml");
+    REQUIRE(c.ok());
+    o = FabricOptionsFromConfig(*c);
+    REQUIRE(o.ok());
+    REQUIRE(o->idle_tick == 0ms);
+    REQUIRE_FALSE(IdleTicks(*o));
+  }
+  // More than half the idle interval: refused, saying so.
+  c = api::ParseAgentConfig("probe: {idleTickMs: 300}\n", "agent.yaml");
+  REQUIRE(c.ok());
+  o = FabricOptionsFromConfig(*c);
+  REQUIRE_FALSE(o.ok());
+  REQUIRE(o.error().message.find("idle_tick") != std::string::npos);
+  // Rendered (FabricPolicy fields since 2026-11-29) and read back.
   api::AgentConfig a;
   a.probe.idle_path_interval_ms = 0;
+  a.probe.idle_tick_ms = 0;
   a.probe.traffic_aware = false;
   auto back = api::ParseAgentConfig(api::RenderAgentConfigYaml(a), "agent.yaml");
   REQUIRE(back.ok());
   REQUIRE(back->probe == a.probe);
-  REQUIRE(api::RenderAgentConfigYaml(api::AgentConfig{}).find("idlePathIntervalMs") == std::string::npos);
+  REQUIRE(api::RenderAgentConfigYaml(api::AgentConfig{}).find("idleTickMs: 100") != std::string::npos);
 }
 
 TEST_CASE("latency SLAs reach the options, per-rail ones by the rail's index", "[fabric]") {

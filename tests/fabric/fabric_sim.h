@@ -43,6 +43,13 @@ class FabricSim {
   // instead of every path.
   void Tiered(bool on) { tiered_ = on; }
   int probes_sent() const { return probes_sent_; }
+  int slow_sent() const { return slow_sent_; }
+  // Distinct times the monitor asked to run at (the prober's wake-ups).
+  int wakeups() const { return wakeups_; }
+  // How long the peer holds its ack of a probe (its next tick: idle ticks,
+  // options.h), by path, send time and whether the probe was a slow one.
+  using Hold = std::function<Nanos(const PathKey&, Time, bool)>;
+  void PeerHold(Hold hold) { hold_ = std::move(hold); }
   int urgent_sent() const { return urgent_sent_; }
 
   void Start(const std::vector<PathKey>& paths) { Apply(m_.SetPaths(paths, now_)); }
@@ -52,9 +59,15 @@ class FabricSim {
     for (int guard = 0; guard < 100'000'000; ++guard) {
       Time next = Time::max();
       if (auto w = m_.NextWakeup()) next = *w;
+      const Time wake = next;
       if (!inflight_.empty() && inflight_.begin()->first < next) next = inflight_.begin()->first;
       if (next > end) break;
-      if (next > now_) now_ = next;
+      if (next > now_) {
+        now_ = next;
+        // A reply's arrival wakes no agent (it waits in the socket): only
+        // the monitor's own wake-ups count.
+        if (next == wake) ++wakeups_;
+      }
       while (!inflight_.empty() && inflight_.begin()->first <= now_) {
         auto [path, reply] = inflight_.begin()->second;
         inflight_.erase(inflight_.begin());
@@ -99,13 +112,16 @@ class FabricSim {
   }
 
   void Send(PathId id, bool urgent) {
+    const bool slow = !urgent && m_.SlowProbe(id);
     m_.OnProbeSent(id, ++seq_, now_, urgent);
     const PathKey& p = m_.Key(id);
     urgent_sent_ += urgent ? 1 : 0;
+    slow_sent_ += slow ? 1 : 0;
     ++probes_sent_;
     if (!delivers_(p, now_)) return;
     const Nanos d = delay_(p);
-    inflight_.emplace(now_ + 2 * d, std::make_pair(p, Reply{seq_, now_ + 2 * d, d}));
+    const Nanos held = hold_ && !urgent ? hold_(p, now_, slow) : Nanos(0);
+    inflight_.emplace(now_ + 2 * d + held, std::make_pair(p, Reply{seq_, now_ + 2 * d + held, d}));
   }
 
   PathMonitor& m_;
@@ -123,6 +139,9 @@ class FabricSim {
   bool tiered_ = false;
   std::vector<PathId> tick_;
   int probes_sent_ = 0;
+  int slow_sent_ = 0;
+  int wakeups_ = 0;
+  Hold hold_;
 };
 
 }  // namespace lockstep::fabric::testing

@@ -211,11 +211,32 @@ TEST_CASE("options: idle_interval is 0 or at least two probe intervals, and its 
   FabricOptions o;
   CHECK(Validate(o).ok());
   CHECK(WorstCaseDetection(o) == 43800us);
+  // Idle ticks (100 ms): an idle probe may be acked at the peer's idle tick.
+  CHECK(IdleTicks(o));
+  CHECK(IdleAckTimeout(o) == 113000us);          // 18.4 + (100 - 14) x 1.1
+  CHECK(WorstCaseDetectionIdle(o) == 623000us);  // 500 + 113 + 2 x 5
+  o.idle_tick = 0ms;                             // ticks every probe_interval
+  CHECK_FALSE(IdleTicks(o));
+  CHECK(IdleAckTimeout(o) == o.reply_timeout);
   CHECK(WorstCaseDetectionIdle(o) == 528400us);  // 500 + 18.4 + 2 x 5
+  // idle_tick: 0 or between two probe intervals and half the idle interval.
+  for (auto [tick, ok] : {std::pair{27ms, false}, {28ms, true}, {250ms, true}, {251ms, false}}) {
+    o.idle_tick = tick;
+    INFO(tick.count());
+    CHECK(Validate(o).ok() == ok);
+  }
+  o.idle_tick = 100ms;
   o.idle_interval = 27ms;
   CHECK_FALSE(Validate(o).ok());
+  o.idle_tick = 0ms;
   o.idle_interval = 28ms;
   CHECK(Validate(o).ok());
+  o.idle_interval = 0ms;  // no tiers: the idle tick is not used
+  o.idle_tick = 100ms;
+  CHECK(Validate(o).ok());
+  CHECK_FALSE(IdleTicks(o));
+  o.idle_interval = 28ms;
+  o.idle_tick = 0ms;
   o.idle_interval = 61s;
   CHECK_FALSE(Validate(o).ok());
 }
@@ -348,5 +369,192 @@ TEST_CASE("tiered monitor: a lossy idle path is promoted to fast probing at the 
   CHECK(lab.m.PathTier(id) == Tier::kIdle);
 }
 
+
+// Idle ticks (options.h, idle_tick): a node with no fast path wakes every
+// ~100 ms, not every 14 ms. The peer is modelled as on idle ticks too: it
+// acks a slow probe at its next idle tick (up to 110 ms later), a fast one
+// at its next fast tick once it has read a fast probe in the last
+// kFastTickHold, else at its next idle tick.
+struct IdlePeer {
+  explicit IdlePeer(uint64_t seed) : rng(seed) {}
+  Nanos operator()(const PathKey&, Time sent, bool slow) {
+    auto upto = [&](Nanos d) { return Nanos(std::uniform_int_distribution<int64_t>(0, d.count())(rng)); };
+    // A fast probe read while on fast ticks is acked within a fast gap; one
+    // read on idle ticks at the next idle tick. Either holds fast ticks.
+    const Nanos hold = !slow && sent < fast_until ? upto(15400us) : upto(110ms);
+    if (!slow) fast_until = std::max(fast_until, sent + hold + kFastTickHold);
+    return hold;
+  }
+  std::mt19937_64 rng;
+  Time fast_until{};
+};
+
+TEST_CASE("idle ticks: the rotation rides ticks ~100 ms apart and still probes each idle path within idle_interval",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  ProbeTiers t(o);
+  ProbeSchedule schedule(o.probe_interval, o.jitter, 3, o.idle_tick);
+  std::vector<uint32_t> out;
+  std::vector<Time> last(128, At(0ms));
+  Nanos longest{0};
+  size_t probes = 0;
+  Time now = At(0ms);
+  for (int tick = 0; tick < 600; ++tick) {  // ~60 s
+    out.clear();
+    t.Plan(now, Up(128), out, false);
+    REQUIRE(t.next_slow());  // nothing fast, nothing held: the next tick is an idle one
+    for (uint32_t id : out) {
+      if (tick > 0) longest = std::max(longest, now - last[id]);
+      last[id] = now;
+    }
+    if (tick > 0) probes += out.size();
+    now += schedule.NextIdleGap();
+  }
+  const double per_s = static_cast<double>(probes) / std::chrono::duration<double>(now - At(0ms)).count();
+  INFO("longest gap " << longest.count() << " ns, idle probes/s " << per_s);
+  CHECK(longest <= o.idle_interval);
+  CHECK(per_s >= 128 / 0.5);
+  CHECK(per_s <= 128 / 0.3);
+  // A fast path, or a hold: the next tick is a fast one.
+  auto facts = Up(128);
+  facts[7].carries_traffic = true;
+  out.clear();
+  t.Plan(now, facts, out, false);
+  CHECK_FALSE(t.next_slow());
+  out.clear();
+  t.Plan(now + 15ms, Up(128), out, true);
+  CHECK_FALSE(t.next_slow());
+}
+
+TEST_CASE("idle ticks: the schedule's idle gaps stay within the jitter bounds, and Hurry pulls a far tick in",
+          "[fabric][tiers]") {
+  ProbeSchedule s(14ms, 0.1, 5, 100ms);
+  Time now = At(0ms);
+  s.Start(now);
+  now = *s.NextTick();
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(s.Due(now));
+    s.Advance(now, true);
+    REQUIRE(s.slow());
+    const Nanos gap = *s.NextTick() - now;
+    REQUIRE(gap >= 90ms);
+    REQUIRE(gap <= 110ms);
+    now = *s.NextTick();
+  }
+  s.Advance(now, true);
+  s.Hurry(now + 1ms);
+  CHECK_FALSE(s.slow());
+  CHECK(*s.NextTick() <= now + 1ms + 15400us);
+  // No idle interval configured: a slow advance is a fast gap.
+  ProbeSchedule fast(14ms, 0.1, 5);
+  fast.Start(At(0ms));
+  const Time t = *fast.NextTick();
+  fast.Advance(t, true);
+  CHECK_FALSE(fast.slow());
+  CHECK(*fast.NextTick() - t <= 15400us);
+}
+
+TEST_CASE("idle ticks: with no fast path the prober wakes ~10 times a second, every idle path is still probed "
+          "within idle_interval, and acks held to the peer's idle tick are no misses",
+          "[fabric][tiers]") {
+  for (Nanos tick : {100ms, 0ms}) {
+    FabricOptions o;
+    o.idle_tick = tick;
+    Lab lab(o, [](const PathKey&, Time) { return true; });
+    lab.m.SetActivePeers(std::set<std::string>{});  // no traffic: every path idle once it has a verdict
+    IdlePeer peer(9);
+    if (tick > 0ms) lab.sim.PeerHold(std::ref(peer));
+    lab.sim.Start(lab.paths);
+    lab.sim.RunUntil(At(2s));
+    REQUIRE(lab.m.tiers().fast() == 0);
+    const int wakeups = lab.sim.wakeups(), sent = lab.sim.probes_sent(), slow = lab.sim.slow_sent();
+    const size_t transitions = lab.sim.transitions().size();
+    lab.sim.RunUntil(At(12s));
+    const double wake_per_s = (lab.sim.wakeups() - wakeups) / 10.0;
+    const double probes_per_s = (lab.sim.probes_sent() - sent) / 10.0;
+    INFO("idle tick " << tick.count() << " ns: wake-ups/s " << wake_per_s << ", probes/s " << probes_per_s);
+    if (tick > 0ms) {
+      CHECK(wake_per_s <= 12);                                   // ~10 (90-110 ms gaps), against ~71
+      CHECK(lab.sim.slow_sent() - slow == lab.sim.probes_sent() - sent);  // every one an idle probe
+      CHECK(probes_per_s < 128 / 0.3);                           // the rotation aims at ~375 ms
+    } else {
+      CHECK(wake_per_s >= 60);
+      CHECK(lab.sim.slow_sent() == 0);
+    }
+    CHECK(probes_per_s > 128 / 0.5);  // every path at least every 500 ms (the gaps: the next test)
+    // No miss, no state change: the acks held to the peer's idle tick came in time.
+    CHECK(lab.sim.transitions().size() == transitions);
+    for (const PathView& v : lab.m.Paths(lab.sim.now())) {
+      REQUIRE(v.state == PathState::kUp);
+      REQUIRE(v.stats.probes_sent > 0);
+    }
+  }
+}
+
+TEST_CASE("idle ticks: a path turning fast is acked without a miss by a peer on idle ticks, then detection is "
+          "WorstCaseDetection on it and WorstCaseDetectionIdle on an idle path",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    const Time active_at = At(3s) + Nanos(static_cast<int64_t>(seed) * 7'654'321);
+    const Time fault = At(5s) + Nanos(static_cast<int64_t>(seed) * 41'234'567);
+    PathKey active_path, idle_path{.rail = 5, .peer = "p9", .index = 0};
+    bool know_active = false;
+    Lab lab(o, [&](const PathKey& p, Time t) {
+      if (t < fault) return true;
+      return !((know_active && p == active_path) || p == idle_path);
+    });
+    lab.m.SetActivePeers(std::set<std::string>{});
+    IdlePeer peer(seed);
+    lab.sim.PeerHold(std::ref(peer));
+    lab.sim.Start(lab.paths);
+    lab.sim.RunUntil(active_at);
+    INFO("seed " << seed);
+    REQUIRE(lab.m.tiers().fast() == 0);
+    REQUIRE(lab.m.OnIdleTicks());
+    const size_t before = lab.sim.transitions().size();
+    // Traffic to p3 starts: its pinned path is fast from the next tick; the
+    // peer reads the first fast probe only at its idle tick.
+    active_path = *lab.m.Pin("p3");
+    know_active = true;
+    if (lab.m.Pin("p9") == idle_path) idle_path.rail = 6;
+    lab.m.SetActivePeers(std::set<std::string>{"p3"});
+    const int wakeups = lab.sim.wakeups();
+    lab.sim.RunUntil(active_at + 1s);
+    CHECK(lab.m.PathTier(*lab.m.Find(active_path)) == Tier::kTraffic);
+    CHECK_FALSE(lab.m.OnIdleTicks());
+    CHECK(lab.sim.wakeups() - wakeups >= 60);       // fast ticks again
+    CHECK(lab.sim.transitions().size() == before);  // no miss on the path turning fast
+    lab.sim.RunUntil(fault + 1s);
+    auto active_down = lab.sim.FirstTransition(active_path, PathState::kDown, fault);
+    auto idle_down = lab.sim.FirstTransition(idle_path, PathState::kDown, fault);
+    REQUIRE(active_down);
+    REQUIRE(idle_down);
+    CHECK(*active_down - fault <= WorstCaseDetection(o));
+    CHECK(*idle_down - fault <= WorstCaseDetectionIdle(o));
+  }
+}
+
+TEST_CASE("idle ticks: a peer's fast probe holds fast ticks for kFastTickHold, then the prober goes back to idle ticks",
+          "[fabric][tiers]") {
+  FabricOptions o;
+  Lab lab(o, [](const PathKey&, Time) { return true; });
+  lab.m.SetActivePeers(std::set<std::string>{});
+  lab.sim.Start(lab.paths);
+  lab.sim.RunUntil(At(3s));
+  REQUIRE(lab.m.OnIdleTicks());
+  const Time read = lab.sim.now();
+  lab.m.HoldFastTicks(read, read + kFastTickHold);
+  CHECK(*lab.m.NextWakeup() <= read + 15400us);  // pulled in
+  int wakeups = lab.sim.wakeups();
+  lab.sim.RunUntil(read + kFastTickHold - 20ms);
+  CHECK_FALSE(lab.m.OnIdleTicks());
+  CHECK(lab.sim.wakeups() - wakeups >= 2 * 60);  // ~71/s for 2 s
+  lab.sim.RunUntil(read + kFastTickHold + 200ms);
+  CHECK(lab.m.OnIdleTicks());
+  wakeups = lab.sim.wakeups();
+  lab.sim.RunUntil(read + kFastTickHold + 1200ms);
+  CHECK(lab.sim.wakeups() - wakeups <= 12);
+}
 }  // namespace
 }  // namespace lockstep::fabric

@@ -14,7 +14,7 @@ namespace {
 
 static_assert(kFabricMacSize <= kMacSize);
 constexpr size_t kSignedSize = kFabricProbeSize - kFabricMacSize;
-constexpr uint8_t kFlagProbe = 0x01, kFlagAck = 0x02, kFlagTx = 0x04, kFlagOwd = 0x08;
+constexpr uint8_t kFlagProbe = 0x01, kFlagAck = 0x02, kFlagTx = 0x04, kFlagOwd = 0x08, kFlagSlow = 0x10;
 constexpr int64_t kMaxOwdNs = int64_t{1} << 31;
 
 void Put(uint8_t* p, uint64_t v, int n) {
@@ -74,6 +74,7 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
   Put(&b[14], p.epoch, 8);
   if (p.seq) {
     flags |= kFlagProbe;
+    if (p.slow) flags |= kFlagSlow;
     Put(&b[22], *p.seq, 4);
     if (p.tx_fabric) {
       flags |= kFlagTx;
@@ -114,9 +115,9 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   };
   if (!verifies(keys->current) && !verifies(keys->previous)) return FabricDrop::kUnauthenticated;
   const uint8_t flags = b[3];
-  if ((flags & ~(kFlagProbe | kFlagAck | kFlagTx | kFlagOwd)) != 0) return FabricDrop::kMalformed;
+  if ((flags & ~(kFlagProbe | kFlagAck | kFlagTx | kFlagOwd | kFlagSlow)) != 0) return FabricDrop::kMalformed;
   if ((flags & (kFlagProbe | kFlagAck)) == 0) return FabricDrop::kMalformed;
-  if ((flags & kFlagTx) && !(flags & kFlagProbe)) return FabricDrop::kMalformed;
+  if ((flags & (kFlagTx | kFlagSlow)) && !(flags & kFlagProbe)) return FabricDrop::kMalformed;
   if ((flags & kFlagOwd) && !(flags & kFlagAck)) return FabricDrop::kMalformed;
   FabricProbe p;
   p.rail = b[4];
@@ -129,6 +130,7 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
     p.seq = static_cast<uint32_t>(Get(&b[22], 4));
     if (*p.seq == 0) return FabricDrop::kMalformed;
     if (flags & kFlagTx) p.tx_fabric = static_cast<uint32_t>(Get(&b[26], 4));
+    p.slow = (flags & kFlagSlow) != 0;
   }
   if (flags & kFlagAck) {
     fabric::AckField a;

@@ -250,6 +250,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     uint32_t& seq = probed.seq;
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
+    p.slow = !is_urgent && monitor_.SlowProbe(id);  // the peer may ack it at its idle tick
     if (seq - first_seq_ >= options_.renew_epoch_after) renew_epoch_ = true;  // after this batch
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
     // Each probe carries the ack of a peer path whose probes arrive on the
@@ -383,6 +384,9 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
     return;
   }
   if (v.urgent_limited) ++urgent_limited_pending_;
+  // A peer's fast probe is acked within one fast gap: no idle ticks here
+  // while they come (an urgent one is acked on arrival anyway).
+  if (p.seq && !p.slow && !d.urgent) monitor_.HoldFastTicks(now, now + fabric::kFastTickHold);
   if (p.ack) {
     auto ours = acks_.OurPath({p.sender, p.ack_rail, p.ack_path_index});
     if (!ours) {

@@ -10,6 +10,10 @@ Result<FabricOptions> FabricOptionsFromConfig(const api::AgentConfig& config) {
   // An idle rotation no slower than two fast intervals saves nothing: off.
   o.idle_interval = std::chrono::milliseconds(config.probe.idle_path_interval_ms);
   if (o.idle_interval < 2 * o.probe_interval) o.idle_interval = Nanos(0);
+  // Idle ticks no slower than two fast intervals save nothing: off (as is
+  // any idle tick without tiers).
+  o.idle_tick = std::chrono::milliseconds(config.probe.idle_tick_ms);
+  if (o.idle_interval.count() == 0 || o.idle_tick < 2 * o.probe_interval) o.idle_tick = Nanos(0);
   o.failover_enabled = config.failover.enabled;
   o.readmit_after = std::chrono::seconds(config.failover.readmit_after_seconds);
   o.max_hold_down = std::chrono::seconds(config.failover.max_hold_down_seconds);

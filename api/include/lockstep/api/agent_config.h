@@ -45,6 +45,7 @@ struct AgentConfig {
     // traffic while its TCP connections move bytes (sock_diag), else every
     // peer's pinned path counts as carrying traffic.
     int idle_path_interval_ms = kIdlePathIntervalMs;
+    int idle_tick_ms = kIdleTickMs;  // a node with no fast path ticks this often (0: every path_interval_ms)
     bool traffic_aware = true;
     bool operator==(const Probe&) const = default;
   } probe;

@@ -40,9 +40,13 @@ inline constexpr int kPathProbeIntervalMs = 14;
 inline constexpr int kMissThreshold = 3;
 // Tiered probing (fabric/include/lockstep/fabric/probe_tiers.h): paths that
 // carry no traffic are probed in a rotation, each at least every this many
-// ms (detection on them within ~528 ms); 0 probes every path every
-// pathIntervalMs. agent.yaml probe.idlePathIntervalMs.
+// ms (detection on them within 623 ms with idle ticks); 0 probes every
+// path every pathIntervalMs. spec.probe.idlePathIntervalMs, agent.yaml
+// probe.idlePathIntervalMs. A node with no fast path ticks every
+// kIdleTickMs instead of every pathIntervalMs (0: never; between 2 x
+// pathIntervalMs and idlePathIntervalMs / 2). spec.probe.idleTickMs.
 inline constexpr int kIdlePathIntervalMs = 500;
+inline constexpr int kIdleTickMs = 100;
 inline constexpr int kReadmitAfterSeconds = 2;   // clean period before a recovered path carries traffic
 inline constexpr int kMaxHoldDownSeconds = 300;  // cap of the exponential hold-down of flapping paths
 inline constexpr int kHoldDownDecaySeconds = 60;  // each this long up lowers a path's hold-down level by one

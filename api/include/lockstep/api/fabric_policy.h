@@ -56,6 +56,15 @@ struct ProbeSpec {
   int port = kProbePort;               // 1024..65535
   int path_interval_ms = kPathProbeIntervalMs;  // 1..60000: health probes on each path (rail x peer)
   int miss_threshold = kMissThreshold;          // 1..100: consecutive misses that make a path down
+  // Tiered probing (fabric/include/lockstep/fabric/probe_tiers.h): paths
+  // without traffic probed at least every idle_path_interval_ms (0..60000;
+  // 0: every path every path_interval_ms); a node with no fast path ticks
+  // every idle_tick_ms (0..60000, at most half of idle_path_interval_ms; 0:
+  // every path_interval_ms); traffic_aware: a peer carries traffic while its
+  // TCP connections move bytes.
+  int idle_path_interval_ms = kIdlePathIntervalMs;
+  int idle_tick_ms = kIdleTickMs;
+  bool traffic_aware = true;
   bool operator==(const ProbeSpec&) const = default;
 };
 

@@ -41,6 +41,14 @@ using namespace std::chrono_literals;
 // Added to the longest probe gap for the reply timeout (see above).
 inline constexpr Nanos kAckSlack = 3ms;
 
+// A node ticks fast (every probe_interval) for this long after it read a
+// peer's fast probe (one without the slow flag): the peer judges its fast
+// probes with reply_timeout, which assumes our next tick is one fast gap
+// away. The sender judges the first IdleAckTimeout of a run of fast probes
+// on a path (and of the run after a miss) as slow ones (PathMonitor), so a
+// peer still on idle ticks when the run starts has time to read one.
+inline constexpr Nanos kFastTickHold = 2s;
+
 // An urgent probe's ack leaves as soon as the peer's prober has read the
 // probe: the round trip plus two wake-ups, which 5 ms covers with room on a
 // busy host (a round trip in a data centre is tens of microseconds).
@@ -62,6 +70,17 @@ struct FabricOptions {
   // idle_interval 0: every path at every tick (no tiers).
   Nanos idle_interval = 500ms;
   Nanos promote_for = 10s;
+  // Idle ticks (probe_schedule.h): while no path of this node is fast and no
+  // peer's fast probe arrived for kFastTickHold, the prober ticks every
+  // idle_tick (jittered) instead of every probe_interval, and sends the
+  // rotation's probes in those few batches. Idle probes carry the wire's
+  // slow flag (fabric_probe.h): the peer may ack them at its own idle tick,
+  // so they are judged with IdleAckTimeout (113 ms at the defaults), and
+  // an idle path is declared down within WorstCaseDetectionIdle (623 ms).
+  // Fast paths keep WorstCaseDetection (43.8 ms). 0: the prober ticks
+  // every probe_interval whatever its tiers (the design before 2026-11-29
+  // afternoon; idle probes then judged with reply_timeout, 528.4 ms).
+  Nanos idle_tick = 100ms;
 
   // Re-admission: a recovered path carries traffic again after a clean period
   // (no miss) of readmit_after * 2^(level-1), capped at max_hold_down, where
@@ -119,10 +138,19 @@ Nanos AckTimeout(Nanos probe_interval, double jitter);
 // The longest time from a path failing to it being declared down (see above).
 Nanos WorstCaseDetection(const FabricOptions& options);
 
+// The reply timeout of a probe the peer may ack at its idle tick (an idle
+// path's, or the first of a fast run: PathMonitor): reply_timeout plus the
+// idle tick's longest gap beyond the fast one,
+//   reply_timeout + (idle_tick - probe_interval)(1 + j) = 18.4 + 86 x 1.1 = 113 ms
+// at the defaults; reply_timeout when idle ticks are off (idle_tick 0 or no tiers).
+Nanos IdleAckTimeout(const FabricOptions& options);
+// Whether the prober may tick every idle_tick (tiers on and idle_tick > 0).
+bool IdleTicks(const FabricOptions& options);
+
 // The same for an idle path (probe_tiers.h): its next probe leaves within
-// idle_interval instead of one gap:
-//   idle_interval + T + (N-1) * U = 500 + 18.4 + 2 * 5 = 528.4 ms at the defaults.
-// WorstCaseDetection when tiering is off.
+// idle_interval instead of one gap, and is judged with IdleAckTimeout:
+//   idle_interval + T_idle + (N-1) * U = 500 + 113 + 2 * 5 = 623 ms at the defaults
+// (528.4 ms with idle_tick 0). WorstCaseDetection when tiering is off.
 Nanos WorstCaseDetectionIdle(const FabricOptions& options);
 
 // The same for a prober that wakes up to `lateness` late every time (every

@@ -76,7 +76,9 @@ class PathHealth {
   // arrival (its timeout is urgent_timeout). Seqs should grow; at most 64
   // stay outstanding (the oldest is dropped as a miss when the caller never
   // ticks).
-  void OnProbeSent(uint64_t seq, Time sent, bool urgent = false);
+  // `slow`: one the peer may ack at its idle tick (options.h, idle_tick): its
+  // timeout is IdleAckTimeout.
+  void OnProbeSent(uint64_t seq, Time sent, bool urgent = false, bool slow = false);
 
   // True once after a miss that left the path short of down while it was
   // delivering (suspect or recovering): send an urgent probe now. Cleared
@@ -141,6 +143,7 @@ class PathHealth {
 
   PathKey key_;
   FabricOptions options_;
+  Nanos idle_reply_timeout_;  // IdleAckTimeout(options_)
   PathState state_ = PathState::kUnknown;
   int misses_in_a_row_ = 0;
   bool urgent_ = false;                 // an urgent probe is wanted (TakeUrgent)

@@ -153,6 +153,15 @@ class PathMonitor {
     all_rails_fast_ = all;
     fast_rails_ = std::move(rails);
   }
+  // Idle ticks (options.h, idle_tick): a peer's fast probe (one without
+  // the slow flag) was read at `now`: tick fast until `until` (now +
+  // kFastTickHold) so its acks leave within one fast gap.
+  void HoldFastTicks(Time now, Time until);
+  // Whether path `id`'s next regular probe is an idle one (carries the slow
+  // flag: the peer may ack it at its idle tick). False without idle ticks.
+  bool SlowProbe(PathId id) const;
+  // Whether the schedule is on idle ticks (the last gap taken was one).
+  bool OnIdleTicks() const { return schedule_.slow(); }
   // A path's tier as of the last tiered tick.
   Tier PathTier(PathId id) const { return tiers_.tier(id); }
   const ProbeTiers& tiers() const { return tiers_; }
@@ -211,6 +220,9 @@ class PathMonitor {
     PathKey key;
     PathHealth health;
     FlapCounter flaps;  // path flaps (transitions into down that flap)
+    // The current run of fast probes (OnProbeSent): since when.
+    bool fast_run = false;
+    Time fast_since{};
   };
 
   void Absorb(std::vector<Transition> transitions, Decisions& out);
@@ -220,6 +232,9 @@ class PathMonitor {
   FabricOptions options_;
   ProbeSchedule schedule_;
   ProbeTiers tiers_;
+  Nanos idle_reply_timeout_;                     // IdleAckTimeout(options_)
+  Time fast_hold_until_{};                       // HoldFastTicks
+  bool tiered_ = false;                          // the tiered TakeProbeTick is in use (idle ticks possible)
   std::vector<TierFacts> facts_;                 // TakeProbeTick's scratch
   std::optional<std::set<std::string>> active_;  // nullopt: every peer
   bool all_rails_fast_ = false;

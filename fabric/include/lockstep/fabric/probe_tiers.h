@@ -23,13 +23,18 @@
 //         idle_interval while ticks come on time. An idle path that loses a
 //         probe asks for urgent confirmation at once (PathHealth), as a fast
 //         one does, and is promoted to fast at the next tick. Detection:
-//         WorstCaseDetectionIdle, idle_interval + T + (N-1) x U.
+//         WorstCaseDetectionIdle, idle_interval + T_idle + (N-1) x U.
 //
-// Ticks stay at probe_interval whatever the tiers: the peer acknowledges
-// every probe at its next tick (ack_window.h), fast or idle, so the reply
-// timeout is unchanged, and a peer's fast probes are acknowledged in time
-// even when the path is idle here (the ack leaves ack-only). idle_interval 0
-// turns tiering off: every path is fast (the design before 2026-11-29).
+// Ticks: every probe_interval while any path is fast (or a peer's fast
+// probes arrive: kFastTickHold); with none, every idle_tick (PathMonitor,
+// options.h): the rotation then rides those few ticks, and the due rule
+// and the credit count with the idle tick's longest gap. The peer
+// acknowledges every probe at its next tick (ack_window.h), so an idle
+// probe, which the peer may ack at its own idle tick, is judged with
+// IdleAckTimeout (it carries the slow flag on the wire). idle_tick 0 keeps
+// the ticks at probe_interval (idle probes then judged with reply_timeout).
+// idle_interval 0 turns tiering off: every path is fast (the design before
+// 2026-11-29).
 #pragma once
 
 #include <cstddef>
@@ -74,8 +79,13 @@ class ProbeTiers {
 
   // One tick at `now`: appends to `out` the ids to probe (fast ones in id
   // order, then the idle ones picked) and notes them probed at `now`.
-  // facts.size() is the path count. REQUIRES: now does not go back.
-  void Plan(Time now, const std::vector<TierFacts>& facts, std::vector<uint32_t>& out);
+  // facts.size() is the path count. `hold_fast`: the next tick is a fast
+  // one whatever the tiers (a peer's fast probes are being acked); else it
+  // is an idle one when no path is fast and idle ticks are on (next_slow()).
+  // REQUIRES: now does not go back.
+  void Plan(Time now, const std::vector<TierFacts>& facts, std::vector<uint32_t>& out, bool hold_fast = true);
+  // Whether the tick after the last plan is an idle one (idle_tick away).
+  bool next_slow() const { return next_slow_; }
 
   // As of the last plan (kFast for a path not planned yet).
   Tier tier(uint32_t id) const { return id < paths_.size() ? paths_[id].tier : Tier::kFast; }
@@ -92,7 +102,8 @@ class ProbeTiers {
     Tier tier = Tier::kFast;
   };
 
-  Nanos longest_gap_;
+  Nanos fast_gap_;     // the longest fast tick gap, probe_interval(1 + j)
+  Nanos longest_gap_;  // the longest tick gap: idle_tick(1 + j) with idle ticks, else fast_gap_
   Nanos idle_interval_;
   Nanos promote_for_;
   std::vector<Path> paths_;
@@ -101,6 +112,8 @@ class ProbeTiers {
   double credit_ = 0;           // idle probes owed (idle paths / idle_interval a second)
   std::optional<Time> last_plan_;
   size_t fast_ = 0;
+  bool idle_ticks_ = false;
+  bool next_slow_ = false;
 };
 
 }  // namespace lockstep::fabric

@@ -20,8 +20,12 @@
 //    0   2  magic 0x4C46 ("LF")
 //    2   1  version (3)
 //    3   1  flags: 0x01 probe (seq, tx), 0x02 ack, 0x04 tx_fabric valid
-//           (the sender's clock is LOCKED), 0x08 ack_owd valid; at least one
-//           of probe/ack; other bits 0
+//           (the sender's clock is LOCKED), 0x08 ack_owd valid, 0x10 slow
+//           (with probe: an idle path's probe, which the receiver may ack at
+//           its idle tick and which does not keep it on fast ticks:
+//           fabric::FabricOptions::idle_tick); at least one of probe/ack;
+//           other bits 0 (an agent from before the slow flag drops a slow
+//           probe as malformed: upgrade the agents of a fabric together)
 //    4   1  rail, 5 1 path index: the sender's path this probe is for
 //    6   4  sender: WireNodeId (the 64-bit NodeId folded to 32 bits)
 //   10   4  destination WireNodeId
@@ -116,6 +120,7 @@ struct FabricProbe {
   std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held in us, saturating at 65.535 ms
   uint8_t ack_rail = 0;                 // with ack: the destination's path it is for
   uint8_t ack_path_index = 0;
+  bool slow = false;  // with seq: the wire's slow flag (an idle path's probe)
   bool operator==(const FabricProbe&) const = default;
 };
 
