@@ -50,7 +50,10 @@ def run(binary, world, hidden, steps, k):
         args = ("--fsdp", "--mirror-every", str(k), "--hidden", str(hidden), "--quiet")
         idx = [c.start("rank", r, steps=steps, args=args) for r in range(world)]
         c.wait_exit(idx)
-        ends = [c.of(i, "end")[0] for i in idx]
+        ends = [c.of(i, "end") for i in idx]
+        if not all(ends):
+            raise SystemExit("a worker ended without its end event:\n" + c.dump())
+        ends = [e[0] for e in ends]
         mem = [e for i in idx for e in c.of(i, "memory") if e.get("phase") == "end"]
         mir = [e["mirror"] for e in ends]
         return {"k": k, "step_ms": 1000 * mean([e["median_step_s"] for e in ends]),
