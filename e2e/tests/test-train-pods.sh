@@ -9,6 +9,23 @@
 #   tpa: rank 2's process SIGKILLed from the host (its pid from the node's containerd)
 #        once it committed step 50;
 #   tpb: rank 1's pod deleted at step 40, then rank 0's process SIGKILLed at step 110.
+# More fault kinds (e2e.train-pods-faults runs them: TRAIN_PODS_SCENARIOS, more steps):
+#   drain:R@S     `kubectl drain` of rank R's node (planned: the operator annotates the
+#                 node's rank pods drain, each rank moves to a spare first and its old
+#                 pod's eviction then passes the PodDisruptionBudget; every rank there
+#                 moves; the node is uncordoned afterwards);
+#   notready:R@S  the kubelet of rank R's node stopped (SIGSTOP): the node lifecycle
+#                 controller marks it NotReady (node-monitor-grace-period, 50 s here),
+#                 the operator annotates its pods node-not-ready, the coordinator takes
+#                 their members for dead and deletes their pods (fenced; the processes
+#                 run on, unseen by the kubelet, and are rejected by generation); the
+#                 kubelet is resumed (SIGCONT) once the job finished;
+#   a fault may end in +op (the operator SIGKILLed once the first pod is annotated
+#   lockstep.dev/migrate, restarted 3 s later) or +coord (the coordinator's process
+#   SIGKILLed 1 s after the fault, restarted in place by its kubelet: the coordinator pod
+#   cannot be deleted here, as the ranks were given its pod IP (no DNS, no Service
+#   proxy) and a new pod gets another one).
+# A node fault moves every rank on that node (the healthy ranks are the others).
 # Before each fault the test waits for a spare pod registered with the coordinator (hot:
 # torch imported; the pool is refilled after each migration).
 # Checks for each job:
@@ -38,8 +55,9 @@ STEPS=${TRAIN_PODS_STEPS:-160}
 KILL_AT=${TRAIN_PODS_KILL_AT:-50}          # rank 2 is killed once it committed this step
 ARGS=(--mode lockstep --steps "$STEPS" --hidden 64 --layers 3 --batch 16 --seed 11 --min-step-s 0.1)
 TNS=train
-WORK=$STATE/train-pods
-RDIR=$STATE/train-pods-cluster
+NAME=${TRAIN_PODS_NAME:-train-pods}  # the state directories' name (short: containerd's socket path under it must fit 104 bytes)
+WORK=$STATE/$NAME
+RDIR=$STATE/$NAME-cluster
 K() { "$BIN/kubectl" --kubeconfig "$RDIR/kubeconfig" "$@"; }
 mkdir -p "$STATE"
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -58,9 +76,10 @@ sizes=$(jq -r '.[] | select(.name == "lockstep-train") | "\(.archive_bytes) \(.r
 say "images ready in $((SECONDS - T0))s (lockstep-train: archive $((${sizes% *} >> 20)) MiB, root filesystem $((${sizes#* } >> 20)) MiB)"
 
 "$REPO/e2e/cluster/down" "$RDIR" --purge >/dev/null 2>&1 || true
-OP_PID= REF_PIDS=() LOG_PIDS=()
+OP_PID= REF_PIDS=() LOG_PIDS=() STOPPED_KUBELETS=()
 cleanup() {
   local rc=$?
+  for p in "${STOPPED_KUBELETS[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
   for p in "${LOG_PIDS[@]}" "${REF_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   if [[ -n $OP_PID ]]; then kill "$OP_PID" 2>/dev/null && wait "$OP_PID" 2>/dev/null || true; fi
   if ((rc != 0)); then
@@ -95,10 +114,13 @@ say "cluster with 3 real nodes up in $((SECONDS - T0))s"
 # The chart for the CRDs and RBAC (the coordinator's ClusterRole); the operator runs here.
 "$BIN/helm" --kubeconfig "$RDIR/kubeconfig" install lockstep "$REPO/charts/lockstep" -n lockstep-system \
   --create-namespace --set operator.replicas=0 >"$WORK/helm.log" 2>&1 || fail "helm install: $(tail -3 "$WORK/helm.log")"
-setsid "$OPERATOR" --kubeconfig "$RDIR/kubeconfig" --namespace lockstep-system --leader-elect=false \
-  --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --coordinator-address pod-ip \
-  --coordinator-image "ghcr.io/lockstep/lockstep-coordinator:$app_version" >"$WORK/operator.log" 2>&1 </dev/null &
-OP_PID=$!
+start_operator() {
+  setsid "$OPERATOR" --kubeconfig "$RDIR/kubeconfig" --namespace lockstep-system --leader-elect=false \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --coordinator-address pod-ip \
+    --coordinator-image "ghcr.io/lockstep/lockstep-coordinator:$app_version" >>"$WORK/operator.log" 2>&1 </dev/null &
+  OP_PID=$!
+}
+start_operator
 K create namespace $TNS >/dev/null
 args_json=$(printf '%s\n' /opt/lockstep/migration_train.py "${ARGS[@]}" | jq -R . | jq -sc .)
 for p in "${REF_PIDS[@]}"; do wait "$p" || fail "the reference DDP run failed: $(tail -3 "$WORK"/ref-*.err)"; done
@@ -142,10 +164,11 @@ EOF
   wait_for "$job: 4 rank pods Running" 120 all_ranks_running
   say "$job: 4 rank pods Running $((SECONDS - t1))s after the TrainingJob ($(K -n $TNS get pods -l lockstep.dev/job=$job -o wide --no-headers | awk '{print $1 "@" $7 "(" $6 ")"}' | tr '\n' ' '))"
   # HOLDERS[r]: the pods that held rank r, in order; each one's log streams to $w/<pod>.jsonl.
-  declare -A UIDS HOLDERS FAULTED
+  declare -A UIDS HOLDERS FAULTED STREAM
   stream() {
     K -n $TNS logs -f "$1" >"$w/$1.jsonl" 2>"$w/$1.logerr" &
     LOG_PIDS+=($!)
+    STREAM[$1]=$!
   }
   for r in 0 1 2 3; do
     UIDS[$r]=$(K -n $TNS get pod $job-rank-$r -o jsonpath='{.metadata.uid}')
@@ -159,52 +182,137 @@ EOF
       jq -er --arg j "$job" --arg old "$2" '[.items[] | select(.metadata.name != $old and (.metadata.name | startswith($j + "-spare-")))
         | .metadata.name] | if length == 1 then .[0] else empty end'
   }
+  # spare_registered [NODE]: a spare pod (not on NODE) registered with the coordinator.
   spare_registered() {
     local p
     for p in $(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=spare" -o name); do
+      [[ -n ${1:-} && $(K -n $TNS get "$p" -o jsonpath='{.spec.nodeName}') == "$1" ]] && continue
       K -n $TNS logs "$p" 2>/dev/null | grep -q '"lib_event":"registered"' && return 0
     done
     return 1
   }
-  local old t_fault how node cid sock pid last nh t_step first fts
+  node_of() { K -n $TNS get pod "$1" -o jsonpath='{.spec.nodeName}'; }
+  # container_pid POD: the host pid of the pod's first container, from its node's containerd.
+  container_pid() {
+    local node cid
+    node=$(node_of "$1")
+    cid=$(K -n $TNS get pod "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')
+    cid=${cid#containerd://}
+    ctr --address "$RDIR/nodes/$node/containerd.sock" -n k8s.io tasks ls | awk -v c="$cid" '$1 == c { print $2 }'
+  }
+  annotated_on() { # annotated_on NODE: a job pod on NODE carries lockstep.dev/migrate
+    K -n $TNS get pods -l "lockstep.dev/job=$job" -o json |
+      jq -e --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .metadata.annotations["lockstep.dev/migrate"] != null)] | length > 0' >/dev/null
+  }
+  node_ready() { [[ $(K get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+  local old t_fault how node pid last nh t_step first fts extra v cpod cuid drain_pid= kubelet_pid= nr_node=
+  local -a victims
+  declare -A OLD OLDUID
   for f in "${faults[@]}"; do
+    extra=
+    if [[ $f == *+* ]]; then extra=${f#*+} f=${f%%+*}; fi
     kind=${f%%:*} rank=${f#*:} rank=${rank%@*} step=${f#*@}
     old=$(holder "$rank")
-    # A hot spare first (the pool is refilled after each migration; a new spare pod
-    # imports torch and registers in ~5-30 s on this loaded machine).
-    wait_for "$job: a spare pod registered with the coordinator" 120 spare_registered
-    wait_for "$job: rank $rank committed step $step" 180 committed "$rank" "$step"
-    if [[ $kind == kill ]]; then
-      # The rank's process, from the host: its pid from the node's containerd.
-      node=$(K -n $TNS get pod "$old" -o jsonpath='{.spec.nodeName}')
-      cid=$(K -n $TNS get pod "$old" -o jsonpath='{.status.containerStatuses[0].containerID}')
-      cid=${cid#containerd://} sock=$RDIR/nodes/$node/containerd.sock
-      pid=$(ctr --address "$sock" -n k8s.io tasks ls | awk -v c="$cid" '$1 == c { print $2 }')
-      [[ $pid =~ ^[0-9]+$ ]] || fail "$job: no pid for $old's container $cid on $node"
-      grep -q migration_train.py "/proc/$pid/cmdline" || fail "pid $pid is not the training script: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
-      t_fault=$(date +%s.%N)
-      kill -KILL "$pid"
-      how="SIGKILLed rank $rank's process (pid $pid, pod $old on $node)"
-    elif [[ $kind == delete ]]; then
-      t_fault=$(date +%s.%N)
-      K -n $TNS delete pod "$old" --wait=false >/dev/null
-      how="deleted rank $rank's pod $old"
-    else
-      fail "unknown fault $f (kill:RANK@STEP or delete:RANK@STEP)"
+    node=$(node_of "$old")
+    # The ranks the fault takes: the named one, and for a node fault every rank there.
+    victims=("$rank")
+    if [[ $kind == drain || $kind == notready ]]; then
+      for r in 0 1 2 3; do
+        [[ $r != "$rank" && $(node_of "$(holder $r)") == "$node" ]] && victims+=("$r")
+      done
+      ((${#victims[@]} < 4)) || fail "$job: all 4 ranks run on $node: a $kind of it leaves no replica"
     fi
+    # A hot spare first, off the faulted node (the pool is refilled after each migration;
+    # a new spare pod imports torch and registers in ~5-30 s on this loaded machine).
+    wait_for "$job: a spare pod registered with the coordinator" 120 spare_registered "$([[ ${#victims[@]} -gt 1 || $kind == drain || $kind == notready ]] && echo "$node")"
+    wait_for "$job: rank $rank committed step $step" 180 committed "$rank" "$step"
+    for v in "${victims[@]}"; do
+      OLD[$v]=$(holder "$v")
+      OLDUID[$v]=$(K -n $TNS get pod "${OLD[$v]}" -o jsonpath='{.metadata.uid}')
+    done
+    case $kind in
+      kill)
+        # The rank's process, from the host: its pid from the node's containerd.
+        pid=$(container_pid "$old")
+        [[ $pid =~ ^[0-9]+$ ]] || fail "$job: no pid for $old's container on $node"
+        grep -q migration_train.py "/proc/$pid/cmdline" || fail "pid $pid is not the training script: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+        t_fault=$(date +%s.%N)
+        kill -KILL "$pid"
+        how="SIGKILLed rank $rank's process (pid $pid, pod $old on $node)" ;;
+      delete)
+        t_fault=$(date +%s.%N)
+        K -n $TNS delete pod "$old" --wait=false >/dev/null
+        how="deleted rank $rank's pod $old" ;;
+      drain)
+        t_fault=$(date +%s.%N)
+        K drain "$node" --ignore-daemonsets --delete-emptydir-data --force --timeout=300s >"$w/drain-$node.log" 2>&1 &
+        drain_pid=$!
+        how="kubectl drain $node (ranks ${victims[*]} there)" ;;
+      notready)
+        kubelet_pid=$(cat "$RDIR/pids/real-$node.pid")
+        [[ $(cat "/proc/$kubelet_pid/comm" 2>/dev/null) == kubelet ]] || fail "$job: pid $kubelet_pid is not $node's kubelet"
+        t_fault=$(date +%s.%N)
+        kill -STOP "$kubelet_pid"
+        STOPPED_KUBELETS+=("$kubelet_pid") nr_node=$node
+        how="stopped the kubelet of $node (SIGSTOP, pid $kubelet_pid; ranks ${victims[*]} there)" ;;
+      *) fail "unknown fault $f (kill, delete, drain or notready:RANK@STEP[+op|+coord])" ;;
+    esac
     last=$(events "$w/$old.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
-    say "$job: $how after its step $last"
-    wait_for "$job: a spare pod labelled rank $rank" 60 new_holder "$rank" "$old"
-    nh=$(new_holder "$rank" "$old")
-    HOLDERS[$rank]+=" $nh"
-    FAULTED[$rank]=1
-    stream "$nh"
-    wait_for "$job: $nh committed a step" 60 grep -q '"event":"step"' "$w/$nh.jsonl"
-    t_step=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .t] | min')
-    first=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | min')
-    fts=$(awk -v a="$t_fault" -v b="$t_step" 'BEGIN { printf "%.2f", b - a }')
-    say "$job: spare pod $nh holds rank $rank; its first step ($first) committed ${fts}s after the fault"
-    RESULTS+=("$(jq -nc --arg t "$kind-rank$rank" --argjson f "$fts" --arg job "$job" '{trigger: $t, job: $job, fault_to_step_s: $f}')")
+    say "$job: $how after rank $rank's step $last"
+    case $extra in
+      "") ;;
+      op)
+        # The operator SIGKILLed in the middle: once it annotated a pod (node faults), else at once.
+        [[ $kind == drain || $kind == notready ]] && wait_for "$job: the operator annotated a pod on $node" 120 annotated_on "$node"
+        kill -KILL "$OP_PID" && wait "$OP_PID" 2>/dev/null || true
+        say "$job: operator SIGKILLed $(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s after the fault; restarted 3 s later"
+        sleep 3
+        start_operator ;;
+      coord)
+        sleep 1
+        cpod=$(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" -o jsonpath='{.items[0].metadata.name}')
+        cuid=$(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}')
+        pid=$(container_pid "$cpod")
+        [[ $pid =~ ^[0-9]+$ ]] || fail "$job: no pid for the coordinator pod $cpod"
+        kill -KILL "$pid"
+        say "$job: the coordinator's process SIGKILLed 1 s after the fault (pod $cpod, pid $pid)" ;;
+      *) fail "unknown fault suffix +$extra (+op or +coord)" ;;
+    esac
+    for v in "${victims[@]}"; do
+      wait_for "$job: a spare pod labelled rank $v" 240 new_holder "$v" "${OLD[$v]}"
+      nh=$(new_holder "$v" "${OLD[$v]}")
+      HOLDERS[$v]+=" $nh"
+      FAULTED[$v]=1
+      stream "$nh"
+      [[ $v == "$rank" ]] || { say "$job: spare pod $nh holds rank $v (on $node too)"; continue; }
+      wait_for "$job: $nh committed a step" 120 grep -q '"event":"step"' "$w/$nh.jsonl"
+      t_step=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .t] | min')
+      first=$(events "$w/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | min')
+      fts=$(awk -v a="$t_fault" -v b="$t_step" 'BEGIN { printf "%.2f", b - a }')
+      say "$job: spare pod $nh holds rank $rank; its first step ($first) committed ${fts}s after the fault"
+      RESULTS+=("$(jq -nc --arg t "$kind-rank$rank${extra:++$extra}" --argjson f "$fts" --arg job "$job" '{trigger: $t, job: $job, fault_to_step_s: $f}')")
+    done
+    if [[ $extra == coord ]]; then
+      [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}') == "$cuid" ]] || fail "$job: the coordinator pod was replaced"
+      [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]] ||
+        fail "$job: the coordinator's container did not restart"
+      K -n $TNS logs "$cpod" | grep -q 'state loaded\|restarted\|Restarted' ||
+        say "$job: (no restart line in the coordinator's log)"
+      pass "$job: the coordinator restarted in place (pod $cpod) in the middle of the migration and carried on"
+    fi
+    if [[ $kind == drain ]]; then
+      # Planned: each rank there was asked to move by the drain annotation, not failed.
+      local clog
+      clog=$(K -n $TNS logs -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" --tail=-1 2>/dev/null)
+      for v in "${victims[@]}"; do
+        grep 'migration requested by pod annotation' <<<"$clog" | grep -q "${OLD[$v]}" ||
+          fail "$job: no planned migration for ${OLD[$v]} in the coordinator's log"
+      done
+      wait_for "$job: kubectl drain $node finished" 240 bash -c "! kill -0 $drain_pid 2>/dev/null"
+      wait "$drain_pid" || fail "$job: kubectl drain $node failed: $(tail -3 "$w/drain-$node.log")"
+      K uncordon "$node" >/dev/null
+      pass "$job: kubectl drain $node finished: ranks ${victims[*]} moved first (planned, by the drain annotation), then their pods were evicted; uncordoned"
+    fi
   done
 
   # The job finishes: every rank's last holder ends and Succeeded.
@@ -213,6 +321,21 @@ EOF
   for r in 0 1 2 3; do wait_for "$job: rank $r finished" 240 ended $r; done
   for r in 0 1 2 3; do wait_for "$job: rank $r's pod $(holder $r) Succeeded" 30 succeeded $r; done
   local t_end=$SECONDS p
+  if [[ -n $nr_node ]]; then
+    # The pods on the stopped kubelet's node: their log streams (through that kubelet)
+    # stalled; their whole logs are in the node's pod log directory (CRI format). Then
+    # the kubelet goes on (it ends the fenced pods' containers) and the node is Ready.
+    for v in "${!OLD[@]}"; do
+      p=${OLD[$v]}
+      [[ -d $RDIR/nodes/$nr_node/pod-logs/${TNS}_${p}_${OLDUID[$v]} ]] || continue
+      kill "${STREAM[$p]}" 2>/dev/null || true
+      cat "$RDIR/nodes/$nr_node/pod-logs/${TNS}_${p}_${OLDUID[$v]}"/train/*.log |
+        sed -E 's/^[^ ]+ (stdout|stderr) [FP] //' >"$w/$p.jsonl"
+    done
+    kill -CONT "$kubelet_pid"
+    STOPPED_KUBELETS=()
+    wait_for "$job: $nr_node Ready again" 120 node_ready "$nr_node"
+  fi
   for p in "${LOG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   LOG_PIDS=()
   pass "$job: finished, the last pod of every rank Succeeded ($((t_end - t1))s after the TrainingJob)"
@@ -277,10 +400,10 @@ EOF
   K -n $TNS delete trainingjob "$job" --wait=false >/dev/null
 }
 
-# TRAIN_PODS_SCENARIOS: jobs separated by ';', each "NAME FAULT..." (default: rank 2's
+# TRAIN_PODS_SCENARIOS: jobs separated by ';' or ',', each "NAME FAULT..." (default: rank 2's
 # process killed; then rank 1's pod deleted and, later, rank 0's process killed).
 SCENARIOS=${TRAIN_PODS_SCENARIOS:-"tpa kill:2@$KILL_AT;tpb delete:1@40 kill:0@110"}
-IFS=';' read -ra jobs <<<"$SCENARIOS"
+IFS=';,' read -ra jobs <<<"$SCENARIOS"
 for spec in "${jobs[@]}"; do
   read -ra words <<<"$spec"
   run_job "${words[@]}"

@@ -331,6 +331,12 @@ int Run(const Flags& f) {
   options.max_held_plan_polls = f.max_held_polls;
   options.max_plan_wait = std::chrono::milliseconds(2000);  // well inside the 5 s request timeout
   coordinator::Coordinator coord(std::move(state), restored, ports, options);
+  // A restored state counts every member alive as of now (Restarted) before
+  // anything can apply an event to it: the HTTP server and the workers below
+  // start first, and a heartbeat served before Begin() judged the members by
+  // their last_seen from before the outage (a spare joining as rank 3 was
+  // declared dead by heartbeat timeout 0.2 s after a restart, e2e.train-pods-faults).
+  coord.Begin();
 
   // Two threads serve every call; each held plan poll (a long poll, blocked on a
   // condition variable: no CPU) sits on one more.

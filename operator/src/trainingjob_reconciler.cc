@@ -219,8 +219,16 @@ ReconcileResult TrainingJobReconciler::Reconcile(const std::string& key) {
       events_.Warning(*job, "InvalidTemplate", rejected);
     }
     if (newly_missing) events_.Warning(*job, "KubeflowJobNotFound", plan.kubeflow_missing);
-    Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(*job)}}}, {"status", plan.status}};
-    auto r = api_.MergePatch(kube::gvr::kTrainingJobs, ns, name, patch, "status");
+    // Only the keys this plan changed, without a resourceVersion precondition:
+    // the job's coordinator writes its own keys (generation, migrations,
+    // lastMigration) beside ours, so a precondition conflicted (409) whenever it
+    // wrote between our read and our write, and sending its keys from our
+    // (possibly older) copy could undo its newer values.
+    Json changed = Json::object();
+    for (auto it = plan.status.begin(); it != plan.status.end(); ++it) {
+      if (!old_status.contains(it.key()) || old_status[it.key()] != it.value()) changed[it.key()] = it.value();
+    }
+    auto r = api_.MergePatch(kube::gvr::kTrainingJobs, ns, name, Json{{"status", changed}}, "status");
     if (!r.ok() && r.code() != ErrorCode::kNotFound && failed.ok()) failed = r.error();
   }
   if (applied) log::Info("applied coordinator objects", {{"trainingjob", key}});

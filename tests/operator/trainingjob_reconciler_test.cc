@@ -179,6 +179,31 @@ TEST_CASE("trainingjob reconcile: Running once kwok-like pods run, readyReplicas
   }
 }
 
+TEST_CASE("trainingjob reconcile: the status write leaves the coordinator's keys alone and does not conflict",
+          "[operator]") {
+  Synced s;
+  REQUIRE_FALSE(s.Reconcile().error);
+  auto coordinator_writes = [&](int migrations) {
+    REQUIRE(s.api
+                .MergePatch(gvr::kTrainingJobs, "ml", "demo",
+                            {{"status", {{"generation", migrations}, {"migrations", migrations}}}}, "status")
+                .ok());
+  };
+  SetPhase(s.api, "demo-rank-0", "Running");
+  coordinator_writes(1);
+  s.Fill();
+  // The coordinator writes again after the operator's cache was filled: a
+  // resourceVersion precondition from that copy would be a 409, and sending
+  // the copy's keys would put migrations back to 1.
+  coordinator_writes(3);
+  auto r = s.Reconcile();
+  CHECK_FALSE(r.error);
+  const Json st = s.Stored()["status"];
+  CHECK(st["readyReplicas"] == 1);
+  CHECK(st["generation"] == 3);
+  CHECK(st["migrations"] == 3);
+}
+
 TEST_CASE("trainingjob reconcile: an API error fails the reconcile, so the queue retries with backoff", "[operator]") {
   Synced s;
   s.api.FailNext(1, ErrorCode::kUnavailable, Verb::kCreate);
