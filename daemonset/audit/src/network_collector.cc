@@ -111,6 +111,10 @@ la::RouteTrace UdpRouteTracer::Trace(const TraceRail& rail, const TraceTarget& t
   int on = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   setsockopt(fd.get(), IPPROTO_IP, IP_RECVERR, &on, sizeof on);
+  // DSCP CS6 (network control), as the fabric probes: a congested link's
+  // data queue must not lose the trace (routers answer errors at CS6 too).
+  int tos = 0xc0;
+  setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
   if (setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, rail.interface.c_str(),
                  static_cast<socklen_t>(rail.interface.size())) != 0) {
     return t;  // no such interface (or no privilege): nothing traced

@@ -54,7 +54,8 @@ class RouteTracer {
                                             const TraceOptions& options) = 0;
 };
 
-// IP_TTL probes from the rail's first IPv4 address, bound to its device.
+// IP_TTL probes from the rail's first IPv4 address, bound to its device,
+// marked DSCP CS6 as the fabric probes are.
 class UdpRouteTracer : public RouteTracer {
  public:
   lockstep::audit::RouteTrace Trace(const TraceRail& rail, const TraceTarget& target, int source_port,
