@@ -75,6 +75,12 @@ TEST_CASE("every rail x target x source port is traced, extra targets too", "[au
   CHECK(tracer.calls.front() == "rail0>10.0.200.2:47000");
   CHECK(n.traces.size() == 18);
   CHECK_FALSE(n.traces_unavailable);
+  FakeTracer few;
+  o.max_targets = 1;
+  o.spread = "h0";
+  la::NetworkFacts one = CollectNetwork(&status, "", true, {{"h1", "10.0.1.2"}}, few, o);
+  CHECK(few.calls.size() == 2 * 1 * 3);  // one target per rail
+  o.max_targets = 0;
   la::NetworkFacts untraced = CollectNetwork(&status, "", false, {}, tracer, o);
   CHECK(untraced.traces.empty());
   CHECK(untraced.traces_unavailable);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -209,8 +210,14 @@ void TraceRoutes(const std::vector<TraceRail>& rails, const std::vector<TraceTar
     out.traces_unavailable = rails.empty() ? "no rail to trace from" : "no peer to trace to";
     return;
   }
+  std::vector<TraceTarget> chosen = targets;
+  if (options.max_targets > 0 && targets.size() > options.max_targets) {
+    chosen.clear();
+    const size_t start = std::hash<std::string>{}(options.spread) % targets.size();
+    for (size_t i = 0; i < options.max_targets; ++i) chosen.push_back(targets[(start + i) % targets.size()]);
+  }
   for (const TraceRail& r : rails) {
-    for (const TraceTarget& t : targets) {
+    for (const TraceTarget& t : chosen) {
       for (int i = 0; i < options.source_ports; ++i)
         out.traces.push_back(tracer.Trace(r, t, options.first_port + i, options));
     }
