@@ -91,7 +91,7 @@ status() { ip netns exec "$(ns "$1")" "$AGENT" fabric status --addr 127.0.0.1:96
 all_paths_up() {
   local h
   for h in $(seq 0 $((HOSTS - 1))); do
-    status "$h" | jq -e '[.paths[].state] | length == 6 and all(. == "up" or . == "suspect")' >/dev/null || return 1
+    status "$h" | jq -e --argjson n $(((HOSTS - 1) * 2)) '[.paths[].state] | length == $n and all(. == "up" or . == "suspect")' >/dev/null || return 1
   done
 }
 wait_for "every agent's fabric status answers" 30 status 0
