@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "lockstep/audit/network_checks.h"
@@ -278,6 +279,108 @@ void BackEnd(const NodeFacts& f, const CheckOptions& o, std::vector<Check>& out)
   }
 }
 
+// Xids that mean the GPU needs attention before a long job (NVIDIA's Xid
+// catalogue): double-bit ECC, row remapping, NVLink, fallen off the bus,
+// contained/uncontained ECC, GSP errors.
+bool CriticalXid(int code) {
+  for (int c : {48, 63, 64, 74, 79, 92, 94, 95, 119, 120}) {
+    if (code == c) return true;
+  }
+  return false;
+}
+
+void Extra(const NodeFacts& f, std::vector<Check>& out) {
+  // NIC firmware per rail: the pool's majority.
+  for (const RdmaPort& p : f.rdma) {
+    std::string s = p.device + "/" + std::to_string(p.port);
+    for (size_t r = 0; r < f.rails.size(); ++r) {
+      if (!p.net_device.empty() && f.rails[r].name == p.net_device) s = "rail" + std::to_string(r);
+    }
+    if (p.firmware.empty()) {
+      out.push_back(NotPresent("software.nic_firmware", s, p.device + " reports no fw_ver", PoolRule::kMajority));
+    } else {
+      out.push_back(
+          Check{.id = "software.nic_firmware", .subject = s, .observed = p.firmware, .pool = PoolRule::kMajority});
+    }
+  }
+  // NUMA: each device's node against its pool; each GPU with a rail NIC on its node.
+  std::set<int> nic_nodes;
+  bool any_nic = false;
+  for (const PcieLink& l : f.pcie) {
+    if (l.is_gpu) continue;
+    any_nic = true;
+    if (l.numa_node) nic_nodes.insert(*l.numa_node);
+  }
+  for (const PcieLink& l : f.pcie) {
+    const std::string s = l.role.empty() ? l.bdf : l.role;
+    if (!l.numa_node) {
+      out.push_back(NotPresent("node.numa", s, "no NUMA node in sysfs (" + l.bdf + ")"));
+      continue;
+    }
+    out.push_back(Check{.id = "node.numa",
+                        .subject = s,
+                        .observed = "numa" + std::to_string(*l.numa_node),
+                        .pool = PoolRule::kMajority});
+    if (!l.is_gpu) continue;
+    if (!any_nic || nic_nodes.empty()) {
+      out.push_back(NotPresent("node.gpu_nic_numa", s, "no rail NIC with a NUMA node"));
+      continue;
+    }
+    const bool ok = nic_nodes.count(*l.numa_node) > 0;
+    out.push_back(Absolute("node.gpu_nic_numa", s, "numa" + std::to_string(*l.numa_node),
+                           "a rail NIC on the same NUMA node", ok,
+                           "no rail NIC on the GPU's NUMA node " + std::to_string(*l.numa_node) +
+                               ": its traffic crosses the socket interconnect"));
+  }
+  // Xids since boot, per GPU.
+  if (!f.xids) {
+    out.push_back(NotPresent("memory.xid", "", "the kernel log is not readable (CAP_SYSLOG)"));
+  } else {
+    std::map<std::string, std::map<int, int>> by_gpu;  // subject -> code -> count
+    for (const PcieLink& l : f.pcie) {
+      if (l.is_gpu) by_gpu[l.role];
+    }
+    for (const XidEvent& x : *f.xids) {
+      std::string s = "pci:" + x.pci;
+      for (const PcieLink& l : f.pcie) {
+        if (l.is_gpu && l.bdf.rfind(x.pci, 0) == 0) s = l.role;
+      }
+      ++by_gpu[s][x.code];
+    }
+    for (const auto& [s, codes] : by_gpu) {
+      std::string seen, critical;
+      int total = 0;
+      for (const auto& [code, n] : codes) {
+        seen += (seen.empty() ? "" : ", ") + std::to_string(code) + " x" + std::to_string(n);
+        if (CriticalXid(code)) critical += (critical.empty() ? "" : ", ") + std::to_string(code);
+        total += n;
+      }
+      out.push_back(Absolute("memory.xid", s, seen.empty() ? "none" : seen, "no critical Xid", critical.empty(),
+                             "critical Xid " + critical + " since boot: drain and check the GPU"));
+      out.back().number = total;
+    }
+  }
+  // DNS: the front end needs a resolver to reach the API server by name.
+  if (!f.nameservers) {
+    out.push_back(NotPresent("frontend.dns", "", "no /etc/resolv.conf"));
+  } else {
+    std::string list;
+    for (const std::string& n : *f.nameservers) list += (list.empty() ? "" : ",") + n;
+    out.push_back(Absolute("frontend.dns", "", list.empty() ? "none" : list, "a nameserver", !list.empty(),
+                           "/etc/resolv.conf names no nameserver: the API server's name does not resolve"));
+  }
+  // NCCL: nccl-tests are not run by the audit yet; say why.
+  std::string why;
+  if (f.gpus.empty()) {
+    why = "no GPU on this node";
+  } else if (f.nccl_tests.empty()) {
+    why = "nccl-tests (all_reduce_perf) not installed";
+  } else {
+    why = "nccl-tests found (" + f.nccl_tests + ") but the audit does not run them yet";
+  }
+  out.push_back(NotPresent("nccl.all_reduce", "", why));
+}
+
 }  // namespace
 
 std::vector<Check> RunChecks(const NodeFacts& facts, const CheckOptions& options) {
@@ -288,6 +391,7 @@ std::vector<Check> RunChecks(const NodeFacts& facts, const CheckOptions& options
   NodeLevel(facts, out);
   FrontEnd(facts, out);
   BackEnd(facts, options, out);
+  Extra(facts, out);
   NetworkChecks(facts, out);
   return out;
 }

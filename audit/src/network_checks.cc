@@ -98,13 +98,14 @@ void Topology(const NetworkFacts& n, std::vector<Check>& out) {
     out.push_back(Missing("backend.rail_leaf", "", "no route traced"));
     return;
   }
-  std::map<int, std::map<std::string, std::vector<const RouteTrace*>>> by_rail;  // rail -> peer -> traces
-  for (const RouteTrace& t : n.traces) by_rail[t.rail][t.peer].push_back(&t);
+  // rail -> "peer@target" -> traces (one per source port)
+  std::map<int, std::map<std::string, std::vector<const RouteTrace*>>> by_rail;
+  for (const RouteTrace& t : n.traces) by_rail[t.rail][t.peer + "@" + t.target].push_back(&t);
   std::map<std::string, std::set<int>> rails_on_leaf;
   for (const auto& [rail, peers] : by_rail) {
     std::set<std::string> leaves, spines;
     bool cross_leaf = false;
-    for (const auto& [peer, traces] : peers) {
+    for (const auto& [to, traces] : peers) {
       int reached = 0;
       std::set<std::vector<std::string>> paths;
       for (const RouteTrace* t : traces) {
@@ -119,11 +120,11 @@ void Topology(const NetworkFacts& n, std::vector<Check>& out) {
           if (t->hops[1] != "*") spines.insert(t->hops[1]);
         }
       }
-      const std::string s = Rail(rail) + "/" + peer;
+      const std::string s = Rail(rail) + "/" + to;
       if (reached == 0) {
-        out.push_back(Missing("backend.route", s,
-                              "no trace reached " + (traces.empty() ? peer : traces.front()->target) +
-                                  " (ICMP filtered or rate-limited on the way)"));
+        out.push_back(
+            Missing("backend.route", s,
+                    "no trace reached " + traces.front()->target + " (ICMP filtered or rate-limited on the way)"));
       } else {
         out.push_back(Check{.id = "backend.route",
                             .subject = s,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -106,6 +107,8 @@ bool IsPairCheck(const Check& c) {
          Pair(c).has_value();
 }
 
+// A node's link on a rail is bad when most of its pairs on that rail fail
+// one of the pair checks (dead or lossy: connectivity; slow: the delays).
 void AttributePairs(std::vector<NodeVerdict>& out) {
   // (id, node, rail) -> {failed, total}
   std::map<std::tuple<std::string, std::string, std::string>, std::pair<int, int>> own;
@@ -117,18 +120,17 @@ void AttributePairs(std::vector<NodeVerdict>& out) {
       ++n.second;
     }
   }
-  auto mostly_failed = [&](const std::string& id, const std::string& node, const std::string& rail) {
-    auto it = own.find({id, node, rail});
-    return it != own.end() && it->second.first * 2 > it->second.second;
-  };
+  std::set<std::pair<std::string, std::string>> bad;  // (node, rail)
+  for (const auto& [key, n] : own) {
+    if (n.first * 2 > n.second) bad.insert({std::get<1>(key), std::get<2>(key)});
+  }
   for (NodeVerdict& v : out) {
     for (Check& c : v.checks) {
       if (!IsPairCheck(c) || c.verdict != Verdict::kFail) continue;
       const auto [rail, peer] = *Pair(c);
-      if (mostly_failed(c.id, v.node, rail) || !mostly_failed(c.id, peer, rail)) continue;
+      if (bad.count({v.node, rail}) || !bad.count({peer, rail})) continue;
       c.verdict = Verdict::kPass;
-      c.message = "attributed to " + peer + "'s " + rail + " (most of its pairs on " + rail + " fail " + c.id +
-                  "): " + c.message;
+      c.message = "attributed to " + peer + "'s " + rail + " (most of its pairs on " + rail + " fail): " + c.message;
     }
   }
 }

@@ -15,13 +15,17 @@ std::unique_ptr<audit::NodeAuditRunner> StartNodeAudits(kube::KubeApi& api, cons
   collect.rails = config.fabric.rails;
   std::optional<gpu::NvmlOptions> nvml;
   if (config.gpu.mode != api::kGpuModeDisabled) nvml = gpu::NvmlOptionsFromEnv();
-  auto run = [collect, nvml,
-              fabric_status](const std::vector<std::string>& modules) -> Result<std::vector<lockstep::audit::Check>> {
+  // In a fleet: 8 peers per node (spread by the node's name), 4 source ports.
+  audit::TraceOptions trace;
+  trace.source_ports = 4;
+  trace.max_targets = 8;
+  trace.spread = config.node_name;
+  auto run = [collect, nvml, fabric_status, trace](const std::vector<std::string>& modules) -> Result<std::vector<lockstep::audit::Check>> {
     audit::UdpRouteTracer tracer;
     nlohmann::json status;
     if (fabric_status) status = fabric_status();
     auto network = audit::CollectNetwork(fabric_status ? &status : nullptr, "fabric failover is off (no fabric.rails)",
-                                         true, {}, tracer, audit::TraceOptions{});
+                                         true, {}, tracer, trace);
     return audit::RunNodeChecks(collect, nvml, modules, std::move(network));
   };
   auto runner = std::make_unique<audit::NodeAuditRunner>(

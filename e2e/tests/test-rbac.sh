@@ -4,6 +4,7 @@
 #   - the probe key Secret: the chart renders none, the operator creates it;
 #   - an agent token bound to no node may not write any FabricHealth; a token
 #     bound to node X (Node-bound, or its pod's) writes X's status, not Y's;
+#     the same for NodeAudits (spec.nodeName X);
 #   - the agent and operator ServiceAccounts hold only the verbs the code uses;
 #   - the agent DaemonSet: RuntimeDefault seccomp, no capability added.
 # Status writes here are server-side dry runs: admission runs, nothing is stored.
@@ -59,6 +60,28 @@ expect_allowed "the gpu-node-0 token writes gpu-node-0" "$node0" gpu-node-0
 expect_denied "the gpu-node-0 token writes gpu-node-1" "may only write FabricHealth gpu-node-0, not gpu-node-1" \
   "$node0" gpu-node-1
 pass "a token bound to node gpu-node-0 writes gpu-node-0's FabricHealth status and not gpu-node-1's"
+
+# NodeAudits: the agent patches the status of its own node's only (the
+# chart's agent-own-nodeaudits policy; RBAC alone would let it write any).
+for n in gpu-node-0 gpu-node-1; do
+  kubectl apply -f - >/dev/null <<YAML || fail "cannot create NodeAudit rbac.$n"
+apiVersion: lockstep.dev/v1alpha1
+kind: NodeAudit
+metadata: {name: rbac.$n}
+spec: {fleetAudit: rbac, nodeName: $n}
+YAML
+done
+write_audit() { # write_audit TOKEN NODEAUDIT -> kubectl's output; fails when refused
+  as_token "$1" patch nodeaudit "$2" --subresource=status --type=merge --dry-run=server \
+    -p '{"status":{"phase":"Error","error":"rbac test"}}' 2>&1
+}
+out=$(write_audit "$node0" rbac.gpu-node-0) || fail "the gpu-node-0 token cannot write NodeAudit rbac.gpu-node-0: $out"
+if out=$(write_audit "$node0" rbac.gpu-node-1); then fail "the gpu-node-0 token wrote NodeAudit rbac.gpu-node-1 ($out)"; fi
+grep -q "may only write its own node's NodeAudits, not rbac.gpu-node-1" <<<"$out" || fail "denied, but not by the policy: $out"
+if out=$(write_audit "$unbound" rbac.gpu-node-0); then fail "a token bound to no node wrote a NodeAudit ($out)"; fi
+grep -q "carries no node name" <<<"$out" || fail "denied, but not by the policy: $out"
+kubectl delete nodeaudit rbac.gpu-node-0 rbac.gpu-node-1 >/dev/null
+pass "a token bound to gpu-node-0 writes gpu-node-0's NodeAudit status, not gpu-node-1's; an unbound token neither"
 
 # The credentials a real agent has: its pod's token, which carries the pod's node.
 agent_pod_on() {

@@ -34,7 +34,8 @@ inline NodeFacts GoodNode() {
                               .max_width = 16,
                               .aer_correctable = 0,
                               .aer_nonfatal = 0,
-                              .aer_fatal = 0});
+                              .aer_fatal = 0,
+                              .numa_node = static_cast<int>(i)});
   }
   f.default_route_interface = "eth0";
   f.frontend =
@@ -51,15 +52,19 @@ inline NodeFacts GoodNode() {
                               .speed_gts = 16,
                               .max_speed_gts = 16,
                               .width = 16,
-                              .max_width = 16});
+                              .max_width = 16,
+                              .numa_node = r});
     f.rdma.push_back(RdmaPort{.device = "mlx5_" + std::to_string(r),
                               .port = 1,
                               .state = "ACTIVE",
                               .link_layer = "Ethernet",
                               .rate_gbps = 200,
                               .net_device = name,
-                              .rocev2_gid_index = 3});
+                              .rocev2_gid_index = 3,
+                              .firmware = "28.39.1002"});
   }
+  f.xids = std::vector<XidEvent>{{"0000:10:00", 13}};  // an application error: not critical
+  f.nameservers = std::vector<std::string>{"10.96.0.10"};
   return f;
 }
 

@@ -90,10 +90,16 @@ TEST_CASE("a healthy fabric passes every network check on every node", "[audit][
     INFO(v.node);
     CHECK(Failed(v).empty());
     CHECK(v.verdict == Verdict::kPass);
-    const Check* route = Find(v, "backend.route", "rail0/" + Name(v.node == "n0" ? 1 : 0));
+    const int peer = v.node == "n0" ? 1 : 0;
+    const Check* route = Find(v, "backend.route", "rail0/" + Name(peer) + "@" + HostAddr(peer));
     REQUIRE(route);
     CHECK(route->verdict == Verdict::kPass);
-    CHECK(route->observed.find("10.0.100.1 > ") == 0);
+    CHECK(route->observed == "10.0.100.1 > " + HostAddr(peer));
+    CHECK(route->number == 1);
+    const Check* across = Find(v, "backend.route", "rail0/" + Name(peer) + "@" + RailIp(peer, 1));
+    REQUIRE(across);
+    CHECK(across->observed == "10.0.100.1 > {10.0.128.0,10.0.128.2} > 10.0.100.2 > " + RailIp(peer, 1));
+    CHECK(across->number == 2);
     const Check* spines = Find(v, "backend.spines", "rail1");
     REQUIRE(spines);
     CHECK(spines->observed == "2");
@@ -130,6 +136,28 @@ TEST_CASE("a slow link flags its node, not the nodes whose paths cross it", "[au
       CHECK(c->message.find("attributed to n1's rail0") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a path lost over a slow link is the slow link's node's fault", "[audit][network]") {
+  auto out = Judge([](int self, NetworkFacts& n) {
+    OnLink(1, 0, self, n, [](PathObservation& p) {
+      p.p50_us = 2500;
+      p.p99_us = 9000;
+    });
+    if (self == 0) {
+      for (PathObservation& p : n.paths) {
+        if (p.rail == 0 && p.peer == "n1") p.state = "down";
+      }
+    }
+  });
+  for (const NodeVerdict& v : out) {
+    INFO(v.node);
+    CHECK((v.verdict == Verdict::kFail) == (v.node == "n1"));
+  }
+  const Check* c = Find(out[0], "backend.connectivity", "rail0/n1");
+  REQUIRE(c);
+  CHECK(c->verdict == Verdict::kPass);
+  CHECK(c->observed == "down");
 }
 
 TEST_CASE("a dead link flags its node's connectivity, not its peers'", "[audit][network]") {

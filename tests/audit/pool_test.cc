@@ -60,6 +60,14 @@ TEST_CASE("one bad node among good ones is flagged, per fault kind, and no good 
       {"RDMA port down", "backend.rdma_state", "rail0", [](NodeFacts& f) { f.rdma[0].state = "DOWN"; }},
       {"InfiniBand among RoCE", "backend.rdma_link_layer", "rail0",
        [](NodeFacts& f) { f.rdma[0].link_layer = "InfiniBand"; }},
+      {"other NIC firmware", "software.nic_firmware", "rail1", [](NodeFacts& f) { f.rdma[1].firmware = "28.36.1010"; }},
+      {"GPU on another NUMA node", "node.numa", "gpu1", [](NodeFacts& f) { f.pcie[1].numa_node = 0; }},
+      {"no rail NIC on a GPU's NUMA node", "node.gpu_nic_numa", "gpu1", [](NodeFacts& f) { f.pcie[3].numa_node = 0; }},
+      {"GPU fell off the bus (Xid 79)", "memory.xid", "gpu1",
+       [](NodeFacts& f) {
+         f.xids->push_back({"0000:11:00", 79});
+       }},
+      {"no nameserver", "frontend.dns", "", [](NodeFacts& f) { f.nameservers->clear(); }},
   };
   for (const Fault& fault : faults) {
     SECTION(fault.name) {

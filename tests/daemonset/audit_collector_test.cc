@@ -215,3 +215,55 @@ TEST_CASE("lockstep-agent audit reads GPUs through the fake NVML library", "[aud
 
 }  // namespace
 }  // namespace lockstep::agent::audit
+
+namespace lockstep::agent::audit {
+namespace {
+
+TEST_CASE("NUMA, NIC firmware, Xids, nameservers and nccl-tests from a fake tree", "[audit]") {
+  FakeSysfs sys;
+  HealthyNode(sys);
+  sys.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "0\n");
+  sys.Write("sys/bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
+  sys.Write("sys/bus/pci/devices/0000:81:00.0/numa_node", "0\n");
+  sys.Write("sys/bus/pci/devices/0000:82:00.0/numa_node", "0\n");  // both NICs on node 0
+  sys.Write("sys/class/infiniband/mlx5_0/fw_ver", "28.39.1002\n");
+  sys.Write("sys/class/infiniband/mlx5_1/fw_ver", "28.36.1010\n");
+  sys.Write("dev/kmsg",
+            "6,100,5000,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+            "4,101,6000,-;NVRM: Xid (PCI:0000:3B:00): 79, pid=1234, GPU has fallen off the bus.\n"
+            "4,102,7000,-;NVRM: Xid (PCI:0000:17:00): 13, pid=77, Graphics Exception\n"
+            "4,103,7100,-;NVRM: Xid (PCI:0000:17:00): 13, pid=77, Graphics Exception\n");
+  sys.Write("etc/resolv.conf", "search cluster.local\nnameserver 10.96.0.10\nnameserver 10.96.0.11\n");
+  const NodeFacts f = CollectFacts({.root = sys.root()}, nullptr);
+  REQUIRE(f.xids);
+  CHECK(f.xids->size() == 3);
+  CHECK(f.xids->front() == lockstep::audit::XidEvent{"0000:3b:00", 79});
+  auto checks = lockstep::audit::RunChecks(f);
+  CHECK(Find(checks, "software.nic_firmware", "rail0")->observed == "28.39.1002");
+  CHECK(Find(checks, "software.nic_firmware", "rail1")->observed == "28.36.1010");
+  CHECK(Find(checks, "node.numa", "gpu1")->observed == "numa1");
+  CHECK(Find(checks, "node.gpu_nic_numa", "gpu0")->verdict == Verdict::kPass);
+  CHECK(Find(checks, "node.gpu_nic_numa", "gpu1")->verdict == Verdict::kFail);
+  CHECK(Find(checks, "memory.xid", "gpu1")->verdict == Verdict::kFail);
+  CHECK(Find(checks, "memory.xid", "gpu1")->observed == "79 x1");
+  CHECK(Find(checks, "memory.xid", "gpu0")->verdict == Verdict::kPass);
+  CHECK(Find(checks, "memory.xid", "gpu0")->observed == "13 x2");
+  CHECK(Find(checks, "frontend.dns", "")->observed == "10.96.0.10,10.96.0.11");
+  CHECK(Find(checks, "frontend.dns", "")->verdict == Verdict::kPass);
+  const Check* nccl = Find(checks, "nccl.all_reduce", "");
+  CHECK(nccl->verdict == Verdict::kNotPresent);
+  CHECK(nccl->message == "no GPU on this node");  // no NVML here: no GPU facts
+
+  sys.Write("etc/resolv.conf", "search cluster.local\n");
+  sys.Write("usr/local/bin/all_reduce_perf", "");
+  sys.Write("sys/bus/pci/devices/0000:3b:00.0/numa_node", "-1\n");
+  NodeFacts g = CollectFacts({.root = sys.root()}, nullptr);
+  g.gpus.push_back({.index = 0});
+  checks = lockstep::audit::RunChecks(g);
+  CHECK(Find(checks, "frontend.dns", "")->verdict == Verdict::kFail);
+  CHECK(Find(checks, "node.numa", "gpu1")->verdict == Verdict::kNotPresent);
+  CHECK(Find(checks, "nccl.all_reduce", "")->message.find("/usr/local/bin/all_reduce_perf") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::agent::audit

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -111,6 +112,10 @@ la::RouteTrace UdpRouteTracer::Trace(const TraceRail& rail, const TraceTarget& t
   int on = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   setsockopt(fd.get(), IPPROTO_IP, IP_RECVERR, &on, sizeof on);
+  // DSCP CS6 (network control), as the fabric probes: a congested link's
+  // data queue must not lose the trace (routers answer errors at CS6 too).
+  int tos = 0xc0;
+  setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
   if (setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, rail.interface.c_str(),
                  static_cast<socklen_t>(rail.interface.size())) != 0) {
     return t;  // no such interface (or no privilege): nothing traced
@@ -205,8 +210,14 @@ void TraceRoutes(const std::vector<TraceRail>& rails, const std::vector<TraceTar
     out.traces_unavailable = rails.empty() ? "no rail to trace from" : "no peer to trace to";
     return;
   }
+  std::vector<TraceTarget> chosen = targets;
+  if (options.max_targets > 0 && targets.size() > options.max_targets) {
+    chosen.clear();
+    const size_t start = std::hash<std::string>{}(options.spread) % targets.size();
+    for (size_t i = 0; i < options.max_targets; ++i) chosen.push_back(targets[(start + i) % targets.size()]);
+  }
   for (const TraceRail& r : rails) {
-    for (const TraceTarget& t : targets) {
+    for (const TraceTarget& t : chosen) {
       for (int i = 0; i < options.source_ports; ++i)
         out.traces.push_back(tracer.Trace(r, t, options.first_port + i, options));
     }

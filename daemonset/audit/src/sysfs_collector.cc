@@ -1,7 +1,11 @@
 #include "lockstep/agent/audit/sysfs_collector.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +94,13 @@ PcieLink ReadLink(const fs::path& dev, std::string bdf, std::string role, bool i
   l.aer_correctable = AerTotal(dev / "aer_dev_correctable");
   l.aer_nonfatal = AerTotal(dev / "aer_dev_nonfatal");
   l.aer_fatal = AerTotal(dev / "aer_dev_fatal");
+  if (auto n = ReadLine(dev / "numa_node")) {
+    try {
+      const int v = std::stoi(*n);
+      if (v >= 0) l.numa_node = v;
+    } catch (...) {  // not a number: no NUMA node
+    }
+  }
   return l;
 }
 
@@ -178,13 +189,71 @@ std::optional<std::string> CudaVersion(const fs::path& root) {
   return v->get<std::string>();
 }
 
+// The kernel log's Xids: /dev/kmsg read without blocking (one record per
+// read; EAGAIN at its end), or a plain file of that name in a fake tree.
+std::optional<std::vector<lockstep::audit::XidEvent>> ReadXids(const fs::path& root) {
+  const int fd = open((root / "dev/kmsg").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[8192];
+  for (int records = 0; records < 1000000; ++records) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+      if (text.empty() || text.back() != '\n') text += '\n';
+      continue;
+    }
+    if (n < 0 && errno == EPIPE) continue;  // a record was overwritten: go on
+    break;                                  // EAGAIN (the end), 0 (a file's end), or an error
+  }
+  close(fd);
+  std::vector<lockstep::audit::XidEvent> out;
+  static const std::regex kXid(R"(NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+))");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kXid)) continue;
+    std::string pci = m[1].str();
+    std::transform(pci.begin(), pci.end(), pci.begin(), [](unsigned char c) { return std::tolower(c); });
+    try {
+      out.push_back({pci, std::stoi(m[2].str())});
+    } catch (...) {  // an out-of-range code: not an Xid
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> ReadNameservers(const fs::path& root) {
+  auto text = ReadFile(root / "etc/resolv.conf");
+  if (!text) return std::nullopt;
+  std::vector<std::string> out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string key, value;
+    if (l >> key >> value && key == "nameserver") out.push_back(value);
+  }
+  return out;
+}
+
+std::string FindNcclTests(const fs::path& root) {
+  for (const char* d : {"usr/local/bin", "usr/bin", "opt/nccl-tests/build", "usr/local/nccl-tests/build"}) {
+    std::error_code ec;
+    if (fs::exists(root / d / "all_reduce_perf", ec)) return "/" + std::string(d) + "/all_reduce_perf";
+  }
+  return "";
+}
+
 void ReadRdma(const fs::path& root, NodeFacts& f) {
   const fs::path ib = root / "sys/class/infiniband";
   for (const std::string& dev : List(ib)) {
+    const std::string firmware = ReadLine(ib / dev / "fw_ver").value_or("");
     const std::vector<std::string> netdevs = List(ib / dev / "device/net");
     for (const std::string& port : List(ib / dev / "ports")) {
       const fs::path p = ib / dev / "ports" / port;
-      RdmaPort r{.device = dev};
+      RdmaPort r{.device = dev, .firmware = firmware};
       try {
         r.port = std::stoi(port);
       } catch (...) {  // not a port number: not a port
@@ -319,6 +388,9 @@ NodeFacts CollectFacts(const CollectOptions& o, gpu::GpuSource* gpus) {
   f.cuda = CudaVersion(root);
   f.nccl = LibraryVersion(root, "libnccl.so.");
   f.rdma_core = LibraryVersion(root, "libibverbs.so.");
+  f.xids = ReadXids(root);
+  f.nameservers = ReadNameservers(root);
+  f.nccl_tests = FindNcclTests(root);
   return f;
 }
 

@@ -7,7 +7,7 @@
 //   backend.latency_p50|p99[rail<r>/<peer>]  slow, column rail<r>: the path's
 //                                          one-way delay (us) against every
 //                                          pair of that rail in the pool
-//   backend.route[rail<r>/<peer>]          info: the hops per TTL over the
+//   backend.route[rail<r>/<peer>@<target>] info: the hops per TTL over the
 //                                          ECMP source ports ("a > {b,c} > d"),
 //                                          number = distinct paths
 //   backend.rail_leaf[rail<r>@<leaf>]      majority, column <leaf>: the rail

@@ -24,6 +24,7 @@ struct PcieLink {
   std::optional<double> speed_gts{}, max_speed_gts{};                      // GT/s
   std::optional<int> width{}, max_width{};                                 // lanes
   std::optional<uint64_t> aer_correctable{}, aer_nonfatal{}, aer_fatal{};  // TOTAL_ERR_*
+  std::optional<int> numa_node{};  // numa_node; nullopt when absent or -1 (no NUMA)
   bool operator==(const PcieLink&) const = default;
 };
 
@@ -60,7 +61,15 @@ struct RdmaPort {
   std::optional<double> rate_gbps{};      // from "200 Gb/sec (4X HDR)"
   std::string net_device{};               // the netdev behind it ("" when none)
   std::optional<int> rocev2_gid_index{};  // the first RoCE v2 GID with an IPv4-mapped address
+  std::string firmware{};                 // the device's fw_ver ("" when absent)
   bool operator==(const RdmaPort&) const = default;
+};
+
+// One NVIDIA Xid from the kernel log ("NVRM: Xid (PCI:0000:3b:00): 79, ...").
+struct XidEvent {
+  std::string pci;  // "0000:3b:00" as the driver prints it
+  int code = 0;
+  bool operator==(const XidEvent&) const = default;
 };
 
 struct NodeFacts {
@@ -77,6 +86,12 @@ struct NodeFacts {
   std::optional<NetInterface> frontend{};                // the default route's interface
   std::vector<NetInterface> rails{};                     // back-end NICs in rail order
   std::vector<RdmaPort> rdma{};
+  // The kernel log's Xids (nullopt: the log could not be read).
+  std::optional<std::vector<XidEvent>> xids{};
+  // /etc/resolv.conf's nameservers (nullopt: no resolv.conf).
+  std::optional<std::vector<std::string>> nameservers{};
+  // nccl-tests' all_reduce_perf, when found ("" when not).
+  std::string nccl_tests{};
   // The back-end network over the real fabric (connectivity, latency,
   // topology); nullopt: not collected (the checks say NotPresent).
   std::optional<NetworkFacts> network{};

@@ -45,6 +45,12 @@ struct TraceOptions {
   std::chrono::milliseconds timeout{250};  // per probe
   std::chrono::milliseconds gap{2};        // between probes (routers rate-limit ICMP)
   int give_up_after = 2;                   // unanswered TTLs in a row end a trace
+  // At most this many targets (0: all), taken from a place in the list that
+  // `spread` picks (the node's name), so a large fleet neither traces O(N^2)
+  // routes nor aims every node at the same few peers. The first hop, which
+  // the topology checks judge, is the same towards any peer.
+  size_t max_targets = 0;
+  std::string spread{};
 };
 
 class RouteTracer {
@@ -54,7 +60,8 @@ class RouteTracer {
                                             const TraceOptions& options) = 0;
 };
 
-// IP_TTL probes from the rail's first IPv4 address, bound to its device.
+// IP_TTL probes from the rail's first IPv4 address, bound to its device,
+// marked DSCP CS6 as the fabric probes are.
 class UdpRouteTracer : public RouteTracer {
  public:
   lockstep::audit::RouteTrace Trace(const TraceRail& rail, const TraceTarget& target, int source_port,

@@ -18,6 +18,11 @@
 //     gid_attrs/types/<i>,gid_attrs/ndevs/<i>}, <dev>/device/net/<if>
 //   usr/local/cuda/version.json; libnccl.so.<v> and libibverbs.so.<v> in the
 //   usual library directories
+//   sys/bus/pci/devices/<bdf>/numa_node (GPUs and rail NICs),
+//   sys/class/infiniband/<dev>/fw_ver (NIC firmware), dev/kmsg (Xids since
+//   boot: "NVRM: Xid (PCI:<bus>): <code>", read without blocking; needs
+//   CAP_SYSLOG, else NotPresent), etc/resolv.conf (nameservers), and
+//   nccl-tests' all_reduce_perf in usr/local/bin, usr/bin, opt/nccl-tests/build
 //
 // Thread-compatible: a plain function; the GpuSource is used by one caller.
 #pragma once
