@@ -106,6 +106,23 @@ void ReadQuantities(JsonReader& r, const Json& obj, const char* key, const std::
   }
 }
 
+// A host directory for a hostPath volume: "" (off) or an absolute path of at
+// most 512 characters, not "/", without "." or ".." components, "//" or a
+// trailing '/'.
+void ReadHostPath(JsonReader& r, const Json& obj, const char* key, const std::string& path, std::string& out) {
+  r.String(obj, key, path, out, true, 512);
+  if (!r.ok() || out.empty()) return;
+  const std::string with_slash = out + "/";
+  const bool bad = out[0] != '/' || with_slash.find("//") != std::string::npos ||
+                   with_slash.find("/./") != std::string::npos || with_slash.find("/../") != std::string::npos;
+  if (bad) {
+    r.Fail(path +
+           " must be \"\" (off) or an absolute directory path like /opt/lockstep/nccl (not /, no '.' or '..' "
+           "components, no '//' or trailing '/'; got \"" +
+           out + "\")");
+  }
+}
+
 void ReadGpu(JsonReader& r, const Json& gpu, GpuSpec& out) {
   r.Enum(gpu, "mode", "spec.gpu.mode", GpuModes(), out.mode);
   r.Int(gpu, "pollIntervalSeconds", "spec.gpu.pollIntervalSeconds", 1, kMaxGpuPollIntervalSeconds,
@@ -273,6 +290,8 @@ Result<FabricPolicySpec> ParseFabricPolicySpec(const std::string& name, const Js
   const Json& res = r.Object(agent, "resources", "spec.agent.resources");
   ReadQuantities(r, res, "requests", "spec.agent.resources.requests", p.agent.resources.requests);
   ReadQuantities(r, res, "limits", "spec.agent.resources.limits", p.agent.resources.limits);
+  ReadHostPath(r, agent, "ncclPluginHostPath", "spec.agent.ncclPluginHostPath", p.agent.nccl_plugin_host_path);
+  ReadHostPath(r, agent, "ncclSocketHostPath", "spec.agent.ncclSocketHostPath", p.agent.nccl_socket_host_path);
   if (!r.ok()) return InvalidArgument(r.error());
   return p;
 }
@@ -375,7 +394,9 @@ Json ToJson(const FabricPolicySpec& p) {
           {"agent", {{"image", p.agent.image},
                      {"imagePullPolicy", p.agent.image_pull_policy},
                      {"priorityClassName", p.agent.priority_class_name},
-                     {"resources", ToJson(p.agent.resources)}}}};
+                     {"resources", ToJson(p.agent.resources)},
+                     {"ncclPluginHostPath", p.agent.nccl_plugin_host_path},
+                     {"ncclSocketHostPath", p.agent.nccl_socket_host_path}}}};
 }
 
 Json ToJson(const FabricPolicyStatus& s) {

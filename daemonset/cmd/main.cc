@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "lockstep/agent/app/nccl_install.h"
 #include "lockstep/agent/audit/audit_command.h"
 #include "lockstep/agent/gpu/gpu_status_command.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "gpu-status") return gpu::GpuStatusMain({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "audit") return audit::AuditMain({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "install-nccl-plugin") return InstallNcclPluginMain({args.begin() + 1, args.end()});
   auto cl = ParseCommandLine(args);
   if (!cl.ok()) {
     std::fprintf(stderr, "lockstep-agent: %s\n", cl.error().message.c_str());

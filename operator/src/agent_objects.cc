@@ -9,6 +9,11 @@ namespace {
 constexpr const char* kConfigKey = api::kAgentConfigKey;
 constexpr const char* kConfigDir = api::kAgentConfigDir;
 constexpr const char* kProbeKeyDir = api::kProbeKeyDir;
+// Where the agent serves the NCCL plugin's endpoint (its --nccl-socket
+// default is /run/lockstep/nccl.sock) and where the init container sees the
+// plugin's host directory.
+constexpr const char* kNcclSocketDir = "/run/lockstep";
+constexpr const char* kNcclPluginMountDir = "/host-nccl";
 
 Json Labels(const PolicyRef& p) {
   return {{"app.kubernetes.io/name", "lockstep-agent"},
@@ -73,16 +78,32 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
     env.push_back({{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}});
     env.push_back({{"name", "NVIDIA_DRIVER_CAPABILITIES"}, {"value", "utility"}});
   }
+  Json args = Json::array({std::string("--config=") + kConfigDir + "/" + kConfigKey, "--node-name=$(NODE_NAME)",
+                           "--health-addr=$(POD_IP):" + std::to_string(port)});
+  Json mounts = Json::array({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
+                             {{"name", "probe-key"}, {"mountPath", kProbeKeyDir}, {"readOnly", true}}});
+  Json volumes = Json::array({{{"name", "config"}, {"configMap", {{"name", name}}}},
+                              {{"name", "probe-key"}, {"secret", {{"secretName", s.probe_key_secret}}}}});
+  // The NCCL plugin's endpoint: the agent serves nccl.sock (0666) in a host
+  // directory that training pods mount at the same path, so the plugin's
+  // default LOCKSTEP_NCCL_AGENT_SOCKET finds it.
+  const std::string& socket_dir = spec.agent.nccl_socket_host_path;
+  if (socket_dir.empty()) {
+    args.push_back("--nccl-socket=");
+  } else {
+    mounts.push_back({{"name", "nccl-socket"}, {"mountPath", kNcclSocketDir}});
+    volumes.push_back({{"name", "nccl-socket"}, {"hostPath", {{"path", socket_dir}, {"type", "DirectoryOrCreate"}}}});
+  }
+  const std::string image = s.agent_image.empty() ? spec.agent.image : s.agent_image;
   Json container = {
       {"name", "agent"},
-      {"image", s.agent_image.empty() ? spec.agent.image : s.agent_image},
+      {"image", image},
       {"imagePullPolicy", spec.agent.image_pull_policy},
       // Health endpoints on the pod IP only: with hostNetwork that is the node's
       // address, where the kubelet's httpGet probes (no host: the pod IP) and
       // Prometheus scrape; not on 0.0.0.0, so no other interface of the node
       // (fabric rails, other networks) exposes them.
-      {"args", Json::array({std::string("--config=") + kConfigDir + "/" + kConfigKey, "--node-name=$(NODE_NAME)",
-                            "--health-addr=$(POD_IP):" + std::to_string(port)})},
+      {"args", args},
       {"env", env},
       {"ports", Json::array({{{"name", "health"}, {"containerPort", port}, {"protocol", "TCP"}},
                              {{"name", "probe"}, {"containerPort", spec.probe.port}, {"protocol", "UDP"}}})},
@@ -93,8 +114,7 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
        {{"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
         {"capabilities", caps}}},
-      {"volumeMounts", Json::array({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
-                                    {{"name", "probe-key"}, {"mountPath", kProbeKeyDir}, {"readOnly", true}}})}};
+      {"volumeMounts", mounts}};
   Json pod_spec = {
       {"serviceAccountName", s.agent_service_account},
       {"hostNetwork", true},
@@ -103,8 +123,29 @@ Json RenderAgentDaemonSet(const PolicyRef& policy, const PolicySpec& spec, const
       {"priorityClassName", spec.agent.priority_class_name},
       {"tolerations", api::ToJson(spec.tolerations)},
       {"containers", Json::array({container})},
-      {"volumes", Json::array({{{"name", "config"}, {"configMap", {{"name", name}}}},
-                               {{"name", "probe-key"}, {"secret", {{"secretName", s.probe_key_secret}}}}})}};
+      {"volumes", volumes}};
+  // The NCCL network plugin: an init container of the agent image copies
+  // libnccl-net-lockstep.so into the host directory training pods mount (the
+  // image has no shell: the agent binary does the copy, atomically, so a
+  // training process that has the old file loaded keeps it). Root without
+  // capabilities: the hostPath directory is root's own.
+  const std::string& plugin_dir = spec.agent.nccl_plugin_host_path;
+  if (!plugin_dir.empty()) {
+    Json init = {
+        {"name", "install-nccl-plugin"},
+        {"image", image},
+        {"imagePullPolicy", spec.agent.image_pull_policy},
+        {"args", Json::array({"install-nccl-plugin", std::string("--to=") + kNcclPluginMountDir})},
+        {"resources", api::ToJson(spec.agent.resources)},
+        {"securityContext",
+         {{"allowPrivilegeEscalation", false},
+          {"readOnlyRootFilesystem", true},
+          {"capabilities", {{"drop", Json::array({"ALL"})}}}}},
+        {"volumeMounts", Json::array({{{"name", "nccl-plugin"}, {"mountPath", kNcclPluginMountDir}}})}};
+    pod_spec["initContainers"] = Json::array({init});
+    pod_spec["volumes"].push_back(
+        {{"name", "nccl-plugin"}, {"hostPath", {{"path", plugin_dir}, {"type", "DirectoryOrCreate"}}}});
+  }
   if (auto sel = kube::LabelSelector::FromJson(api::ToJson(spec.node_selector)); sel.ok() && !sel->empty()) {
     pod_spec["affinity"] = sel->ToNodeAffinity();
   }

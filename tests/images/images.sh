@@ -13,7 +13,10 @@
 #   - runc runs the image's entrypoint as the config says: --help exits 0, and
 #     `lockstep-agent version` prints the appVersion;
 #   - the agent runs from its image as the DaemonSet runs it (PID 1, only
-#     CAP_NET_ADMIN, read-only root), serves /healthz, stops on SIGTERM;
+#     CAP_NET_ADMIN, read-only root, /run/lockstep mounted), serves /healthz and
+#     the NCCL plugin's socket, stops on SIGTERM;
+#   - the NCCL plugin is in the agent image, and the DaemonSet's init container
+#     (install-nccl-plugin, no capabilities) copies it to a mounted directory;
 #   - the coordinator runs from its image as the operator's coordinator Pod runs
 #     it: the Pod's `command` (read from operator/src/trainingjob_objects.cc)
 #     found on the image's PATH, uid 65532, no capabilities, read-only root; it
@@ -173,13 +176,15 @@ agent_run() {
   printf "%032d" 7 >"$tmp/agent-etc/probe-key"  # a fixed 32-byte key: nothing random
   printf 'nodeName: n0\nprobeKeyFile: /etc/lockstep/probe-key\npeers:\n  - {name: n1, address: "127.0.0.1:7399"}\n' \
     >"$tmp/agent-etc/agent.yaml"
-  jq --arg etc "$tmp/agent-etc" --arg ns "/run/netns/$netns" '
+  mkdir -p "$tmp/agent-run-lockstep"  # the DaemonSet's /run/lockstep hostPath
+  jq --arg etc "$tmp/agent-etc" --arg run "$tmp/agent-run-lockstep" --arg ns "/run/netns/$netns" '
       .process.terminal = false
     | .process.args += ["run", "--config=/etc/lockstep/agent.yaml", "--health-addr=127.0.0.1:0",
                         "--bind-address=127.0.0.1", "--probe-port=0"]
     | .process.capabilities = {bounding: ["CAP_NET_ADMIN"], effective: ["CAP_NET_ADMIN"], permitted: ["CAP_NET_ADMIN"]}
     | .root.readonly = true
-    | .mounts += [{destination: "/etc/lockstep", type: "bind", source: $etc, options: ["rbind", "ro"]}]
+    | .mounts += [{destination: "/etc/lockstep", type: "bind", source: $etc, options: ["rbind", "ro"]},
+                  {destination: "/run/lockstep", type: "bind", source: $run, options: ["rbind", "rw"]}]
     | .linux.namespaces |= map(if .type == "network" then . + {path: $ns} else . end)' \
     "$bundle/config.json.orig" >"$bundle/config.json"
   ids+=("$id")
@@ -204,6 +209,11 @@ agent_run() {
       && grep -q '^CapEff:.*0000000000001000$' "/proc/$pid1/status" \
       && ok "agent run: the process has only CAP_NET_ADMIN" \
       || bad "agent run: capabilities $(grep CapEff "/proc/$pid1/status" 2>/dev/null)"
+    # The NCCL plugin's endpoint on the mounted /run/lockstep (its default
+    # --nccl-socket), a socket any uid may connect to.
+    [[ -S "$tmp/agent-run-lockstep/nccl.sock" && "$(stat -c %a "$tmp/agent-run-lockstep/nccl.sock")" == 666 ]] \
+      && ok "agent run: serves the NCCL plugin's socket on the mounted /run/lockstep (0666)" \
+      || bad "agent run: no NCCL socket in /run/lockstep: $(ls -la "$tmp/agent-run-lockstep")"
     runc kill "$id" TERM
   fi
   local rc=0
@@ -212,6 +222,51 @@ agent_run() {
     || { [[ -z "$addr" ]] || bad "agent run: exit $rc after SIGTERM: $(tail -3 "$tmp/agent-run.err")"; }
 }
 agent_run
+
+# The NCCL plugin ships in the agent image and the DaemonSet's init container
+# (operator/src/agent_objects.cc: `install-nccl-plugin --to=/host-nccl`, root
+# without capabilities, read-only root, the hostPath mounted) copies it out:
+# the plugin is there, exports NCCL's tables, and the copy on the "host" is
+# byte for byte the image's.
+nccl_plugin_install() {
+  local bundle="$tmp/lockstep-agent/bundle" id="lockstep-images-test-$$-nccl-install"
+  local in_image="$bundle/rootfs/usr/local/lib/lockstep/libnccl-net-lockstep.so"
+  [[ -f "$bundle/config.json.orig" ]] || { bad "nccl plugin: no unpacked agent bundle"; return; }
+  if [[ -f "$in_image" ]]; then
+    ok "nccl plugin: /usr/local/lib/lockstep/libnccl-net-lockstep.so is in the agent image ($(stat -c %s "$in_image") bytes)"
+  else
+    bad "nccl plugin: not in the agent image"; return
+  fi
+  local syms; syms="$(readelf --dyn-syms --wide "$in_image" | awk '$7 != "UND" && $5 == "GLOBAL" { print $8 }' | sort | tr '\n' ' ')"
+  grep -q 'ncclNetPlugin_v10' <<<"$syms" && grep -q 'ncclNetPlugin_v8' <<<"$syms" \
+    && ok "nccl plugin: exports $syms" || bad "nccl plugin: its exports are '$syms'"
+  local args; args="$(grep -o '"install-nccl-plugin", std::string("--to=") + kNcclPluginMountDir' "$root/operator/src/agent_objects.cc")"
+  local mount; mount="$(sed -n 's/^constexpr const char\* kNcclPluginMountDir = "\([^"]*\)";/\1/p' "$root/operator/src/agent_objects.cc")"
+  [[ -n "$args" && -n "$mount" ]] || { bad "nccl plugin: no init container arguments in operator/src/agent_objects.cc"; return; }
+  mkdir -p "$tmp/host-nccl"
+  jq --arg host "$tmp/host-nccl" --arg mount "$mount" '
+      .process.terminal = false
+    | .process.args += ["install-nccl-plugin", "--to=" + $mount]
+    | .process.capabilities = {bounding: [], effective: [], permitted: []}
+    | .process.noNewPrivileges = true
+    | .root.readonly = true
+    | .mounts += [{destination: $mount, type: "bind", source: $host, options: ["rbind", "rw"]}]' \
+    "$bundle/config.json.orig" >"$bundle/config.json"
+  ids+=("$id")
+  local outp rc=0
+  outp="$(timeout 60 runc run --bundle "$bundle" "$id" 2>"$tmp/nccl-install.err")" || rc=$?
+  if [[ $rc -eq 0 ]] && cmp -s "$in_image" "$tmp/host-nccl/libnccl-net-lockstep.so"; then
+    ok "nccl plugin: the init container copies it to the host directory ($outp)"
+  else
+    cat "$tmp/nccl-install.err"; bad "nccl plugin: install-nccl-plugin exited $rc ('$outp'); host dir: $(ls -la "$tmp/host-nccl")"
+  fi
+  [[ "$(stat -c %a "$tmp/host-nccl/libnccl-net-lockstep.so" 2>/dev/null)" == 644 ]] \
+    && ok "nccl plugin: mode 0644 on the host (training pods of any uid load it)" \
+    || bad "nccl plugin: mode $(stat -c %a "$tmp/host-nccl/libnccl-net-lockstep.so" 2>/dev/null) on the host"
+  [[ "$(ls -A "$tmp/host-nccl" | wc -l)" == 1 ]] && ok "nccl plugin: nothing else left in the host directory" \
+    || bad "nccl plugin: host directory holds $(ls -A "$tmp/host-nccl" | tr '\n' ' ')"
+}
+nccl_plugin_install
 
 # The coordinator really runs from its image, as the operator's coordinator Pod
 # runs it: the Pod's `command` replaces the entrypoint and is looked up on the

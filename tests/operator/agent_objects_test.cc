@@ -70,6 +70,92 @@ TEST_CASE("GPU health: the agent asks the NVIDIA runtime for NVML without taking
   REQUIRE(env.count("POD_IP") == 1);
 }
 
+const Json* Named(const Json& list, const std::string& name) {
+  for (const Json& e : list) {
+    if (e["name"] == name) return &e;
+  }
+  return nullptr;
+}
+
+TEST_CASE("the NCCL plugin: an init container fills its host directory, the agent serves the socket in another",
+          "[operator]") {
+  PolicySpec spec = *ParsePolicySpec("default", nullptr);
+  OperatorSettings s;
+  s.agent_image = "registry.local/lockstep-agent:dev";
+  Json ds = RenderAgentDaemonSet({"default", "u"}, spec, s);
+  const Json& pod = ds["spec"]["template"]["spec"];
+  const Json& agent = pod["containers"][0];
+
+  // Defaults: /opt/lockstep/nccl filled by install-nccl-plugin from the agent image.
+  REQUIRE(pod["initContainers"].size() == 1);
+  const Json& init = pod["initContainers"][0];
+  REQUIRE(init["name"] == "install-nccl-plugin");
+  REQUIRE(init["image"] == "registry.local/lockstep-agent:dev");  // the agent's own image
+  REQUIRE(init["imagePullPolicy"] == agent["imagePullPolicy"]);
+  REQUIRE_FALSE(init.contains("command"));  // the image's entrypoint, lockstep-agent
+  REQUIRE(init["args"] == Json::array({"install-nccl-plugin", "--to=/host-nccl"}));
+  REQUIRE(init["securityContext"]["capabilities"]["drop"] == Json::array({"ALL"}));
+  REQUIRE_FALSE(init["securityContext"]["capabilities"].contains("add"));
+  REQUIRE(init["securityContext"]["readOnlyRootFilesystem"] == true);
+  REQUIRE(init["securityContext"]["allowPrivilegeEscalation"] == false);
+  REQUIRE(init["resources"] == agent["resources"]);  // adds nothing to the pod's requests
+  REQUIRE(init["volumeMounts"] == Json::parse(R"([{"name":"nccl-plugin","mountPath":"/host-nccl"}])"));
+  const Json* plugin = Named(pod["volumes"], "nccl-plugin");
+  REQUIRE(plugin != nullptr);
+  REQUIRE((*plugin)["hostPath"] == Json::parse(R"({"path":"/opt/lockstep/nccl","type":"DirectoryOrCreate"})"));
+  REQUIRE(Named(agent["volumeMounts"], "nccl-plugin") == nullptr);  // the agent itself does not write it
+
+  // /run/lockstep: the agent's --nccl-socket default (/run/lockstep/nccl.sock) on a host directory.
+  const Json* sock = Named(pod["volumes"], "nccl-socket");
+  REQUIRE(sock != nullptr);
+  REQUIRE((*sock)["hostPath"] == Json::parse(R"({"path":"/run/lockstep","type":"DirectoryOrCreate"})"));
+  const Json* sock_mount = Named(agent["volumeMounts"], "nccl-socket");
+  REQUIRE(sock_mount != nullptr);
+  REQUIRE((*sock_mount)["mountPath"] == "/run/lockstep");
+  REQUIRE_FALSE(sock_mount->contains("readOnly"));  // the agent creates nccl.sock there
+  for (const Json& a : agent["args"]) REQUIRE(a.get<std::string>().rfind("--nccl-socket", 0) != 0);
+  REQUIRE(agent["securityContext"]["readOnlyRootFilesystem"] == true);
+
+  // Other host directories.
+  spec = *ParsePolicySpec(
+      "default", Json::parse(R"({"agent":{"ncclPluginHostPath":"/var/lib/nccl","ncclSocketHostPath":"/var/run/ls"}})"));
+  ds = RenderAgentDaemonSet({"default", "u"}, spec, s);
+  REQUIRE((*Named(ds["spec"]["template"]["spec"]["volumes"], "nccl-plugin"))["hostPath"]["path"] == "/var/lib/nccl");
+  REQUIRE((*Named(ds["spec"]["template"]["spec"]["volumes"], "nccl-socket"))["hostPath"]["path"] == "/var/run/ls");
+  REQUIRE((*Named(ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"], "nccl-socket"))["mountPath"] ==
+          "/run/lockstep");  // the same path inside, whatever the host's
+
+  // Both off: no init container, no hostPath, the endpoint off.
+  spec = *ParsePolicySpec("default", Json::parse(R"({"agent":{"ncclPluginHostPath":"","ncclSocketHostPath":""}})"));
+  ds = RenderAgentDaemonSet({"default", "u"}, spec, s);
+  const Json& pod2 = ds["spec"]["template"]["spec"];
+  REQUIRE_FALSE(pod2.contains("initContainers"));
+  REQUIRE(pod2["volumes"].size() == 2);  // config and probe-key only
+  for (const Json& v : pod2["volumes"]) REQUIRE_FALSE(v.contains("hostPath"));
+  REQUIRE(pod2["containers"][0]["volumeMounts"].size() == 2);
+  REQUIRE(pod2["containers"][0]["args"].back() == "--nccl-socket=");
+}
+
+TEST_CASE("NCCL host directories must be absolute paths without '.' or '..'", "[operator]") {
+  for (const char* bad : {"opt/nccl", "/", "/opt/../etc", "/opt/./x", "/opt//x", "/opt/x/", "/..", "relative"}) {
+    INFO(bad);
+    auto r = ParsePolicySpec("p", Json{{"agent", {{"ncclPluginHostPath", bad}}}});
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().message.find("spec.agent.ncclPluginHostPath") != std::string::npos);
+    REQUIRE(r.error().message.find(std::string("got \"") + bad + "\"") != std::string::npos);
+    REQUIRE_FALSE(ParsePolicySpec("p", Json{{"agent", {{"ncclSocketHostPath", bad}}}}).ok());
+  }
+  REQUIRE_FALSE(
+      ParsePolicySpec("p", Json{{"agent", {{"ncclSocketHostPath", std::string(513, 'a').insert(0, "/")}}}}).ok());
+  for (const char* good : {"", "/opt/lockstep/nccl", "/a", "/var/lib/..x/.y"}) {
+    INFO(good);
+    auto r = ParsePolicySpec("p", Json{{"agent", {{"ncclPluginHostPath", good}, {"ncclSocketHostPath", good}}}});
+    REQUIRE(r.ok());
+    REQUIRE(r->agent.nccl_plugin_host_path == good);
+    REQUIRE(r->agent.nccl_socket_host_path == good);
+  }
+}
+
 TEST_CASE("a config change changes the pod template hash", "[operator]") {
   PolicySpec spec = *ParsePolicySpec("default", nullptr);
   OperatorSettings s;

@@ -25,6 +25,11 @@ Usage:
   lockstep-agent audit [--root DIR] [--rail IF]... [--expect ID=VALUE]... [--json]
                                                run the fleet audit's checks on
                                                this node once (exit 1 on a failure)
+  lockstep-agent install-nccl-plugin [--from FILE] --to DIR
+                                               copy the NCCL network plugin
+                                               (libnccl-net-lockstep.so) from
+                                               the image into DIR, atomically
+                                               (the DaemonSet's init container)
   lockstep-agent version | help
 
 Run flags (override agent.yaml):

@@ -30,6 +30,12 @@ inline constexpr int64_t kAsymmetryAllowanceNs = 100;
 inline constexpr char kAgentImage[] = "ghcr.io/lockstep/lockstep-agent:0.1.0";
 inline constexpr char kAgentImagePullPolicy[] = "IfNotPresent";
 inline constexpr char kAgentPriorityClassName[] = "system-node-critical";
+// The NCCL plugin's host directories (spec.agent.ncclPluginHostPath,
+// spec.agent.ncclSocketHostPath): the DaemonSet's init container copies
+// libnccl-net-lockstep.so from the agent image into the first, the agent
+// serves its plugin endpoint (nccl.sock) in the second; training pods mount both.
+inline constexpr char kNcclPluginHostPath[] = "/opt/lockstep/nccl";
+inline constexpr char kNcclSocketHostPath[] = "/run/lockstep";
 
 // Fabric failover (spec.probe.pathIntervalMs, spec.probe.missThreshold,
 // spec.failover, spec.flapAlertPerHour). With jittered 14 ms path probes, 3

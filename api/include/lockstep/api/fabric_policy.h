@@ -140,6 +140,12 @@ struct AgentSpec {
   std::string image_pull_policy = kAgentImagePullPolicy;  // Always, IfNotPresent, Never
   std::string priority_class_name = kAgentPriorityClassName;
   ResourceRequirements resources;
+  // Host directories for the NCCL plugin (absolute paths; "": off). Plugin:
+  // an init container copies libnccl-net-lockstep.so there. Socket: mounted
+  // at /run/lockstep in the agent, which serves nccl.sock in it ("": the
+  // agent runs with --nccl-socket "").
+  std::string nccl_plugin_host_path = kNcclPluginHostPath;
+  std::string nccl_socket_host_path = kNcclSocketHostPath;
   bool operator==(const AgentSpec&) const = default;
 };
 
