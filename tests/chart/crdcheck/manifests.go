@@ -175,12 +175,28 @@ func checkAgentPolicy(what string, policy *admissionregistrationv1.ValidatingAdm
 		wantDeny  bool
 		wantInMsg string
 	}
+	// The FabricHealth policy names the object after the node; the NodeAudit
+	// policy reads the object's spec.nodeName (named <audit>.<node>).
+	nodeAudits := false
+	if mc := policy.Spec.MatchConstraints; mc != nil {
+		for _, r := range mc.ResourceRules {
+			for _, res := range r.Resources {
+				if res == "nodeaudits" || res == "nodeaudits/status" {
+					nodeAudits = true
+				}
+			}
+		}
+	}
+	otherMsg := "may only write FabricHealth gpu-1, not gpu-2"
+	if nodeAudits {
+		otherMsg = "may only write its own node's NodeAudits, not a.gpu-2"
+	}
 	agentOn := func(node string) user.Info {
 		return &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{nodeNameExtra: {node}}}
 	}
 	scenarios := []scenario{
 		{"agent updates its own node's FabricHealth", agentOn("gpu-1"), "gpu-1", false, ""},
-		{"agent updates another node's FabricHealth", agentOn("gpu-1"), "gpu-2", true, "may only write FabricHealth gpu-1, not gpu-2"},
+		{"agent updates another node's object", agentOn("gpu-1"), "gpu-2", true, otherMsg},
 		{"agent token without node info", &user.DefaultInfo{Name: agentUser}, "gpu-2", true, "carries no node name"},
 		{"agent token with other extras only", &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"JTI=x"}}}, "gpu-2", true, "carries no node name"},
 		{"agent token with an empty node name list", &user.DefaultInfo{Name: agentUser, Extra: map[string][]string{nodeNameExtra: {}}}, "gpu-2", true, "carries no node name"},
@@ -188,13 +204,26 @@ func checkAgentPolicy(what string, policy *admissionregistrationv1.ValidatingAdm
 	}
 	gvr := schema.GroupVersionResource{Group: "lockstep.dev", Version: "v1alpha1", Resource: "fabrichealths"}
 	gvk := schema.GroupVersionKind{Group: "lockstep.dev", Version: "v1alpha1", Kind: "FabricHealth"}
+	if nodeAudits {
+		gvr.Resource, gvk.Kind = "nodeaudits", "NodeAudit"
+	}
 	for _, sc := range scenarios {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "lockstep.dev/v1alpha1", "kind": "FabricHealth",
 			"metadata": map[string]any{"name": sc.object},
 			"status":   map[string]any{"phase": "Healthy", "nodeName": sc.object},
 		}}
-		attrs := admission.NewAttributesRecord(obj, obj.DeepCopy(), gvk, "", sc.object, gvr, "status", admission.Update, nil, false, sc.user)
+		name := sc.object
+		if nodeAudits {
+			name = "a." + sc.object
+			obj = &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "lockstep.dev/v1alpha1", "kind": "NodeAudit",
+				"metadata": map[string]any{"name": name},
+				"spec":     map[string]any{"fleetAudit": "a", "nodeName": sc.object},
+				"status":   map[string]any{"phase": "Completed"},
+			}}
+		}
+		attrs := admission.NewAttributesRecord(obj, obj.DeepCopy(), gvk, "", name, gvr, "status", admission.Update, nil, false, sc.user)
 		versioned := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk, VersionedObject: obj, VersionedOldObject: obj.DeepCopy()}
 		res := validator.Validate(context.Background(), gvr, versioned, nil, nil, celconfig.RuntimeCELCostBudget, nil)
 		denied := false
