@@ -5,9 +5,12 @@
 // job's annotation. Pure: pod in, JSON Patch (RFC 6902) out. Thread-safe.
 //
 // Which job a pod belongs to (KubeflowJobOfPod):
-//  - TrainJob: labels trainer.kubeflow.org/trainjob-ancestor-step=trainer and
-//    jobset.sigs.k8s.io/jobset-name=<job> (JobSet names the JobSet after the
-//    TrainJob); rank = the batch Job's completion index (label or annotation
+//  - TrainJob: label jobset.sigs.k8s.io/jobset-name=<job> (JobSet names the
+//    JobSet after the TrainJob) on a pod of the trainer step: label
+//    trainer.kubeflow.org/trainjob-ancestor-step=trainer, or (Trainer v2.3
+//    puts that label on the Job, not on its pods) jobset.sigs.k8s.io/
+//    replicatedjob-name=node, the trainer step's name in Trainer's runtimes
+//    (the initializers are dataset-initializer and model-initializer); rank = the batch Job's completion index (label or annotation
 //    batch.kubernetes.io/job-completion-index, what Trainer passes as
 //    PET_NODE_RANK) plus jobset.sigs.k8s.io/job-index x the Job's
 //    parallelism when the TrainingJob has several Jobs (not Trainer's shape).
@@ -45,6 +48,7 @@ struct PodMutationTarget {
   std::string training_job;  // the TrainingJob (coordinator "<it>-coordinator")
   std::string ns;
   int replicas = 1;
+  std::string coordinator_url = "";  // LOCKSTEP_COORDINATOR; "": the coordinator Service's URL
 };
 
 // The JSON Patch for `pod` as rank `rank` of `target`.
