@@ -28,6 +28,9 @@
 #  - 0 committed steps lost, none twice (as e2e.train-pods counts them);
 #  - every healthy rank's pod keeps its UID with restart count 0;
 #  - the final parameters equal a fault-free run (plain DDP, 4 local processes) bit for bit.
+# Then the same for a PyTorchJob (v1 training-operator; Worker-only, 4 workers): no
+# Restarting condition, no failed worker, Succeeded. KF_MIGRATION_KINDS picks the jobs
+# (default "trainjob pytorchjob").
 # Needs root (real nodes), the images (built here, cached) and the Kubeflow controllers
 # (scripts/install-kubeflow-tools, cached).
 . "$(dirname "$0")/lib.sh"
@@ -43,6 +46,7 @@ app_version=$(chart_app_version)
 STEPS=${KF_MIGRATION_STEPS:-200}
 KILL_AT=${KF_MIGRATION_KILL_AT:-40}
 VICTIM=2
+KINDS=${KF_MIGRATION_KINDS:-trainjob pytorchjob}
 ARGS=(--mode lockstep --steps "$STEPS" --hidden 64 --layers 3 --batch 16 --seed 11 --min-step-s 0.15)
 TNS=train
 TJ=kfm
@@ -108,7 +112,8 @@ say "cluster with 3 real nodes and the Kubeflow controllers up in $((SECONDS - T
 # 4. The chart (CRDs, RBAC, the webhook configuration) with the TrainJob support on; the
 #    operator runs here and serves the webhook on 127.0.0.1 with a certificate for that IP.
 "$BIN/helm" --kubeconfig "$RDIR/kubeconfig" install lockstep "$REPO/charts/lockstep" -n lockstep-system \
-  --create-namespace --set operator.replicas=0 --set kubeflow.trainJob.enabled=true >"$WORK/helm.log" 2>&1 ||
+  --create-namespace --set operator.replicas=0 --set kubeflow.trainJob.enabled=true \
+  --set kubeflow.pytorchJob.enabled=true >"$WORK/helm.log" 2>&1 ||
   fail "helm install: $(tail -3 "$WORK/helm.log")"
 wh=$WORK/webhook
 mkdir -p "$wh"
@@ -123,13 +128,14 @@ mkdir -p "$wh"
 wh_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 whc=lockstep-pods
 K get mutatingwebhookconfiguration $whc -o json >"$WORK/webhook-chart.json" || fail "the chart made no webhook configuration"
-[[ $(jq -r '.webhooks[0].name' "$WORK/webhook-chart.json") == trainjob-pods.lockstep.dev ]] || fail "no TrainJob pod webhook"
+[[ $(jq -r '[.webhooks[].name] | join(" ")' "$WORK/webhook-chart.json") == "trainjob-pods.lockstep.dev pytorchjob-pods.lockstep.dev" ]] ||
+  fail "the chart's pod webhooks: $(jq -c '[.webhooks[].name]' "$WORK/webhook-chart.json")"
 K patch mutatingwebhookconfiguration $whc --type=json -p "$(jq -nc --arg url "https://127.0.0.1:$wh_port/mutate-pods" \
-  --arg ca "$(base64 -w0 "$wh/ca.crt")" '[{op: "replace", path: "/webhooks/0/clientConfig", value: {url: $url, caBundle: $ca}}]')" \
-  >/dev/null || fail "pointing the webhook at the operator"
+  --arg ca "$(base64 -w0 "$wh/ca.crt")" '[0, 1] | map({op: "replace", path: "/webhooks/\(.)/clientConfig", value: {url: $url, caBundle: $ca}})')" \
+  >/dev/null || fail "pointing the webhooks at the operator"
 setsid "$OPERATOR" --kubeconfig "$RDIR/kubeconfig" --namespace lockstep-system --leader-elect=false \
   --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --coordinator-address pod-ip \
-  --coordinator-image "ghcr.io/lockstep/lockstep-coordinator:$app_version" --kubeflow-trainjobs \
+  --coordinator-image "ghcr.io/lockstep/lockstep-coordinator:$app_version" --kubeflow-trainjobs --kubeflow-pytorchjobs \
   --webhook-addr "127.0.0.1:$wh_port" --webhook-cert-dir "$wh" >"$WORK/operator.log" 2>&1 </dev/null &
 OP_PID=$!
 wait_for "the operator serving the webhook" 30 grep -q '"msg":"serving the pod admission webhook"' "$WORK/operator.log"
@@ -139,8 +145,17 @@ for p in "${REF_PIDS[@]}"; do wait "$p" || fail "the reference DDP run failed: $
 REF_PIDS=()
 REF=$(cat "$WORK/ref.sha256")
 
-# 5. The TrainJob: what a user submits, plus the annotation (and, here, suspend).
-K apply -f - >/dev/null <<EOF
+# 5. run_job KIND NAME: the job as a user submits it, plus the annotation (and, here,
+#    suspend), then the fault and every check; KIND trainjob or pytorchjob.
+RESULTS=()
+events() { grep '^{' "$1" || true; }
+run_job() {
+  local kind=$1 TJ=$2
+  local SEL IDX_LABEL KRES DONE_COND ref_field
+  if [[ $kind == trainjob ]]; then
+    SEL="jobset.sigs.k8s.io/jobset-name=$TJ" IDX_LABEL=batch.kubernetes.io/job-completion-index KRES=trainjob
+    DONE_COND=Complete ref_field=trainJobRef
+    K apply -f - >/dev/null <<EOF
 {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
  "metadata": {"name": "$TJ", "namespace": "$TNS",
    "annotations": {"lockstep.dev/fault-tolerance": "enabled", "lockstep.dev/spares": "1"}},
@@ -154,152 +169,199 @@ K apply -f - >/dev/null <<EOF
        "terminationGracePeriodSeconds": 1,
        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}}}]}}}}]}}
 EOF
-t1=$SECONDS
-wait_for "TrainingJob $TJ (made by the operator)" 60 K -n $TNS get trainingjob $TJ
-[[ $(K -n $TNS get trainingjob $TJ -o jsonpath='{.spec.trainJobRef.name} {.spec.replicas} {.spec.spares}') == "$TJ 4 1" ]] ||
-  fail "TrainingJob $TJ: $(K -n $TNS get trainingjob $TJ -o jsonpath='{.spec}')"
-coord_ip() { K -n $TNS get pod $TJ-coordinator -o jsonpath='{.status.podIP}' 2>/dev/null | grep -q .; }
-wait_for "the coordinator pod's IP" 120 coord_ip
-K -n $TNS patch trainjob $TJ --type=merge -p '{"spec":{"suspend":false}}' >/dev/null
-SEL="jobset.sigs.k8s.io/jobset-name=$TJ"
-running_ranks() {
-  [[ $(K -n $TNS get pods -l "$SEL" -o json |
-    jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length') == 4 ]]
-}
-wait_for "4 Running pods of TrainJob $TJ" 180 running_ranks
-say "$TJ: 4 rank pods Running $((SECONDS - t1))s after the TrainJob"
+  else
+    # Worker-only (no Master: the v1 operator then adds no init-pytorch container, which
+    # waits for the master's DNS name; the test cluster has no DNS).
+    SEL="training.kubeflow.org/job-name=$TJ" IDX_LABEL=training.kubeflow.org/replica-index KRES=pytorchjob
+    DONE_COND=Succeeded ref_field=pytorchJobRef
+    K apply -f - >/dev/null <<EOF
+{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+ "metadata": {"name": "$TJ", "namespace": "$TNS",
+   "annotations": {"lockstep.dev/fault-tolerance": "enabled", "lockstep.dev/spares": "1"}},
+ "spec": {"runPolicy": {"suspend": true, "cleanPodPolicy": "None"},
+   "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": {"spec": {
+     "nodeSelector": {"nvidia.com/gpu.present": "true"},
+     "terminationGracePeriodSeconds": 1,
+     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+     "containers": [{"name": "pytorch", "image": "$TRAIN_IMAGE", "command": ["/usr/bin/python3"], "args": $args_json,
+       "env": [{"name": "LOCKSTEP_HANG_TIMEOUT", "value": "10"}],
+       "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}}]}}}}}}
+EOF
+  fi
+  local t1=$SECONDS
+  wait_for "TrainingJob $TJ (made by the operator)" 60 K -n $TNS get trainingjob $TJ
+  [[ $(K -n $TNS get trainingjob $TJ -o jsonpath="{.spec.$ref_field.name} {.spec.replicas} {.spec.spares}") == "$TJ 4 1" ]] ||
+    fail "TrainingJob $TJ: $(K -n $TNS get trainingjob $TJ -o jsonpath='{.spec}')"
+  coord_ip() { K -n $TNS get pod "$TJ-coordinator" -o jsonpath='{.status.podIP}' 2>/dev/null | grep -q .; }
+  wait_for "the coordinator pod's IP" 120 coord_ip
+  if [[ $kind == trainjob ]]; then
+    K -n $TNS patch trainjob $TJ --type=merge -p '{"spec":{"suspend":false}}' >/dev/null
+  else
+    K -n $TNS patch pytorchjob $TJ --type=merge -p '{"spec":{"runPolicy":{"suspend":false}}}' >/dev/null
+  fi
+  running_ranks() {
+    [[ $(K -n $TNS get pods -l "$SEL" -o json |
+      jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length') == 4 ]]
+  }
+  wait_for "4 Running pods of $KRES $TJ" 180 running_ranks
+  say "$TJ: 4 rank pods Running $((SECONDS - t1))s after the $KRES"
 
-# The webhook's work, read back from the API server.
-pj=$(K -n $TNS get pods -l "$SEL" -o json)
-echo "$pj" >"$WORK/rank-pods.json"
-declare -A POD UIDS
-for r in 0 1 2 3; do
-  p=$(jq -c --arg i $r '.items[] | select(.metadata.labels["batch.kubernetes.io/job-completion-index"] == $i)' <<<"$pj")
-  [[ -n $p ]] || fail "no pod with completion index $r"
-  POD[$r]=$(jq -r .metadata.name <<<"$p")
-  UIDS[$r]=$(jq -r .metadata.uid <<<"$p")
-  [[ $(jq -r '.metadata.labels["lockstep.dev/job"] + " " + .metadata.labels["lockstep.dev/role"] + " " + .metadata.labels["lockstep.dev/rank"]' <<<"$p") == "$TJ rank $r" ]] ||
-    fail "${POD[$r]}: not labelled by the webhook: $(jq -c .metadata.labels <<<"$p")"
-  env_of() { jq -r --arg n "$1" '.spec.containers[0].env[] | select(.name == $n) | .value // .valueFrom.fieldRef.fieldPath' <<<"$p"; }
-  [[ $(env_of LOCKSTEP_RANK) == "$r" && $(env_of LOCKSTEP_ROLE) == rank && $(env_of LOCKSTEP_WORLD_SIZE) == 4 ]] ||
-    fail "${POD[$r]}: LOCKSTEP_* env: $(jq -c '.spec.containers[0].env' <<<"$p")"
-  [[ $(env_of LOCKSTEP_COORDINATOR) =~ ^http://[0-9.]+:8470$ && $(env_of LOCKSTEP_POD_UID) == metadata.uid ]] ||
-    fail "${POD[$r]}: coordinator URL / pod uid env"
-done
-pass "the webhook made the 4 JobSet pods ranks 0..3 of TrainingJob $TJ (labels and LOCKSTEP_* env, no pod spec edit)"
-
-# Logs: each pod's container streams to $WORK/<pod>[.<n>].jsonl (n: its restart count).
-stream() {
-  K -n $TNS logs -f "$1" >"$WORK/$2.jsonl" 2>"$WORK/$2.logerr" &
-  LOG_PIDS+=($!)
-}
-for r in 0 1 2 3; do stream "${POD[$r]}" "${POD[$r]}"; done
-events() { grep '^{' "$1" || true; }
-committed() { grep -q "\"event\":\"step\",\"rank\":$1,\"step\":$2," "$WORK/$3.jsonl"; }
-spare_registered() {
-  local p
-  for p in $(K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/role=spare" -o name); do
-    K -n $TNS logs "$p" 2>/dev/null | grep -q '"lib_event":"registered"' && return 0
+  # The webhook's work, read back from the API server.
+  local pj p r
+  pj=$(K -n $TNS get pods -l "$SEL" -o json)
+  echo "$pj" >"$WORK/$TJ-rank-pods.json"
+  declare -A POD UIDS
+  for r in 0 1 2 3; do
+    p=$(jq -c --arg i $r --arg l "$IDX_LABEL" '.items[] | select(.metadata.labels[$l] == $i)' <<<"$pj")
+    [[ -n $p ]] || fail "$TJ: no pod with index $r"
+    POD[$r]=$(jq -r .metadata.name <<<"$p")
+    UIDS[$r]=$(jq -r .metadata.uid <<<"$p")
+    [[ $(jq -r '.metadata.labels["lockstep.dev/job"] + " " + .metadata.labels["lockstep.dev/role"] + " " + .metadata.labels["lockstep.dev/rank"]' <<<"$p") == "$TJ rank $r" ]] ||
+      fail "${POD[$r]}: not labelled by the webhook: $(jq -c .metadata.labels <<<"$p")"
+    env_of() { jq -r --arg n "$1" '.spec.containers[0].env[] | select(.name == $n) | .value // .valueFrom.fieldRef.fieldPath' <<<"$p"; }
+    [[ $(env_of LOCKSTEP_RANK) == "$r" && $(env_of LOCKSTEP_ROLE) == rank && $(env_of LOCKSTEP_WORLD_SIZE) == 4 ]] ||
+      fail "${POD[$r]}: LOCKSTEP_* env: $(jq -c '.spec.containers[0].env' <<<"$p")"
+    [[ $(env_of LOCKSTEP_COORDINATOR) =~ ^http://[0-9.]+:8470$ && $(env_of LOCKSTEP_POD_UID) == metadata.uid ]] ||
+      fail "${POD[$r]}: coordinator URL / pod uid env"
   done
-  return 1
-}
-wait_for "$TJ: a hot spare pod registered with the coordinator" 180 spare_registered
-old=${POD[$VICTIM]}
-wait_for "$TJ: rank $VICTIM committed step $KILL_AT" 180 committed $VICTIM $KILL_AT "$old"
+  pass "$TJ: the webhook made the 4 pods of $KRES $TJ ranks 0..3 of TrainingJob $TJ (labels and LOCKSTEP_* env, no pod spec edit)"
 
-# 6. The fault: rank 2's process, SIGKILLed from the host.
-node=$(K -n $TNS get pod "$old" -o jsonpath='{.spec.nodeName}')
-cid=$(K -n $TNS get pod "$old" -o jsonpath='{.status.containerStatuses[0].containerID}')
-cid=${cid#containerd://}
-pid=$(ctr --address "$RDIR/nodes/$node/containerd.sock" -n k8s.io tasks ls | awk -v c="$cid" '$1 == c { print $2 }')
-[[ $pid =~ ^[0-9]+$ ]] || fail "no pid for $old's container $cid on $node"
-grep -q migration_train.py "/proc/$pid/cmdline" || fail "pid $pid is not the training script: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
-t_fault=$(date +%s.%N)
-kill -KILL "$pid"
-last=$(events "$WORK/$old.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
-say "$TJ: SIGKILLed rank $VICTIM's process (pid $pid, pod $old on $node) after its step $last"
-new_holder() {
-  K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/rank=$VICTIM" -o json |
-    jq -er --arg j "$TJ" '[.items[] | select(.metadata.name | startswith($j + "-spare-")) | .metadata.name]
-      | if length == 1 then .[0] else empty end'
-}
-wait_for "$TJ: a spare pod labelled rank $VICTIM" 60 new_holder
-nh=$(new_holder)
-stream "$nh" "$nh"
-wait_for "$TJ: $nh committed a step" 60 grep -q '"event":"step"' "$WORK/$nh.jsonl"
-t_step=$(events "$WORK/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .t] | min')
-fts=$(awk -v a="$t_fault" -v b="$t_step" 'BEGIN { printf "%.2f", b - a }')
-say "$TJ: spare pod $nh holds rank $VICTIM; its first step committed ${fts}s after the fault"
-# The kubelet restarts the killed container in the same pod; its process asks for rank 2
-# again and joins as a spare.
-restarted() {
-  [[ $(K -n $TNS get pod "$old" -o json | jq -r '.status.containerStatuses[0] | "\(.restartCount) \(.state.running != null)"') == "1 true" ]]
-}
-wait_for "$TJ: $old's container restarted in place" 60 restarted
-[[ $(K -n $TNS get pod "$old" -o jsonpath='{.metadata.uid}') == "${UIDS[$VICTIM]}" ]] || fail "$old was replaced, not restarted"
-stream "$old" "$old.1"
-wait_for "$TJ: the restarted process in $old registered" 120 grep -q '"lib_event":"registered"' "$WORK/$old.1.jsonl"
-role=$(events "$WORK/$old.1.jsonl" | jq -rs '[.[] | select(.lib_event == "registered")][0].role')
-[[ $role == spare ]] || fail "$TJ: the restarted process in $old registered as $role, not as a spare"
-pass "$TJ: the restarted process in rank $VICTIM's pod $old (still LOCKSTEP_RANK=$VICTIM) joined as a spare, the pod was not deleted"
+  # Logs: each pod's container streams to $WORK/<pod>[.<n>].jsonl (n: its restart count).
+  stream() {
+    K -n $TNS logs -f "$1" >"$WORK/$2.jsonl" 2>"$WORK/$2.logerr" &
+    LOG_PIDS+=($!)
+  }
+  for r in 0 1 2 3; do stream "${POD[$r]}" "${POD[$r]}"; done
+  committed() { grep -q "\"event\":\"step\",\"rank\":$1,\"step\":$2," "$WORK/$3.jsonl"; }
+  spare_registered() {
+    local p
+    for p in $(K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/role=spare" -o name); do
+      K -n $TNS logs "$p" 2>/dev/null | grep -q '"lib_event":"registered"' && return 0
+    done
+    return 1
+  }
+  wait_for "$TJ: a hot spare pod registered with the coordinator" 180 spare_registered
+  local old=${POD[$VICTIM]}
+  wait_for "$TJ: rank $VICTIM committed step $KILL_AT" 180 committed $VICTIM $KILL_AT "$old"
 
-# 7. The job finishes.
-ended() { grep -q '"event":"end"' "$WORK/$1.jsonl"; }
-for r in 0 1 3; do wait_for "$TJ: rank $r finished" 300 ended "${POD[$r]}"; done
-wait_for "$TJ: rank $VICTIM finished (on $nh)" 300 ended "$nh"
-cond() { K -n $TNS get trainjob $TJ -o json | jq -e --arg t "$1" '.status.conditions // [] | any(.type == $t and .status == "True")'; }
-wait_for "TrainJob $TJ Complete" 120 cond Complete
-t_end=$SECONDS
-for p in "${LOG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-LOG_PIDS=()
-! cond Failed >/dev/null || fail "TrainJob $TJ is Failed"
-js=$(K -n $TNS get jobset $TJ -o json)
-[[ $(jq '.status.restarts // 0' <<<"$js") == 0 ]] || fail "JobSet $TJ restarted: $(jq -c .status <<<"$js")"
-job=$(K -n $TNS get job $TJ-node-0 -o json)
-[[ $(jq '.status.failed // 0' <<<"$job") == 0 && $(jq '.status.succeeded // 0' <<<"$job") == 4 ]] ||
-  fail "Job $TJ-node-0: $(jq -c '{failed: .status.failed, succeeded: .status.succeeded}' <<<"$job")"
-[[ $(K -n $TNS get pod "$old" -o jsonpath='{.status.phase}') == Succeeded ]] || fail "$old did not succeed"
-events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
-  fail "the restarted process in $old trained"
-events "$WORK/$old.1.jsonl" | jq -se 'any(.lib_event == "exit")' >/dev/null || fail "the spare in $old was not told to exit"
-pass "$TJ: TrainJob Complete $((t_end - t1))s after it was created (not Failed), JobSet restarts 0, Job failed 0 and 4 indexes Succeeded ($old's spare exited 0)"
+  # 6. The fault: rank 2's process, SIGKILLed from the host.
+  local node cid pid t_fault last nh t_step fts role
+  node=$(K -n $TNS get pod "$old" -o jsonpath='{.spec.nodeName}')
+  cid=$(K -n $TNS get pod "$old" -o jsonpath='{.status.containerStatuses[0].containerID}')
+  cid=${cid#containerd://}
+  pid=$(ctr --address "$RDIR/nodes/$node/containerd.sock" -n k8s.io tasks ls | awk -v c="$cid" '$1 == c { print $2 }')
+  [[ $pid =~ ^[0-9]+$ ]] || fail "no pid for $old's container $cid on $node"
+  grep -q migration_train.py "/proc/$pid/cmdline" || fail "pid $pid is not the training script: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+  t_fault=$(date +%s.%N)
+  kill -KILL "$pid"
+  last=$(events "$WORK/$old.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
+  say "$TJ: SIGKILLed rank $VICTIM's process (pid $pid, pod $old on $node) after its step $last"
+  new_holder() {
+    K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/rank=$VICTIM" -o json |
+      jq -er --arg j "$TJ" '[.items[] | select(.metadata.name | startswith($j + "-spare-")) | .metadata.name]
+        | if length == 1 then .[0] else empty end'
+  }
+  wait_for "$TJ: a spare pod labelled rank $VICTIM" 60 new_holder
+  nh=$(new_holder)
+  stream "$nh" "$nh"
+  wait_for "$TJ: $nh committed a step" 60 grep -q '"event":"step"' "$WORK/$nh.jsonl"
+  t_step=$(events "$WORK/$nh.jsonl" | jq -s '[.[] | select(.event == "step") | .t] | min')
+  fts=$(awk -v a="$t_fault" -v b="$t_step" 'BEGIN { printf "%.2f", b - a }')
+  say "$TJ: spare pod $nh holds rank $VICTIM; its first step committed ${fts}s after the fault"
+  # The kubelet restarts the killed container in the same pod; its process asks for rank 2
+  # again and joins as a spare.
+  restarted() {
+    [[ $(K -n $TNS get pod "$old" -o json | jq -r '.status.containerStatuses[0] | "\(.restartCount) \(.state.running != null)"') == "1 true" ]]
+  }
+  wait_for "$TJ: $old's container restarted in place" 60 restarted
+  [[ $(K -n $TNS get pod "$old" -o jsonpath='{.metadata.uid}') == "${UIDS[$VICTIM]}" ]] || fail "$old was replaced, not restarted"
+  stream "$old" "$old.1"
+  wait_for "$TJ: the restarted process in $old registered" 120 grep -q '"lib_event":"registered"' "$WORK/$old.1.jsonl"
+  role=$(events "$WORK/$old.1.jsonl" | jq -rs '[.[] | select(.lib_event == "registered")][0].role')
+  [[ $role == spare ]] || fail "$TJ: the restarted process in $old registered as $role, not as a spare"
+  pass "$TJ: the restarted process in rank $VICTIM's pod $old (still LOCKSTEP_RANK=$VICTIM) joined as a spare, the pod was not deleted"
 
-# 8. Steps, per rank over its holders (as e2e.train-pods counts them).
-declare -A HOLDERS=([0]=${POD[0]} [1]=${POD[1]} [2]="$old $nh" [3]=${POD[3]})
-adopted=0
-for r in 0 1 2 3; do
-  : >"$WORK/rank-$r.jsonl"
-  for h in ${HOLDERS[$r]}; do events "$WORK/$h.jsonl" >>"$WORK/rank-$r.jsonl"; done
-  res=$(jq -sc --argjson r $r '
-    reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced"))) as $e
-      ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0};
-       if $e.event == "lib" then .sync = $e.step
-       else
-         (if $e.step <= .last then .dup += 1
-          elif $e.step == .last + 1 then .
-          elif .sync == $e.step then .adopted += ($e.step - .last - 1)
-          else .lost += ($e.step - .last - 1) end)
-         | .last = ([.last, $e.step] | max) | .sync = null
-       end)' "$WORK/rank-$r.jsonl") || fail "rank $r's logs do not parse ($WORK/rank-$r.jsonl)"
-  [[ $(jq .dup <<<"$res") == 0 ]] || fail "rank $r: steps committed twice: $res"
-  [[ $(jq .lost <<<"$res") == 0 ]] || fail "rank $r: steps skipped: $res"
-  [[ $(jq .last <<<"$res") == $((STEPS - 1)) ]] || fail "rank $r ended at step $(jq .last <<<"$res")"
-  adopted=$((adopted + $(jq .adopted <<<"$res")))
+  # 7. The job finishes.
+  ended() { grep -q '"event":"end"' "$WORK/$1.jsonl"; }
+  for r in 0 1 3; do wait_for "$TJ: rank $r finished" 300 ended "${POD[$r]}"; done
+  wait_for "$TJ: rank $VICTIM finished (on $nh)" 300 ended "$nh"
+  cond() { K -n $TNS get $KRES $TJ -o json | jq -e --arg t "$1" '.status.conditions // [] | any(.type == $t and .status == "True")'; }
+  wait_for "$KRES $TJ $DONE_COND" 120 cond $DONE_COND
+  local t_end=$SECONDS how_kf
+  for p in "${LOG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  LOG_PIDS=()
+  ! cond Failed >/dev/null || fail "$KRES $TJ is Failed"
+  if [[ $kind == trainjob ]]; then
+    local js job
+    js=$(K -n $TNS get jobset $TJ -o json)
+    [[ $(jq '.status.restarts // 0' <<<"$js") == 0 ]] || fail "JobSet $TJ restarted: $(jq -c .status <<<"$js")"
+    job=$(K -n $TNS get job $TJ-node-0 -o json)
+    [[ $(jq '.status.failed // 0' <<<"$job") == 0 && $(jq '.status.succeeded // 0' <<<"$job") == 4 ]] ||
+      fail "Job $TJ-node-0: $(jq -c '{failed: .status.failed, succeeded: .status.succeeded}' <<<"$job")"
+    how_kf="TrainJob Complete (not Failed), JobSet restarts 0, Job failed 0 and 4 indexes Succeeded"
+  else
+    local st
+    st=$(K -n $TNS get pytorchjob $TJ -o json)
+    ! jq -e '.status.conditions // [] | any(.type == "Restarting")' <<<"$st" >/dev/null ||
+      fail "PyTorchJob $TJ restarted: $(jq -c .status.conditions <<<"$st")"
+    [[ $(jq '.status.replicaStatuses.Worker.failed // 0' <<<"$st") == 0 ]] ||
+      fail "PyTorchJob $TJ: $(jq -c .status.replicaStatuses <<<"$st")"
+    how_kf="PyTorchJob Succeeded (not Failed), never Restarting, no failed worker"
+  fi
+  [[ $(K -n $TNS get pod "$old" -o jsonpath='{.status.phase}') == Succeeded ]] || fail "$old did not succeed"
+  events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
+    fail "the restarted process in $old trained"
+  events "$WORK/$old.1.jsonl" | jq -se 'any(.lib_event == "exit")' >/dev/null || fail "the spare in $old was not told to exit"
+  pass "$TJ: $how_kf, $((t_end - t1))s after the job was created ($old's spare exited 0)"
+
+  # 8. Steps, per rank over its holders (as e2e.train-pods counts them).
+  declare -A HOLDERS=([0]=${POD[0]} [1]=${POD[1]} [2]="$old $nh" [3]=${POD[3]})
+  local adopted=0 res h
+  for r in 0 1 2 3; do
+    : >"$WORK/$TJ-rank-$r.jsonl"
+    for h in ${HOLDERS[$r]}; do events "$WORK/$h.jsonl" >>"$WORK/$TJ-rank-$r.jsonl"; done
+    res=$(jq -sc --argjson r $r '
+      reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced"))) as $e
+        ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0};
+         if $e.event == "lib" then .sync = $e.step
+         else
+           (if $e.step <= .last then .dup += 1
+            elif $e.step == .last + 1 then .
+            elif .sync == $e.step then .adopted += ($e.step - .last - 1)
+            else .lost += ($e.step - .last - 1) end)
+           | .last = ([.last, $e.step] | max) | .sync = null
+         end)' "$WORK/$TJ-rank-$r.jsonl") || fail "$TJ: rank $r's logs do not parse ($WORK/$TJ-rank-$r.jsonl)"
+    [[ $(jq .dup <<<"$res") == 0 ]] || fail "$TJ: rank $r: steps committed twice: $res"
+    [[ $(jq .lost <<<"$res") == 0 ]] || fail "$TJ: rank $r: steps skipped: $res"
+    [[ $(jq .last <<<"$res") == $((STEPS - 1)) ]] || fail "$TJ: rank $r ended at step $(jq .last <<<"$res")"
+    adopted=$((adopted + $(jq .adopted <<<"$res")))
+  done
+  pass "$TJ: 0 committed steps lost, none twice: every rank committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at the re-form)"
+
+  # 9. Healthy ranks kept their pods; bit identity.
+  local j rc got
+  for r in 0 1 3; do
+    j=$(K -n $TNS get pod "${POD[$r]}" -o json)
+    [[ $(jq -r .metadata.uid <<<"$j") == "${UIDS[$r]}" ]] || fail "$TJ: rank $r's pod was replaced"
+    rc=$(jq '[.status.containerStatuses[].restartCount] | add' <<<"$j")
+    [[ $rc == 0 ]] || fail "$TJ: rank $r's container restarted $rc times"
+  done
+  pass "$TJ: healthy ranks 0, 1, 3 kept their pods (same UIDs, 0 restarts)"
+  got=$(jq -sr '[.[] | select(.event == "end" and .rank == 0)][-1].sha256' "$WORK/$TJ-rank-0.jsonl")
+  [[ $got =~ ^[0-9a-f]{64}$ ]] || fail "$TJ: rank 0 logged no final hash"
+  [[ $got == "$REF" ]] || fail "$TJ: final parameters differ from the fault-free run: $got != $REF"
+  pass "$TJ: final parameters equal the fault-free DDP run bit for bit (sha256 ${REF:0:16})"
+  RESULTS+=("$(jq -nc --arg k "$kind" --argjson f "$fts" --argjson a "$adopted" \
+    '{key: ($k + ".kill-rank2"), value: {fault_to_step_s: $f, lost_steps: 0, healthy_restarts: 0, bit_identical: true, adopted_steps: $a}}')")
+  # Give the real nodes' CPU back before the next job.
+  K -n $TNS delete $KRES "$TJ" --wait=false >/dev/null
+}
+
+for kind in $KINDS; do
+  case $kind in
+    trainjob) run_job trainjob kfm ;;
+    pytorchjob) run_job pytorchjob kfp ;;
+    *) fail "KF_MIGRATION_KINDS: unknown kind $kind (trainjob, pytorchjob)" ;;
+  esac
 done
-pass "$TJ: 0 committed steps lost, none twice: every rank committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at the re-form)"
-
-# 9. Healthy ranks kept their pods; bit identity.
-for r in 0 1 3; do
-  j=$(K -n $TNS get pod "${POD[$r]}" -o json)
-  [[ $(jq -r .metadata.uid <<<"$j") == "${UIDS[$r]}" ]] || fail "rank $r's pod was replaced"
-  rc=$(jq '[.status.containerStatuses[].restartCount] | add' <<<"$j")
-  [[ $rc == 0 ]] || fail "rank $r's container restarted $rc times"
-done
-pass "$TJ: healthy ranks 0, 1, 3 kept their pods (same UIDs, 0 restarts)"
-got=$(jq -sr '[.[] | select(.event == "end" and .rank == 0)][-1].sha256' "$WORK/rank-0.jsonl")
-[[ $got =~ ^[0-9a-f]{64}$ ]] || fail "rank 0 logged no final hash"
-[[ $got == "$REF" ]] || fail "final parameters differ from the fault-free run: $got != $REF"
-pass "$TJ: final parameters equal the fault-free DDP run bit for bit (sha256 ${REF:0:16})"
-jq -nc --argjson f "$fts" --argjson a "$adopted" \
-  '{lockstep: {"kill-rank2": {fault_to_step_s: $f, lost_steps: 0, healthy_restarts: 0, bit_identical: true, adopted_steps: $a}},
-    kubeflow: {trainjob: "Complete", jobset_restarts: 0, job_failed: 0}}'
+printf '%s\n' "${RESULTS[@]}" | jq -sc '{lockstep: from_entries}'

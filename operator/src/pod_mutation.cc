@@ -71,8 +71,9 @@ std::optional<int> KubeflowPodRank(const Json& pod, KubeflowKind kind) {
   const std::string type = Label(pod, "training.kubeflow.org/replica-type");
   auto index = Decimal(Label(pod, "training.kubeflow.org/replica-index"));
   if (!index) return std::nullopt;
-  if (type == "master") return *index;
-  if (type == "worker") return *index + 1;
+  // Without RANK (the v1 operator sets it on every pod of a job with a Master): a
+  // Worker-only job, whose worker i is rank i.
+  if (type == "master" || type == "worker") return *index;
   return std::nullopt;
 }
 

@@ -15,8 +15,10 @@
 //    PET_NODE_RANK) plus jobset.sigs.k8s.io/job-index x the Job's
 //    parallelism when the TrainingJob has several Jobs (not Trainer's shape).
 //  - PyTorchJob: label training.kubeflow.org/job-name=<job>; rank = the
-//    container's literal RANK variable the v1 operator sets, else master 0 and
-//    worker i -> i + 1 (training.kubeflow.org/replica-type/-index).
+//    container's literal RANK variable the v1 operator sets (master 0, worker
+//    i -> i + 1) on every pod of a job with a Master; without it (a Worker-only
+//    job: v1.9.3 sets no RANK there) the replica index
+//    (training.kubeflow.org/replica-index).
 // The patch: labels lockstep.dev/job=<TrainingJob>, role=rank, rank=<r>;
 // every container's env gets LOCKSTEP_COORDINATOR (the coordinator Service),
 // LOCKSTEP_ROLE=rank, LOCKSTEP_RANK, LOCKSTEP_WORLD_SIZE and LOCKSTEP_POD_NAME /
