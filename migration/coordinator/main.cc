@@ -57,6 +57,7 @@ struct Flags {
   std::optional<std::string> training_job;  // unset: --job; "": none
   std::string leave_grace = "30s";
   std::string pod_cache = "on";  // --kube: watch the job's pods (on) or poll them (off)
+  bool keep_restarted_pods = false;
 };
 
 int Fail(const std::string& message) {
@@ -329,6 +330,7 @@ int Run(const Flags& f) {
   options.tick_interval = std::chrono::milliseconds(std::max<long>(1, static_cast<long>(*tick * 1000)));
   options.pid_check = w.pid_check;
   options.max_held_plan_polls = f.max_held_polls;
+  options.keep_restarted_pods = f.keep_restarted_pods;
   options.max_plan_wait = std::chrono::milliseconds(2000);  // well inside the 5 s request timeout
   coordinator::Coordinator coord(std::move(state), restored, ports, options);
   // A restored state counts every member alive as of now (Restarted) before
@@ -454,6 +456,10 @@ int main(int argc, char** argv) {
                  "request while nothing changes; off: list them every second")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_flag("--keep-restarted-pods", f.keep_restarted_pods,
+               "--kube: the rank pods belong to a job controller (Kubeflow) that restarts a dead container in "
+               "place: a rank whose container terminated or restarted is not fenced by deleting its pod (the "
+               "process it runs next joins as a spare)");
   app.add_option("--leave-grace", f.leave_grace,
                  "--kube: a pod whose rank moved to a spare is deleted once it ended, or this long after (so that a "
                  "drain of its node can finish)")
@@ -465,6 +471,7 @@ int main(int argc, char** argv) {
       if (!o->empty()) return Fail("--kubeconfig, --namespace, --spare-pod-template and --state-configmap need --kube");
     }
     if (f.training_job) return Fail("--training-job needs --kube");
+    if (f.keep_restarted_pods) return Fail("--keep-restarted-pods needs --kube");
   }
   return Run(f);
 }

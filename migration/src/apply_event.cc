@@ -67,7 +67,9 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
             }
           } else if (e.role == Role::kRank && e.rank >= 0 && s.current()) {
             const std::string& holder = s.current()->members[e.rank];
-            if (s.Alive(holder)) {
+            // Also once the job finished (its holder exited "finished"): nothing is
+            // left to train, the process is told to exit like every spare.
+            if (s.Alive(holder) || s.phase == Phase::kFinished) {
               // A process asking for a rank that a live member holds: its own earlier
               // process was replaced and it came back (a container restarted in place,
               // a pod recreated at its index by a Job). It joins as a spare of the job

@@ -59,7 +59,7 @@ const Json* TrainerReplicatedJob(const Json& jobset) {
     if (a == kTrainerAncestorTrainer || b == kTrainerAncestorTrainer) return &rj;
   }
   for (const Json& rj : *rjs) {
-    if (rj.value("name", "") == "node") return &rj;
+    if (rj.value("name", "") == kTrainerReplicatedJob) return &rj;
   }
   return &(*rjs)[0];
 }

@@ -16,8 +16,10 @@
 #include "lockstep/common/metrics.h"
 #include "lockstep/kube/curl_kube_api.h"
 #include "lockstep/kube/kube_config.h"
+#include "lockstep/kube/object_meta.h"
 #include "lockstep/operator/operator_runtime.h"
 #include "lockstep/operator/probe_key_secret.h"
+#include "lockstep/operator/trainingjob_objects.h"
 #include "lockstep/operator/web_page.h"
 #include "lockstep/operator/webhook_server.h"
 
@@ -150,7 +152,18 @@ int Run(const Flags& f) {
     webhook = std::make_unique<op::WebhookServer>(
         op::WebhookServerOptions{.cert_file = f.webhook_cert_dir + "/tls.crt",
                                  .key_file = f.webhook_cert_dir + "/tls.key"},
-        [&op](const nlohmann::json& review) { return op::MutatePodAdmission(review, op.trainingjobs().store()); });
+        [&op, pod_ip = f.coordinator_address == "pod-ip"](const nlohmann::json& review) {
+          op::CoordinatorUrlLookup lookup;
+          if (pod_ip) {  // the coordinator pod's IP, from the cache of the jobs' pods
+            lookup = [&op](const std::string& ns, const std::string& tj) -> std::string {
+              kube::ObjectPtr pod = op.job_pods().store().Get(ns, op::CoordinatorName(tj));
+              if (!pod || kube::FindPath(*pod, {"metadata", "deletionTimestamp"})) return "";
+              const std::string ip = kube::GetString(*pod, {"status", "podIP"});
+              return ip.empty() ? "" : op::CoordinatorPodIpUrl(ip);
+            };
+          }
+          return op::MutatePodAdmission(review, op.trainingjobs().store(), lookup);
+        });
     if (Status s = webhook->Start(webhook_addr->first, webhook_addr->second); !s.ok()) return Fail(s.error().message);
     log::Info("serving the pod admission webhook", {{"port", std::to_string(webhook->port())}});
   }

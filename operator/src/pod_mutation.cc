@@ -42,7 +42,8 @@ Json FieldEnv(const char* name, const char* path) {
 
 std::optional<KubeflowPodOwner> KubeflowJobOfPod(const Json& pod) {
   const std::string jobset = Label(pod, kJobSetNameLabel);
-  if (!jobset.empty() && Label(pod, kTrainerAncestorLabel) == kTrainerAncestorTrainer) {
+  if (!jobset.empty() && (Label(pod, kTrainerAncestorLabel) == kTrainerAncestorTrainer ||
+                          Label(pod, kReplicatedJobNameLabel) == kTrainerReplicatedJob)) {
     return KubeflowPodOwner{KubeflowKind::kTrainJob, jobset};
   }
   const std::string pj = Label(pod, kPyTorchJobNameLabel);
@@ -70,8 +71,9 @@ std::optional<int> KubeflowPodRank(const Json& pod, KubeflowKind kind) {
   const std::string type = Label(pod, "training.kubeflow.org/replica-type");
   auto index = Decimal(Label(pod, "training.kubeflow.org/replica-index"));
   if (!index) return std::nullopt;
-  if (type == "master") return *index;
-  if (type == "worker") return *index + 1;
+  // Without RANK (the v1 operator sets it on every pod of a job with a Master): a
+  // Worker-only job, whose worker i is rank i.
+  if (type == "master" || type == "worker") return *index;
   return std::nullopt;
 }
 
@@ -87,7 +89,9 @@ Json PodMutationPatch(const Json& pod, const PodMutationTarget& target, int rank
     patch.push_back({{"op", "add"}, {"path", "/metadata/labels/" + PointerToken(k)}, {"value", v}});
   }
   const Json ours =
-      Json::array({{{"name", api::kEnvCoordinator}, {"value", CoordinatorUrl({target.training_job, target.ns, ""})}},
+      Json::array({{{"name", api::kEnvCoordinator},
+                    {"value", target.coordinator_url.empty() ? CoordinatorUrl({target.training_job, target.ns, ""})
+                                                             : target.coordinator_url}},
                    {{"name", api::kEnvRole}, {"value", api::kRoleRank}},
                    {{"name", api::kEnvRank}, {"value", std::to_string(rank)}},
                    {{"name", api::kEnvWorldSize}, {"value", std::to_string(target.replicas)}},

@@ -103,6 +103,9 @@ Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const 
                            std::string(kCoordinatorConfigDir) + "/" + kSparePodKey, "--state-configmap",
                            CoordinatorStateName(job.name), "--fence", "kube", "--pid-check", "off"});
   args.insert(args.begin() + 6, {"--advertise-url", advertise});  // after --listen
+  // A Kubeflow job's rank pods are its Job's: a dead container restarts in place and
+  // its process comes back as a spare; deleting the pod would spend a backoffLimit failure.
+  if (spec.train_job_ref || spec.pytorch_job_ref) args.push_back("--keep-restarted-pods");
   return args;
 }
 

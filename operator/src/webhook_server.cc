@@ -57,7 +57,8 @@ kube::ObjectPtr ProtectingJob(const kube::Store& jobs, const std::string& ns, co
 
 }  // namespace
 
-Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingjobs) {
+Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingjobs,
+                                const CoordinatorUrlLookup& coordinator_url) {
   const Json* request = kube::FindPath(review, {"request"});
   if (!request || !request->is_object() || !request->contains("uid")) {
     return InvalidArgument("not an AdmissionReview: request.uid is missing");
@@ -80,7 +81,20 @@ Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingj
     return out;
   }
   const int replicas = static_cast<int>(kube::GetInt(*tj, {"spec", "replicas"}, 1));
-  const Json patch = PodMutationPatch(*pod, {kube::Name(*tj), ns, replicas}, *rank);
+  std::string url;
+  if (coordinator_url) {
+    url = coordinator_url(ns, kube::Name(*tj));
+    if (url.empty()) {
+      out["response"]["allowed"] = false;
+      out["response"]["status"] = {
+          {"code", 503},
+          {"reason", "ServiceUnavailable"},
+          {"message", "lockstep: the coordinator of TrainingJob " + ns + "/" + kube::Name(*tj) +
+                          " has no pod IP yet (operator --coordinator-address pod-ip); create the pod again shortly"}};
+      return out;
+    }
+  }
+  const Json patch = PodMutationPatch(*pod, {kube::Name(*tj), ns, replicas, url}, *rank);
   out["response"]["patchType"] = "JSONPatch";
   out["response"]["patch"] = Base64(patch.dump());
   return out;

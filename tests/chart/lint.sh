@@ -219,7 +219,7 @@ expect_rules "operator Kubeflow ClusterRole (kubeflow.* enabled)" "$tmp/kubeflow
 [pytorchjobs] [get, list, watch]"
 expect "the pod webhook is served on its port" '^ +- --webhook-addr=:9443$' "$tmp/kubeflow.yaml"
 expect "the pod webhook ignores its own failures" '^    failurePolicy: Ignore$' "$tmp/kubeflow.yaml"
-expect "the pod webhook sends only a TrainJob's trainer pods" '^        - key: trainer.kubeflow.org/trainjob-ancestor-step$' "$tmp/kubeflow.yaml"
+expect "the pod webhook sends only a TrainJob's trainer pods" '^        - key: jobset.sigs.k8s.io/replicatedjob-name$' "$tmp/kubeflow.yaml"
 expect "the pod webhook sends only a PyTorchJob's pods" '^        - key: training.kubeflow.org/job-name$' "$tmp/kubeflow.yaml"
 if grep -q MutatingWebhookConfiguration "$r"; then bad "the default install has a webhook"; else ok "no webhook by default"; fi
 expect "kubeflow.trainJob.enabled flows to the operator" '^ +- --kubeflow-trainjobs$' "$tmp/kubeflow.yaml"

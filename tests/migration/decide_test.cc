@@ -629,6 +629,12 @@ TEST_CASE("a process asking for a rank a spare took over joins as a spare, refil
   REQUIRE(sim.state.phase == Phase::kFinished);
   CHECK(sim.Plan("m2-again")["action"] == "exit");
   CHECK(sim.Plan("m2-again")["reason"] == "the job finished");
+  // One that comes back only after the job finished (a slow restart): a spare told to exit.
+  for (const char* id : {"m0", "s0", "m1-again"}) sim.Do(ProcessGone{id, "exited with status 0"});
+  REQUIRE(sim.Register("m0-late", Role::kRank, 0).status.ok());
+  CHECK(sim.state.Find("m0-late")->role == Role::kSpare);
+  CHECK(RegisterReply(sim.state, "m0-late")["role"] == "spare");
+  CHECK(sim.Plan("m0-late")["action"] == "exit");
 }
 
 TEST_CASE("before generation 0 a second process asking for a held rank is still refused", "[migration]") {

@@ -345,6 +345,8 @@ TEST_CASE("pod probe: deleted, replaced, failed, terminated or restarted means d
   CHECK(gone["byip"] == "pod byip is Succeeded");
   CHECK(gone.size() == 6);
   CHECK(probe.LocalOnly() == false);
+  // The process is gone but the pod stays (it runs the next one) only for the container verdicts.
+  for (const auto& [n, r] : refs) CHECK(probe.PodStays(r) == (n == "terminated" || n == "restarted"));
   // A List error: nothing new is concluded, what was concluded stays.
   api.FailNext(1, ErrorCode::kUnavailable, Verb::kList);
   probe.RunOnce();
@@ -472,6 +474,77 @@ TEST_CASE("coordinator in Kubernetes mode: spare pods from the start, a dead mem
   CHECK(state->Find("m1")->pod_name == "train-node-0-1");
   CHECK(state->Find("m1")->pod_uid == uids[1]);
   CHECK(state->Find("m1")->status == migration::MemberStatus::kDead);
+}
+
+TEST_CASE("coordinator with --keep-restarted-pods: a rank's container restarted in place is not fenced, the "
+          "process it runs next joins as a spare",
+          "[migration][kube]") {
+  // Kubeflow: the Job's pod restarts a dead container in place (restartPolicy OnFailure);
+  // deleting the pod would spend one of the Job's backoffLimit failures and bring a pod
+  // back at the index ~10 s later anyway.
+  FakeKubeApi api;
+  migration::JobConfig config;
+  config.job = "tj";
+  config.world_size = 2;
+  config.spares = 1;
+  config.can_launch_spares = true;
+  config.spares_from_start = true;
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  KubePodProbe probe(api, "ml");
+  LocalHosts local;
+  CoordinatorPorts ports;
+  ports.fencer = &fencer;
+  ports.probe = &probe;
+  ports.local = &local;
+  CoordinatorOptions options;
+  options.keep_restarted_pods = true;
+  Coordinator coord(*migration::NewJob(config), false, ports, options);
+  coord.Begin();
+  auto reg = [&](const std::string& member, migration::Role role, int rank, const std::string& pod,
+                 const std::string& uid) {
+    migration::Registered r;
+    r.member = member;
+    r.role = role;
+    r.rank = rank;
+    r.host = "10.0.0.9";
+    r.store_port = 4000;
+    r.pid = 1;
+    r.pod_name = pod;
+    r.pod_uid = uid;
+    return coord.Apply(r);
+  };
+  std::map<std::string, std::string> uids;
+  for (const char* pod : {"tj-node-0-0-aaaaa", "tj-node-0-1-bbbbb", "tj-spare-0-ccccc"}) {
+    uids[pod] = MakePod(api, Pod(pod, "Running", "10.0.0.9"));
+  }
+  REQUIRE(reg("s0", migration::Role::kSpare, -1, "tj-spare-0-ccccc", uids["tj-spare-0-ccccc"]).status.ok());
+  REQUIRE(reg("m0", migration::Role::kRank, 0, "tj-node-0-0-aaaaa", uids["tj-node-0-0-aaaaa"]).status.ok());
+  REQUIRE(reg("m1", migration::Role::kRank, 1, "tj-node-0-1-bbbbb", uids["tj-node-0-1-bbbbb"]).status.ok());
+  REQUIRE(coord.Snapshot().generation() == 0);
+  coord.Tick();  // the probe's first sight of every member's pod
+  probe.RunOnce();
+  coord.Tick();
+  // Rank 1's process is SIGKILLed: the kubelet restarts its container in the same pod.
+  Json restarted = Pod("x")["status"];
+  restarted["containerStatuses"][0]["restartCount"] = 1;
+  REQUIRE(api.MergePatch(gvr::kPods, "ml", "tj-node-0-1-bbbbb", Json{{"status", restarted}}, "status").ok());
+  probe.RunOnce();
+  coord.Tick();
+  auto m1 = *coord.Snapshot().Find("m1");
+  CHECK(m1.status == migration::MemberStatus::kDead);
+  CHECK(m1.gone_reason == "container c of pod tj-node-0-1-bbbbb restarted (restart count 1)");
+  CHECK_FALSE(m1.fenced);
+  fencer.RunOnce();
+  CHECK(api.Deletes().empty());  // the Job's pod is left to run the next process
+  CHECK(api.Peek(gvr::kPods, "ml", "tj-node-0-1-bbbbb").has_value());
+  // The spare takes rank 1 (the survivor has nothing to report: generation 0 never trained).
+  auto st = coord.Snapshot();
+  REQUIRE(st.generation() == 1);
+  CHECK(st.current()->members == std::vector<std::string>{"m0", "s0"});
+  // The restarted container's process asks for rank 1 from the same pod: a spare.
+  REQUIRE(reg("m1-again", migration::Role::kRank, 1, "tj-node-0-1-bbbbb", uids["tj-node-0-1-bbbbb"]).status.ok());
+  CHECK(coord.Snapshot().Find("m1-again")->role == migration::Role::kSpare);
+  CHECK(coord.Snapshot().RankOf("m1-again") == -1);
 }
 
 }  // namespace

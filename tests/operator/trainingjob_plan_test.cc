@@ -387,6 +387,8 @@ TEST_CASE("trainingjob plan: a trainJobRef job gets the coordinator and a spare 
                                                       "Service/demo-coordinator", "PodDisruptionBudget/demo-ranks"});
   REQUIRE(plan.create_pods.size() == 1);
   CHECK(kube::Name(plan.create_pods[0]) == "demo-coordinator");
+  // The Job restarts a dead container in place: the coordinator does not delete that pod.
+  CHECK(plan.create_pods[0]["spec"]["containers"][0]["args"].back() == "--keep-restarted-pods");
   const Json spare = Json::parse(plan.apply[2]["data"]["spare-pod.json"].get<std::string>());
   CHECK(spare["metadata"]["generateName"] == "demo-spare-");
   CHECK(spare["metadata"]["labels"] == Json{{"team", "ml"},

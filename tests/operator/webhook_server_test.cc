@@ -185,6 +185,58 @@ TEST_CASE("webhook: other pods, unprotected jobs and other operations pass uncha
   CHECK_FALSE(MutatePodAdmission(Json{{"kind", "AdmissionReview"}}, jobs).ok());
 }
 
+TEST_CASE("webhook: a TrainJob pod as Trainer v2.3 makes it (the ancestor label only on its Job) is a rank, an "
+          "initializer's is not",
+          "[operator][webhook]") {
+  kube::Store jobs;
+  AddProtectedJob(jobs);
+  Json pod = TrainerPod(2);
+  pod["metadata"]["labels"].erase("trainer.kubeflow.org/trainjob-ancestor-step");
+  pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "node";
+  auto out = MutatePodAdmission(Review(pod), jobs);
+  REQUIRE(out.ok());
+  REQUIRE((*out)["response"].contains("patch"));
+  const Json patched = pod.patch(Json::parse(Unbase64((*out)["response"]["patch"].get<std::string>())));
+  CHECK(patched["metadata"]["labels"]["lockstep.dev/rank"] == "2");
+  Json init = pod;
+  init["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "dataset-initializer";
+  auto passed = MutatePodAdmission(Review(init), jobs);
+  REQUIRE(passed.ok());
+  CHECK((*passed)["response"]["allowed"] == true);
+  CHECK_FALSE((*passed)["response"].contains("patch"));
+}
+
+TEST_CASE("webhook: with coordinator pod IPs the rank gets the coordinator pod's URL, or is refused until it has one",
+          "[operator][webhook]") {
+  kube::Store jobs;
+  AddProtectedJob(jobs);
+  std::string ip_url;
+  std::vector<std::string> asked;
+  CoordinatorUrlLookup lookup = [&](const std::string& ns, const std::string& tj) {
+    asked.push_back(ns + "/" + tj);
+    return ip_url;
+  };
+  auto refused = MutatePodAdmission(Review(TrainerPod(1)), jobs, lookup);
+  REQUIRE(refused.ok());
+  CHECK((*refused)["response"]["allowed"] == false);
+  CHECK((*refused)["response"]["status"]["code"] == 503);
+  CHECK((*refused)["response"]["status"]["message"].get<std::string>().find("TrainingJob ml/llama has no pod IP") !=
+        std::string::npos);
+  CHECK_FALSE((*refused)["response"].contains("patch"));
+  ip_url = "http://10.244.1.7:8470";
+  auto out = MutatePodAdmission(Review(TrainerPod(1)), jobs, lookup);
+  REQUIRE(out.ok());
+  CHECK((*out)["response"]["allowed"] == true);
+  const Json patched = TrainerPod(1).patch(Json::parse(Unbase64((*out)["response"]["patch"].get<std::string>())));
+  CHECK(Env(patched["spec"]["containers"][0], "LOCKSTEP_COORDINATOR") == "http://10.244.1.7:8470");
+  CHECK(asked == std::vector<std::string>{"ml/llama", "ml/llama"});
+  // A pod of no protected job never asks (and is never refused).
+  kube::Store none;
+  auto plain = MutatePodAdmission(Review(TrainerPod(1)), none, lookup);
+  CHECK((*plain)["response"]["allowed"] == true);
+  CHECK(asked.size() == 2);
+}
+
 TEST_CASE("webhook server: answers an AdmissionReview over TLS with its certificate", "[operator][webhook]") {
   TestCert cert;
   kube::Store jobs;

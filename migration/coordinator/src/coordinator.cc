@@ -232,8 +232,10 @@ void Coordinator::Tick() {
     for (const auto& [id, mem] : state_.members) {
       if (mem.status != m::MemberStatus::kAlive) continue;
       if (ports_.probe->LocalOnly() && !ports_.local->Contains(mem.host)) continue;
-      if (auto how = ports_.probe->Gone(MemberRef{id, mem.host, mem.pid, mem.pod_name, mem.pod_uid})) {
-        events.push_back(m::ProcessGone{id, *how, !ports_.probe->LocalOnly()});
+      const MemberRef ref{id, mem.host, mem.pid, mem.pod_name, mem.pod_uid};
+      if (auto how = ports_.probe->Gone(ref)) {
+        const bool keep = options_.keep_restarted_pods && ports_.probe->PodStays(ref);
+        events.push_back(m::ProcessGone{id, *how, !ports_.probe->LocalOnly() && !keep});
       }
     }
   }

@@ -479,9 +479,15 @@ std::optional<std::string> KubePodProbe::Gone(const MemberRef& m) {
   it->second.asked = true;
   if (fresh || it->second.ref.pod_name != m.pod_name || it->second.ref.pod_uid != m.pod_uid ||
       it->second.ref.host != m.host) {
-    it->second = Watched{m, true, std::nullopt, {}};  // re-registered in another pod: start over
+    it->second = Watched{m, true, std::nullopt, {}, false};  // re-registered in another pod: start over
   }
   return it->second.gone;
+}
+
+bool KubePodProbe::PodStays(const MemberRef& m) {
+  std::lock_guard l(mu_);
+  auto it = watched_.find(m.member);
+  return it != watched_.end() && it->second.gone && it->second.pod_stays;
 }
 
 std::optional<std::string> KubePodProbe::Verdict(Watched& w, const Json* pod) {
@@ -506,12 +512,14 @@ std::optional<std::string> KubePodProbe::Verdict(Watched& w, const Json* pod) {
       std::string c = cs.value("name", "");
       if (const Json* term = kube::FindPath(cs, {"state", "terminated"}); term && term->is_object()) {
         std::string reason = term->value("reason", "");
+        w.pod_stays = true;
         return "container " + c + " of pod " + name + " terminated (exit code " +
                std::to_string(term->value("exitCode", 0)) + (reason.empty() ? "" : ", " + reason) + ")";
       }
       int64_t restarts = cs.value("restartCount", int64_t{0});
       auto [it, fresh] = w.restarts.try_emplace(c, restarts);
       if (!fresh && restarts > it->second) {
+        w.pod_stays = true;
         return "container " + c + " of pod " + name + " restarted (restart count " + std::to_string(restarts) + ")";
       }
     }
@@ -577,6 +585,7 @@ void KubePodProbe::RunOnce() {
     } else if (auto it = by_ip.find(w.ref.host); it != by_ip.end()) {
       pod = it->second;
     }
+    w.pod_stays = false;
     w.gone = Verdict(w, pod);
     if (w.gone) w.asked = true;  // kept until the coordinator asks
   }

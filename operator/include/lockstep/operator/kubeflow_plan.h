@@ -44,6 +44,10 @@ inline constexpr char kJobSetNameLabel[] = "jobset.sigs.k8s.io/jobset-name";
 inline constexpr char kTrainerAncestorLabel[] = "trainer.kubeflow.org/trainjob-ancestor-step";
 inline constexpr char kTrainerAncestorTrainer[] = "trainer";
 inline constexpr char kPyTorchJobNameLabel[] = "training.kubeflow.org/job-name";
+// JobSet's label naming a pod's replicated job, and the name Trainer's
+// runtimes give the trainer step's replicated job.
+inline constexpr char kReplicatedJobNameLabel[] = "jobset.sigs.k8s.io/replicatedjob-name";
+inline constexpr char kTrainerReplicatedJob[] = "node";
 
 struct Protection {
   bool enabled = false;

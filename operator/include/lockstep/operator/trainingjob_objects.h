@@ -61,7 +61,8 @@ std::string RankDisruptionBudgetName(const std::string& job);
 
 // The coordinator's argv after the binary name, flags as lockstep-coordinator takes them;
 // --advertise-url (what its spare pods get as LOCKSTEP_COORDINATOR) is the Service URL,
-// or http://$(POD_IP):8470 with CoordinatorAddress::kPodIp.
+// or http://$(POD_IP):8470 with CoordinatorAddress::kPodIp. A Kubeflow job's
+// (trainJobRef, pytorchJobRef) adds --keep-restarted-pods.
 Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings = {});
 
 Json RenderCoordinatorServiceAccount(const JobRef& job);

@@ -37,7 +37,16 @@ using Json = nlohmann::json;
 // (PodMutationPatch) when the pod is a rank of a Kubeflow job that a
 // TrainingJob in `trainingjobs` references, with a warning when the pod's
 // rank cannot be read. A malformed review yields an error string instead.
-Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingjobs);
+//
+// `coordinator_url` (--coordinator-address pod-ip: clusters without DNS or a
+// Service proxy): the URL of TrainingJob (ns, name)'s coordinator pod, "" while
+// it has no IP; then the pod is refused (allowed false, code 503, a message
+// naming the TrainingJob) and its controller creates it again later (a Job
+// retries a refused creation with backoff, not counted as a failure). Null:
+// the coordinator's Service URL (CoordinatorUrl).
+using CoordinatorUrlLookup = std::function<std::string(const std::string& ns, const std::string& training_job)>;
+Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingjobs,
+                                const CoordinatorUrlLookup& coordinator_url = nullptr);
 
 struct WebhookServerOptions {
   std::string cert_file;  // PEM certificate chain

@@ -38,6 +38,13 @@ struct CoordinatorOptions {
   // The longest a poll is held (also at most half the heartbeat timeout, so a
   // member that only polls stays alive). Below the server's request timeout.
   std::chrono::milliseconds max_plan_wait{2000};
+  // Rank pods belong to a job controller that restarts a dead container in
+  // place and recreates a deleted pod at its index (Kubeflow): a member whose
+  // container terminated or restarted in a pod that stays is not fenced (its
+  // process is gone; deleting the pod would only spend one of the Job's
+  // backoffLimit failures). The process the pod runs next asks for the rank
+  // again and joins as a spare.
+  bool keep_restarted_pods = false;
 };
 
 struct CoordinatorPorts {

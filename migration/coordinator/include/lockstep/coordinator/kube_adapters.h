@@ -7,7 +7,8 @@
 //   KubePodFencer        deletes a member's pod with grace period 0 and a uid
 //                        precondition (a newer pod of the same name is never deleted)
 //   KubePodProbe         a member whose pod is gone, replaced, Failed, being deleted,
-//                        or whose container terminated or restarted, is dead
+//                        or whose container terminated or restarted, is dead (the
+//                        last two: the pod stays, PodStays())
 //   ConfigMapStateStore  the state text in a ConfigMap under key state.json
 //
 // The coordinator calls its ports with its lock held, so the launcher, the
@@ -186,6 +187,9 @@ class KubePodProbe final : public ProcessProbe {
   // polled yet). Members not asked about between two polls are forgotten.
   std::optional<std::string> Gone(const MemberRef& m) override;
   bool LocalOnly() const override { return false; }
+  // The last verdict for `m` was its container terminated or restarted while
+  // the pod is not Failed, Succeeded, being deleted, gone or replaced.
+  bool PodStays(const MemberRef& m) override;
   // One poll: one List of the namespace's (or the selected) pods.
   void RunOnce();
   // Polls now (the pods changed).
@@ -197,6 +201,7 @@ class KubePodProbe final : public ProcessProbe {
     bool asked = true;
     std::optional<std::string> gone;
     std::map<std::string, int64_t> restarts;  // container -> restartCount when first seen
+    bool pod_stays = false;                   // `gone` is about a container of a pod that stays
   };
   // How the pod shows the member dead, or nullopt.
   static std::optional<std::string> Verdict(Watched& w, const kube::Json* pod);

@@ -67,6 +67,13 @@ class ProcessProbe {
   // True: only members on this host (LocalHosts) are asked about (a pid check).
   // False: every alive member is (a pod check).
   virtual bool LocalOnly() const { return true; }
+  // True when the last Gone() for `m` was about its container (terminated or
+  // restarted in place) in a pod that stays: the process is gone, the pod will
+  // run the next one (see CoordinatorOptions::keep_restarted_pods). Default: false.
+  virtual bool PodStays(const MemberRef& m) {
+    (void)m;
+    return false;
+  }
   // Blocks up to `timeout`, returning early when a process asked about by Gone()
   // since the previous Wait() may have exited (the tick loop then checks at once).
   // Processes not asked about since then are forgotten. Default: a plain sleep.
