@@ -45,7 +45,7 @@ def mean(xs):
 
 
 def run(binary, world, hidden, steps, k):
-    c = Cluster(binary, world, ["--heartbeat-timeout", "30s", "--spares", "0"])
+    c = Cluster(binary, world, ["--heartbeat-timeout", "30s", "--join-timeout", "120s", "--spares", "0"])
     try:
         args = ("--fsdp", "--mirror-every", str(k), "--hidden", str(hidden), "--quiet")
         idx = [c.start("rank", r, steps=steps, args=args) for r in range(world)]
