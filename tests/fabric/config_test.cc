@@ -70,7 +70,7 @@ TEST_CASE("tiered probing settings reach the options, and an idle interval under
   o = FabricOptionsFromConfig(*c);
   REQUIRE(o.ok());
   REQUIRE(o->idle_tick == 200ms);
-  REQUIRE(IdleAckTimeout(*o) == 18400us + 205800us);  // + (200 - 14) x 1.1
+  REQUIRE(IdleAckTimeout(*o) == 18400us + 204600us);  // + (200 - 14) x 1.1
   for (const char* off : {"probe: {idleTickMs: 0}\n", "probe: {idleTickMs: 27}\n", "probe: {idlePathIntervalMs: 0}\n"}) {
     c = api::ParseAgentConfig(off, "agent.yaml");
     REQUIRE(c.ok());

@@ -65,7 +65,7 @@ struct FabricOptions {
   // Tiered probing (probe_tiers.h): only the paths that carry traffic, have
   // no verdict yet or lost a probe recently are probed every interval; the
   // others ("idle") in a rotation, each at least every idle_interval
-  // (WorstCaseDetectionIdle: 528.4 ms at the defaults). A path that lost a
+  // (WorstCaseDetectionIdle: 623 ms at the defaults, idle_tick below). A path that lost a
   // probe or saw a late ack while it delivered stays fast for promote_for.
   // idle_interval 0: every path at every tick (no tiers).
   Nanos idle_interval = 500ms;
