@@ -18,6 +18,10 @@ wait_for "agent pods Running on exactly the 8 GPU nodes" 120 all_gpu_nodes_have_
 agent_nodes | grep -q '^cpu-node' && fail "an agent pod landed on a CPU-only node"
 pass "agents run on the 8 GPU nodes and no CPU node"
 
+# The operator creates each FabricHealth, then writes its first status (READY Unknown,
+# PHASE Pending: no agent has reported; kwok agents never do) in a second request.
+fresh_status_written() { kubectl get fabrichealth gpu-node-0 --no-headers | grep -q 'Unknown .*Pending'; }
+wait_for "gpu-node-0's FabricHealth says its agent has not reported" 30 fresh_status_written
 out=$(kubectl get fabrichealth)
 echo "$out" >&2
 head -1 <<<"$out" | grep -Eq '^NAME +NODE +READY +PHASE +RAILS-UP +RAILS +FLAPS/H +CLOCK-ERR-NS +AUDIT +GPU +AGE' ||

@@ -71,9 +71,16 @@ metadata: {name: rbac.$n}
 spec: {fleetAudit: rbac, nodeName: $n}
 YAML
 done
-write_audit() { # write_audit TOKEN NODEAUDIT -> kubectl's output; fails when refused
-  as_token "$1" patch nodeaudit "$2" --subresource=status --type=merge --dry-run=server \
-    -p '{"status":{"phase":"Error","error":"rbac test"}}' 2>&1
+# A bare PATCH (dry run), as the agent writes it: `kubectl patch` would first GET the
+# status subresource, which the agent's RBAC (patch only) rightly refuses.
+write_audit() { # write_audit TOKEN NODEAUDIT -> the API server's answer; fails when refused
+  local out
+  out=$(curl -sS -w '\n%{http_code}' --cacert "$LOCKSTEP_CA_CERT" -H "Authorization: Bearer $1" \
+    -H 'Content-Type: application/merge-patch+json' -X PATCH \
+    "$LOCKSTEP_APISERVER/apis/lockstep.dev/v1alpha1/nodeaudits/$2/status?dryRun=All" \
+    -d '{"status":{"phase":"Error","error":"rbac test"}}' 2>&1) || { echo "$out"; return 1; }
+  head -n -1 <<<"$out"
+  [[ $(tail -n 1 <<<"$out") == 2?? ]]
 }
 out=$(write_audit "$node0" rbac.gpu-node-0) || fail "the gpu-node-0 token cannot write NodeAudit rbac.gpu-node-0: $out"
 if out=$(write_audit "$node0" rbac.gpu-node-1); then fail "the gpu-node-0 token wrote NodeAudit rbac.gpu-node-1 ($out)"; fi
