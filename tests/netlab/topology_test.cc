@@ -259,7 +259,7 @@ TEST_CASE("state.json remembers --napi-threads", "[netlab]") {
   CHECK_FALSE(StateFromJson(nlohmann::json::parse(R"({"napi_threads":"yes"})")).ok());
 }
 
-TEST_CASE("--miswire cables a host link to another leaf, addresses and all", "[netlab]") {
+TEST_CASE("miswire: cables a host link to another leaf, addresses and all", "[netlab]") {
   Topology t = BuildTopology("lab", 0, "10.77.0.0/16", {4, 2, 2, 2}, "rail", "/run/netlab/lab");
   REQUIRE(t.hosts[2].rails[0].leaf == "l0");
   REQUIRE(Miswire(t, "h2r0:l1").ok());
