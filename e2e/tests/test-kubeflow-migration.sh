@@ -51,7 +51,8 @@ ARGS=(--mode lockstep --steps "$STEPS" --hidden 64 --layers 3 --batch 16 --seed 
 TNS=train
 TJ=kfm
 WORK=$STATE/kubeflow-migration
-RDIR=$STATE/kubeflow-migration-cluster
+# Short: the kubelet binds unix sockets under it (108-byte limit with the clone's path).
+RDIR=$STATE/kfm
 K() { "$BIN/kubectl" --kubeconfig "$RDIR/kubeconfig" "$@"; }
 mkdir -p "$STATE"
 rm -rf "$WORK" && mkdir -p "$WORK"
