@@ -254,8 +254,11 @@ wait_for "a planned migration of rank 1 in GET /v1/migrations" 10 planned
 grep -q '"msg":"migration requested by pod annotation"' "$LOG3" || fail "no log line for the annotation's request"
 pass "pod $TJ-rank-1 annotated lockstep.dev/migrate=now: a planned migration of rank 1 in GET /v1/migrations"
 # The ranks pause at the step asked for; s0 takes rank 1 in generation 1.
+# (The coordinator sets the pause on its next round, not inside the request.)
+pause_set() { [[ $(api GET /v1/state | jq -r '.transition.pause_at_step') =~ ^[0-9]+$ ]]; }
+wait_for "a pause step for the planned migration" 10 pause_set ||
+  fail "no pause step: $(api GET /v1/state | jq -c '{phase, transition}')"
 P=$(api GET /v1/state | jq -r '.transition.pause_at_step')
-[[ $P =~ ^[0-9]+$ ]] || fail "no pause step: $(api GET /v1/state | jq -c '{phase, transition}')"
 echo "0 1" >"$WORK/beat"
 for m in m0 m1; do
   api POST /v1/report "{\"member\":\"$m\",\"generation\":0,\"committed_step\":$P,\"reason\":\"pause\"}" >/dev/null ||
