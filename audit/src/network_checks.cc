@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace lockstep::audit {
 namespace {
@@ -53,6 +54,16 @@ void Connectivity(const NetworkFacts& n, std::vector<Check>& out) {
          {std::pair{"backend.latency_p50", p.p50_us}, std::pair{"backend.latency_p99", p.p99_us}}) {
       if (!v) {
         out.push_back(Missing(id, s, "no delay samples on this path"));
+        continue;
+      }
+      if (std::string_view(id) == "backend.latency_p99" && p.delay_samples && *p.delay_samples < kMinP99Samples) {
+        // Reported, not judged: the tail of a few dozen samples is scheduling noise.
+        out.push_back(Check{.id = id,
+                            .subject = s,
+                            .observed = Us(*v) + how,
+                            .number = *v,
+                            .message = "not judged: " + std::to_string(*p.delay_samples) + " samples (a p99 needs " +
+                                       std::to_string(kMinP99Samples) + ")"});
         continue;
       }
       out.push_back(Check{.id = id,

@@ -79,7 +79,12 @@ cleanup() {
     [[ -f $WORK/operator.log ]] && { say "last lines of the operator's log:"; tail -n 15 "$WORK/operator.log" >&2; }
     K -n $TNS get pods -o wide >&2 2>/dev/null || true
     K -n $TNS get trainjob,jobset,job -o wide >&2 2>/dev/null || true
-    K -n $TNS logs -l lockstep.dev/role=coordinator --tail=30 >&2 2>/dev/null || true
+    # The coordinator's whole log stays in $WORK; its decisions (every failure, plan and
+    # generation, not only the last lines) go to the output.
+    K -n $TNS logs -l lockstep.dev/role=coordinator --tail=-1 >"$WORK/coordinator.log" 2>/dev/null || true
+    say "the coordinator's decisions:"
+    grep -E 'failure_detected|generation_complete|migrat|relabel|deleted|registered_as_spare|error|warn' \
+      "$WORK/coordinator.log" | cut -c1-400 | head -n 40 >&2 || true
     for c in jobset trainer; do
       [[ -f $RDIR/logs/$c.log ]] && { say "last lines of $c.log:"; tail -n 8 "$RDIR/logs/$c.log" >&2; }
     done

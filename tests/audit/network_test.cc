@@ -110,6 +110,36 @@ TEST_CASE("a healthy fabric passes every network check on every node", "[audit][
   }
 }
 
+TEST_CASE("a p99 over fewer than 100 samples is reported, not judged; over enough it is", "[audit][network]") {
+  // One pair's tail: a single probe the scheduler held up 3 ms.
+  auto spike = [](int samples) {
+    return Judge([samples](int self, NetworkFacts& n) {
+      for (PathObservation& p : n.paths) p.delay_samples = 640;
+      if (self != 2) return;
+      for (PathObservation& p : n.paths) {
+        if (p.rail == 0 && p.peer == "n0") {
+          p.p99_us = 3000;
+          p.delay_samples = samples;
+        }
+      }
+    });
+  };
+  for (const NodeVerdict& v : spike(40)) {
+    INFO(v.node);
+    CHECK(Failed(v).empty());
+    if (v.node != "n2") continue;
+    const Check* c = Find(v, "backend.latency_p99", "rail0/n0");
+    REQUIRE(c);
+    CHECK(c->observed == "3000 us");
+    CHECK(c->message == "not judged: 40 samples (a p99 needs 100)");
+  }
+  for (const NodeVerdict& v : spike(kMinP99Samples)) {
+    INFO(v.node);
+    CHECK(Failed(v) == (v.node == "n2" ? std::vector<std::string>{"backend.latency_p99[rail0/n0]"}
+                                       : std::vector<std::string>{}));
+  }
+}
+
 TEST_CASE("a slow link flags its node, not the nodes whose paths cross it", "[audit][network]") {
   auto out = Judge([](int self, NetworkFacts& n) {
     OnLink(1, 0, self, n, [](PathObservation& p) {

@@ -24,9 +24,11 @@ json FabricStatus() {
   return json::parse(R"({
     "paths": [
       {"peer": "h1", "rail": 0, "interface": "rail0", "state": "up", "loss": 0.0,
-       "owd_p50_ns": 31000, "owd_p99_ns": 70000, "rtt_p50_ns": 90000, "rtt_p99_ns": 150000},
-      {"peer": "h1", "rail": 1, "interface": "rail1", "state": "down", "loss": 1.0,
-       "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": 80000, "rtt_p99_ns": 120000},
+       "owd_p50_ns": 31000, "owd_p99_ns": 70000, "rtt_p50_ns": 90000, "rtt_p99_ns": 150000,
+       "owd_samples": 640, "window_samples": 700},
+      {"peer": "h1", "rail": 1, "interface": "rail1", "state": "down", "loss": 0.75,
+       "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": 80000, "rtt_p99_ns": 120000,
+       "owd_samples": 0, "window_samples": 40},
       {"peer": "h2", "rail": 0, "interface": "rail0", "state": "unknown",
        "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": null, "rtt_p99_ns": null}],
     "peers": [{"peer": "h1", "host_address": "10.0.200.2", "via": "rail0"},
@@ -37,12 +39,15 @@ TEST_CASE("the fabric status gives the paths, one-way delays first, and the rail
   la::NetworkFacts n;
   PathsFromFabricStatus(FabricStatus(), n);
   REQUIRE(n.paths.size() == 3);
-  CHECK(n.paths[0] == la::PathObservation{.rail = 0, .peer = "h1", .state = "up", .p50_us = 31, .p99_us = 70});
+  CHECK(n.paths[0] ==
+        la::PathObservation{.rail = 0, .peer = "h1", .state = "up", .p50_us = 31, .p99_us = 70, .delay_samples = 640});
   CHECK(n.paths[1].state == "down");
-  CHECK(n.paths[1].loss == 1.0);
+  CHECK(n.paths[1].loss == 0.75);
   CHECK(n.paths[1].p50_us == 40);  // half the round trip
   CHECK_FALSE(n.paths[1].one_way);
+  CHECK(n.paths[1].delay_samples == 10);  // the replies among the window's 40 probes
   CHECK_FALSE(n.paths[2].p50_us);
+  CHECK_FALSE(n.paths[2].delay_samples);  // an agent that does not say
   CHECK(RailsFromFabricStatus(FabricStatus()).size() == 2);
   CHECK(RailsFromFabricStatus(FabricStatus())[1].interface == "rail1");
   CHECK(TargetsFromFabricStatus(FabricStatus()) ==

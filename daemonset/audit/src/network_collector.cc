@@ -167,11 +167,19 @@ void PathsFromFabricStatus(const json& status, la::NetworkFacts& out) {
     if (auto it = p.find("loss"); it != p.end() && it->is_number()) o.loss = it->get<double>();
     o.p50_us = Us(p, "owd_p50_ns");
     o.p99_us = Us(p, "owd_p99_ns");
+    auto count = [&p](const char* key) -> std::optional<int> {
+      auto it = p.find(key);
+      if (it == p.end() || !it->is_number_integer()) return std::nullopt;
+      return it->get<int>();
+    };
+    o.delay_samples = count("owd_samples");
     if (!o.p50_us) {
       auto half = [](std::optional<double> v) { return v ? std::optional<double>(*v / 2) : std::nullopt; };
       o.p50_us = half(Us(p, "rtt_p50_ns"));
       o.p99_us = half(Us(p, "rtt_p99_ns"));
       o.one_way = false;
+      // Round trips: every reply in the window (decided probes less the misses).
+      if (auto w = count("window_samples")) o.delay_samples = static_cast<int>(*w * (1 - o.loss) + 0.5);
     }
     out.paths.push_back(std::move(o));
   }

@@ -19,6 +19,9 @@ struct PathObservation {
   double loss = 0;                           // over the agent's recent window
   std::optional<double> p50_us{}, p99_us{};  // one-way delay (fabric time), else half the round trip
   bool one_way = true;                       // false: the delays are half round trips (clock sync not locked)
+  // How many replies the delays are over (the agent's stats window); nullopt:
+  // not reported (an agent older than the field). A p99 needs kMinP99Samples.
+  std::optional<int> delay_samples{};
   bool operator==(const PathObservation&) const = default;
 };
 
@@ -33,6 +36,10 @@ struct RouteTrace {
   bool reached = false;             // the target answered (port unreachable)
   bool operator==(const RouteTrace&) const = default;
 };
+
+// Below this many samples a p99 is the largest one or two: one probe the
+// host's scheduler held up (a millisecond on a busy node) would decide it.
+inline constexpr int kMinP99Samples = 100;
 
 struct NetworkFacts {
   // Why there is no path state (no fabric agent, fabric off); else paths.
