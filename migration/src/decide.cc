@@ -154,10 +154,21 @@ void ExpireMembers(JobState& s, double now, Actions& a) {
     // deadline instead (and by its pid where the coordinator can check it).
     const bool between_groups = m.report_generation >= 0 && m.report_generation >= m.hb_generation;
     if (between_groups) continue;
-    if (now - m.last_seen > s.config.heartbeat_timeout_s) {
+    // Nothing waits on a member outside the current generation (a spare in the pool,
+    // a rank registered before generation 0 formed), and its heartbeats lag by
+    // seconds while every process of a starting job imports torch on the same cores;
+    // taking it for dead would cost a pod (Kubernetes) for nothing. It is judged by the
+    // join timeout (the time a spare has to join anyway); members of the current
+    // generation by the heartbeat timeout.
+    const bool in_generation = s.phase != Phase::kAssembling && s.RankOf(id) >= 0;
+    // Entering a generation starts a member's heartbeat timeout afresh.
+    const double timeout = in_generation ? s.config.heartbeat_timeout_s
+                                         : std::max(s.config.heartbeat_timeout_s, s.config.join_timeout_s);
+    const double since = in_generation ? std::max(m.last_seen, s.current()->decided_at) : m.last_seen;
+    if (now - since > timeout) {
       MarkDead(s, m, "heartbeat_timeout",
-               "no heartbeat for " + Secs(now - m.last_seen) + " s (timeout " + Secs(s.config.heartbeat_timeout_s) +
-                   " s)",
+               "no heartbeat for " + Secs(now - m.last_seen) + " s (timeout " + Secs(timeout) + " s" +
+                   (in_generation ? "" : ", outside the current generation") + ")",
                now, true, a);
     }
   }
@@ -348,6 +359,11 @@ void DecideNext(JobState& s, double now, Actions& a) {
     if (mig && in.committed[mig->rank]) in.leaving.push_back(mig->rank);
   }
   auto pool = SparePool(s);
+  // Spares heard from within the heartbeat timeout first (a pool spare is declared
+  // dead only after the join timeout: a silent one is the last choice).
+  std::stable_partition(pool.begin(), pool.end(), [&](const Member* m) {
+    return now - m->last_seen <= s.config.heartbeat_timeout_s;
+  });
   in.spares = pool.size();
   in.spares_starting = s.spares_starting;
   const FailureDecision d = OnFailure(in);

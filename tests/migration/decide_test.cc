@@ -158,6 +158,62 @@ TEST_CASE("hang: no heartbeat for the timeout -> dead and fenced, then re-formed
   CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2"});
 }
 
+TEST_CASE("outside the current generation a member is judged by the join timeout, not the heartbeat timeout",
+          "[migration]") {
+  // Before generation 0: m0 registered, silent while the others start (imports).
+  MigrationSim sim(Config(2, 1));
+  sim.Register("m0", Role::kRank, 0);
+  sim.Register("s0", Role::kSpare);
+  sim.Advance(10);  // > heartbeat timeout 1.5 s, < join timeout 20 s
+  CHECK(sim.state.Find("m0")->status == MemberStatus::kAlive);
+  CHECK(sim.state.Find("s0")->status == MemberStatus::kAlive);
+  CHECK(sim.All<Fence>().empty());
+  sim.Register("m1", Role::kRank, 1);
+  REQUIRE(sim.state.generation() == 0);
+  sim.BeatAll(0);
+  REQUIRE(sim.state.current()->status == "complete");
+  // Formed: m0 is in the generation and judged by the heartbeat timeout again, the
+  // pool spare s0 (silent for 10 s) still by the join timeout.
+  for (int i = 0; i < 8; ++i) {
+    sim.Advance(0.25);
+    sim.Beat("m1", 0, 1);
+  }
+  CHECK(sim.state.Find("m0")->status == MemberStatus::kDead);
+  CHECK(sim.state.Find("m0")->gone_cause == "heartbeat_timeout");
+  CHECK(sim.state.Find("s0")->status == MemberStatus::kAlive);
+  // s0 took m0's rank in generation 1: from now on the heartbeat timeout applies.
+  sim.ReportErr("m1", 0, 1);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.RankOf("s0") == 0);
+  for (int i = 0; i < 8; ++i) {
+    sim.Advance(0.25);
+    sim.Beat("m1", 1, 1, "waiting");
+  }
+  CHECK(sim.state.Find("s0")->status == MemberStatus::kDead);
+  // A pool spare silent past the join timeout is dead.
+  MigrationSim pool = Formed(2, 1);
+  for (int i = 0; i < 84; ++i) {
+    pool.Advance(0.25);
+    pool.BeatAll(1);
+  }
+  CHECK(pool.state.Find("s0")->status == MemberStatus::kDead);
+  CHECK(pool.state.Find("s0")->gone_reason.find("outside the current generation") != std::string::npos);
+}
+
+TEST_CASE("a failure takes a spare heard from within the heartbeat timeout before a silent one", "[migration]") {
+  auto sim = Formed(2, 2);
+  for (int i = 0; i < 12; ++i) {  // 3 s: s0 silent, s1 heartbeating
+    sim.Advance(0.25);
+    sim.BeatAll(1);
+    sim.Beat("s1", -1, 0, "waiting");
+  }
+  REQUIRE(sim.state.Find("s0")->status == MemberStatus::kAlive);
+  sim.Do(ProcessGone{"m1", "gone"});
+  sim.ReportErr("m0", 0, 1);
+  REQUIRE(sim.state.generation() == 1);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s1"});
+}
+
 TEST_CASE("a member heartbeating but not reporting after the report grace is hung and fenced", "[migration]") {
   auto sim = Formed(3, 1);
   sim.BeatAll(5);
