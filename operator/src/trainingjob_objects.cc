@@ -1,6 +1,7 @@
 #include "lockstep/operator/trainingjob_objects.h"
 
 #include <charconv>
+#include <cstdio>
 #include <set>
 
 #include "lockstep/kube/object_meta.h"
@@ -75,6 +76,7 @@ Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const st
     for (const Json& e : env) merged.push_back(e);
     c["env"] = merged;
   }
+  AddMissingEnv(pod_spec["containers"], DetectionEnv(spec.detection));
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", pod_spec}};
 }
 
@@ -92,6 +94,31 @@ std::string CoordinatorPodIpUrl(const std::string& ip) {
   return "http://" + host + ":" + std::to_string(kCoordinatorPort);
 }
 
+Json DetectionEnv(const api::DetectionSpec& d) {
+  auto seconds = [](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return std::string(buf);
+  };
+  return Json::array({{{"name", api::kEnvHeartbeatInterval}, {"value", seconds(d.heartbeat_interval_ms / 1000.0)}},
+                      {{"name", api::kEnvHangTimeout}, {"value", std::to_string(d.hang_timeout_seconds)}}});
+}
+
+void AddMissingEnv(Json& containers, const Json& env) {
+  if (!containers.is_array()) return;
+  for (Json& c : containers) {
+    if (!c.is_object()) continue;
+    if (!c.contains("env") || !c["env"].is_array()) c["env"] = Json::array();
+    std::set<std::string> have;
+    for (const Json& e : c["env"]) {
+      if (e.is_object() && e.contains("name") && e["name"].is_string()) have.insert(e["name"].get<std::string>());
+    }
+    for (const Json& e : env) {
+      if (!have.count(e["name"].get<std::string>())) c["env"].push_back(e);
+    }
+  }
+}
+
 Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings) {
   // Without --advertise-url the coordinator would give its spares http://127.0.0.1:8470.
   const std::string advertise = settings.coordinator_address == CoordinatorAddress::kPodIp
@@ -103,6 +130,8 @@ Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const 
                            std::string(kCoordinatorConfigDir) + "/" + kSparePodKey, "--state-configmap",
                            CoordinatorStateName(job.name), "--fence", "kube", "--pid-check", "off"});
   args.insert(args.begin() + 6, {"--advertise-url", advertise});  // after --listen
+  args.push_back("--heartbeat-timeout");
+  args.push_back(std::to_string(spec.detection.heartbeat_timeout_ms) + "ms");
   // A Kubeflow job's rank pods are its Job's: a dead container restarts in place and
   // its process comes back as a spare; deleting the pod would spend a backoffLimit failure.
   if (spec.train_job_ref || spec.pytorch_job_ref) args.push_back("--keep-restarted-pods");

@@ -94,7 +94,11 @@ Result<Json> MutatePodAdmission(const Json& review, const kube::Store& trainingj
       return out;
     }
   }
-  const Json patch = PodMutationPatch(*pod, {kube::Name(*tj), ns, replicas, url}, *rank);
+  PodMutationTarget target{kube::Name(*tj), ns, replicas, url};
+  if (const Json* spec = kube::FindPath(*tj, {"spec"})) {
+    if (auto parsed = api::ParseTrainingJobSpec(kube::Name(*tj), *spec); parsed.ok()) target.detection = parsed->detection;
+  }
+  const Json patch = PodMutationPatch(*pod, target, *rank);
   out["response"]["patchType"] = "JSONPatch";
   out["response"]["patch"] = Base64(patch.dump());
   return out;

@@ -999,7 +999,7 @@ def _env_number(name, default, kind):
 def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Optional[int] = None,
          world_size: Optional[int] = None, backend: str = "gloo", hang_timeout: Optional[float] = None,
          on_event: Optional[EventHook] = None, seed: Optional[int] = None, reduction: str = "ddp",
-         bucket_cap_mb: float = 25, host: Optional[str] = None, heartbeat_interval: float = 0.75,
+         bucket_cap_mb: float = 25, host: Optional[str] = None, heartbeat_interval: Optional[float] = None,
          overlap: bool = True, fingerprint_every: Optional[int] = None) -> Job:
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned).
@@ -1015,6 +1015,10 @@ def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Op
                              % os.environ.get("LOCKSTEP_HANG_TIMEOUT"))
     if hang_timeout <= 0:
         raise ValueError("lockstep_train.join: hang_timeout must be > 0 (got %r)" % hang_timeout)
+    if heartbeat_interval is None:   # the operator sets it from the TrainingJob's spec.detection
+        heartbeat_interval = _env_number("LOCKSTEP_HEARTBEAT_INTERVAL", 0.75, float)
+    if heartbeat_interval <= 0:
+        raise ValueError("lockstep_train.join: heartbeat_interval must be > 0 (got %r)" % heartbeat_interval)
     if fingerprint_every is None:
         fingerprint_every = _env_number("LOCKSTEP_FINGERPRINT_EVERY", FINGERPRINT_EVERY, int)
     if fingerprint_every < 0:

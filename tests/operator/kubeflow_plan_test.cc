@@ -276,9 +276,13 @@ TEST_CASE("pod mutation: labels and the library's environment, applied as a JSON
               {"spec",
                {{"containers", Json::array({{{"name", "node"},
                                              {"env", Json::array({{{"name", "KEEP"}, {"value", "1"}},
-                                                                  {{"name", "LOCKSTEP_RANK"}, {"value", "99"}}})}},
+                                                                  {{"name", "LOCKSTEP_RANK"}, {"value", "99"}},
+                                                                  {{"name", "LOCKSTEP_HANG_TIMEOUT"}, {"value", "30"}}})}},
                                             {{"name", "sidecar"}}})}}}};
-  const Json patch = PodMutationPatch(pod, {"llama", "ml", 4}, 2);
+  PodMutationTarget target{"llama", "ml", 4};
+  target.detection.heartbeat_interval_ms = 250;
+  target.detection.hang_timeout_seconds = 12;
+  const Json patch = PodMutationPatch(pod, target, 2);
   const Json out = pod.patch(patch);  // nlohmann applies RFC 6902 like the API server
   CHECK(out["metadata"]["labels"] ==
         Json{{"a/b", "c"}, {"lockstep.dev/job", "llama"}, {"lockstep.dev/role", "rank"}, {"lockstep.dev/rank", "2"}});
@@ -289,10 +293,15 @@ TEST_CASE("pod mutation: labels and the library's environment, applied as a JSON
                    {{"name", "LOCKSTEP_WORLD_SIZE"}, {"value", "4"}},
                    {{"name", "LOCKSTEP_POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
                    {{"name", "LOCKSTEP_POD_UID"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.uid"}}}}}}});
-  Json first = Json::array({{{"name", "KEEP"}, {"value", "1"}}});
+  // spec.detection's variables where the container sets none (its own value wins).
+  Json first = Json::array({{{"name", "KEEP"}, {"value", "1"}}, {{"name", "LOCKSTEP_HANG_TIMEOUT"}, {"value", "30"}}});
   for (const Json& e : want_env) first.push_back(e);
+  first.push_back({{"name", "LOCKSTEP_HEARTBEAT_INTERVAL"}, {"value", "0.25"}});
   CHECK(out["spec"]["containers"][0]["env"] == first);
-  CHECK(out["spec"]["containers"][1]["env"] == want_env);
+  Json second = want_env;
+  second.push_back({{"name", "LOCKSTEP_HEARTBEAT_INTERVAL"}, {"value", "0.25"}});
+  second.push_back({{"name", "LOCKSTEP_HANG_TIMEOUT"}, {"value", "12"}});
+  CHECK(out["spec"]["containers"][1]["env"] == second);
 
   // No labels at all: the patch makes the map first.
   Json bare = {{"metadata", Json::object()}, {"spec", {{"containers", Json::array({{{"name", "c"}}})}}}};

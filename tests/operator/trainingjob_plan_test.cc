@@ -125,6 +125,26 @@ TEST_CASE("trainingjob objects: rank pod from the template, rank environment, re
   int rank_entries = 0;
   for (const Json& e : c["env"]) rank_entries += e["name"] == "LOCKSTEP_RANK";
   CHECK(rank_entries == 1);
+  // spec.detection (its defaults here) for the library.
+  CHECK(Env(c, "LOCKSTEP_HEARTBEAT_INTERVAL") == "0.5");
+  CHECK(Env(c, "LOCKSTEP_HANG_TIMEOUT") == "10");
+}
+
+TEST_CASE("trainingjob objects: spec.detection reaches the coordinator and the pods, a template's own value wins",
+          "[operator]") {
+  Json job = Job(2, 1);
+  job["spec"]["detection"] = {{"heartbeatIntervalMs", 200}, {"heartbeatTimeoutMs", 1500}, {"hangTimeoutSeconds", 45}};
+  job["spec"]["template"]["spec"]["containers"][0]["env"].push_back({{"name", "LOCKSTEP_HANG_TIMEOUT"}, {"value", "7"}});
+  auto plan = Plan(job, {});
+  const Json& args = plan.create_pods[0]["spec"]["containers"][0]["args"];
+  CHECK(args[args.size() - 2] == "--heartbeat-timeout");
+  CHECK(args.back() == "1500ms");
+  const Json& c = plan.create_pods[1]["spec"]["containers"][0];
+  CHECK(Env(c, "LOCKSTEP_HEARTBEAT_INTERVAL") == "0.2");
+  CHECK(Env(c, "LOCKSTEP_HANG_TIMEOUT") == "7");
+  int hang_entries = 0;
+  for (const Json& e : c["env"]) hang_entries += e["name"] == "LOCKSTEP_HANG_TIMEOUT";
+  CHECK(hang_entries == 1);
 }
 
 TEST_CASE("trainingjob objects: the coordinator pod, its arguments, ConfigMap, Service and RBAC", "[operator]") {
@@ -153,7 +173,9 @@ TEST_CASE("trainingjob objects: the coordinator pod, its arguments, ConfigMap, S
                                   "--fence",
                                   "kube",
                                   "--pid-check",
-                                  "off"}));
+                                  "off",
+                                  "--heartbeat-timeout",
+                                  "3000ms"}));
   CHECK_FALSE(c.contains("env"));
   CHECK(c["volumeMounts"][0]["mountPath"] == "/etc/lockstep");
   CHECK(pod["spec"]["volumes"][0]["configMap"]["name"] == "demo-coordinator");

@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/api/training_job.h"
 #include "lockstep/operator/kubeflow_plan.h"
 
 namespace lockstep::op {
@@ -51,6 +52,7 @@ struct PodMutationTarget {
   std::string ns;
   int replicas = 1;
   std::string coordinator_url = "";  // LOCKSTEP_COORDINATOR; "": the coordinator Service's URL
+  api::DetectionSpec detection{};    // LOCKSTEP_HEARTBEAT_INTERVAL, LOCKSTEP_HANG_TIMEOUT where the pod sets none
 };
 
 // The JSON Patch for `pod` as rank `rank` of `target`.

@@ -64,6 +64,10 @@ std::string RankDisruptionBudgetName(const std::string& job);
 // or http://$(POD_IP):8470 with CoordinatorAddress::kPodIp. A Kubeflow job's
 // (trainJobRef, pytorchJobRef) adds --keep-restarted-pods.
 Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings = {});
+// LOCKSTEP_HEARTBEAT_INTERVAL and LOCKSTEP_HANG_TIMEOUT (seconds) from spec.detection.
+Json DetectionEnv(const api::DetectionSpec& detection);
+// Appends to each container's env the entries of `env` it does not set itself.
+void AddMissingEnv(Json& containers, const Json& env);
 
 Json RenderCoordinatorServiceAccount(const JobRef& job);
 // Binds settings.coordinator_cluster_role to the coordinator's ServiceAccount in the job's namespace.

@@ -43,6 +43,9 @@ inline constexpr char kEnvRank[] = "LOCKSTEP_RANK";
 inline constexpr char kEnvWorldSize[] = "LOCKSTEP_WORLD_SIZE";
 inline constexpr char kEnvPodName[] = "LOCKSTEP_POD_NAME";
 inline constexpr char kEnvPodUid[] = "LOCKSTEP_POD_UID";
+// From the TrainingJob's spec.detection, unless the pod's container sets them itself.
+inline constexpr char kEnvHeartbeatInterval[] = "LOCKSTEP_HEARTBEAT_INTERVAL";  // seconds
+inline constexpr char kEnvHangTimeout[] = "LOCKSTEP_HANG_TIMEOUT";              // seconds
 
 // The coordinator's HTTP port (its Service "<job>-coordinator" too).
 inline constexpr int kCoordinatorPort = 8470;
