@@ -135,8 +135,8 @@ TEST_CASE("a p99 over fewer than 100 samples is reported, not judged; over enoug
   }
   for (const NodeVerdict& v : spike(kMinP99Samples)) {
     INFO(v.node);
-    CHECK(Failed(v) == (v.node == "n2" ? std::vector<std::string>{"backend.latency_p99[rail0/n0]"}
-                                       : std::vector<std::string>{}));
+    CHECK(Failed(v) ==
+          (v.node == "n2" ? std::vector<std::string>{"backend.latency_p99[rail0/n0]"} : std::vector<std::string>{}));
   }
 }
 
