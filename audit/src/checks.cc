@@ -241,7 +241,7 @@ void GpuClocks(const NodeFacts& f, std::vector<Check>& out) {
       clock = " (SM clock " + std::to_string(*g.sm_clock_mhz) + " of " + std::to_string(*g.sm_clock_max_mhz) + " MHz)";
     }
     Check c = Absolute("node.clocks_throttle", s, active.empty() ? "none" : active,
-                       "no hw_slowdown, sw/hw_thermal_slowdown or hw_power_brake_slowdown", failing.empty(),
+                       "no HW/thermal slowdown or power brake", failing.empty(),
                        "clocks held down by " + failing + clock +
                            ": the GPU protects itself (cooling, power supply or an external power brake)");
     if (g.sm_clock_mhz) c.number = *g.sm_clock_mhz;
