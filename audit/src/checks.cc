@@ -101,7 +101,20 @@ void Memory(const NodeFacts& f, std::vector<Check>& out) {
                           .observed = *g.ecc_enabled ? "enabled" : "disabled",
                           .pool = PoolRule::kMajority});
     } else {
-      out.push_back(NotPresent("memory.ecc_mode", s, "ECC mode not reported"));
+      out.push_back(NotPresent("memory.ecc_mode", s, "ECC mode not reported (a GPU without ECC, or the driver)"));
+    }
+    // The mode after the next reset: a node about to change it differs from its pool.
+    if (g.ecc_pending) {
+      Check c{.id = "memory.ecc_mode_pending",
+              .subject = s,
+              .observed = *g.ecc_pending ? "enabled" : "disabled",
+              .pool = PoolRule::kMajority};
+      if (g.ecc_enabled && *g.ecc_enabled != *g.ecc_pending) {
+        c.message = std::string("ECC turns ") + (*g.ecc_pending ? "on" : "off") + " at the next GPU reset or reboot";
+      }
+      out.push_back(std::move(c));
+    } else {
+      out.push_back(NotPresent("memory.ecc_mode_pending", s, "pending ECC mode not reported"));
     }
     if (g.remap_pending) {
       out.push_back(Absolute("memory.row_remap_pending", s, *g.remap_pending ? "true" : "false", "false",
@@ -161,6 +174,169 @@ void Pcie(const NodeFacts& f, std::vector<Check>& out) {
   for (const GpuFacts& g : f.gpus) {
     if (g.error) continue;
     out.push_back(Counter("pcie.replays", "gpu" + std::to_string(g.index), g.pcie_replays, false, "PCIe replays"));
+  }
+}
+
+// nvmlClocksEventReason* bits (NVML's values) and how the audit names them.
+struct ClockReason {
+  uint64_t bit;
+  const char* name;
+  bool fails;  // the GPU is slowed by its hardware or its temperature
+};
+constexpr ClockReason kClockReasons[] = {
+    {0x1, "gpu_idle", false},
+    {0x2, "applications_clocks_setting", false},
+    {0x4, "sw_power_cap", false},
+    {0x8, "hw_slowdown", true},
+    {0x10, "sync_boost", false},
+    {0x20, "sw_thermal_slowdown", true},
+    {0x40, "hw_thermal_slowdown", true},
+    {0x80, "hw_power_brake_slowdown", true},
+    {0x100, "display_clock_setting", false},
+};
+
+// Persistence mode, the SM clock's maximum (the pool's majority) and the
+// clock event reasons now (absolute: a GPU slowed by its hardware or its
+// temperature fails, whatever its pool shows).
+void GpuClocks(const NodeFacts& f, std::vector<Check>& out) {
+  for (const GpuFacts& g : f.gpus) {
+    if (g.error) continue;
+    const std::string s = "gpu" + std::to_string(g.index);
+    if (g.persistence_mode) {
+      out.push_back(Check{.id = "node.persistence_mode",
+                          .subject = s,
+                          .observed = *g.persistence_mode ? "enabled" : "disabled",
+                          .pool = PoolRule::kMajority});
+    } else {
+      out.push_back(NotPresent("node.persistence_mode", s, "persistence mode not reported"));
+    }
+    if (g.sm_clock_max_mhz) {
+      out.push_back(Check{.id = "node.sm_clock_max",
+                          .subject = s,
+                          .observed = std::to_string(*g.sm_clock_max_mhz) + " MHz",
+                          .number = static_cast<double>(*g.sm_clock_max_mhz),
+                          .pool = PoolRule::kMajority});
+    } else {
+      out.push_back(NotPresent("node.sm_clock_max", s, "maximum SM clock not reported"));
+    }
+    if (!g.clocks_event_reasons) {
+      out.push_back(NotPresent("node.clocks_throttle", s, "clock event reasons not reported"));
+      continue;
+    }
+    std::string active, failing;
+    uint64_t known = 0;
+    for (const ClockReason& r : kClockReasons) {
+      known |= r.bit;
+      if (!(*g.clocks_event_reasons & r.bit)) continue;
+      active += (active.empty() ? "" : ",") + std::string(r.name);
+      if (r.fails) failing += (failing.empty() ? "" : ",") + std::string(r.name);
+    }
+    if (const uint64_t other = *g.clocks_event_reasons & ~known; other != 0) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(other));
+      active += (active.empty() ? "" : ",") + std::string(hex);
+    }
+    std::string clock;
+    if (g.sm_clock_mhz && g.sm_clock_max_mhz) {
+      clock = " (SM clock " + std::to_string(*g.sm_clock_mhz) + " of " + std::to_string(*g.sm_clock_max_mhz) + " MHz)";
+    }
+    Check c = Absolute("node.clocks_throttle", s, active.empty() ? "none" : active,
+                       "no HW/thermal slowdown or power brake", failing.empty(),
+                       "clocks held down by " + failing + clock +
+                           ": the GPU protects itself (cooling, power supply or an external power brake)");
+    if (g.sm_clock_mhz) c.number = *g.sm_clock_mhz;
+    out.push_back(std::move(c));
+  }
+}
+
+// ACS on the path between each GPU and its nearest rail NIC (the one that
+// shares the most bridges with it). P2P request/completion redirect on a
+// bridge below their common switch sends GPUDirect P2P/RDMA up through the
+// root complex. Compared with the pool too (a node whose GPU shares no
+// switch with a NIC, where its pool's do, is cabled or slotted otherwise).
+void Acs(const NodeFacts& f, std::vector<Check>& out) {
+  constexpr uint16_t kRedirect = kAcsRequestRedirect | kAcsCompletionRedirect;
+  for (const PcieLink& g : f.pcie) {
+    if (!g.is_gpu) continue;
+    const std::string s = g.role.empty() ? g.bdf : g.role;
+    if (g.upstream.empty()) {
+      out.push_back(NotPresent("pcie.acs", s, "no PCIe bridge above " + g.bdf + " in sysfs"));
+      continue;
+    }
+    const PcieLink* nic = nullptr;
+    size_t shared = 0;
+    for (const PcieLink& n : f.pcie) {
+      if (n.is_gpu) continue;
+      size_t k = 0;
+      while (k < g.upstream.size() && k < n.upstream.size() && g.upstream[k].bdf == n.upstream[k].bdf) ++k;
+      if (!nic || k > shared) {
+        nic = &n;
+        shared = k;
+      }
+    }
+    if (!nic) {
+      out.push_back(NotPresent("pcie.acs", s, "no rail NIC"));
+      continue;
+    }
+    const std::string pair = s + " and " + (nic->role.empty() ? nic->bdf : nic->role);
+    if (shared == 0) {
+      out.push_back(
+          Check{.id = "pcie.acs",
+                .subject = s,
+                .observed = "no shared switch",
+                .message = pair + " share no PCIe bridge: GPUDirect RDMA between them crosses the root complex",
+                .pool = PoolRule::kMajority});
+      continue;
+    }
+    std::string redirect, unreadable;
+    for (const PcieLink* side : {&g, nic}) {
+      for (size_t i = shared; i < side->upstream.size(); ++i) {
+        const PcieBridge& b = side->upstream[i];
+        if (!b.config_readable) {
+          unreadable += (unreadable.empty() ? "" : ", ") + b.bdf;
+        } else if (b.acs_control && (*b.acs_control & kRedirect)) {
+          char bits[64];
+          std::snprintf(bits, sizeof bits, " (ACSCtl 0x%04x: ReqRedir%c CmpltRedir%c)", *b.acs_control,
+                        *b.acs_control & kAcsRequestRedirect ? '+' : '-',
+                        *b.acs_control & kAcsCompletionRedirect ? '+' : '-');
+          redirect += (redirect.empty() ? "" : ", ") + b.bdf + bits;
+        }
+      }
+    }
+    if (!redirect.empty()) {
+      out.push_back(Check{.id = "pcie.acs",
+                          .subject = s,
+                          .observed = "redirect",
+                          .expected = "off",
+                          .verdict = Verdict::kFail,
+                          .message = "ACS P2P redirect on " + redirect + " between " + pair +
+                                     ": GPUDirect P2P/RDMA goes through the root complex; turn ACS off on those "
+                                     "ports (BIOS, or setpci ECAP_ACS+6.w=0)",
+                          .pool = PoolRule::kMajority});
+    } else if (!unreadable.empty()) {
+      out.push_back(NotPresent("pcie.acs", s,
+                               "the PCI config space of " + unreadable + " is not readable (needs CAP_SYS_ADMIN)"));
+    } else {
+      out.push_back(
+          Check{.id = "pcie.acs", .subject = s, .observed = "off", .expected = "off", .pool = PoolRule::kMajority});
+    }
+  }
+}
+
+// The API server's name resolves (when it is a name).
+void ApiDns(const NodeFacts& f, std::vector<Check>& out) {
+  if (!f.api_server) {
+    out.push_back(NotPresent("frontend.api_dns", "", "no API server known (no kubeconfig, not in a cluster)"));
+  } else if (f.api_server->is_address) {
+    out.push_back(NotPresent("frontend.api_dns", "",
+                             "the API server is addressed by IP (" + f.api_server->host + "): no name to resolve"));
+  } else {
+    std::string list;
+    for (const std::string& a : f.api_server->addresses) list += (list.empty() ? "" : ",") + a;
+    out.push_back(Absolute("frontend.api_dns", "", list.empty() ? "unresolved" : list,
+                           "an address for " + f.api_server->host, !list.empty(),
+                           "the API server's name " + f.api_server->host + " does not resolve" +
+                               (f.api_server->error.empty() ? "" : ": " + f.api_server->error)));
   }
 }
 
@@ -388,8 +564,11 @@ std::vector<Check> RunChecks(const NodeFacts& facts, const CheckOptions& options
   Software(facts, options, out);
   Memory(facts, out);
   Pcie(facts, out);
+  Acs(facts, out);
   NodeLevel(facts, out);
+  GpuClocks(facts, out);
   FrontEnd(facts, out);
+  ApiDns(facts, out);
   BackEnd(facts, options, out);
   Extra(facts, out);
   NetworkChecks(facts, out);

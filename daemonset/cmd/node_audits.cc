@@ -9,8 +9,10 @@ namespace lockstep::agent {
 
 std::unique_ptr<audit::NodeAuditRunner> StartNodeAudits(kube::KubeApi& api, const api::AgentConfig& config,
                                                         metrics::Registry& registry,
-                                                        std::function<nlohmann::json()> fabric_status) {
+                                                        std::function<nlohmann::json()> fabric_status,
+                                                        const std::string& api_server) {
   audit::CollectOptions collect;
+  collect.api_server = api_server;
   if (const char* root = std::getenv(kAuditRootEnv); root && *root) collect.root = root;
   collect.rails = config.fabric.rails;
   std::optional<gpu::NvmlOptions> nvml;

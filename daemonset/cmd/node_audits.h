@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -25,8 +26,11 @@ inline constexpr char kAuditRootEnv[] = "LOCKSTEP_AUDIT_ROOT";
 // Started; REQUIRES: api, registry and what `fabric_status` reads outlive it.
 // `fabric_status`: the fabric agent's StatusJson (thread-safe); empty
 // without fabric.rails (the network checks are then NotPresent).
+// `api_server`: the server URL the agent talks to (frontend.api_dns resolves
+// its name; an IP is NotPresent).
 std::unique_ptr<audit::NodeAuditRunner> StartNodeAudits(kube::KubeApi& api, const api::AgentConfig& config,
                                                         metrics::Registry& registry,
-                                                        std::function<nlohmann::json()> fabric_status = {});
+                                                        std::function<nlohmann::json()> fabric_status = {},
+                                                        const std::string& api_server = "");
 
 }  // namespace lockstep::agent

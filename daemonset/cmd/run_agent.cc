@@ -108,7 +108,8 @@ int RunAgent(const CommandLine& cl) {
   if (kube_api) {
     std::function<nlohmann::json()> fabric_status;
     if (FabricAgent* f = agent.fabric()) fabric_status = [f] { return f->StatusJson(); };
-    audits = StartNodeAudits(*kube_api, config, registry, std::move(fabric_status));
+    audits = StartNodeAudits(*kube_api, config, registry, std::move(fabric_status),
+                             setup->kube ? setup->kube->server : "");
   }
   int signal = 0;
   sigwait(&signals, &signal);

@@ -56,6 +56,10 @@ for g in j["gpus"]:
     print("   GPU %d %s %s: %s C (slowdown %s C), not available: %s" % (
         g["index"], g.get("uuid"), g.get("name"), g.get("temperatureC"), g.get("slowdownC"),
         ", ".join(g.get("notAvailable", [])) or "-"))
+    reasons = g.get("clocksEventReasons")
+    print("     ECC %s (pending %s), persistence %s, SM clock %s of %s MHz, clock event reasons %s" % (
+        g.get("eccMode"), g.get("eccModePending"), g.get("persistenceMode"), g.get("smClockMHz"),
+        g.get("smClockMaxMHz"), "-" if reasons is None else hex(reasons)))
 ' || { echo "check_on_gpu: the output is not the expected JSON" >&2; exit 1; }
 fi
 exit 0

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
       {"missing_module", [](NodeFacts& f) { f.modules["nvidia_peermem"] = false; }},
       {"rdma_half_rate", [](NodeFacts& f) { f.rdma[0].rate_gbps = 100; }},
       {"other_driver", [](NodeFacts& f) { f.nvidia_driver = "535.104.05"; }},
+      {"hw_slowdown", [](NodeFacts& f) { f.gpus[1].clocks_event_reasons = 0x8; }},
+      {"persistence_off", [](NodeFacts& f) { f.gpus[0].persistence_mode = false; }},
+      {"acs_redirect", [](NodeFacts& f) { f.pcie[0].upstream.back().acs_control = 0x1d; }},
   };
   const std::string t = "2027-01-15T08:00:00Z";
   const json good_status = lockstep::audit::CompletedNodeAuditStatus(lockstep::audit::RunChecks(GoodNode()), t);

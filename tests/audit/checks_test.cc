@@ -144,6 +144,119 @@ TEST_CASE("no default route fails the front end", "[audit]") {
   REQUIRE(Find(RunChecks(f), "frontend.address", "eth0")->verdict == Verdict::kFail);
 }
 
+TEST_CASE("ECC mode now and after the next reset, persistence and the maximum SM clock go to the pool", "[audit]") {
+  NodeFacts f = GoodNode();
+  auto checks = RunChecks(f);
+  REQUIRE(Find(checks, "memory.ecc_mode", "gpu0")->observed == "enabled");
+  REQUIRE(Find(checks, "memory.ecc_mode_pending", "gpu0")->observed == "enabled");
+  REQUIRE(Find(checks, "memory.ecc_mode_pending", "gpu0")->pool == PoolRule::kMajority);
+  REQUIRE(Find(checks, "node.persistence_mode", "gpu1")->observed == "enabled");
+  REQUIRE(Find(checks, "node.persistence_mode", "gpu1")->pool == PoolRule::kMajority);
+  REQUIRE(Find(checks, "node.sm_clock_max", "gpu1")->observed == "1980 MHz");
+  f.gpus[1].ecc_pending = false;
+  f.gpus[0].persistence_mode.reset();
+  f.gpus[0].ecc_enabled.reset();
+  f.gpus[0].ecc_pending.reset();
+  checks = RunChecks(f);
+  const Check* pending = Find(checks, "memory.ecc_mode_pending", "gpu1");
+  REQUIRE(pending->observed == "disabled");
+  REQUIRE(pending->verdict == Verdict::kPass);  // the pool decides
+  REQUIRE(pending->message == "ECC turns off at the next GPU reset or reboot");
+  REQUIRE(Find(checks, "node.persistence_mode", "gpu0")->verdict == Verdict::kNotPresent);
+  REQUIRE(Find(checks, "memory.ecc_mode", "gpu0")->verdict == Verdict::kNotPresent);
+  REQUIRE(Find(checks, "memory.ecc_mode_pending", "gpu0")->verdict == Verdict::kNotPresent);
+}
+
+TEST_CASE("clock event reasons: HW and thermal slowdowns fail, idle and power cap do not", "[audit]") {
+  NodeFacts f = GoodNode();
+  auto checks = RunChecks(f);
+  const Check* c = Find(checks, "node.clocks_throttle", "gpu0");
+  REQUIRE(c->verdict == Verdict::kPass);
+  REQUIRE(c->observed == "none");
+  f.gpus[0].clocks_event_reasons = 0x1 | 0x4;  // idle, software power cap
+  checks = RunChecks(f);
+  REQUIRE(Find(checks, "node.clocks_throttle", "gpu0")->observed == "gpu_idle,sw_power_cap");
+  REQUIRE(Find(checks, "node.clocks_throttle", "gpu0")->verdict == Verdict::kPass);
+  for (uint64_t bit : {0x8, 0x20, 0x40, 0x80}) {
+    CAPTURE(bit);
+    f.gpus[1].clocks_event_reasons = bit | 0x4;
+    f.gpus[1].sm_clock_mhz = 1005;
+    checks = RunChecks(f);
+    c = Find(checks, "node.clocks_throttle", "gpu1");
+    REQUIRE(c->verdict == Verdict::kFail);
+    REQUIRE(c->pool == PoolRule::kNone);  // absolute: a slowed GPU fails whatever its pool shows
+    REQUIRE(c->message.find("(SM clock 1005 of 1980 MHz)") != std::string::npos);
+    REQUIRE(c->number == 1005);
+  }
+  f.gpus[1].clocks_event_reasons = 0x8 | 0x40 | 0x10000;
+  checks = RunChecks(f);
+  c = Find(checks, "node.clocks_throttle", "gpu1");
+  REQUIRE(c->observed == "hw_slowdown,hw_thermal_slowdown,0x10000");
+  REQUIRE(c->message.rfind("clocks held down by hw_slowdown,hw_thermal_slowdown (SM clock", 0) == 0);
+  f.gpus[1].clocks_event_reasons.reset();
+  f.gpus[1].sm_clock_max_mhz.reset();
+  checks = RunChecks(f);
+  REQUIRE(Find(checks, "node.clocks_throttle", "gpu1")->verdict == Verdict::kNotPresent);
+  REQUIRE(Find(checks, "node.sm_clock_max", "gpu1")->verdict == Verdict::kNotPresent);
+}
+
+TEST_CASE("ACS redirect between a GPU and its nearest NIC fails, elsewhere it does not", "[audit]") {
+  NodeFacts f = GoodNode();
+  REQUIRE(Find(RunChecks(f), "pcie.acs", "gpu0")->observed == "off");
+  REQUIRE(Find(RunChecks(f), "pcie.acs", "gpu0")->verdict == Verdict::kPass);
+  // Redirect on the root port above the shared switch: not on the P2P path.
+  f.pcie[0].upstream[0].acs_control = 0x1d;
+  f.pcie[2].upstream[0].acs_control = 0x1d;
+  REQUIRE(Find(RunChecks(f), "pcie.acs", "gpu0")->verdict == Verdict::kPass);
+  // Request redirect on the NIC's downstream port: the GPU's writes to the NIC go up.
+  f.pcie[2].upstream[2].acs_control = kAcsSourceValidation | kAcsRequestRedirect;
+  auto checks = RunChecks(f);
+  const Check* c = Find(checks, "pcie.acs", "gpu0");
+  REQUIRE(c->verdict == Verdict::kFail);
+  REQUIRE(c->observed == "redirect");
+  REQUIRE(c->message.find("0000:40:01.0 (ACSCtl 0x0005: ReqRedir+ CmpltRedir-) between gpu0 and nic:rail0") !=
+          std::string::npos);
+  REQUIRE(Find(checks, "pcie.acs", "gpu1")->verdict == Verdict::kPass);  // its own switch, with rail1
+  // A bridge on the path whose config space is not readable: not present.
+  f = GoodNode();
+  f.pcie[1].upstream[2].config_readable = false;
+  checks = RunChecks(f);
+  c = Find(checks, "pcie.acs", "gpu1");
+  REQUIRE(c->verdict == Verdict::kNotPresent);
+  REQUIRE(c->message.find("0000:41:00.0") != std::string::npos);
+  // No bridge in sysfs (a flat virtual bus), no NIC, no shared switch.
+  f = GoodNode();
+  f.pcie[0].upstream.clear();
+  REQUIRE(Find(RunChecks(f), "pcie.acs", "gpu0")->verdict == Verdict::kNotPresent);
+  f.pcie.resize(2);
+  REQUIRE(Find(RunChecks(f), "pcie.acs", "gpu1")->message == "no rail NIC");
+  f = GoodNode();
+  f.pcie[1].upstream = testing::SwitchPath(7, 0);
+  checks = RunChecks(f);
+  c = Find(checks, "pcie.acs", "gpu1");
+  REQUIRE(c->observed == "no shared switch");
+  REQUIRE(c->verdict == Verdict::kPass);
+  REQUIRE(c->pool == PoolRule::kMajority);
+}
+
+TEST_CASE("the API server's name: resolved passes, unresolved fails, an IP or none is not present", "[audit]") {
+  NodeFacts f = GoodNode();
+  auto checks = RunChecks(f);
+  const Check* c = Find(checks, "frontend.api_dns");
+  REQUIRE(c->verdict == Verdict::kPass);
+  REQUIRE(c->observed == "192.168.1.2");
+  f.api_server->addresses.clear();
+  f.api_server->error = "Name or service not known";
+  checks = RunChecks(f);
+  c = Find(checks, "frontend.api_dns");
+  REQUIRE(c->verdict == Verdict::kFail);
+  REQUIRE(c->message == "the API server's name api.cluster.example does not resolve: Name or service not known");
+  f.api_server = ApiServerName{.host = "10.96.0.1", .is_address = true};
+  REQUIRE(Find(RunChecks(f), "frontend.api_dns")->verdict == Verdict::kNotPresent);
+  f.api_server.reset();
+  REQUIRE(Find(RunChecks(f), "frontend.api_dns")->verdict == Verdict::kNotPresent);
+}
+
 TEST_CASE("check ids and subjects are unique within a node", "[audit]") {
   auto checks = RunChecks(GoodNode());
   std::vector<std::string> keys;

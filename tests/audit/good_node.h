@@ -1,9 +1,22 @@
 // A healthy node's facts (two H100s, two RoCE rails), shared by the audit tests.
+// GPU i and rail NIC i sit under one PCIe switch (root port 0000:2i:00.0,
+// upstream port 0000:3i:00.0, downstream ports 0000:4i:00.0 and 0000:4i:01.0)
+// with ACS source validation on and no P2P redirect.
 #pragma once
 
 #include "lockstep/audit/node_facts.h"
 
 namespace lockstep::audit::testing {
+
+// The bridges above downstream port `port` of switch `sw`.
+inline std::vector<PcieBridge> SwitchPath(int sw, int port) {
+  const std::string n = std::to_string(sw);
+  return {PcieBridge{.bdf = "0000:2" + n + ":00.0", .config_readable = true, .acs_control = kAcsSourceValidation},
+          PcieBridge{.bdf = "0000:3" + n + ":00.0", .config_readable = true},
+          PcieBridge{.bdf = "0000:4" + n + ":0" + std::to_string(port) + ".0",
+                     .config_readable = true,
+                     .acs_control = kAcsSourceValidation}};
+}
 
 inline NodeFacts GoodNode() {
   NodeFacts f;
@@ -16,6 +29,11 @@ inline NodeFacts GoodNode() {
     g.index = i;
     g.bus_id = "00000000:1" + std::to_string(i) + ":00.0";
     g.ecc_enabled = true;
+    g.ecc_pending = true;
+    g.persistence_mode = true;
+    g.sm_clock_mhz = 1980;
+    g.sm_clock_max_mhz = 1980;
+    g.clocks_event_reasons = 0;
     g.remap_pending = false;
     g.remap_failed = false;
     g.ecc_corrected_volatile = 0;
@@ -35,7 +53,8 @@ inline NodeFacts GoodNode() {
                               .aer_correctable = 0,
                               .aer_nonfatal = 0,
                               .aer_fatal = 0,
-                              .numa_node = static_cast<int>(i)});
+                              .numa_node = static_cast<int>(i),
+                              .upstream = SwitchPath(static_cast<int>(i), 0)});
   }
   f.default_route_interface = "eth0";
   f.frontend =
@@ -53,7 +72,8 @@ inline NodeFacts GoodNode() {
                               .max_speed_gts = 16,
                               .width = 16,
                               .max_width = 16,
-                              .numa_node = r});
+                              .numa_node = r,
+                              .upstream = SwitchPath(r, 1)});
     f.rdma.push_back(RdmaPort{.device = "mlx5_" + std::to_string(r),
                               .port = 1,
                               .state = "ACTIVE",
@@ -65,6 +85,7 @@ inline NodeFacts GoodNode() {
   }
   f.xids = std::vector<XidEvent>{{"0000:10:00", 13}};  // an application error: not critical
   f.nameservers = std::vector<std::string>{"10.96.0.10"};
+  f.api_server = ApiServerName{.host = "api.cluster.example", .addresses = {"192.168.1.2"}};
   return f;
 }
 

@@ -68,6 +68,27 @@ TEST_CASE("one bad node among good ones is flagged, per fault kind, and no good 
          f.xids->push_back({"0000:11:00", 79});
        }},
       {"no nameserver", "frontend.dns", "", [](NodeFacts& f) { f.nameservers->clear(); }},
+      {"ECC turns off at the next reset", "memory.ecc_mode_pending", "gpu1",
+       [](NodeFacts& f) { f.gpus[1].ecc_pending = false; }},
+      {"persistence mode off", "node.persistence_mode", "gpu0",
+       [](NodeFacts& f) { f.gpus[0].persistence_mode = false; }},
+      {"lower maximum SM clock", "node.sm_clock_max", "gpu1", [](NodeFacts& f) { f.gpus[1].sm_clock_max_mhz = 1755; }},
+      {"HW slowdown", "node.clocks_throttle", "gpu1",
+       [](NodeFacts& f) {
+         f.gpus[1].clocks_event_reasons = 0x8;
+         f.gpus[1].sm_clock_mhz = 1005;
+       }},
+      {"HW thermal slowdown", "node.clocks_throttle", "gpu0",
+       [](NodeFacts& f) { f.gpus[0].clocks_event_reasons = 0x40; }},
+      {"ACS redirect on the GPU-NIC path", "pcie.acs", "gpu1",
+       [](NodeFacts& f) { f.pcie[1].upstream[2].acs_control = 0x1d; }},
+      {"GPU under no switch with a NIC", "pcie.acs", "gpu1",
+       [](NodeFacts& f) { f.pcie[1].upstream = testing::SwitchPath(7, 0); }},
+      {"API server name does not resolve", "frontend.api_dns", "",
+       [](NodeFacts& f) {
+         f.api_server->addresses.clear();
+         f.api_server->error = "Name or service not known";
+       }},
   };
   for (const Fault& fault : faults) {
     SECTION(fault.name) {

@@ -198,19 +198,26 @@ TEST_CASE("lockstep-agent audit reads GPUs through the fake NVML library", "[aud
   HealthyNode(sys);
   const std::string state = sys.root() + "/fake-nvml-state";
   std::ofstream(state) << "driver=550.54.15\ngpus=2\ngpu.0.bus=00000000:17:00.0\ngpu.1.bus=00000000:3B:00.0\n"
-                          "gpu.1.remap.pending=1\n";
+                          "gpu.1.remap.pending=1\ngpu.0.clocks_event_reasons=0x40\ngpu.0.sm_clock=1200\n";
   ::setenv("FAKE_NVML_STATE", state.c_str(), 1);
   std::string out;
   int rc = AuditMain({"--root", sys.root(), "--library", FAKE_NVML_LIBRARY, "--json"}, out);
   ::unsetenv("FAKE_NVML_STATE");
   REQUIRE(rc == 1);
   auto j = nlohmann::json::parse(out);
-  bool pending = false;
+  bool pending = false, thermal = false, ecc_mode = false;
   for (const auto& c : j["checks"]) {
     if (c["id"] == "memory.row_remap_pending" && c["subject"] == "gpu1") pending = c["verdict"] == "Fail";
     if (c["id"] == "node.gpu_count") REQUIRE(c["observed"] == "2");
+    if (c["id"] == "node.clocks_throttle" && c["subject"] == "gpu0") {
+      thermal = c["verdict"] == "Fail" && c["observed"] == "hw_thermal_slowdown" &&
+                c["message"].get<std::string>().find("SM clock 1200 of 1980 MHz") != std::string::npos;
+    }
+    if (c["id"] == "memory.ecc_mode" && c["subject"] == "gpu1") ecc_mode = c["observed"] == "enabled";
   }
   REQUIRE(pending);
+  REQUIRE(thermal);
+  REQUIRE(ecc_mode);
 }
 
 }  // namespace
@@ -263,6 +270,184 @@ TEST_CASE("NUMA, NIC firmware, Xids, nameservers and nccl-tests from a fake tree
   CHECK(Find(checks, "frontend.dns", "")->verdict == Verdict::kFail);
   CHECK(Find(checks, "node.numa", "gpu1")->verdict == Verdict::kNotPresent);
   CHECK(Find(checks, "nccl.all_reduce", "")->message.find("/usr/local/bin/all_reduce_perf") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::agent::audit
+
+namespace lockstep::agent::audit {
+namespace {
+
+// GPU i and rail NIC i under one PCIe switch (root port, upstream port, two
+// downstream ports), placed as sysfs links before the devices are added.
+void SwitchedNode(FakeSysfs& sys) {
+  sys.PlaceUnder("0000:17:00.0", {"0000:00:01.0", "0000:15:00.0", "0000:16:00.0"});
+  sys.PlaceUnder("0000:81:00.0", {"0000:00:01.0", "0000:15:00.0", "0000:16:01.0"});
+  sys.PlaceUnder("0000:3b:00.0", {"0000:00:03.0", "0000:39:00.0", "0000:3a:00.0"});
+  sys.PlaceUnder("0000:82:00.0", {"0000:00:03.0", "0000:39:00.0", "0000:3a:01.0"});
+  HealthyNode(sys);
+  sys.AddBridge("0000:00:01.0", 0x1d);  // redirect on the root port: above the shared switch, not on the path
+  sys.AddBridge("0000:00:03.0", 0x1d);
+  sys.AddBridge("0000:15:00.0", std::nullopt);
+  sys.AddBridge("0000:39:00.0", std::nullopt);
+  sys.AddBridge("0000:16:00.0", 0x01);  // source validation only
+  sys.AddBridge("0000:16:01.0", 0x01);
+  sys.AddBridge("0000:3a:00.0", std::nullopt);  // no ACS capability: redirects nothing
+  sys.AddBridge("0000:3a:01.0", std::nullopt);
+}
+
+TEST_CASE("ACS on the GPU-NIC path from the bridges' config space in a fake tree", "[audit]") {
+  FakeSysfs sys;
+  SwitchedNode(sys);
+  NodeFacts f = CollectFacts({.root = sys.root()}, nullptr);
+  REQUIRE(f.pcie.size() == 4);
+  const auto& up = f.pcie[0].upstream;
+  REQUIRE(up.size() == 3);
+  CHECK(up[0] == lockstep::audit::PcieBridge{"0000:00:01.0", true, 0x1d});
+  CHECK(up[1] == lockstep::audit::PcieBridge{"0000:15:00.0", true, std::nullopt});
+  CHECK(up[2] == lockstep::audit::PcieBridge{"0000:16:00.0", true, 0x01});
+  CHECK(f.pcie[2].role == "nic:rail0");
+  CHECK(f.pcie[2].upstream.back().bdf == "0000:16:01.0");
+  auto checks = lockstep::audit::RunChecks(f);
+  CHECK(Find(checks, "pcie.acs", "gpu0")->observed == "off");
+  CHECK(Find(checks, "pcie.acs", "gpu1")->observed == "off");
+  CHECK(Find(checks, "pcie.acs", "gpu1")->verdict == Verdict::kPass);
+
+  // P2P request and completion redirect on the NIC's downstream port.
+  sys.AddBridge("0000:16:01.0", 0x1d);
+  checks = lockstep::audit::RunChecks(CollectFacts({.root = sys.root()}, nullptr));
+  const Check* c = Find(checks, "pcie.acs", "gpu0");
+  REQUIRE(c->verdict == Verdict::kFail);
+  CHECK(c->message.find("0000:16:01.0 (ACSCtl 0x001d: ReqRedir+ CmpltRedir+) between gpu0 and nic:rail0") !=
+        std::string::npos);
+  CHECK(Find(checks, "pcie.acs", "gpu1")->verdict == Verdict::kPass);
+
+  // Read unprivileged: 64 bytes of config space, not the ACS capability.
+  sys.AddBridge("0000:16:01.0", 0x1d, 64);
+  checks = lockstep::audit::RunChecks(CollectFacts({.root = sys.root()}, nullptr));
+  c = Find(checks, "pcie.acs", "gpu0");
+  CHECK(c->verdict == Verdict::kNotPresent);
+  CHECK(c->message.find("0000:16:01.0 is not readable") != std::string::npos);
+}
+
+TEST_CASE("ACS: a tree without device links, and capability lists that loop or end early", "[audit]") {
+  FakeSysfs sys;
+  HealthyNode(sys);  // devices as plain directories: no path to the root complex
+  auto checks = lockstep::audit::RunChecks(CollectFacts({.root = sys.root()}, nullptr));
+  CHECK(Find(checks, "pcie.acs", "gpu0")->verdict == Verdict::kNotPresent);
+  std::string config(4096, '\0');
+  CHECK_FALSE(AcsControl(config));  // no extended capability
+  config[0x100] = 0x01;             // AER whose next pointer is itself (0x100)
+  config[0x103] = 0x10;
+  CHECK_FALSE(AcsControl(config));
+  config[0x103] = 0x14;  // next 0x140: ACS with control 0x0004
+  config[0x140] = 0x0d;
+  config[0x146] = 0x04;
+  CHECK(AcsControl(config) == 0x0004);
+  CHECK_FALSE(AcsControl(config.substr(0, 0x144)));  // cut short
+}
+
+TEST_CASE("NVML's ECC mode, persistence, clocks and clock event reasons reach the checks", "[audit]") {
+  FakeSysfs sys;
+  HealthyNode(sys);
+  testing::FakeGpuSource gpus;
+  gpus.SetGpus(2);
+  for (auto& g : gpus.snapshot.gpus) {
+    g.ecc_mode = true;
+    g.ecc_mode_pending = true;
+    g.persistence_mode = true;
+    g.sm_clock_mhz = 1980;
+    g.sm_clock_max_mhz = 1980;
+    g.clocks_event_reasons = 0;
+  }
+  gpus.snapshot.gpus[1].ecc_mode_pending = false;
+  gpus.snapshot.gpus[1].persistence_mode = false;
+  gpus.snapshot.gpus[1].sm_clock_mhz = 1005;
+  gpus.snapshot.gpus[1].clocks_event_reasons = gpu::kClocksEventHwPowerBrakeSlowdown;
+  NodeFacts f = CollectFacts({.root = sys.root()}, &gpus);
+  REQUIRE(f.gpus.size() == 2);
+  CHECK(f.gpus[1].ecc_enabled == true);
+  CHECK(f.gpus[1].ecc_pending == false);
+  CHECK(f.gpus[1].persistence_mode == false);
+  CHECK(f.gpus[1].sm_clock_mhz == 1005u);
+  CHECK(f.gpus[1].sm_clock_max_mhz == 1980u);
+  auto checks = lockstep::audit::RunChecks(f);
+  CHECK(Find(checks, "memory.ecc_mode", "gpu1")->observed == "enabled");
+  CHECK(Find(checks, "memory.ecc_mode_pending", "gpu1")->observed == "disabled");
+  CHECK(Find(checks, "node.persistence_mode", "gpu1")->observed == "disabled");
+  const Check* c = Find(checks, "node.clocks_throttle", "gpu1");
+  CHECK(c->verdict == Verdict::kFail);
+  CHECK(c->observed == "hw_power_brake_slowdown");
+  CHECK(Find(checks, "node.clocks_throttle", "gpu0")->verdict == Verdict::kPass);
+  // A driver without these calls: not present, not a failure.
+  gpus.SetGpus(1);
+  checks = lockstep::audit::RunChecks(CollectFacts({.root = sys.root()}, &gpus));
+  for (const char* id : {"memory.ecc_mode", "memory.ecc_mode_pending", "node.persistence_mode", "node.sm_clock_max",
+                         "node.clocks_throttle"}) {
+    CAPTURE(id);
+    CHECK(Find(checks, id, "gpu0")->verdict == Verdict::kNotPresent);
+  }
+}
+
+TEST_CASE("the API server's name: parsed from its URL, resolved, an IP not resolved", "[audit]") {
+  CHECK(ApiServerHost("https://api.lab.example:6443") == "api.lab.example");
+  CHECK(ApiServerHost("https://api.lab.example") == "api.lab.example");
+  CHECK(ApiServerHost("https://user@api.lab.example:6443/prefix?x=1") == "api.lab.example");
+  CHECK(ApiServerHost("https://[fd00::1]:6443") == "fd00::1");
+  CHECK(ApiServerHost("10.96.0.1") == "10.96.0.1");
+  CHECK(ApiServerHost("fd00::1") == "fd00::1");
+  CHECK(IsIpAddress("10.96.0.1"));
+  CHECK(IsIpAddress("fd00::1"));
+  CHECK_FALSE(IsIpAddress("api.lab.example"));
+
+  FakeSysfs sys;
+  HealthyNode(sys);
+  std::vector<std::string> asked;
+  CollectOptions o{.root = sys.root(), .api_server = "https://api.lab.example:6443"};
+  o.resolve = [&asked](const std::string& host) -> Result<std::vector<std::string>> {
+    asked.push_back(host);
+    if (host == "api.lab.example") return std::vector<std::string>{"10.0.0.5", "fd00::5"};
+    return Unavailable("Name or service not known");
+  };
+  auto checks = lockstep::audit::RunChecks(CollectFacts(o, nullptr));
+  CHECK(asked == std::vector<std::string>{"api.lab.example"});
+  CHECK(Find(checks, "frontend.api_dns")->verdict == Verdict::kPass);
+  CHECK(Find(checks, "frontend.api_dns")->observed == "10.0.0.5,fd00::5");
+  o.api_server = "https://api.gone.example:6443";
+  checks = lockstep::audit::RunChecks(CollectFacts(o, nullptr));
+  const Check* c = Find(checks, "frontend.api_dns");
+  CHECK(c->verdict == Verdict::kFail);
+  CHECK(c->message == "the API server's name api.gone.example does not resolve: Name or service not known");
+  o.api_server = "https://10.96.0.1:443";
+  checks = lockstep::audit::RunChecks(CollectFacts(o, nullptr));
+  CHECK(asked.size() == 2);  // an IP is not resolved
+  CHECK(Find(checks, "frontend.api_dns")->verdict == Verdict::kNotPresent);
+  o.api_server = "";
+  checks = lockstep::audit::RunChecks(CollectFacts(o, nullptr));
+  CHECK(Find(checks, "frontend.api_dns")->message == "no API server known (no kubeconfig, not in a cluster)");
+
+  // The real resolver on a name every host knows (/etc/hosts).
+  auto local = ResolveHost("localhost");
+  REQUIRE(local.ok());
+  CHECK((std::find(local->begin(), local->end(), "127.0.0.1") != local->end() ||
+         std::find(local->begin(), local->end(), "::1") != local->end()));
+}
+
+TEST_CASE("lockstep-agent audit --api-server: a name resolved, an IP not present", "[audit]") {
+  FakeSysfs sys;
+  HealthyNode(sys);
+  auto api_dns = [&sys](const std::string& server) {
+    std::string out;
+    REQUIRE(AuditMain({"--root", sys.root(), "--no-nvml", "--json", "--api-server", server}, out) == 0);
+    const auto j = nlohmann::json::parse(out);
+    for (const auto& c : j["checks"]) {
+      if (c["id"] == "frontend.api_dns") return c;
+    }
+    FAIL("no frontend.api_dns");
+    return nlohmann::json();
+  };
+  CHECK(api_dns("https://localhost:6443")["verdict"] == "Pass");
+  CHECK(api_dns("https://10.96.0.1:443")["verdict"] == "NotPresent");
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ TEST_CASE("gpu-status: prints the fake NVML's GPUs as JSON", "[gpu]") {
   nvml.Set("gpus", "2");
   nvml.Set("gpu.1.temp", "93");
   nvml.Set("xid.1", "0:48");  // before the command opened NVML: not reported
+  nvml.Set("gpu.1.clocks_event_reasons", "0x40");
+  nvml.Set("gpu.1.sm_clock", "1200");
   for (const char* binary : {LOCKSTEP_AGENT_BINARY " gpu-status", LOCKSTEP_GPU_STATUS_BINARY}) {
     CAPTURE(binary);
     Run r = Shell(std::string("LOCKSTEP_NVML_LIBRARY=") + FAKE_NVML_LIBRARY + " " + binary);
@@ -49,6 +51,11 @@ TEST_CASE("gpu-status: prints the fake NVML's GPUs as JSON", "[gpu]") {
     CHECK(j["gpus"][1]["temperatureC"] == 93);
     CHECK(j["gpus"][1]["slowdownMarginC"] == -5);
     CHECK(j["gpus"][0]["ecc"]["correctedVolatile"] == 0);
+    CHECK(j["gpus"][1]["clocksEventReasons"] == 0x40);
+    CHECK(j["gpus"][1]["smClockMHz"] == 1200);
+    CHECK(j["gpus"][1]["smClockMaxMHz"] == 1980);
+    CHECK(j["gpus"][0]["eccMode"] == true);
+    CHECK(j["gpus"][0]["persistenceMode"] == true);
     CHECK(j["xidEvents"] == true);
     CHECK(j["xids"].empty());
     CHECK(j["verdict"]["state"] == "Warning");

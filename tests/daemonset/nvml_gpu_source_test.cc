@@ -42,6 +42,12 @@ TEST_CASE("nvml: every field of a fake H100 reads through dlopen", "[gpu]") {
   nvml.Set("gpu.1.pcie_replays", "9");
   nvml.Set("gpu.1.nvlinks", "2");
   nvml.Set("gpu.1.nvlink.1.crc_flit", "5");
+  nvml.Set("gpu.1.ecc_mode", "1");
+  nvml.Set("gpu.1.ecc_mode_pending", "0");
+  nvml.Set("gpu.1.persistence", "0");
+  nvml.Set("gpu.1.sm_clock", "1005");
+  nvml.Set("gpu.1.sm_clock_max", "1980");
+  nvml.Set("gpu.1.clocks_event_reasons", "0x48");  // HW slowdown + HW thermal slowdown
 
   NvmlGpuSource source = Open();
   REQUIRE(source.status().ok());
@@ -65,8 +71,20 @@ TEST_CASE("nvml: every field of a fake H100 reads through dlopen", "[gpu]") {
   CHECK(g.pcie_replays == 9u);
   REQUIRE(g.nvlinks.size() == 2);
   CHECK(g.nvlinks[1] == NvLinkErrors{1, 0, 0, 5, 0});
+  CHECK(g.ecc_mode == true);
+  CHECK(g.ecc_mode_pending == false);
+  CHECK(g.persistence_mode == false);
+  CHECK(g.sm_clock_mhz == 1005u);
+  CHECK(g.sm_clock_max_mhz == 1980u);
+  CHECK(g.clocks_event_reasons == (kClocksEventHwSlowdown | kClocksEventHwThermalSlowdown));
   CHECK(g.not_available.empty());
   CHECK(s->gpus[0].uuid == "GPU-fake-0000");
+  // The defaults: a healthy H100 at full clock, ECC and persistence on.
+  CHECK(s->gpus[0].ecc_mode == true);
+  CHECK(s->gpus[0].ecc_mode_pending == true);
+  CHECK(s->gpus[0].persistence_mode == true);
+  CHECK(s->gpus[0].sm_clock_mhz == 1980u);
+  CHECK(s->gpus[0].clocks_event_reasons == 0u);
 }
 
 TEST_CASE("nvml: an absent library is Unavailable with the loader's reason", "[gpu]") {
@@ -109,6 +127,7 @@ TEST_CASE("nvml: symbols an old driver lacks are fields not available, not error
   FakeNvmlState nvml;
   nvml.Set("gpu.0.temp", "50");
   nvml.Set("xid.1", "0:79");
+  nvml.Set("gpu.0.clocks_event_reasons", "8");
   NvmlGpuSource source = Open(FAKE_NVML_MINIMAL_LIBRARY);
   REQUIRE(source.status().ok());
   CHECK(!source.xid_events());
@@ -120,12 +139,14 @@ TEST_CASE("nvml: symbols an old driver lacks are fields not available, not error
   CHECK(!g.pcie_replays);
   CHECK(g.nvlinks.empty());
   CHECK(g.not_available == std::vector<std::string>{"remapped_rows", "pcie_replays", "nvlink"});
+  // No nvmlDeviceGetCurrentClocksEventReasons (pre-r535): the old name answers.
+  CHECK(g.clocks_event_reasons == kClocksEventHwSlowdown);
   CHECK(source.DrainXids().empty());
 }
 
 TEST_CASE("nvml: NOT_SUPPORTED fields are not available, the rest reads", "[gpu]") {
   FakeNvmlState nvml;
-  nvml.Set("gpu.0.unsupported", "temp,ecc,remap,retired,pcie,nvlink");
+  nvml.Set("gpu.0.unsupported", "temp,ecc,remap,retired,pcie,nvlink,ecc_mode,persistence,clocks,reasons");
   nvml.Set("gpu.0.nvlinks", "4");
   NvmlGpuSource source = Open();
   Result<GpuSnapshot> s = source.Read();
@@ -135,9 +156,15 @@ TEST_CASE("nvml: NOT_SUPPORTED fields are not available, the rest reads", "[gpu]
   CHECK(!g.slowdown_c);
   CHECK(g.ecc == EccCounts{});
   CHECK(g.nvlinks.empty());
+  CHECK(!g.ecc_mode);
+  CHECK(!g.ecc_mode_pending);
+  CHECK(!g.persistence_mode);
+  CHECK(!g.sm_clock_mhz);
+  CHECK(!g.clocks_event_reasons);
   CHECK(g.uuid == "GPU-fake-0000");
-  for (const char* f : {"temperature", "slowdown_threshold", "shutdown_threshold", "ecc", "remapped_rows",
-                        "retired_pages", "pcie_replays", "nvlink"}) {
+  for (const char* f :
+       {"temperature", "slowdown_threshold", "shutdown_threshold", "ecc", "remapped_rows", "retired_pages",
+        "pcie_replays", "nvlink", "ecc_mode", "persistence_mode", "sm_clock", "clocks_event_reasons"}) {
     CAPTURE(f);
     CHECK(NotAvailable(g, f));
   }

@@ -11,10 +11,13 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace lockstep::testing {
 
@@ -50,6 +53,37 @@ class FakeSysfs {
     std::filesystem::create_symlink(target, p);
   }
   void Remove(const std::string& rel) { std::filesystem::remove_all(std::filesystem::path(root_) / rel); }
+
+  // Places function `bdf` below `bridges` (root port first) as a real node
+  // shows it: sys/bus/pci/devices/<bdf> a link to
+  // sys/devices/pci0000:00/<bridge>/.../<bdf>. Call before AddPci (AddGpu, AddRail).
+  void PlaceUnder(const std::string& bdf, const std::vector<std::string>& bridges) {
+    std::string dir = "devices/pci0000:00/";
+    for (const std::string& b : bridges) dir += b + "/";
+    dir += bdf;
+    std::filesystem::create_directories(std::filesystem::path(root_) / "sys" / dir);
+    Link("sys/bus/pci/devices/" + bdf, "../../../" + dir);
+  }
+
+  // A bridge's config space (`size` bytes: 4096 as root sees it, 64 as an
+  // unprivileged reader does) with an AER extended capability at 0x100 and,
+  // when `acs_control` is set, an ACS one at 0x148 with that control register.
+  void AddBridge(const std::string& bdf, std::optional<uint16_t> acs_control, size_t size = 4096) {
+    std::string config(4096, '\0');
+    auto put32 = [&config](size_t at, uint32_t v) {
+      for (int i = 0; i < 4; ++i) config[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    };
+    put32(0x00, 0x10de15b3u);                                              // vendor/device
+    put32(0x100, 0x0001u | 1u << 16 | (acs_control ? 0x148u : 0u) << 20);  // AER, next: ACS or the end
+    if (acs_control) {
+      put32(0x148, 0x000du | 1u << 16);                      // ACS, the last capability
+      put32(0x14c, 0x005fu | uint32_t{*acs_control} << 16);  // capability (all), control
+    }
+    config.resize(size);
+    const auto p = std::filesystem::path(root_) / "sys/bus/pci/devices" / bdf / "config";
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << config;
+  }
 
   // A PCIe function with its link at the maximum and no AER errors.
   void AddPci(const std::string& bdf, const std::string& vendor, const std::string& cls, const std::string& speed,

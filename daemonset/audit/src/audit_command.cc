@@ -15,6 +15,7 @@
 #include "lockstep/audit/audit_json.h"
 #include "lockstep/audit/checks.h"
 #include "lockstep/audit/pool.h"
+#include "lockstep/kube/kube_config.h"
 
 namespace lockstep::agent::audit {
 
@@ -23,7 +24,7 @@ namespace la = lockstep::audit;
 namespace {
 constexpr char kUsage[] =
     "usage: audit [--root DIR] [--rail IF]... [--require-module M]... [--expect ID=VALUE]...\n"
-    "             [--library PATH] [--no-nvml] [--json] [--node NAME]\n"
+    "             [--library PATH] [--no-nvml] [--json] [--node NAME] [--api-server URL]\n"
     "             [--fabric ADDR | --fabric-status FILE] [--trace] [--trace-target PEER=IP]... [--trace-ports N]\n"
     "       audit judge [--json] [--pool NAME] FILE...";
 
@@ -92,6 +93,16 @@ int JudgeMain(const std::vector<std::string>& args, std::string& out) {
 }
 }  // namespace
 
+std::string DefaultApiServer() {
+  if (const char* host = std::getenv("KUBERNETES_SERVICE_HOST"); host && *host) return host;
+  if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
+    std::string first(env);
+    first = first.substr(0, first.find(':'));
+    if (auto c = kube::LoadKubeConfigFile(first); c.ok()) return c->server;
+  }
+  return "";
+}
+
 std::vector<la::Check> RunNodeChecks(CollectOptions collect, const std::optional<gpu::NvmlOptions>& nvml,
                                      const std::vector<std::string>& required_modules,
                                      std::optional<la::NetworkFacts> network) {
@@ -140,6 +151,7 @@ int AuditMain(const std::vector<std::string>& args, std::string& out) {
   gpu::NvmlOptions nvml = gpu::NvmlOptionsFromEnv();
   bool use_nvml = true, json = false;
   std::string node;
+  bool api_server_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool has_value = i + 1 < args.size();
@@ -178,6 +190,9 @@ int AuditMain(const std::vector<std::string>& args, std::string& out) {
         return 2;
       }
       extra_targets.push_back({e.substr(0, eq), e.substr(eq + 1)});
+    } else if (has_value && a == "--api-server") {
+      collect.api_server = args[++i];
+      api_server_given = true;
     } else if (has_value && a == "--node") {
       node = args[++i];
     } else if (has_value && a == "--expect") {
@@ -193,6 +208,7 @@ int AuditMain(const std::vector<std::string>& args, std::string& out) {
       return 2;
     }
   }
+  if (!api_server_given) collect.api_server = DefaultApiServer();
   std::optional<la::NetworkFacts> network;
   if (!fabric_addr.empty() || !fabric_file.empty()) {
     auto status = fabric_file.empty() ? FetchFabricStatus(fabric_addr) : ReadJsonFile(fabric_file);

@@ -1,12 +1,16 @@
 #include "lockstep/agent/audit/sysfs_collector.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +27,7 @@ namespace fs = std::filesystem;
 using lockstep::audit::GpuFacts;
 using lockstep::audit::NetInterface;
 using lockstep::audit::NodeFacts;
+using lockstep::audit::PcieBridge;
 using lockstep::audit::PcieLink;
 using lockstep::audit::RdmaPort;
 
@@ -83,8 +88,40 @@ std::optional<uint64_t> AerTotal(const fs::path& p) {
   return std::nullopt;
 }
 
+// "0000:3b:00.0".
+bool IsBdf(const std::string& s) {
+  static const std::regex kBdf("[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]");
+  return std::regex_match(s, kBdf);
+}
+
+// The bridges above `bdf`, root port first: the BDFs in the path that
+// sys/bus/pci/devices/<bdf> links to (".../pci0000:00/0000:00:01.0/0000:01:00.0/<bdf>").
+std::vector<PcieBridge> Upstream(const fs::path& pci, const std::string& bdf) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(pci / bdf, ec);
+  if (ec) return {};
+  std::vector<std::string> chain;
+  for (const fs::path& part : target) {
+    if (IsBdf(part.string())) chain.push_back(part.string());
+  }
+  if (chain.empty() || chain.back() != bdf) return {};
+  chain.pop_back();
+  std::vector<PcieBridge> out;
+  for (const std::string& b : chain) {
+    PcieBridge bridge{.bdf = b};
+    auto config = ReadFile(pci / b / "config");
+    if (config && config->size() > 0x100) {
+      bridge.config_readable = true;
+      bridge.acs_control = AcsControl(*config);
+    }
+    out.push_back(std::move(bridge));
+  }
+  return out;
+}
+
 PcieLink ReadLink(const fs::path& dev, std::string bdf, std::string role, bool is_gpu) {
   PcieLink l{.bdf = std::move(bdf), .role = std::move(role), .is_gpu = is_gpu};
+  l.upstream = Upstream(dev.parent_path(), l.bdf);
   if (auto s = ReadLine(dev / "current_link_speed")) l.speed_gts = ParseLinkSpeed(*s);
   if (auto s = ReadLine(dev / "max_link_speed")) l.max_speed_gts = ParseLinkSpeed(*s);
   l.width = ReadNumber<int>(dev / "current_link_width");
@@ -287,7 +324,74 @@ void ReadRdma(const fs::path& root, NodeFacts& f) {
   }
 }
 
+lockstep::audit::ApiServerName ResolveApiServer(const CollectOptions& o) {
+  lockstep::audit::ApiServerName n{.host = ApiServerHost(o.api_server)};
+  n.is_address = IsIpAddress(n.host);
+  if (n.is_address || n.host.empty()) return n;
+  auto addresses = o.resolve ? o.resolve(n.host) : ResolveHost(n.host);
+  if (addresses.ok()) {
+    n.addresses = *addresses;
+  } else {
+    n.error = addresses.error().message;
+  }
+  return n;
+}
+
 }  // namespace
+
+std::string ApiServerHost(const std::string& server) {
+  std::string s = server;
+  if (const size_t scheme = s.find("://"); scheme != std::string::npos) s = s.substr(scheme + 3);
+  s = s.substr(0, s.find_first_of("/?#"));
+  if (const size_t at = s.rfind('@'); at != std::string::npos) s = s.substr(at + 1);
+  if (!s.empty() && s[0] == '[') return s.substr(1, s.find(']') == std::string::npos ? s.npos : s.find(']') - 1);
+  // One colon: host:port; more: a bare IPv6 address.
+  if (const size_t colon = s.find(':'); colon != std::string::npos && s.find(':', colon + 1) == std::string::npos) {
+    s = s.substr(0, colon);
+  }
+  return s;
+}
+
+bool IsIpAddress(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+Result<std::vector<std::string>> ResolveHost(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
+    return Unavailable(rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : std::string(gai_strerror(rc)));
+  }
+  std::vector<std::string> out;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* addr = nullptr;
+    if (a->ai_family == AF_INET) addr = &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr;
+    if (a->ai_family == AF_INET6) addr = &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+    if (!addr || !inet_ntop(a->ai_family, addr, text, sizeof text)) continue;
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.emplace_back(text);
+  }
+  freeaddrinfo(res);
+  if (out.empty()) return Unavailable("no address");
+  return out;
+}
+
+std::optional<uint16_t> AcsControl(const std::string& config) {
+  auto byte = [&config](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(config[i])); };
+  size_t off = 0x100;
+  // Extended capabilities: a list from 0x100, each header's bits 31:20 the
+  // next offset (0: the end); at most a few dozen in 4 KiB.
+  for (int n = 0; n < 64 && off >= 0x100 && off + 8 <= config.size(); ++n) {
+    const uint32_t header = byte(off) | byte(off + 1) << 8 | byte(off + 2) << 16 | byte(off + 3) << 24;
+    if (header == 0 || header == 0xffffffffu) break;
+    if ((header & 0xffff) == 0x000d) return static_cast<uint16_t>(byte(off + 6) | byte(off + 7) << 8);  // ACS
+    off = (header >> 20) & 0xffc;
+  }
+  return std::nullopt;
+}
 
 std::optional<double> ParseLinkSpeed(const std::string& text) {
   double v = 0;
@@ -342,6 +446,12 @@ NodeFacts CollectFacts(const CollectOptions& o, gpu::GpuSource* gpus) {
           g.retired_pages = uint64_t{s.retired_pages_single_bit.value_or(0)} + s.retired_pages_double_bit.value_or(0);
         }
         if (s.pcie_replays) g.pcie_replays = *s.pcie_replays;
+        g.ecc_enabled = s.ecc_mode;
+        g.ecc_pending = s.ecc_mode_pending;
+        g.persistence_mode = s.persistence_mode;
+        g.sm_clock_mhz = s.sm_clock_mhz;
+        g.sm_clock_max_mhz = s.sm_clock_max_mhz;
+        g.clocks_event_reasons = s.clocks_event_reasons;
         if (!s.pci_bus_id.empty()) nvml_index[SysfsBdf(s.pci_bus_id)] = s.index;
         f.gpus.push_back(std::move(g));
       }
@@ -391,6 +501,7 @@ NodeFacts CollectFacts(const CollectOptions& o, gpu::GpuSource* gpus) {
   f.xids = ReadXids(root);
   f.nameservers = ReadNameservers(root);
   f.nccl_tests = FindNcclTests(root);
+  if (!o.api_server.empty()) f.api_server = ResolveApiServer(o);
   return f;
 }
 

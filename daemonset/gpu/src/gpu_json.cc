@@ -37,6 +37,12 @@ json ToJson(const GpuSample& g) {
   Put(retired, "doubleBit", g.retired_pages_double_bit);
   if (!retired.empty()) j["retiredPages"] = retired;
   Put(j, "pcieReplays", g.pcie_replays);
+  Put(j, "eccMode", g.ecc_mode);
+  Put(j, "eccModePending", g.ecc_mode_pending);
+  Put(j, "persistenceMode", g.persistence_mode);
+  Put(j, "smClockMHz", g.sm_clock_mhz);
+  Put(j, "smClockMaxMHz", g.sm_clock_max_mhz);
+  Put(j, "clocksEventReasons", g.clocks_event_reasons);
   if (!g.nvlinks.empty()) {
     json links = json::array();
     for (const NvLinkErrors& l : g.nvlinks) {

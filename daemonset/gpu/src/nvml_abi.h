@@ -45,6 +45,8 @@ enum : unsigned {
 };
 // nvmlEnableState_t.
 enum : unsigned { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+// nvmlClockType_t.
+enum : unsigned { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
 // nvmlNvLinkErrorCounter_t.
 enum : unsigned {
   NVML_NVLINK_ERROR_DL_REPLAY = 0,
@@ -107,8 +109,13 @@ using RetiredPagesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*,
 using PcieReplayFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);             // nvmlDeviceGetPcieReplayCounter
 using NvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);  // nvmlDeviceGetNvLinkState
 using NvLinkErrorFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned,
-                                       unsigned long long*);  // nvmlDeviceGetNvLinkErrorCounter
-using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);   // nvmlEventSetCreate
+                                       unsigned long long*);             // nvmlDeviceGetNvLinkErrorCounter
+using EccModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*);  // nvmlDeviceGetEccMode
+using EnableStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);         // nvmlDeviceGetPersistenceMode
+using ClockFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);     // nvmlDeviceGet{,Max}ClockInfo
+// nvmlDeviceGetCurrentClocksEventReasons (r535+), nvmlDeviceGetCurrentClocksThrottleReasons (older).
+using ClocksReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);  // nvmlEventSetCreate
 using RegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long,
                                           nvmlEventSet_t);                            // nvmlDeviceRegisterEvents
 using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned);  // nvmlEventSetWait_v2

@@ -41,6 +41,10 @@ struct NvmlGpuSource::Api {
   PcieReplayFn pcie_replay = nullptr;
   NvLinkStateFn nvlink_state = nullptr;
   NvLinkErrorFn nvlink_error = nullptr;
+  EccModeFn ecc_mode = nullptr;
+  EnableStateFn persistence_mode = nullptr;
+  ClockFn clock_info = nullptr, max_clock_info = nullptr;
+  ClocksReasonsFn clocks_reasons = nullptr;
   EventSetCreateFn event_set_create = nullptr;
   RegisterEventsFn register_events = nullptr;
   EventSetWaitFn event_set_wait = nullptr;
@@ -94,6 +98,13 @@ struct NvmlGpuSource::Api {
     Bind(pcie_replay, "nvmlDeviceGetPcieReplayCounter");
     Bind(nvlink_state, "nvmlDeviceGetNvLinkState");
     Bind(nvlink_error, "nvmlDeviceGetNvLinkErrorCounter");
+    Bind(ecc_mode, "nvmlDeviceGetEccMode");
+    Bind(persistence_mode, "nvmlDeviceGetPersistenceMode");
+    Bind(clock_info, "nvmlDeviceGetClockInfo");
+    Bind(max_clock_info, "nvmlDeviceGetMaxClockInfo");
+    // The new name first; drivers before r535 export only the old one.
+    Bind(clocks_reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!clocks_reasons) Bind(clocks_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
     Bind(event_set_create, "nvmlEventSetCreate");
     Bind(register_events, "nvmlDeviceRegisterEvents");
     Bind(event_set_wait, "nvmlEventSetWait_v2");
@@ -195,6 +206,24 @@ GpuSample NvmlGpuSource::Api::ReadGpu(unsigned index) const {
 
   if (pcie_replay && Ok(pcie_replay(d, &v))) g.pcie_replays = v;
   else missing("pcie_replays");
+
+  unsigned ecc_now = 0, ecc_next = 0;
+  if (ecc_mode && Ok(ecc_mode(d, &ecc_now, &ecc_next))) {
+    g.ecc_mode = ecc_now == NVML_FEATURE_ENABLED;
+    g.ecc_mode_pending = ecc_next == NVML_FEATURE_ENABLED;
+  } else {
+    missing("ecc_mode");
+  }
+  if (persistence_mode && Ok(persistence_mode(d, &v))) g.persistence_mode = v == NVML_FEATURE_ENABLED;
+  else missing("persistence_mode");
+  if (clock_info && Ok(clock_info(d, NVML_CLOCK_SM, &v))) g.sm_clock_mhz = v;
+  if (max_clock_info && Ok(max_clock_info(d, NVML_CLOCK_SM, &v))) g.sm_clock_max_mhz = v;
+  if (!g.sm_clock_mhz || !g.sm_clock_max_mhz) missing("sm_clock");
+  if (unsigned long long reasons = 0; clocks_reasons && Ok(clocks_reasons(d, &reasons))) {
+    g.clocks_event_reasons = reasons;
+  } else {
+    missing("clocks_event_reasons");
+  }
 
   bool any_link_answered = false;
   for (unsigned link = 0; nvlink_state && link < NVML_NVLINK_MAX_LINKS; ++link) {

@@ -5,7 +5,9 @@
 // No file (or $FAKE_NVML_STATE unset): nvmlInit_v2 fails with
 // NVML_ERROR_DRIVER_NOT_LOADED. Built twice: lockstep_fake_nvml (every
 // symbol) and lockstep_fake_nvml_minimal (FAKE_NVML_MINIMAL: no row
-// remapping, PCIe replay, NVLink or event symbols, as an old driver).
+// remapping, PCIe replay, NVLink or event symbols, and clock event reasons
+// only under their pre-r535 name nvmlDeviceGetCurrentClocksThrottleReasons,
+// as an old driver).
 //
 // The file, one key=value per line ('#' comments), every key optional:
 //   init=0                       nvmlInit_v2's return value
@@ -19,7 +21,12 @@
 //   gpu.N.retired.sbe=0  gpu.N.retired.dbe=0  gpu.N.pcie_replays=0
 //   gpu.N.nvlinks=4              links 0..3 exist and are active
 //   gpu.N.nvlink.L.replay=0 (.recovery, .crc_flit, .crc_data)
-//   gpu.N.unsupported=temp,ecc,remap,retired,pcie,nvlink,events,uuid
+//   gpu.N.ecc_mode=1  gpu.N.ecc_mode_pending=1   ECC mode now and after a reset
+//   gpu.N.persistence=1          persistence mode
+//   gpu.N.sm_clock=1980  gpu.N.sm_clock_max=1980   MHz
+//   gpu.N.clocks_event_reasons=0x8   nvmlClocksEventReason* bits (hex or decimal)
+//   gpu.N.unsupported=temp,ecc,remap,retired,pcie,nvlink,events,uuid,ecc_mode,
+//                     persistence,clocks,reasons
 //                                 those calls return NVML_ERROR_NOT_SUPPORTED
 //   xid.K=N:79                   event K (any integer): Xid 79 on GPU N.
 //                                 An event set sees the events whose K is
@@ -240,7 +247,62 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetRetiredPages(nv
   return NVML_SUCCESS;
 }
 
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t d, unsigned* current,
+                                                                         unsigned* pending) {
+  FAKE_DEVICE(s, i, d);
+  if (Unsupported(s, i, "ecc_mode")) return NVML_ERROR_NOT_SUPPORTED;
+  if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+  *current = Num(s, GpuKey(i, "ecc_mode"), 1) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  *pending = Num(s, GpuKey(i, "ecc_mode_pending"), *current) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, unsigned* mode) {
+  FAKE_DEVICE(s, i, d);
+  if (Unsupported(s, i, "persistence")) return NVML_ERROR_NOT_SUPPORTED;
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = Num(s, GpuKey(i, "persistence"), 1) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t SmClock(nvmlDevice_t d, unsigned type, unsigned* mhz, const char* key) {
+  FAKE_DEVICE(s, i, d);
+  if (Unsupported(s, i, "clocks")) return NVML_ERROR_NOT_SUPPORTED;
+  if (!mhz || type > NVML_CLOCK_MEM) return NVML_ERROR_INVALID_ARGUMENT;
+  if (type != NVML_CLOCK_SM) return NVML_ERROR_NOT_SUPPORTED;  // only the SM clock is faked
+  *mhz = static_cast<unsigned>(Num(s, GpuKey(i, key), 1980));
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned type,
+                                                                           unsigned* mhz) {
+  return SmClock(d, type, mhz, "sm_clock");
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, unsigned type,
+                                                                              unsigned* mhz) {
+  return SmClock(d, type, mhz, "sm_clock_max");
+}
+
+static nvmlReturn_t ClocksReasons(nvmlDevice_t d, unsigned long long* reasons) {
+  FAKE_DEVICE(s, i, d);
+  if (Unsupported(s, i, "reasons")) return NVML_ERROR_NOT_SUPPORTED;
+  if (!reasons) return NVML_ERROR_INVALID_ARGUMENT;
+  *reasons = std::strtoull(Get(s, GpuKey(i, "clocks_event_reasons"), "0").c_str(), nullptr, 0);
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(
+    nvmlDevice_t d, unsigned long long* reasons) {
+  return ClocksReasons(d, reasons);
+}
+
 #ifndef FAKE_NVML_MINIMAL
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(
+    nvmlDevice_t d, unsigned long long* reasons) {
+  return ClocksReasons(d, reasons);
+}
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned* corr,
                                                                               unsigned* unc, unsigned* pending,

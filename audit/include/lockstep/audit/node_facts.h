@@ -15,6 +15,25 @@
 
 namespace lockstep::audit {
 
+// A PCIe bridge above a device (a root port, a switch's upstream or
+// downstream port), with its ACS Control register (the ACS extended
+// capability of its config space, sys/bus/pci/devices/<bdf>/config).
+struct PcieBridge {
+  std::string bdf;
+  // false: the extended config space could not be read (it needs
+  // CAP_SYS_ADMIN: an unprivileged read sees the first 64 bytes).
+  bool config_readable = false;
+  // The ACS Control register; nullopt when readable and the bridge has no
+  // ACS capability (then it redirects nothing).
+  std::optional<uint16_t> acs_control{};
+  bool operator==(const PcieBridge&) const = default;
+};
+
+// ACS Control bits (PCIe base spec, 7.7.8.3).
+inline constexpr uint16_t kAcsSourceValidation = 0x01, kAcsTranslationBlocking = 0x02, kAcsRequestRedirect = 0x04,
+                          kAcsCompletionRedirect = 0x08, kAcsUpstreamForwarding = 0x10, kAcsEgressControl = 0x20,
+                          kAcsDirectTranslatedP2p = 0x40;
+
 // A PCIe function's link (/sys/bus/pci/devices/<bdf>/{current,max}_link_*,
 // aer_dev_{correctable,fatal,nonfatal}).
 struct PcieLink {
@@ -25,6 +44,9 @@ struct PcieLink {
   std::optional<int> width{}, max_width{};                                 // lanes
   std::optional<uint64_t> aer_correctable{}, aer_nonfatal{}, aer_fatal{};  // TOTAL_ERR_*
   std::optional<int> numa_node{};  // numa_node; nullopt when absent or -1 (no NUMA)
+  // The bridges between the root complex and this function, root port first
+  // (from the sysfs device path); empty when sysfs shows none.
+  std::vector<PcieBridge> upstream{};
   bool operator==(const PcieLink&) const = default;
 };
 
@@ -32,8 +54,11 @@ struct PcieLink {
 struct GpuFacts {
   unsigned index = 0;
   std::string bus_id{};
-  std::optional<std::string> error{};  // NVML could not read the GPU at all
-  std::optional<bool> ecc_enabled{};
+  std::optional<std::string> error{};                // NVML could not read the GPU at all
+  std::optional<bool> ecc_enabled{}, ecc_pending{};  // ECC mode now, and after the next reset
+  std::optional<bool> persistence_mode{};
+  std::optional<uint32_t> sm_clock_mhz{}, sm_clock_max_mhz{};
+  std::optional<uint64_t> clocks_event_reasons{};  // NVML's nvmlClocksEventReason* bits
   std::optional<bool> remap_pending{}, remap_failed{};
   std::optional<uint64_t> ecc_corrected_volatile{}, ecc_uncorrected_volatile{};
   std::optional<uint64_t> ecc_corrected_aggregate{}, ecc_uncorrected_aggregate{};
@@ -65,6 +90,15 @@ struct RdmaPort {
   bool operator==(const RdmaPort&) const = default;
 };
 
+// The API server's host name and what it resolves to (frontend.api_dns).
+struct ApiServerName {
+  std::string host;         // from the kubeconfig or the in-cluster environment
+  bool is_address = false;  // an IP address: nothing to resolve
+  std::vector<std::string> addresses{};
+  std::string error{};  // why it did not resolve
+  bool operator==(const ApiServerName&) const = default;
+};
+
 // One NVIDIA Xid from the kernel log ("NVRM: Xid (PCI:0000:3b:00): 79, ...").
 struct XidEvent {
   std::string pci;  // "0000:3b:00" as the driver prints it
@@ -90,6 +124,8 @@ struct NodeFacts {
   std::optional<std::vector<XidEvent>> xids{};
   // /etc/resolv.conf's nameservers (nullopt: no resolv.conf).
   std::optional<std::vector<std::string>> nameservers{};
+  // The API server's name resolved (nullopt: no API server known).
+  std::optional<ApiServerName> api_server{};
   // nccl-tests' all_reduce_perf, when found ("" when not).
   std::string nccl_tests{};
   // The back-end network over the real fabric (connectivity, latency,

@@ -4,7 +4,7 @@
 // absolute rules and the --expect values only.
 //
 //   audit [--root DIR] [--rail IF]... [--require-module M]... [--expect ID=VALUE]...
-//         [--library PATH] [--no-nvml] [--json] [--node NAME]
+//         [--library PATH] [--no-nvml] [--json] [--node NAME] [--api-server URL]
 //         [--fabric ADDR | --fabric-status FILE] [--trace] [--trace-target PEER=IP]...
 //         [--trace-ports N]
 //   audit judge [--json] [--pool NAME] FILE...
@@ -14,6 +14,9 @@
 //     --expect          an expected value: ID (every subject) or ID[SUBJECT]
 //     --library         the NVML library (default $LOCKSTEP_NVML_LIBRARY, else libnvidia-ml.so.1)
 //     --no-nvml         do not load NVML
+//     --api-server      the API server whose name frontend.api_dns resolves ("" for
+//                       none; default: $KUBERNETES_SERVICE_HOST, else the server of
+//                       $KUBECONFIG's first file)
 //     --json            print JSON instead of the table
 //     --fabric          the running agent's status address (its GET /fabric, the
 //                       time API's address): path state and one-way delays per
@@ -50,6 +53,10 @@ namespace lockstep::agent::audit {
 std::vector<lockstep::audit::Check> RunNodeChecks(CollectOptions collect, const std::optional<gpu::NvmlOptions>& nvml,
                                                   const std::vector<std::string>& required_modules,
                                                   std::optional<lockstep::audit::NetworkFacts> network = std::nullopt);
+
+// The API server this node would use: $KUBERNETES_SERVICE_HOST (in a pod),
+// else the server of the first file in $KUBECONFIG; "" when neither.
+std::string DefaultApiServer();
 
 // The network facts from a fabric status (nullptr: `unavailable` says why),
 // with route traces when `trace` (rails and peers from the status, plus

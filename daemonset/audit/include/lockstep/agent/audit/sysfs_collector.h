@@ -23,10 +23,16 @@
 //   boot: "NVRM: Xid (PCI:<bus>): <code>", read without blocking; needs
 //   CAP_SYSLOG, else NotPresent), etc/resolv.conf (nameservers), and
 //   nccl-tests' all_reduce_perf in usr/local/bin, usr/bin, opt/nccl-tests/build
+//   sys/bus/pci/devices/<bdf> as a link into sys/devices/pci<domain:bus>/...:
+//     the bridges above each GPU and rail NIC, and each bridge's config (its
+//     ACS extended capability's control register; beyond the first 256
+//     bytes only with CAP_SYS_ADMIN, else "not readable")
+//   the API server's host name resolved (options.api_server, options.resolve)
 //
 // Thread-compatible: a plain function; the GpuSource is used by one caller.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +49,12 @@ struct CollectOptions {
   // Rail NICs in rail order; empty: the net devices of the RDMA devices, by name.
   std::vector<std::string> rails{};
   std::vector<std::string> modules = kWatchedModules;
+  // The API server: a URL ("https://api.example:6443") or a host; "" when
+  // none is known (frontend.api_dns is then NotPresent).
+  std::string api_server{};
+  // Resolves a host name to its addresses; empty: getaddrinfo (blocking,
+  // the resolver's own timeouts). Tests inject one.
+  std::function<Result<std::vector<std::string>>(const std::string& host)> resolve{};
 };
 
 // `gpus` may be null (no NVML): the GPU facts then come from sysfs alone.
@@ -52,6 +64,18 @@ lockstep::audit::NodeFacts CollectFacts(const CollectOptions& options, gpu::GpuS
 std::optional<double> ParseLinkSpeed(const std::string& text);
 // "200 Gb/sec (4X HDR)" -> 200.
 std::optional<double> ParseRdmaRate(const std::string& text);
+// "https://[fd00::1]:6443/x" -> "fd00::1"; "api.example:6443" -> "api.example".
+std::string ApiServerHost(const std::string& server);
+// Whether `host` is an IPv4 or IPv6 address.
+bool IsIpAddress(const std::string& host);
+// getaddrinfo: the host's addresses (IPv4 and IPv6, each once, in the
+// resolver's order), or Unavailable with gai_strerror's reason.
+Result<std::vector<std::string>> ResolveHost(const std::string& host);
+// The ACS Control register from a function's config space (the bytes of
+// sys/bus/pci/devices/<bdf>/config): nullopt when it has no ACS extended
+// capability. REQUIRES: config.size() > 0x100 (the extended space).
+std::optional<uint16_t> AcsControl(const std::string& config);
+
 // "00000000:3B:00.0" (NVML) -> "0000:3b:00.0" (sysfs).
 std::string SysfsBdf(const std::string& nvml_bus_id);
 

@@ -52,12 +52,34 @@ struct GpuSample {
   std::optional<uint32_t> retired_pages_single_bit{};  // retired for multiple single-bit errors
   std::optional<uint32_t> retired_pages_double_bit{};  // retired for a double-bit error
   std::optional<uint32_t> pcie_replays{};
+  // ECC mode (nvmlDeviceGetEccMode): current, and pending (after the next
+  // reboot or GPU reset). Empty on GPUs without ECC.
+  std::optional<bool> ecc_mode{}, ecc_mode_pending{};
+  std::optional<bool> persistence_mode{};  // nvmlDeviceGetPersistenceMode
+  // SM clock now and its maximum, MHz (nvmlDeviceGetClockInfo,
+  // nvmlDeviceGetMaxClockInfo with NVML_CLOCK_SM).
+  std::optional<uint32_t> sm_clock_mhz{}, sm_clock_max_mhz{};
+  // Why the clocks are held down now: nvmlClocksEventReason* bits
+  // (nvmlDeviceGetCurrentClocksEventReasons, else the older
+  // nvmlDeviceGetCurrentClocksThrottleReasons); kClocksEvent* below.
+  std::optional<uint64_t> clocks_event_reasons{};
   // Active links only; empty when the GPU has none or NVLink is not
   // available (then "nvlink" is in not_available).
   std::vector<NvLinkErrors> nvlinks{};
   std::vector<std::string> not_available{};  // field names, e.g. "remapped_rows"
   bool operator==(const GpuSample&) const = default;
 };
+
+// nvmlClocksEventReason* (nvml.h; formerly nvmlClocksThrottleReason*).
+inline constexpr uint64_t kClocksEventGpuIdle = 0x1;
+inline constexpr uint64_t kClocksEventApplicationsClocksSetting = 0x2;
+inline constexpr uint64_t kClocksEventSwPowerCap = 0x4;
+inline constexpr uint64_t kClocksEventHwSlowdown = 0x8;
+inline constexpr uint64_t kClocksEventSyncBoost = 0x10;
+inline constexpr uint64_t kClocksEventSwThermalSlowdown = 0x20;
+inline constexpr uint64_t kClocksEventHwThermalSlowdown = 0x40;
+inline constexpr uint64_t kClocksEventHwPowerBrakeSlowdown = 0x80;
+inline constexpr uint64_t kClocksEventDisplayClockSetting = 0x100;
 
 // One read of every GPU.
 struct GpuSnapshot {
