@@ -110,7 +110,7 @@ TEST_CASE("a healthy fabric passes every network check on every node", "[audit][
   }
 }
 
-TEST_CASE("a p99 over fewer than 100 samples is reported, not judged; over enough it is", "[audit][network]") {
+TEST_CASE("a p99 over fewer than 100 samples is reported, not judged, over enough it is", "[audit][network]") {
   // One pair's tail: a single probe the scheduler held up 3 ms.
   auto spike = [](int samples) {
     return Judge([samples](int self, NetworkFacts& n) {
