@@ -79,7 +79,9 @@ std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
     }
     Nanos owd(-1), rtt(-1);  // samples only for the latest seq (the one the ack's fields describe)
     if (seq == ack.seq) {
-      rtt = std::max(Nanos(0), received - it->sent - ack.held);
+      // Less the peer's hold; none when the hold is unknown or longer than
+      // the round trip (an inconsistent sample, not a zero delay).
+      if (ack.held && received - it->sent >= *ack.held) rtt = received - it->sent - *ack.held;
       owd = ack.one_way_delay.value_or(Nanos(-1));
     }
     it = outstanding_.erase(it);
@@ -231,6 +233,7 @@ PathStats PathHealth::Stats(Time now) const {
   }
   if (s.window_samples > 0) s.loss = static_cast<double>(lost) / s.window_samples;
   s.owd_samples = static_cast<int>(owd.size());
+  s.rtt_samples = static_cast<int>(rtt.size());
   if (!owd.empty()) std::tie(s.owd_p50, s.owd_p99) = P50P99(owd);
   if (!rtt.empty()) std::tie(s.rtt_p50, s.rtt_p99) = P50P99(rtt);
   return s;

@@ -58,7 +58,7 @@ TEST_CASE("ack book: a peer path's ack rides on our next probe out of the interf
   REQUIRE(Accepted(book.OnPacket(Probe(kPeerB, 1, 7, kIf1, kT0), kT0)));
   REQUIRE(book.size() == 2);
   // Both are carried by our probes (we probe both rails): no ack-only wake-up.
-  CHECK_FALSE(book.AckOnlyPaths());
+  CHECK_FALSE(book.AckOnlyWake(kT0));
   CHECK_FALSE(book.AckOnlyDue());
 
   book.BeginBatch();
@@ -102,7 +102,7 @@ TEST_CASE("ack book: an ack no probe of ours can carry leaves alone, between tic
   book.SetOurPaths(OursTo(kPeerB));  // nothing to kPeerC
   REQUIRE(Accepted(book.OnPacket(Probe(kPeerC, 1, 4, kIf1, kT0), kT0)));
   REQUIRE(Accepted(book.OnPacket(Probe(kPeerB, 0, 4, kIf0, kT0), kT0)));
-  CHECK(book.AckOnlyPaths());
+  CHECK(book.AckOnlyWake(kT0) == 10ms);  // kPeerC's fast probe: every probe interval
   CHECK(book.AckOnlyDue());
 
   // Between ticks: only the one without a carrier.
@@ -129,9 +129,50 @@ TEST_CASE("ack book: an ack no probe of ours can carry leaves alone, between tic
   std::map<WirePath, fabric::PathId> ours = OursTo(kPeerB);
   ours.emplace(WirePath{kPeerC, 1, 0}, 2);
   book.SetOurPaths(ours);
-  CHECK_FALSE(book.AckOnlyPaths());
+  CHECK_FALSE(book.AckOnlyWake(kT0 + 10ms));
   CHECK(book.OurPath({kPeerC, 1, 0}) == fabric::PathId{2});
   CHECK_FALSE(book.OurPath({kPeerC, 0, 0}));
+}
+
+TEST_CASE("ack book: a path we do not probe needs wake-ups as often as the peer's probes on it: idle ones at the "
+          "idle tick, fast ones every probe interval for kFastTickHold",
+          "[daemonset][fabric]") {
+  AckBook book({.stats_window = 5s,
+                .probe_interval = 14ms,
+                .miss_threshold = 3,
+                .rail_ifindex = {kIf0, kIf1},
+                .idle_wake = 110ms});
+  book.SetKnown({kPeerB, kPeerC});
+  book.SetOurPaths(OursTo(kPeerB));  // nothing to kPeerC
+  CHECK_FALSE(book.AckOnlyWake(kT0));
+  // kPeerC's idle probes (the slow flag): it waits for our idle tick.
+  AckBook::Packet idle = Probe(kPeerC, 1, 4, kIf1, kT0);
+  idle.slow = true;
+  REQUIRE(Accepted(book.OnPacket(idle, kT0)));
+  CHECK(book.AckOnlyWake(kT0) == 110ms);
+  // kPeerB's fast probes ride on our probes to it: no wake-up of their own.
+  REQUIRE(Accepted(book.OnPacket(Probe(kPeerB, 0, 9, kIf0, kT0), kT0)));
+  CHECK(book.AckOnlyWake(kT0) == 110ms);
+  // A fast probe from kPeerC on that path: every probe interval for kFastTickHold.
+  REQUIRE(Accepted(book.OnPacket(Probe(kPeerC, 1, 5, kIf1, kT0 + 1s), kT0 + 1s)));
+  CHECK(book.AckOnlyWake(kT0 + 1s) == 14ms);
+  CHECK(book.AckOnlyWake(kT0 + 1s + fabric::kFastTickHold - 1ms) == 14ms);
+  // Idle probes again: back to the idle tick once the hold ran out.
+  idle.seq = 6;
+  idle.received = kT0 + 2s;
+  REQUIRE(Accepted(book.OnPacket(idle, kT0 + 2s)));
+  CHECK(book.AckOnlyWake(kT0 + 2s) == 14ms);
+  CHECK(book.AckOnlyWake(kT0 + 1s + fabric::kFastTickHold) == 110ms);
+  // An urgent probe wakes us on its own port: it does not make the path fast.
+  AckBook::Packet urgent = Probe(kPeerC, 1, 7, kIf1, kT0 + 4s);
+  urgent.urgent = true;
+  REQUIRE(Accepted(book.OnPacket(urgent, kT0 + 4s)));
+  CHECK(book.AckOnlyWake(kT0 + 4s) == 110ms);
+  // Without idle ticks every such path needs the probe interval.
+  AckBook fast = Book();
+  fast.SetOurPaths(OursTo(kPeerB));
+  REQUIRE(Accepted(fast.OnPacket(idle, kT0 + 2s)));
+  CHECK(fast.AckOnlyWake(kT0 + 2s) == 10ms);
 }
 
 TEST_CASE("ack book: replayed and stale seqs are dropped and change nothing", "[daemonset][fabric]") {

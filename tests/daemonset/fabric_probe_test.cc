@@ -8,6 +8,7 @@
 #include "lockstep/agent/app/fabric_status_text.h"
 #include "lockstep/agent/fabric_probe.h"
 #include "lockstep/agent/fabric_setup.h"
+#include "lockstep/fabric/path_health.h"
 
 namespace lockstep::agent {
 namespace {
@@ -50,13 +51,15 @@ TEST_CASE("fabric probes round-trip with their epoch and ack in 54 bytes", "[dae
   ack_only.ack->one_way_delay.reset();
   CHECK(std::get<FabricProbe>(codec.Decode(codec.Encode(ack_only))) == ack_only);
 
-  // Out of the wire's range: the hold saturates, an implausible delay is not sent.
+  // Out of the wire's range: a hold is not known, an implausible delay is not sent.
   FabricProbe wide = Sample();
-  wide.ack->held = std::chrono::seconds(2);
+  wide.ack->held = std::chrono::seconds(9);
   wide.ack->one_way_delay = std::chrono::seconds(3);
   auto w = std::get<FabricProbe>(codec.Decode(codec.Encode(wide)));
-  CHECK(w.ack->held == std::chrono::microseconds(65'535));
+  CHECK_FALSE(w.ack->held);
   CHECK_FALSE(w.ack->one_way_delay);
+  wide.ack->held.reset();
+  CHECK_FALSE(std::get<FabricProbe>(codec.Decode(codec.Encode(wide))).ack->held);
 
   // The slow flag (an idle path's probe: the receiver may ack it at its idle
   // tick) round-trips, in bit 0x10 of the flags; only a probe carries it.
@@ -70,6 +73,64 @@ TEST_CASE("fabric probes round-trip with their epoch and ack in 54 bytes", "[dae
   slow_ack_only.slow = true;
   CHECK((codec.Encode(slow_ack_only)[3] & 0x10) == 0);
   CHECK_FALSE(std::get<FabricProbe>(codec.Decode(codec.Encode(slow_ack_only))).slow);
+}
+
+TEST_CASE("an ack's hold crosses the wire to within half a unit of its scale up to 8.39 s, an idle tick's whole",
+          "[daemonset][fabric]") {
+  using std::chrono::microseconds;
+  // Scale 0: whole microseconds (the nearest) to 16.383 ms, as before.
+  CHECK(HeldToWire(Nanos(0)) == 0);
+  CHECK(HeldToWire(Nanos(-5)) == 0);
+  CHECK(HeldFromWire(HeldToWire(Nanos(1'499))) == microseconds(1));
+  CHECK(HeldFromWire(HeldToWire(Nanos(1'500))) == microseconds(2));
+  CHECK(HeldToWire(microseconds(16'383)) == 16'383);
+  CHECK(HeldFromWire(HeldToWire(microseconds(7'250))) == microseconds(7'250));
+  // Longer: 8 us units to 131 ms (a hold to the peer's idle tick, up to
+  // ~110 ms, was cut at 65.535 ms before), 64 us to 1.05 s, 512 us to 8.39 s.
+  CHECK(HeldFromWire(HeldToWire(microseconds(16'384))) == microseconds(16'384));
+  CHECK(HeldFromWire(HeldToWire(microseconds(103'459))) == microseconds(103'456));
+  CHECK(HeldFromWire(HeldToWire(microseconds(103'461))) == microseconds(103'464));
+  CHECK(HeldFromWire(HeldToWire(std::chrono::seconds(1))) == std::chrono::seconds(1));
+  CHECK(HeldFromWire(HeldToWire(Nanos(8'387'000'000))) == microseconds(8'387'072));
+  CHECK(HeldToWire(Nanos(8'388'000'000)) == kHeldUnknown);
+  CHECK(HeldToWire(std::nullopt) == kHeldUnknown);
+  CHECK_FALSE(HeldFromWire(kHeldUnknown));
+  // Every hold up to 8 s: within half a unit of its scale, the unit the finest that holds it.
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200'000; ++i) {
+    const Nanos held(std::uniform_int_distribution<int64_t>(0, 8'000'000'000)(rng) >> (i % 20));
+    const std::optional<Nanos> back = HeldFromWire(HeldToWire(held));
+    REQUIRE(back);
+    const Nanos unit = held < microseconds(16'383)      ? microseconds(1)
+                       : held < microseconds(131'064)   ? microseconds(8)
+                       : held < microseconds(1'048'512) ? microseconds(64)
+                                                        : microseconds(512);
+    INFO(held.count() << " ns -> " << back->count() << " ns");
+    REQUIRE(std::chrono::abs(*back - held) <= unit / 2);
+  }
+}
+
+TEST_CASE("an idle probe's ack held to the peer's idle tick: the sender's round trip is the network's",
+          "[daemonset][fabric]") {
+  // The peer reads our idle probe 40 us after it left and acks it at its idle
+  // tick, 103.46 ms later; the ack crosses the wire and takes 40 us back.
+  FabricProbeCodec codec(Key(kKey));
+  fabric::AckWindow peer;
+  const MonoTime sent = MonoTime{} + std::chrono::hours(1);
+  REQUIRE(peer.OnReceive(99, sent + std::chrono::microseconds(40), Nanos(40'000)) == fabric::Receipt::kNew);
+  FabricProbe p = Sample();
+  p.ack = peer.Ack(sent + std::chrono::microseconds(40 + 103'460));
+  const auto got = std::get<FabricProbe>(codec.Decode(codec.Encode(p)));
+  REQUIRE(got.ack);
+  fabric::PathHealth ours(fabric::PathKey{.rail = 0, .peer = "b", .index = 0}, fabric::FabricOptions{});
+  ours.OnProbeSent(99, sent, false, true);
+  (void)ours.OnAck(*got.ack, sent + std::chrono::microseconds(40 + 103'460 + 40));
+  const fabric::PathStats s = ours.Stats(sent + std::chrono::seconds(1));
+  REQUIRE(s.replies == 1);
+  REQUIRE(s.rtt_p50);
+  // 80 us, within the 4 us the wire rounds a hold of this length to (not 38 ms: the hold cut at 65.535 ms).
+  CHECK(std::chrono::abs(*s.rtt_p50 - std::chrono::microseconds(80)) <= std::chrono::microseconds(4));
+  CHECK(s.owd_p50 == std::chrono::microseconds(40));
 }
 
 TEST_CASE("one-way delays come from 32-bit fabric stamps, modulo 2^32", "[daemonset][fabric]") {

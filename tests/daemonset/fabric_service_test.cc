@@ -857,5 +857,80 @@ TEST_CASE("tiered probing: idle paths are probed in the rotation, an active peer
   CHECK(*down - cut2 <= fabric::WorstCaseDetection(w.a.options.fabric) + 2ms);
 }
 
+TEST_CASE("a peer's idle probes on a path we do not probe are acked at our idle ticks, without fast wake-ups",
+          "[daemonset][fabric][tiers]") {
+  World w(true);
+  auto none = std::make_shared<std::vector<uint32_t>>();  // no connections: every path idle
+  w.a.service->SetTrafficSource(std::make_unique<FakeTraffic>(none));
+  w.b.service->SetTrafficSource(std::make_unique<FakeTraffic>(none));
+  // Both agents run every millisecond; a's wake-ups are counted from the
+  // waits it asks for (when it would have woken, sleeping as asked).
+  MonoTime a_due = w.clock.Monotonic();
+  int a_wakeups = 0;
+  auto run = [&](Nanos d) {
+    for (Nanos t{0}; t < d; t += 1ms) {
+      w.clock.Advance(1ms);
+      const MonoTime now = w.clock.Monotonic();
+      w.a.service->RunOnce(1s);
+      if (now >= a_due) {
+        ++a_wakeups;
+        a_due = now + w.a.socket.last_wait;
+      }
+      w.b.service->RunOnce(1s);
+    }
+  };
+  run(3s);
+  REQUIRE(w.a.service->monitor().OnIdleTicks());
+  // a's wake-ups on idle ticks alone (its ticks and its idle probes' timeouts).
+  a_wakeups = 0;
+  run(3s);
+  const int idle_wakeups = a_wakeups;
+  // b also probes a's path index 3 on rail 1, which a does not probe (no
+  // carrier for its acks): a's acks of it leave alone, and b drops them as
+  // unmatched (it does not watch that path either), which counts them here.
+  auto& unmatched = w.b.registry.Counter("lockstep_fabric_probe_dropped_total", "", {"reason"});
+  uint32_t seq = 100;
+  auto inject = [&](bool slow) {
+    FabricProbe p = ProbeOf("b", "a", 1, 3, ++seq);
+    p.slow = slow;
+    auto bytes = w.b.codec.Encode(p);
+    w.net.Inject(kHostA, 1, {bytes.begin(), bytes.end()}, kHostB);
+  };
+  const fabric::FabricOptions& o = w.a.options.fabric;
+  // Idle probes every 300 ms for 3 s: each acked within IdleAckTimeout, and
+  // a keeps its idle ticks (~10 wake-ups a second, not one per probe interval).
+  a_wakeups = 0;
+  for (int i = 0; i < 10; ++i) {
+    const double before = unmatched.Get({"unmatched"});
+    inject(true);
+    run(fabric::IdleAckTimeout(o) - 1ms);
+    CHECK(unmatched.Get({"unmatched"}) == before + 1);
+    run(300ms - fabric::IdleAckTimeout(o) + 1ms);
+  }
+  INFO("a's wake-ups in 3 s: " << idle_wakeups << " on idle ticks alone, " << a_wakeups
+                                 << " with a peer's idle probes on a path it does not probe");
+  CHECK(idle_wakeups <= 75);                 // ~10 ticks a second and their probes' timeouts
+  CHECK(a_wakeups <= idle_wakeups * 6 / 5);  // every probe interval would be >= 214
+  CHECK(w.a.service->monitor().OnIdleTicks());
+  // Fast probes on it: acked within the fast reply timeout, a ticks fast.
+  a_wakeups = 0;
+  for (int i = 0; i < 20; ++i) {
+    const double before = unmatched.Get({"unmatched"});
+    inject(false);
+    run(o.reply_timeout - 1ms);
+    CHECK(unmatched.Get({"unmatched"}) == before + 1);
+    run(50ms - o.reply_timeout + 1ms);
+  }
+  INFO("a's wake-ups in 1 s with a peer's fast probes on it: " << a_wakeups);
+  CHECK(a_wakeups >= 60);
+  // They stop: after kFastTickHold a is back on idle ticks, its wake-ups too.
+  run(fabric::kFastTickHold + 500ms);
+  a_wakeups = 0;
+  run(2s);
+  INFO("a's wake-ups in 2 s after the fast probes stopped: " << a_wakeups);
+  CHECK(w.a.service->monitor().OnIdleTicks());
+  CHECK(a_wakeups <= idle_wakeups * 2 / 3 * 6 / 5);
+}
+
 }  // namespace
 }  // namespace lockstep::agent

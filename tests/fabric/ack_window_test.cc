@@ -127,6 +127,38 @@ TEST_CASE("a late probe is acked once, its repeat is a duplicate", "[fabric]") {
   CHECK(std::string(ToString(Receipt::kStale)) == "stale");
 }
 
+TEST_CASE(
+    "an ack's round trip leaves out the peer's hold (a whole idle tick too), an unknown hold or one longer "
+    "than the round trip gives no round trip, the one-way delay always counts",
+    "[fabric]") {
+  FabricOptions o;
+  PathHealth h({0, "b", 0}, o);
+  // An idle probe the peer read 40 us after it left and acked at its idle
+  // tick 99.92 ms later; the ack took 40 us back: 80 us of round trip.
+  h.OnProbeSent(1, At(0ms), false, true);
+  REQUIRE(h.OnAck({.seq = 1, .one_way_delay = 40us, .held = 99920us}, At(100ms)).size() == 1);  // up
+  PathStats s = h.Stats(At(100ms));
+  CHECK(s.rtt_samples == 1);
+  CHECK(s.rtt_p50 == 80us);
+  CHECK(s.rtt_p99 == 80us);
+  // A hold the wire could not say: delivered, one-way delay counted, no round trip.
+  h.OnProbeSent(2, At(500ms), false, true);
+  (void)h.OnAck({.seq = 2, .one_way_delay = 45us, .held = std::nullopt}, At(600ms));
+  // A hold longer than the whole round trip: an inconsistent sample, not a 0 us round trip.
+  h.OnProbeSent(3, At(1s), false, true);
+  (void)h.OnAck({.seq = 3, .one_way_delay = 50us, .held = 100001us}, At(1100ms));
+  s = h.Stats(At(1100ms));
+  CHECK(s.replies == 3);
+  CHECK(s.misses == 0);
+  CHECK(h.state() == PathState::kUp);
+  CHECK(s.rtt_samples == 1);
+  CHECK(s.rtt_p50 == 80us);
+  CHECK(s.rtt_p99 == 80us);
+  CHECK(s.owd_samples == 3);
+  CHECK(s.owd_p50 == 45us);
+  CHECK(h.RankingDelay(At(1100ms)) == 45us);
+}
+
 TEST_CASE("an ack delivers every outstanding probe it covers, with samples from the latest", "[fabric]") {
   FabricOptions o;
   o.probe_interval = 10ms;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lockstep/fabric/path_monitor.h"
@@ -50,6 +51,10 @@ class FabricSim {
   // options.h), by path, send time and whether the probe was a slow one.
   using Hold = std::function<Nanos(const PathKey&, Time, bool)>;
   void PeerHold(Hold hold) { hold_ = std::move(hold); }
+  // True: answer with the peer's acknowledgement (PathMonitor::OnAck, as the
+  // agent does: it names the hold, which the round trip leaves out) instead
+  // of a reply (OnReply: the hold counts into the round trip).
+  void Acks(bool on) { acks_ = on; }
   int urgent_sent() const { return urgent_sent_; }
 
   void Start(const std::vector<PathKey>& paths) { Apply(m_.SetPaths(paths, now_)); }
@@ -69,10 +74,18 @@ class FabricSim {
         if (next == wake) ++wakeups_;
       }
       while (!inflight_.empty() && inflight_.begin()->first <= now_) {
-        auto [path, reply] = inflight_.begin()->second;
+        auto [path, reply, held] = inflight_.begin()->second;
         inflight_.erase(inflight_.begin());
         // A reply for a path no longer watched is dropped (as the agent drops it).
-        if (auto id = m_.Find(path); id && delivers_(path, now_)) Apply(m_.OnReply(*id, reply));
+        if (auto id = m_.Find(path); id && delivers_(path, now_)) {
+          if (acks_) {
+            const AckField ack{
+                .seq = static_cast<uint32_t>(reply.seq), .one_way_delay = reply.one_way_delay, .held = held};
+            Apply(m_.OnAck(*id, ack, now_));
+          } else {
+            Apply(m_.OnReply(*id, reply));
+          }
+        }
       }
       Apply(m_.Tick(now_));
       if (tiered_) {
@@ -121,7 +134,7 @@ class FabricSim {
     if (!delivers_(p, now_)) return;
     const Nanos d = delay_(p);
     const Nanos held = hold_ && !urgent ? hold_(p, now_, slow) : Nanos(0);
-    inflight_.emplace(now_ + 2 * d + held, std::make_pair(p, Reply{seq_, now_ + 2 * d + held, d}));
+    inflight_.emplace(now_ + 2 * d + held, std::make_tuple(p, Reply{seq_, now_ + 2 * d + held, d}, held));
   }
 
   PathMonitor& m_;
@@ -129,7 +142,7 @@ class FabricSim {
   Delay delay_;
   Time now_ = T0();
   uint64_t seq_ = 0;
-  std::multimap<Time, std::pair<PathKey, Reply>> inflight_;
+  std::multimap<Time, std::tuple<PathKey, Reply, Nanos>> inflight_;  // and the peer's hold
   std::map<std::string, PathKey> routes_;
   std::vector<Transition> transitions_;
   std::vector<FlapAlert> alerts_;
@@ -142,6 +155,7 @@ class FabricSim {
   int slow_sent_ = 0;
   int wakeups_ = 0;
   Hold hold_;
+  bool acks_ = false;
 };
 
 }  // namespace lockstep::fabric::testing

@@ -491,6 +491,30 @@ TEST_CASE("idle ticks: with no fast path the prober wakes ~10 times a second, ev
   }
 }
 
+TEST_CASE("idle ticks: delays leave out the time the peer held its acks to its idle tick", "[fabric][tiers]") {
+  // Every path idle, the peer acking each probe at its idle tick (up to
+  // 110 ms later) and saying so in the ack: each path's round trip is the
+  // network's (2 x 50 us) and its one-way delay 50 us, whatever the hold.
+  FabricOptions o;
+  Lab lab(o, [](const PathKey&, Time) { return true; });
+  lab.m.SetActivePeers(std::set<std::string>{});
+  IdlePeer peer(5);
+  lab.sim.PeerHold(std::ref(peer));
+  lab.sim.Acks(true);
+  lab.sim.Start(lab.paths);
+  lab.sim.RunUntil(At(12s));
+  REQUIRE(lab.m.OnIdleTicks());
+  for (const PathView& v : lab.m.Paths(lab.sim.now())) {
+    INFO(v.path.rail << "/" << v.path.peer);
+    REQUIRE(v.state == PathState::kUp);
+    CHECK(v.stats.rtt_samples >= 15);  // every ~500 ms over the 10 s window
+    CHECK(v.stats.rtt_samples == v.stats.owd_samples);
+    CHECK(v.stats.rtt_p50 == 100us);
+    CHECK(v.stats.rtt_p99 == 100us);
+    CHECK(v.stats.owd_p99 == 50us);
+  }
+}
+
 TEST_CASE("idle ticks: a path turning fast is acked without a miss by a peer on idle ticks, then detection is "
           "WorstCaseDetection on it and WorstCaseDetectionIdle on an idle path",
           "[fabric][tiers]") {

@@ -71,7 +71,8 @@ class FakeFabricSocket final : public FabricSocket {
     net_.Deliver(host_, ifindex - 1, dest, port, std::vector<uint8_t>(bytes.begin(), bytes.end()));
     return Status::Ok();
   }
-  Status Poll(std::chrono::nanoseconds, std::vector<FabricDatagram>& out) override {
+  Status Poll(std::chrono::nanoseconds wait, std::vector<FabricDatagram>& out) override {
+    last_wait = wait;
     if (urgent_first) {
       std::stable_partition(inbox.begin(), inbox.end(), [](const FabricDatagram& d) { return d.urgent; });
     }
@@ -87,6 +88,7 @@ class FakeFabricSocket final : public FabricSocket {
   std::deque<FabricDatagram> inbox;
   bool urgent_first = false;
   size_t reserved = 0;  // the last ReserveReceive
+  std::chrono::nanoseconds last_wait{};  // what the last Poll would have slept at most
   std::vector<Sent> sent;
 
  private:

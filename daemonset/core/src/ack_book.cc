@@ -117,6 +117,9 @@ AckBook::Verdict AckBook::OnPacket(const Packet& p, MonoTime now) {
     e.ifindex = p.ifindex;
     e.has_carrier = HasCarrier(key, e.ifindex);
   }
+  // A fast probe is acked within a fast gap; an idle one may wait for our
+  // idle tick (AckOnlyWake). An urgent one wakes us anyway.
+  if (!p.slow && !p.urgent) e.fast_until = std::max(e.fast_until, p.received + fabric::kFastTickHold);
   if (p.urgent && !e.urgent) {  // acked by the next batch, within the peer's budget
     if (TakeUrgentReply(peer, now)) {
       e.urgent = true;
@@ -164,11 +167,15 @@ bool AckBook::AckOnlyDue() const {
   return false;
 }
 
-bool AckBook::AckOnlyPaths() const {
+std::optional<Nanos> AckBook::AckOnlyWake(MonoTime now) const {
+  std::optional<Nanos> wake;
   for (const auto& [key, e] : entries_) {
-    if (!e.has_carrier) return true;
+    if (e.has_carrier) continue;
+    const bool fast = now < e.fast_until || options_.idle_wake <= Nanos(0);
+    const Nanos need = fast ? options_.probe_interval : options_.idle_wake;
+    if (!wake || need < *wake) wake = need;
   }
-  return false;
+  return wake;
 }
 
 void AckBook::DropQuiet(MonoTime now) {

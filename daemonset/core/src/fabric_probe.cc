@@ -91,8 +91,7 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
       flags |= kFlagOwd;
       Put(&b[40], static_cast<uint64_t>(p.ack->one_way_delay->count()), 4);
     }
-    const int64_t held_us = std::chrono::duration_cast<std::chrono::microseconds>(p.ack->held).count();
-    Put(&b[44], static_cast<uint64_t>(std::clamp<int64_t>(held_us, 0, 0xFFFF)), 2);
+    Put(&b[44], HeldToWire(p.ack->held), 2);
   }
   b[3] = flags;
   const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
@@ -143,10 +142,36 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
       if (owd >= kMaxOwdNs) return FabricDrop::kMalformed;
       a.one_way_delay = Nanos(owd);
     }
-    a.held = std::chrono::microseconds(Get(&b[44], 2));
+    a.held = HeldFromWire(static_cast<uint16_t>(Get(&b[44], 2)));
     p.ack = a;
   }
   return p;
+}
+
+namespace {
+// ack_held: the top 2 bits pick the unit, the low 14 count it.
+constexpr int64_t kHeldUnitNs[] = {1'000, 8'000, 64'000, 512'000};
+constexpr uint16_t kHeldCountBits = 14;
+constexpr uint16_t kHeldCountMask = (1u << kHeldCountBits) - 1;
+}  // namespace
+
+uint16_t HeldToWire(std::optional<Nanos> held) {
+  if (!held) return kHeldUnknown;
+  const int64_t ns = std::max<int64_t>(0, held->count());
+  for (uint16_t scale = 0; scale < 4; ++scale) {
+    const int64_t unit = kHeldUnitNs[scale];
+    const int64_t count = ns / unit + (ns % unit >= unit / 2 ? 1 : 0);  // the nearest
+    // The last scale's top count is kHeldUnknown.
+    if (count <= (scale == 3 ? kHeldCountMask - 1 : kHeldCountMask)) {
+      return static_cast<uint16_t>(scale << kHeldCountBits | count);
+    }
+  }
+  return kHeldUnknown;
+}
+
+std::optional<Nanos> HeldFromWire(uint16_t wire) {
+  if (wire == kHeldUnknown) return std::nullopt;
+  return Nanos(kHeldUnitNs[wire >> kHeldCountBits] * (wire & kHeldCountMask));
 }
 
 uint32_t FirstSeq(uint64_t epoch) {

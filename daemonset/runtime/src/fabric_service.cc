@@ -28,6 +28,9 @@ AckBookOptions AckOptions(const FabricServiceOptions& o) {
   AckBookOptions a{.stats_window = o.fabric.stats_window,
                    .probe_interval = o.fabric.probe_interval,
                    .miss_threshold = o.fabric.miss_threshold};
+  if (fabric::IdleTicks(o.fabric)) {
+    a.idle_wake = Nanos(static_cast<int64_t>(static_cast<double>(o.fabric.idle_tick.count()) * (1 + o.fabric.jitter)));
+  }
   for (const RailInfo& r : o.setup.rails) a.rail_ifindex.push_back(r.ifindex);
   return a;
 }
@@ -361,7 +364,8 @@ void FabricService::Handle(const FabricDatagram& d, MonoTime now, std::optional<
                          .received = d.received,
                          .ifindex = d.ifindex,
                          .urgent = d.urgent,
-                         .one_way_delay = std::nullopt};
+                         .one_way_delay = std::nullopt,
+                         .slow = p.slow};
   if (p.seq && fabric_now) {
     // Its one-way delay from fabric time at the kernel's receive stamp (the
     // datagram may have waited in the socket until this wake-up).
@@ -418,7 +422,9 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   MonoTime now = clock_.Monotonic();
   MonoTime due = now + max_wait;
   if (auto next = monitor_.NextWakeup()) due = std::min(due, *next);
-  if (acks_.AckOnlyPaths()) due = std::min(due, now + options_.fabric.probe_interval);
+  // Acks no probe of ours carries: as often as the peer's probes need them
+  // (a node on idle ticks stays on them for a peer's idle probes).
+  if (const std::optional<Nanos> wake = acks_.AckOnlyWake(now)) due = std::min(due, now + *wake);
   inbox_.clear();
   (void)socket_.Poll(std::max<std::chrono::nanoseconds>(due - now, std::chrono::nanoseconds(0)), inbox_);
   now = clock_.Monotonic();

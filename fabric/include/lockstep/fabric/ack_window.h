@@ -51,7 +51,11 @@ struct AckField {
   uint32_t seq = 0;     // the latest seq received
   uint32_t bitmap = 0;  // bit i: seq - 1 - i was received too
   std::optional<Nanos> one_way_delay;  // of `seq` (both clocks LOCKED)
-  Nanos held{0};        // from receiving `seq` to sending this ack (the peer's part of the round trip)
+  // From receiving `seq` to sending this ack: the peer's part of the round
+  // trip, subtracted from it (PathHealth::OnAck). Up to a whole idle tick
+  // (options.h) when the peer acks at its idle tick. nullopt: not known
+  // (beyond what the wire carries): the ack delivers, without a round trip.
+  std::optional<Nanos> held = Nanos(0);
   bool operator==(const AckField&) const = default;
 };
 

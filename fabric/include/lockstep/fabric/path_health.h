@@ -59,7 +59,8 @@ struct PathStats {
   double loss = 0;                 // misses / window_samples over the window (0 when empty)
   std::optional<Nanos> owd_p50, owd_p99;  // one-way delay (replies that carried one)
   int owd_samples = 0;                    // replies in the window that carried a one-way delay
-  std::optional<Nanos> rtt_p50, rtt_p99;  // round trip
+  std::optional<Nanos> rtt_p50, rtt_p99;  // round trip, less the time the peer held its ack
+  int rtt_samples = 0;                    // replies in the window that gave a round trip
 };
 
 class PathHealth {
@@ -92,8 +93,13 @@ class PathHealth {
   // `received`. Applies timeouts due before it first, then delivers every
   // outstanding probe it covers (the latest with its round trip, less the
   // time the peer held the ack, and its one-way delay; older ones from the
-  // bitmap without samples). An ack repeating what was already delivered
-  // changes nothing; one whose latest seq already timed out counts late once.
+  // bitmap without samples). The round trip is a sample only when the hold
+  // is known and no longer than the whole round trip (the peer acks idle
+  // probes at its idle tick, up to ~110 ms later: a hold counted into the
+  // round trip would read as that much delay); the one-way delay was taken
+  // at the peer's kernel receive stamp, before any hold, and always counts.
+  // An ack repeating what was already delivered changes nothing; one whose
+  // latest seq already timed out counts late once.
   // Seqs compare modulo 2^32 (the wire's width).
   std::vector<Transition> OnAck(const AckField& ack, Time received);
 

@@ -50,6 +50,11 @@ struct AckBookOptions {
   Nanos probe_interval{};           // the urgent reply budget refills per interval
   int miss_threshold = 3;           // (the budget: twice what a peer's paths can ask for)
   std::vector<int> rail_ifindex{};  // our rails' interfaces, by rail
+  // The longest idle tick gap, idle_tick x (1 + jitter) (options.h): a
+  // received path whose acks leave alone and whose probes are all idle ones
+  // needs a wake-up this often (the peer judges them with IdleAckTimeout).
+  // 0: idle ticks off.
+  Nanos idle_wake{};
 };
 
 class AckBook {
@@ -79,6 +84,7 @@ class AckBook {
     int ifindex = 0;                     // where it arrived
     bool urgent = false;                 // to our urgent port
     std::optional<Nanos> one_way_delay;  // of its probe (clock sync LOCKED at both ends)
+    bool slow = false;                   // its probe carries the slow flag (an idle path's: acked at our idle tick)
   };
   struct Verdict {
     std::optional<FabricDrop> drop;  // kStale or kReplayed: nothing of it is used, its ack included
@@ -115,8 +121,14 @@ class AckBook {
 
   // An ack-only packet is due between ticks (one no probe of ours can carry, or an urgent one).
   bool AckOnlyDue() const;
-  // A received path no probe of ours can carry: wake every probe interval for it.
-  bool AckOnlyPaths() const;
+  // How soon the prober must wake for the received paths no probe of ours
+  // can carry (their probes wait unread in the socket until a wake-up, and
+  // their acks leave alone then): every probe interval while one of them had
+  // a fast probe within kFastTickHold (the peer judges it with its reply
+  // timeout), every idle_wake when their probes are idle ones (the peer
+  // waits IdleAckTimeout for those acks: a node on idle ticks wakes no more
+  // often than its idle ticks for them), nullopt without such paths.
+  std::optional<Nanos> AckOnlyWake(MonoTime now) const;
   // Forgets the paths silent for a stats window.
   void DropQuiet(MonoTime now);
 
@@ -129,6 +141,7 @@ class AckBook {
     bool has_carrier = false;  // HasCarrier for this ifindex and our paths
     bool carried = false;      // a probe of this batch carries its ack
     bool urgent = false;       // an urgent probe arrived: ack it at once, to the peer's urgent port
+    MonoTime fast_until{};     // a fast probe arrived: the peer judges our acks with its fast timeout until then
   };
   struct Peer {
     uint64_t epoch = 0;  // the latest seen; 0: none yet

@@ -37,8 +37,15 @@
 //   32   4  ack_seq: the latest of the destination's seqs received on that path
 //   36   4  ack_bitmap: bit i = ack_seq - 1 - i received too
 //   40   4  ack_owd_ns: ack_seq's one-way delay (rx - tx fabric time, < 2^31)
-//   44   2  ack_held_us: from receiving ack_seq to sending this (saturates)
+//   44   2  ack_held: from receiving ack_seq to sending this, a 2-bit scale
+//           and a 14-bit count (HeldToWire): 1 us units to 16.383 ms, 8 us
+//           to 131 ms (an idle tick's hold), 64 us to 1.05 s, 512 us to
+//           8.39 s; 0xFFFF: longer (not known: no round-trip sample)
 //   46   8  HMAC-SHA256(probe key, bytes[0, 46)) truncated to 8 bytes
+// Until 2026-11-29 ack_held was whole microseconds saturating at 65.535 ms:
+// acks held to an idle tick (up to ~110 ms) then read as up to 45 ms of
+// round trip. An agent from before reads holds up to 16.383 ms the same and
+// longer ones wrong (its round-trip samples only, nothing of path health).
 // Versions 1 (72 bytes, request/reply) and 2 (46 bytes, no epoch) are
 // dropped as bad_magic. Compatibility: the agents of a fabric are upgraded
 // together; during a rolling update the paths between an old and a new
@@ -117,7 +124,7 @@ struct FabricProbe {
   // the fabric time it left at (nullopt: not LOCKED).
   std::optional<uint32_t> seq;
   std::optional<uint32_t> tx_fabric;
-  std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held in us, saturating at 65.535 ms
+  std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held as HeldToWire can say it
   uint8_t ack_rail = 0;                 // with ack: the destination's path it is for
   uint8_t ack_path_index = 0;
   bool slow = false;  // with seq: the wire's slow flag (an idle path's probe)
@@ -177,6 +184,14 @@ class FabricProbeCodec {
   mutable PiMutex mu_;  // the prober (SCHED_FIFO) takes a Snapshot per packet
   std::shared_ptr<const Keys> keys_;  // GUARDED_BY(mu_)
 };
+
+// The wire's ack_held field: the hold at the finest of four scales (1, 8,
+// 64, 512 us per count, 14-bit counts) that holds it, rounded to the nearest
+// count (within 4 us up to 131 ms); 0xFFFF (kHeldUnknown) when it is not
+// known or longer than 8.387 s. Negative holds are 0.
+inline constexpr uint16_t kHeldUnknown = 0xFFFF;
+uint16_t HeldToWire(std::optional<Nanos> held);
+std::optional<Nanos> HeldFromWire(uint16_t wire);
 
 // The one-way delay of a probe received at fabric time rx_fabric_ns (our
 // clock LOCKED), from its 32-bit tx stamp: (rx - tx) modulo 2^32 when the
