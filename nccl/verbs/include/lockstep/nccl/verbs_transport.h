@@ -1,0 +1,86 @@
+// VerbsTransport: the RDMA transport of the NCCL plugin (an adapter on the
+// transport port, transport.h), over rdma-core through the VerbsApi port.
+//
+// A connection is one RC QP per rail (the primaries) plus, with `standby`, one
+// standby QP on another rail (rail 1 when there are two or more; with one rail
+// the same port with another GRH flow label, i.e. another RoCEv2 UDP source
+// port and so, where the fabric hashes it elsewhere, another ECMP path). The
+// standby is connected and has its receives posted from the start but carries
+// nothing until a primary fails, so failover costs no connection setup.
+//
+// Data path (host memory, NCCL_PTR_HOST): the pure StripeSender/StripeReceiver
+// of the sockets transport cut messages into sequenced chunks; each chunk is
+// one IBV_WR_SEND of a 64-byte DataHeader plus payload, copied into a
+// registered send slot, and lands in one of the receiver's registered receive
+// slots, from which the payload is copied into NCCL's buffer (or dropped: a
+// duplicate). Acks (cumulative sequence + credit) come back as 40-byte sends
+// on any live QP. One copy on each side: registered NCCL buffers and RDMA
+// WRITE are a later slice.
+//
+// Failover: a send that completes with an error (IBV_WC_RETRY_EXC_ERR, then
+// IBV_WC_WR_FLUSH_ERR for the rest, or any other error) takes its QP out of
+// the connection: its unacknowledged chunks are replayed, lowest sequence
+// first, on the QPs left, the standby among them. `rail_failed` (the agent's
+// path verdicts) parks a primary the same way while its rail is failed and
+// re-admits it after; the standby is parked again once every primary is back.
+// The receiver deduplicates by sequence number, so every byte is delivered
+// once and in order. A connection fails (kUnavailable) only when no QP is left.
+//
+// Connection setup: the listener's handle (handle.h's format, one "rail": the
+// bootstrap TCP endpoint) names a TCP socket on `bootstrap_ipv4`; the
+// connector sends its QPs (number, PSN, LID, GID, port, MTU) and the listener
+// answers with its own and its receive slots (count and size: the sender's
+// window and chunk never exceed them). Both sides then move their QPs
+// INIT -> RTR -> RTS. Every step is non-blocking (Poll/Accept return null
+// until done).
+//
+// Memory per connection and QP: send slots (window x (64 + chunk) bytes at the
+// sender), receive slots (window x (64 + chunk) at the receiver), 16 ack slots
+// of 40 bytes at the sender and one at the receiver, one CQ. All registered.
+// Thread-compatible per object.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/nccl/stripe_sender.h"
+#include "lockstep/nccl/transport.h"
+#include "lockstep/nccl/verbs_api.h"
+
+namespace lockstep::nccl {
+
+struct VerbsRailSpec {
+  std::string device;  // e.g. mlx5_0
+  int port = 1;
+  bool operator==(const VerbsRailSpec&) const = default;
+};
+
+struct VerbsTransportConfig {
+  std::vector<VerbsRailSpec> rails;  // empty: port 1 of every device, up to kMaxRails
+  int gid_index = 0;                 // the GID table entry (RoCEv2 IPv4 GIDs are often index 3)
+  StripeOptions stripe{.chunk_bytes = 64 * 1024, .window_per_stream = 8};
+  bool standby = true;
+  std::array<uint8_t, 4> bootstrap_ipv4{127, 0, 0, 1};  // where listeners take the QP exchange
+  size_t max_outstanding = 64;                          // requests per connection
+  int rail_speed_mbps = 100000;                         // reported per rail
+  // Path health per local rail index (true: do not use it), polled by the
+  // sender; null: errors on the wire only.
+  std::function<bool(int rail)> rail_failed;
+};
+
+// Settings from the environment:
+//   LOCKSTEP_NCCL_VERBS_DEVICES     comma-separated DEVICE[:PORT] (default: port 1 of every device)
+//   LOCKSTEP_NCCL_VERBS_GID_INDEX   0..255 (default 0)
+//   LOCKSTEP_NCCL_VERBS_STANDBY     1 or 0 (default 1)
+// A bad value is an InvalidArgument naming the variable, the value and the range.
+Result<VerbsTransportConfig> VerbsConfigFromEnv(const std::function<const char*(const char*)>& env);
+
+// Opens the configured devices. Unavailable with a sentence that starts "no
+// RDMA device: " when there is none (the library lists no device, a
+// configured device is absent, or its port is not active).
+Result<std::unique_ptr<Transport>> MakeVerbsTransport(const VerbsApi& api, VerbsTransportConfig config, WarnFn warn);
+
+}  // namespace lockstep::nccl
