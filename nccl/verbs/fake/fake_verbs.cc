@@ -115,12 +115,14 @@ bool SgeOk(const ibv_sge& s, Pd* pd) {
   return s.addr >= base && s.addr + s.length <= base + it->second->mr.length;
 }
 
-// Moves the front send of `qp` into the peer's front receive; false when the
-// receiver has no receive posted (RNR: wait).
-bool DeliverOne(Qp* qp, Qp* peer, bool complete_sender) {
+// Delivers send `w` of `qp` into the peer's front receive; false when the
+// receiver has no receive posted (RNR: wait). With `complete_sender`, `w`
+// leaves the send queue and completes (when signaled); without, it stays
+// queued (its sender has not heard of the delivery).
+bool DeliverOne(Qp* qp, size_t at_sq, Qp* peer, bool complete_sender) {
   if (peer->rq.empty()) return false;
-  SendWr w = std::move(qp->sq.front());
-  qp->sq.pop_front();
+  const SendWr w = qp->sq[at_sq];
+  if (complete_sender) qp->sq.erase(qp->sq.begin() + static_cast<long>(at_sq));
   RecvWr r = std::move(peer->rq.front());
   peer->rq.pop_front();
   std::vector<uint8_t> bytes;
@@ -176,8 +178,11 @@ void Progress() {
     auto pit = f.qps.find(qp->dest);
     Qp* peer = pit == f.qps.end() ? nullptr : pit->second;
     if (qp->path_failed || peer == nullptr || peer->qp.state == IBV_QPS_ERR) {
-      while (qp->deliver_then_fail > 0 && !qp->sq.empty() && peer != nullptr && peer->qp.state != IBV_QPS_ERR &&
-             DeliverOne(qp, peer, false)) {
+      // The first sends reach the peer, but their acknowledgements are lost:
+      // they fail below like the rest.
+      for (size_t k = 0; k < qp->sq.size() && qp->deliver_then_fail > 0 && peer != nullptr &&
+                         peer->qp.state != IBV_QPS_ERR && DeliverOne(qp, k, peer, false);
+           ++k) {
         --qp->deliver_then_fail;
       }
       if (qp->qp.state != IBV_QPS_ERR) ToError(qp, true);
@@ -186,7 +191,7 @@ void Progress() {
       continue;
     }
     if (peer->qp.state != IBV_QPS_RTR && peer->qp.state != IBV_QPS_RTS) continue;
-    while (budget > 0 && !qp->sq.empty() && qp->qp.state == IBV_QPS_RTS && DeliverOne(qp, peer, true)) --budget;
+    while (budget > 0 && !qp->sq.empty() && qp->qp.state == IBV_QPS_RTS && DeliverOne(qp, 0, peer, true)) --budget;
     f.cursor = qp->qp.qp_num;
   }
 }
