@@ -127,7 +127,11 @@ Request* FreeSlot(Request* slots, void* comm, bool send) {
 // The verbs transport: rdma-core loaded at run time (LOCKSTEP_NCCL_VERBS_LIBRARY,
 // default libibverbs.so.1), its QP exchange on the first configured rail's
 // address, chunk and window from the same settings as the sockets transport.
-Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& sockets) {
+// With the node agent: the listener's host address goes in the handle and a
+// primary QP is parked while the agent's verdict on (its rail's address, from
+// its RoCE GID; the peer's host) says failed. No reports or fabric time yet.
+Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& sockets,
+                                             const std::shared_ptr<AgentLink>& agent) {
   const char* lib = std::getenv("LOCKSTEP_NCCL_VERBS_LIBRARY");
   Result<VerbsApi> api = LoadVerbs(lib != nullptr && *lib != '\0' ? lib : "libibverbs.so.1");
   if (!api.ok()) return api.error();
@@ -137,6 +141,19 @@ Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& socket
   if (std::getenv("LOCKSTEP_NCCL_CHUNK_BYTES") != nullptr) config->stripe.chunk_bytes = sockets.stripe.chunk_bytes;
   if (std::getenv("LOCKSTEP_NCCL_WINDOW") != nullptr) {
     config->stripe.window_per_stream = sockets.stripe.window_per_stream;
+  }
+  if (agent) {
+    config->host = [agent] {
+      agent->Poll();
+      std::shared_ptr<const AgentState> st = agent->State();
+      return st ? st->host : Ipv4{};
+    };
+    config->path_failed = [agent](const VerbsPath& p) {
+      if (p.rail_ipv4 == Ipv4{} || p.peer_host == Ipv4{}) return false;  // InfiniBand, or a peer without agent
+      agent->Poll();
+      std::shared_ptr<const AgentState> st = agent->State();
+      return st != nullptr && !st->Usable(p.rail_ipv4, p.peer_host).value_or(true);
+    };
   }
   return MakeVerbsTransport(*api, *config, Warn);
 }
@@ -181,7 +198,7 @@ ncclResult_t Init(ncclDebugLogger_t log) {
                   "init (settings)");
     }
     if (which != "sockets") {
-      Result<std::unique_ptr<Transport>> verbs = MakeVerbs(*config);
+      Result<std::unique_ptr<Transport>> verbs = MakeVerbs(*config, agent);
       if (verbs.ok()) {
         g_transport = std::move(*verbs);
         g_props = g_transport->Properties(0);

@@ -339,9 +339,12 @@ TEST_CASE("verbs: a rail the agent reports failed is parked, its chunks move to 
   bool rail0_failed = false;
   int asked = 0;
   VerbsTransportConfig c = SmallConfig();
-  c.rail_failed = [&](int rail) {
+  std::vector<VerbsPath> seen;
+  c.host = [] { return std::array<uint8_t, 4>{10, 9, 8, 7}; };
+  c.path_failed = [&](const VerbsPath& path) {
     ++asked;
-    return rail == 0 && rail0_failed;
+    if (seen.size() < 4) seen.push_back(path);
+    return path.rail == 0 && rail0_failed;
   };
   auto t = MakeFake(c, &w);
   Pair p = Connect(*t);
@@ -353,6 +356,13 @@ TEST_CASE("verbs: a rail the agent reports failed is parked, its chunks move to 
   });
   CHECK(r == "");
   CHECK(asked > 0);
+  // The hook sees the rail's address (the fake's RoCE GIDs are ::ffff:10.<device>.<port>.1) and the
+  // listener's host address from the handle.
+  REQUIRE(!seen.empty());
+  for (const VerbsPath& path : seen) {
+    CHECK(path.peer_host == std::array<uint8_t, 4>{10, 9, 8, 7});
+    CHECK(path.rail_ipv4 == std::array<uint8_t, 4>{10, static_cast<uint8_t>(path.rail), 1, 1});
+  }
   CHECK(w.Count("QP 0 on fake0:1 parked: its path is reported failed") == 1);
   CHECK(fake::Stats().retry_exceeded == 0);  // nothing failed on the wire
 }

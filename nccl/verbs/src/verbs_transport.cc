@@ -361,6 +361,14 @@ class QpSet {
 
   std::vector<Qp>& qps() { return qps_; }
   VerbsShared& devices() { return *d_; }
+  VerbsPath Path(int i, const std::array<uint8_t, 4>& peer_host) const {
+    VerbsPath p{.rail = qps_[i].rail, .peer_host = peer_host};
+    const uint8_t* g = d_->rails[qps_[i].rail].gid.raw;
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(g, kMapped, sizeof kMapped) == 0) std::memcpy(p.rail_ipv4.data(), g + 12, 4);
+    return p;
+  }
+
   std::string Name(int i) const {
     return "QP " + std::to_string(i) + (qps_[i].standby ? " (standby)" : "") + " on " + d_->rails[qps_[i].rail].name;
   }
@@ -374,8 +382,11 @@ class QpSet {
 
 class VerbsSend final : public SendConnection {
  public:
-  VerbsSend(std::unique_ptr<QpSet> qps, StripeOptions o, size_t max_outstanding)
-      : qps_(std::move(qps)), sender_(static_cast<int>(qps_->qps().size()), o), max_outstanding_(max_outstanding) {
+  VerbsSend(std::unique_ptr<QpSet> qps, StripeOptions o, size_t max_outstanding, std::array<uint8_t, 4> peer_host)
+      : qps_(std::move(qps)),
+        sender_(static_cast<int>(qps_->qps().size()), o),
+        max_outstanding_(max_outstanding),
+        peer_host_(peer_host) {
     for (const Qp& q : qps_->qps()) {
       if (q.standby) sender_.Park(q.index);
     }
@@ -428,7 +439,7 @@ class VerbsSend final : public SendConnection {
   // move on) and re-admitted after; the standby carries traffic while any
   // primary is down or parked.
   void Steer() {
-    const auto& rail_failed = qps_->devices().config.rail_failed;
+    const auto& path_failed = qps_->devices().config.path_failed;
     auto& qps = qps_->qps();
     bool need_standby = false;
     for (Qp& q : qps) {
@@ -437,7 +448,7 @@ class VerbsSend final : public SendConnection {
         need_standby = true;
         continue;
       }
-      const bool failed = rail_failed && rail_failed(q.rail);
+      const bool failed = path_failed && path_failed(qps_->Path(q.index, peer_host_));
       if (failed && !sender_.IsParked(q.index)) {
         sender_.Park(q.index);
         qps_->devices().warn("verbs: " + qps_->Name(q.index) + " parked: its path is reported failed");
@@ -519,6 +530,7 @@ class VerbsSend final : public SendConnection {
   std::unique_ptr<QpSet> qps_;
   StripeSender sender_;
   size_t max_outstanding_;
+  std::array<uint8_t, 4> peer_host_;
   std::map<uint64_t, Msg> msgs_;
   Status error_ = Status::Ok();
 };
@@ -659,7 +671,7 @@ std::vector<uint8_t> RequestBytes(uint64_t token, bool standby, const QpSet& qps
 class VerbsPending final : public PendingConnection {
  public:
   VerbsPending(std::shared_ptr<VerbsShared> d, ListenHandle h, std::unique_ptr<QpSet> qps, Socket s, int n)
-      : d_(std::move(d)), qps_(std::move(qps)), sock_(std::move(s)), n_(n) {
+      : d_(std::move(d)), qps_(std::move(qps)), sock_(std::move(s)), n_(n), host_(h.host) {
     out_ = RequestBytes(h.token, d_->config.standby, *qps_, n_);
   }
 
@@ -686,7 +698,8 @@ class VerbsPending final : public PendingConnection {
     StripeOptions o = d_->config.stripe;
     o.window_per_stream = std::max<uint32_t>(1, std::min(o.window_per_stream, slots));
     o.chunk_bytes = std::max<uint32_t>(1, std::min(o.chunk_bytes, slot_bytes));
-    return std::unique_ptr<SendConnection>(std::make_unique<VerbsSend>(std::move(qps_), o, d_->config.max_outstanding));
+    return std::unique_ptr<SendConnection>(
+        std::make_unique<VerbsSend>(std::move(qps_), o, d_->config.max_outstanding, host_));
   }
 
  private:
@@ -694,6 +707,7 @@ class VerbsPending final : public PendingConnection {
   std::unique_ptr<QpSet> qps_;
   Socket sock_;
   int n_;
+  std::array<uint8_t, 4> host_;
   std::vector<uint8_t> out_, in_;
   size_t wrote_ = 0;
 };
@@ -816,6 +830,7 @@ class VerbsTransport final : public Transport {
     ListenHandle h;
     h.token = d_->rng() | 1;
     h.rails.push_back(RailEndpoint{.ipv4 = d_->config.bootstrap_ipv4, .port = ntohs(a.sin_port)});
+    if (d_->config.host) h.host = d_->config.host();
     EncodeHandle(h, handle);
     return std::unique_ptr<Listener>(std::make_unique<VerbsListener>(d_, std::move(s), h.token));
   }

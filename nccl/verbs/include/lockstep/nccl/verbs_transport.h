@@ -20,9 +20,11 @@
 // Failover: a send that completes with an error (IBV_WC_RETRY_EXC_ERR, then
 // IBV_WC_WR_FLUSH_ERR for the rest, or any other error) takes its QP out of
 // the connection: its unacknowledged chunks are replayed, lowest sequence
-// first, on the QPs left, the standby among them. `rail_failed` (the agent's
+// first, on the QPs left, the standby among them. `path_failed` (the agent's
 // path verdicts) parks a primary the same way while its rail is failed and
 // re-admits it after; the standby is parked again once every primary is back.
+// The plugin asks the node agent about (the rail's address from its RoCE GID,
+// the peer's host address from the handle), as the sockets transport does.
 // The receiver deduplicates by sequence number, so every byte is delivered
 // once and in order. A connection fails (kUnavailable) only when no QP is left.
 //
@@ -58,6 +60,13 @@ struct VerbsRailSpec {
   bool operator==(const VerbsRailSpec&) const = default;
 };
 
+// One primary QP's path, as the health hook sees it.
+struct VerbsPath {
+  int rail = 0;                        // local rail index
+  std::array<uint8_t, 4> rail_ipv4{};  // from an IPv4-mapped (RoCE) GID; 0 on InfiniBand
+  std::array<uint8_t, 4> peer_host{};  // from the listener's handle; 0 when it had no agent
+};
+
 struct VerbsTransportConfig {
   std::vector<VerbsRailSpec> rails;  // empty: port 1 of every device, up to kMaxRails
   int gid_index = 0;                 // the GID table entry (RoCEv2 IPv4 GIDs are often index 3)
@@ -66,9 +75,12 @@ struct VerbsTransportConfig {
   std::array<uint8_t, 4> bootstrap_ipv4{127, 0, 0, 1};  // where listeners take the QP exchange
   size_t max_outstanding = 64;                          // requests per connection
   int rail_speed_mbps = 100000;                         // reported per rail
-  // Path health per local rail index (true: do not use it), polled by the
-  // sender; null: errors on the wire only.
-  std::function<bool(int rail)> rail_failed;
+  // Path health (the node agent's verdicts), polled by the sender for each
+  // primary QP; true: do not use it. Null: errors on the wire only.
+  std::function<bool(const VerbsPath&)> path_failed;
+  // This node's host address for the listen handle (the agent's name for the
+  // node, so connectors can ask about their paths to it); null or 0: none.
+  std::function<std::array<uint8_t, 4>()> host;
 };
 
 // Settings from the environment:
