@@ -155,6 +155,7 @@ Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& socket
       return st != nullptr && !st->Usable(p.rail_ipv4, p.peer_host).value_or(true);
     };
   }
+  config->info = [](const std::string& m) { Log(NCCL_LOG_INFO, m); };
   return MakeVerbsTransport(*api, *config, Warn);
 }
 

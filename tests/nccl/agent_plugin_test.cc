@@ -307,13 +307,14 @@ TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-ag
   std::mt19937_64 rng(9);
   for (int i = 0; i < 10; ++i) Transfer(net, p, rng, 50 * 1024);
   agent.SetUsable(0, false);
-  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_warn, "QP 0 on fake0:1 parked") == 1; }));
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 0 on fake0:1 parked") == 1; }));
   for (int i = 0; i < 20; ++i) Transfer(net, p, rng, 50 * 1024);
   agent.SetUsable(0, true);
   agent.SetUsable(1, false);
-  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_warn, "QP 1 on fake1:1 parked") == 1; }));
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 1 on fake1:1 parked") == 1; }));
   for (int i = 0; i < 20; ++i) Transfer(net, p, rng, 50 * 1024);
-  REQUIRE(CountLogs(g_warn, "failed (") == 0);  // parked on the agent's word, no QP failed on the wire
+  REQUIRE(CountLogs(g_info, "QP 0 on fake0:1 re-admitted") == 1);
+  REQUIRE(g_warn.empty());  // parked on the agent's word: INFO lines, no QP failed on the wire
   NCCL_OK(net.closeSend(p.send));
   NCCL_OK(net.closeRecv(p.recv));
   NCCL_OK(net.closeListen(p.listen));

@@ -150,7 +150,7 @@ struct RailDevice {
 struct VerbsShared {
   VerbsApi api;
   VerbsTransportConfig config;
-  WarnFn warn;
+  WarnFn warn, info;
   std::vector<RailDevice> rails;
   std::mt19937_64 rng{std::random_device{}()};
   ~VerbsShared() {
@@ -451,9 +451,11 @@ class VerbsSend final : public SendConnection {
       const bool failed = path_failed && path_failed(qps_->Path(q.index, peer_host_));
       if (failed && !sender_.IsParked(q.index)) {
         sender_.Park(q.index);
-        qps_->devices().warn("verbs: " + qps_->Name(q.index) + " parked: its path is reported failed");
+        qps_->devices().info("verbs: " + qps_->Name(q.index) +
+                             " parked: its path is reported failed; the standby carries its share");
       } else if (!failed && sender_.IsParked(q.index)) {
         sender_.Unpark(q.index);
+        qps_->devices().info("verbs: " + qps_->Name(q.index) + " re-admitted: its path is usable again");
       }
       need_standby = need_standby || failed;
     }
@@ -919,6 +921,7 @@ Result<std::unique_ptr<Transport>> MakeVerbsTransport(const VerbsApi& api, Verbs
   auto d = std::make_shared<VerbsShared>();
   d->api = api;
   d->warn = warn ? std::move(warn) : [](const std::string&) {};
+  d->info = config.info ? config.info : d->warn;
   int n = 0;
   ibv_device** list = api.get_device_list(&n);
   if (list == nullptr || n == 0) {

@@ -81,6 +81,9 @@ struct VerbsTransportConfig {
   // This node's host address for the listen handle (the agent's name for the
   // node, so connectors can ask about their paths to it); null or 0: none.
   std::function<std::array<uint8_t, 4>()> host;
+  // Expected events (a QP parked or re-admitted on the agent's word); null:
+  // they go to the WarnFn. Failures always go to the WarnFn.
+  WarnFn info;
 };
 
 // Settings from the environment:
