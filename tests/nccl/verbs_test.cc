@@ -45,9 +45,11 @@ VerbsTransportConfig SmallConfig() {
   return c;
 }
 
-std::unique_ptr<Transport> MakeFake(VerbsTransportConfig c, Warnings* w, int devices = 2) {
+std::unique_ptr<Transport> MakeFake(VerbsTransportConfig c, Warnings* w, int devices = 2, bool infiniband = false) {
   std::vector<fake::FakeDevice> d;
-  for (int i = 0; i < devices; ++i) d.push_back({.name = "fake" + std::to_string(i), .ports = 1});
+  for (int i = 0; i < devices; ++i) {
+    d.push_back({.name = "fake" + std::to_string(i), .ports = 1, .infiniband = infiniband});
+  }
   fake::ResetFabric(d);
   Result<std::unique_ptr<Transport>> t = MakeVerbsTransport(fake::FakeVerbsApi(), std::move(c), w->fn());
   REQUIRE(t.ok());
@@ -235,9 +237,12 @@ TEST_CASE("verbs: settings from the environment", "[verbs]") {
 }
 
 TEST_CASE("verbs: transfers through the fake fabric are exact and leave nothing behind", "[verbs]") {
+  // RoCE ports (GRH addressing) and InfiniBand ports (LID addressing).
+  const bool infiniband = GENERATE(false, true);
+  INFO("infiniband " << infiniband);
   Warnings w;
   {
-    auto t = MakeFake(SmallConfig(), &w);
+    auto t = MakeFake(SmallConfig(), &w, 2, infiniband);
     const DeviceProperties props = t->Properties(0);
     CHECK(props.name == "lockstep-verbs[fake0:1+fake1:1]");
     CHECK(props.rails == 2);
@@ -250,7 +255,9 @@ TEST_CASE("verbs: transfers through the fake fabric are exact and leave nothing 
     const fake::FabricStats s = fake::Stats();
     CHECK(s.bad_sge == 0);
     CHECK(s.cq_overruns == 0);
+    CHECK(s.misrouted == 0);  // every address vector and PSN named the peer
     CHECK(s.retry_exceeded == 0);
+    CHECK(s.delivered > 200);
     CHECK(w.lines.empty());
     // A second connection on the same transport works alongside.
     Pair q = Connect(*t);
@@ -316,6 +323,7 @@ TEST_CASE("verbs: random QP failures (all but one) during random transfers deliv
     INFO("seed " << seed);
     CHECK(r == "");
     CHECK(fake::Stats().cq_overruns == 0);
+    CHECK(fake::Stats().misrouted == 0);
   }
 }
 

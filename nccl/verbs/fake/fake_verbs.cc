@@ -1,6 +1,7 @@
 #include "fake_verbs.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@ struct Device {
   ibv_device dev{};
   int ports = 1;
   int index = 0;
+  bool infiniband = false;
 };
 struct Context {
   ibv_context ctx{};
@@ -51,6 +53,9 @@ struct Qp {
   bool sig_all = false;
   uint32_t max_send = 0, max_recv = 0, max_sge = 0;
   uint32_t dest = 0;
+  uint8_t port = 0;
+  uint32_t sq_psn = 0, rq_psn = 0;
+  ibv_ah_attr av{};
   bool path_failed = false;
   int deliver_then_fail = 0;
   std::deque<SendWr> sq;
@@ -165,6 +170,21 @@ bool DeliverOne(Qp* qp, size_t at_sq, Qp* peer, bool complete_sender) {
   return true;
 }
 
+uint16_t Lid(const Device* d, uint8_t port) { return static_cast<uint16_t>(d->index * 16 + port); }
+std::array<uint8_t, 16> Gid(const Device* d, uint8_t port) {
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, static_cast<uint8_t>(d->index), port, 1};
+}
+const Device* DeviceOf(const Qp* q) { return reinterpret_cast<const Context*>(q->qp.context)->device; }
+
+// Whether `qp`'s address vector and PSN reach `peer` (see the header).
+bool Routed(const Qp* qp, const Qp* peer) {
+  const Device* pd = DeviceOf(peer);
+  if (qp->sq_psn != peer->rq_psn) return false;
+  if (DeviceOf(qp)->infiniband) return qp->av.dlid == Lid(pd, peer->port);
+  const std::array<uint8_t, 16> g = Gid(pd, peer->port);
+  return qp->av.is_global == 1 && std::memcmp(qp->av.grh.dgid.raw, g.data(), 16) == 0;
+}
+
 void Progress() {
   Fabric& f = F();
   int budget = f.budget;
@@ -191,6 +211,13 @@ void Progress() {
       continue;
     }
     if (peer->qp.state != IBV_QPS_RTR && peer->qp.state != IBV_QPS_RTS) continue;
+    if (!Routed(qp, peer)) {  // the packets go nowhere: retries run out
+      ++f.stats.misrouted;
+      ToError(qp, true);
+      f.cursor = qp->qp.qp_num;
+      --budget;
+      continue;
+    }
     while (budget > 0 && !qp->sq.empty() && qp->qp.state == IBV_QPS_RTS && DeliverOne(qp, 0, peer, true)) --budget;
     f.cursor = qp->qp.qp_num;
   }
@@ -243,19 +270,15 @@ int QueryPort(ibv_context* c, uint8_t port, ibv_port_attr* a) {
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = IBV_MTU_4096;
   a->gid_tbl_len = 1;
-  a->lid = static_cast<uint16_t>(d->index * 16 + port);
-  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  a->lid = Lid(d, port);
+  a->link_layer = d->infiniband ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
   return 0;
 }
 int QueryGid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
   Device* d = Outer<Context>(c)->device;
   if (port < 1 || port > d->ports || index != 0) return EINVAL;
-  std::memset(gid, 0, sizeof *gid);
-  gid->raw[10] = gid->raw[11] = 0xff;  // ::ffff:10.<dev>.<port>.1, as RoCEv2 IPv4 GIDs look
-  gid->raw[12] = 10;
-  gid->raw[13] = static_cast<uint8_t>(d->index);
-  gid->raw[14] = port;
-  gid->raw[15] = 1;
+  const std::array<uint8_t, 16> g = Gid(d, port);  // ::ffff:10.<dev>.<port>.1, as RoCEv2 IPv4 GIDs look
+  std::memcpy(gid->raw, g.data(), 16);
   return 0;
 }
 ibv_pd* AllocPd(ibv_context* c) {
@@ -374,14 +397,22 @@ int ModifyQp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     const int need = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
     if ((mask & need) != need) return EINVAL;
     if (a->port_num < 1 || a->port_num > Outer<Context>(qp->context)->device->ports) return EINVAL;
+    q->port = a->port_num;
   } else if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
     const int need = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                      IBV_QP_MIN_RNR_TIMER;
     if ((mask & need) != need) return EINVAL;
+    const Device* d = Outer<Context>(qp->context)->device;
+    if (!d->infiniband && (a->ah_attr.is_global != 1 || a->ah_attr.grh.sgid_index != 0)) return EINVAL;  // RoCE: GRH
+    if (a->ah_attr.port_num != 0 && a->ah_attr.port_num != q->port) return EINVAL;
+    if (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096) return EINVAL;
     q->dest = a->dest_qp_num;
+    q->rq_psn = a->rq_psn;
+    q->av = a->ah_attr;
   } else if (to == IBV_QPS_RTS && from == IBV_QPS_RTR) {
     const int need = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     if ((mask & need) != need) return EINVAL;
+    q->sq_psn = a->sq_psn;
   } else {
     return EINVAL;
   }
@@ -461,6 +492,7 @@ void ResetFabric(std::vector<FakeDevice> devices) {
     d->dev.node_type = IBV_NODE_CA;
     d->dev.transport_type = IBV_TRANSPORT_IB;
     d->ports = devices[i].ports;
+    d->infiniband = devices[i].infiniband;
     d->index = static_cast<int>(i);
     f.devices.push_back(std::move(d));
   }

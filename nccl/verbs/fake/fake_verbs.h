@@ -15,6 +15,13 @@
 // without limit, as rnr_retry = 7). Posting to a QP in the error state
 // completes with IBV_WC_WR_FLUSH_ERR.
 //
+// Addressing is checked as a fabric would: a QP's address vector must name
+// its peer (RoCE ports: GRH with the peer port's GID, source GID index 0;
+// InfiniBand ports: the peer port's LID), its path MTU must not exceed the
+// port's, and its send PSN must be the peer's receive PSN. A send on a QP
+// that breaks any of these never arrives: it completes with
+// IBV_WC_RETRY_EXC_ERR (counted as misrouted).
+//
 // Fault injection: FailPath(qpn) breaks the path under a QP pair. At the next
 // progress each side's oldest outstanding send completes with
 // IBV_WC_RETRY_EXC_ERR, the QP moves to the error state, and every other
@@ -38,6 +45,7 @@ namespace lockstep::nccl::fake {
 struct FakeDevice {
   std::string name;
   int ports = 1;
+  bool infiniband = false;  // link layer InfiniBand (LID routing) instead of Ethernet (RoCE: GRH required)
 };
 
 // Replaces the fabric with `devices` (empty: a host with rdma-core and no
@@ -59,6 +67,7 @@ struct FabricStats {
   uint64_t flushed = 0;         // IBV_WC_WR_FLUSH_ERR completions
   uint64_t cq_overruns = 0;     // completions dropped on a full CQ (a bug in the user)
   uint64_t bad_sge = 0;         // SGEs outside their MR (a bug in the user)
+  uint64_t misrouted = 0;       // sends whose address vector or PSN does not match the peer (a bug in the user)
   int live_objects = 0;         // contexts, PDs, MRs, CQs and QPs not yet destroyed
   std::vector<uint32_t> qps;    // live QP numbers, ascending
 };
