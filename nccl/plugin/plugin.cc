@@ -129,7 +129,8 @@ Request* FreeSlot(Request* slots, void* comm, bool send) {
 // address, chunk and window from the same settings as the sockets transport.
 // With the node agent: the listener's host address goes in the handle and a
 // primary QP is parked while the agent's verdict on (its rail's address, from
-// its RoCE GID; the peer's host) says failed. No reports or fabric time yet.
+// its RoCE GID; the peer's host) says failed; each connection end reports its
+// QPs (bytes, chunks, failovers, state) every second. No fabric time yet.
 Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& sockets,
                                              const std::shared_ptr<AgentLink>& agent) {
   const char* lib = std::getenv("LOCKSTEP_NCCL_VERBS_LIBRARY");
@@ -148,6 +149,10 @@ Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& socket
       std::shared_ptr<const AgentState> st = agent->State();
       return st ? st->host : Ipv4{};
     };
+    config->report = [agent](uint64_t conn, bool send, std::vector<StreamReport> qps) {
+      agent->Report(conn, send, std::move(qps));
+    };
+    config->closed = [agent](uint64_t conn, bool send) { agent->Close(conn, send); };
     config->path_failed = [agent](const VerbsPath& p) {
       if (p.rail_ipv4 == Ipv4{} || p.peer_host == Ipv4{}) return false;  // InfiniBand, or a peer without agent
       agent->Poll();

@@ -284,7 +284,8 @@ TEST_CASE("the plugin follows the agent verdicts and measures one-way delays and
 // The verbs transport (over libibverbs-lockstep-fake.so) against the agent:
 // the handle carries the agent's host address, and a primary QP is parked
 // while the agent's verdict on (its rail's address from its RoCE GID, the
-// peer's host) says down; the standby carries its share meanwhile. In a fresh
+// peer's host) says down; the standby carries its share meanwhile; both ends
+// report their QPs to the agent. In a fresh
 // process: the plugin above is already initialised in this one.
 TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-agent-child]") {
   const std::string dir = TempDir();
@@ -306,6 +307,15 @@ TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-ag
   Pair p = Connect(net);
   std::mt19937_64 rng(9);
   for (int i = 0; i < 10; ++i) Transfer(net, p, rng, 50 * 1024);
+  // Both ends report their QPs: the sender's two primaries up and its standby
+  // parked, the receiver's three up.
+  std::string view;
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] {
+    nlohmann::json jobs = agent.endpoint.Jobs();
+    view = jobs.dump();
+    return jobs.size() == 1 && jobs[0]["connections"] == 2 && jobs[0].value("bytes_sent", 0) > 0 &&
+           jobs[0].value("bytes_received", 0) > 0 && agent.Streams("up") == 5 && agent.Streams("parked") == 1;
+  }));
   agent.SetUsable(0, false);
   REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 0 on fake0:1 parked") == 1; }));
   for (int i = 0; i < 20; ++i) Transfer(net, p, rng, 50 * 1024);
@@ -327,6 +337,7 @@ TEST_CASE("verbs transport follows the agent verdicts", "[nccl][agent]") {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     setenv("LOCKSTEP_NCCL_TRANSPORT", "verbs", 1);
+    setenv("LOCKSTEP_JOB", "job-a", 1);
     setenv("LOCKSTEP_NCCL_VERBS_LIBRARY", LOCKSTEP_FAKE_IBVERBS_PATH, 1);
     setenv("LOCKSTEP_NCCL_RAILS", "127.0.0.1", 1);  // the QP exchange's address
     setenv("LOCKSTEP_NCCL_CHUNK_BYTES", "4096", 1);

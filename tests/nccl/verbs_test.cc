@@ -375,5 +375,52 @@ TEST_CASE("verbs: a rail the agent reports failed is parked, its chunks move to 
   CHECK(fake::Stats().retry_exceeded == 0);  // nothing failed on the wire
 }
 
+TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says when it is gone", "[verbs]") {
+  Warnings w;
+  std::map<std::pair<uint64_t, bool>, std::vector<StreamReport>> last;
+  std::vector<std::pair<uint64_t, bool>> closed;
+  VerbsTransportConfig c = SmallConfig();
+  c.report = [&](uint64_t conn, bool send, std::vector<StreamReport> qps) { last[{conn, send}] = std::move(qps); };
+  c.closed = [&](uint64_t conn, bool send) { closed.emplace_back(conn, send); };
+  c.host = [] { return std::array<uint8_t, 4>{10, 9, 8, 7}; };
+  {
+    auto t = MakeFake(c, &w);
+    Pair p = Connect(*t);
+    std::mt19937 rng(8);
+    const std::vector<Message> msgs = RandomMessages(rng, 40, 20000);
+    REQUIRE(Exchange(p, msgs, 4) == "");
+    // Both ends of the one connection, under the connector's id, three QPs each.
+    REQUIRE(last.size() == 2);
+    const uint64_t conn = last.begin()->first.first;
+    REQUIRE(last.count({conn, true}) == 1);
+    REQUIRE(last.count({conn, false}) == 1);
+    const std::vector<StreamReport> s = last[{conn, true}];
+    REQUIRE(s.size() == 3);
+    CHECK(s[0].state == "up");
+    CHECK(s[1].state == "up");
+    CHECK(s[2].state == "parked");  // the standby, idle
+    CHECK(s[0].rail == std::array<uint8_t, 4>{10, 0, 1, 1});
+    CHECK(s[1].remote == std::array<uint8_t, 4>{10, 1, 1, 1});
+    CHECK(s[0].peer == std::array<uint8_t, 4>{10, 9, 8, 7});
+    CHECK(s[0].failovers == 0);
+    CHECK(s[2].bytes == 0);
+    // A failure: QP 0 down, the standby up, one failover (reported at the next second).
+    REQUIRE(fake::FailPath(p.send_qps[0]));
+    const auto until = Clock::now() + std::chrono::milliseconds(1500);
+    while (Clock::now() < until) REQUIRE(Exchange(p, RandomMessages(rng, 4, 20000), 4) == "");
+    const std::vector<StreamReport> f = last[{conn, true}];
+    REQUIRE(f.size() == 3);
+    CHECK(f[0].state == "down");
+    CHECK(f[2].state == "up");
+    CHECK(f[0].failovers == 1);
+    CHECK(f[2].bytes > 0);
+    uint64_t received = 0;
+    for (const StreamReport& r : last[{conn, false}]) received += r.bytes;
+    CHECK(received > 0);
+    CHECK(closed.empty());
+  }
+  CHECK(closed.size() == 2);
+}
+
 }  // namespace
 }  // namespace lockstep::nccl

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -27,7 +28,7 @@ namespace {
 constexpr uint32_t kRequestMagic = 0x5256'4b4cu;  // "LKVR"
 constexpr uint32_t kReplyMagic = 0x5056'4b4cu;    // "LKVP"
 constexpr size_t kQpInfoBytes = 32;
-constexpr size_t kRequestHead = 24;  // magic, flags, token, nqps, reserved, checksum
+constexpr size_t kRequestHead = 32;  // magic, flags, token, nqps, reserved, checksum, connection id
 constexpr size_t kReplyHead = 24;    // magic, nqps, slots, slot payload bytes, checksum
 constexpr int kAckSlots = 16;        // the sender's receives for acks, per QP
 constexpr int kPollBatch = 16;
@@ -134,6 +135,12 @@ bool WriteSome(int fd, const std::vector<uint8_t>& buf, size_t* at, std::string*
   return true;
 }
 
+// ::ffff:a.b.c.d, as RoCEv2 IPv4 GIDs are.
+bool IsMappedIpv4(const uint8_t* gid) {
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid, kMapped, sizeof kMapped) == 0;
+}
+
 // ---- devices ----
 
 struct RailDevice {
@@ -192,6 +199,7 @@ class QpSet {
  public:
   explicit QpSet(std::shared_ptr<VerbsShared> d) : d_(std::move(d)) {}
   ~QpSet() {
+    if (reported_ && d_->config.closed) d_->config.closed(conn_, send_);
     const VerbsApi& api = d_->api;
     for (Qp& q : qps_) {
       if (q.qp) api.destroy_qp(q.qp);
@@ -359,13 +367,61 @@ class QpSet {
     }
   }
 
+  // Who the connection is, for reports: its id (the connector's, shared by
+  // both ends), the peer's host and QPs.
+  void SetIdentity(uint64_t conn, const std::array<uint8_t, 4>& peer_host) {
+    conn_ = conn;
+    peer_host_ = peer_host;
+  }
+  void SetPeer(std::vector<QpInfo> peer) { peer_ = std::move(peer); }
+  uint64_t conn_id() const { return conn_; }
+  void Count(int i, uint64_t bytes) {
+    bytes_.resize(qps_.size());
+    chunks_.resize(qps_.size());
+    bytes_[i] += bytes;
+    ++chunks_[i];
+  }
+  uint64_t failovers = 0;
+
+  // Reports every QP's counters and `state(i)` when a second has passed.
+  template <typename State>
+  void ReportIfDue(bool send, State&& state) {
+    const auto& report = d_->config.report;
+    if (!report) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (reported_ && now < next_report_) return;
+    next_report_ = now + std::chrono::seconds(1);
+    reported_ = true;
+    send_ = send;
+    bytes_.resize(qps_.size());
+    chunks_.resize(qps_.size());
+    std::vector<StreamReport> r;
+    for (const Qp& q : qps_) {
+      StreamReport s{.conn = conn_,
+                     .send = send,
+                     .stream = q.index,
+                     .rail = Path(q.index, peer_host_).rail_ipv4,
+                     .peer = peer_host_,
+                     .bytes = bytes_[q.index],
+                     .chunks = chunks_[q.index],
+                     .owd_p50_ns = std::nullopt,  // no fabric-time stamps on verbs yet
+                     .owd_p99_ns = std::nullopt,
+                     .failovers = failovers,
+                     .state = state(q.index)};
+      if (static_cast<size_t>(q.index) < peer_.size() && IsMappedIpv4(peer_[q.index].gid.data())) {
+        std::memcpy(s.remote.data(), peer_[q.index].gid.data() + 12, 4);
+      }
+      r.push_back(std::move(s));
+    }
+    report(conn_, send, std::move(r));
+  }
+
   std::vector<Qp>& qps() { return qps_; }
   VerbsShared& devices() { return *d_; }
   VerbsPath Path(int i, const std::array<uint8_t, 4>& peer_host) const {
     VerbsPath p{.rail = qps_[i].rail, .peer_host = peer_host};
     const uint8_t* g = d_->rails[qps_[i].rail].gid.raw;
-    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(g, kMapped, sizeof kMapped) == 0) std::memcpy(p.rail_ipv4.data(), g + 12, 4);
+    if (IsMappedIpv4(g)) std::memcpy(p.rail_ipv4.data(), g + 12, 4);
     return p;
   }
 
@@ -376,6 +432,12 @@ class QpSet {
  private:
   std::shared_ptr<VerbsShared> d_;
   std::vector<Qp> qps_;
+  uint64_t conn_ = 0;
+  std::array<uint8_t, 4> peer_host_{};
+  std::vector<QpInfo> peer_;
+  std::vector<uint64_t> bytes_, chunks_;
+  bool reported_ = false, send_ = true;
+  std::chrono::steady_clock::time_point next_report_{};
 };
 
 // ---- the sending side ----
@@ -425,6 +487,7 @@ class VerbsSend final : public SendConnection {
     Qp& q = qps_->qps()[i];
     if (!q.alive) return;
     q.alive = false;
+    ++qps_->failovers;
     const size_t requeued = sender_.InFlight(i);
     sender_.StreamDown(i);
     for (Qp& s : qps_->qps()) {
@@ -451,6 +514,7 @@ class VerbsSend final : public SendConnection {
       const bool failed = path_failed && path_failed(qps_->Path(q.index, peer_host_));
       if (failed && !sender_.IsParked(q.index)) {
         sender_.Park(q.index);
+        ++qps_->failovers;
         qps_->devices().info("verbs: " + qps_->Name(q.index) +
                              " parked: its path is reported failed; the standby carries its share");
       } else if (!failed && sender_.IsParked(q.index)) {
@@ -520,9 +584,14 @@ class VerbsSend final : public SendConnection {
         if (Status s = qps_->PostSend(q.index, Kind::kSendData, slot, kDataHeaderBytes + c->len); !s.ok()) {
           q.free_send.push_back(slot);
           QpFailed(q.index, s.error().message);
+        } else {
+          qps_->Count(q.index, c->len);
         }
       }
     }
+    qps_->ReportIfDue(true, [&](int i) -> std::string {
+      return !qps_->qps()[i].alive ? "down" : sender_.IsParked(i) ? "parked" : "up";
+    });
     if (sender_.StreamsUp() == 0) {
       error_ = Unavailable("verbs: every QP of the connection failed (" + std::to_string(sender_.Unacknowledged()) +
                            " chunks unacknowledged)");
@@ -592,6 +661,7 @@ class VerbsRecv final : public RecvConnection {
     if (!where->discard) {
       if (where->len > 0) std::memcpy(bufs_.at(where->msg) + where->offset, p + kDataHeaderBytes, where->len);
       receiver_.OnPayload(*h);
+      qps_->Count(i, where->len);
     }
     last_qp_ = i;
   }
@@ -600,6 +670,7 @@ class VerbsRecv final : public RecvConnection {
     Qp& q = qps_->qps()[i];
     if (!q.alive) return;
     q.alive = false;
+    ++qps_->failovers;
     qps_->devices().warn("verbs: " + qps_->Name(i) + " failed at the receiver (" + why + ")");
   }
 
@@ -641,6 +712,7 @@ class VerbsRecv final : public RecvConnection {
     });
     if (!error_.ok()) return;
     SendAck();
+    qps_->ReportIfDue(false, [&](int i) -> std::string { return qps_->qps()[i].alive ? "up" : "down"; });
     bool any = false;
     for (const Qp& q : qps_->qps()) any = any || q.alive;
     if (!any) error_ = Unavailable("verbs: every QP of the connection failed");
@@ -659,11 +731,12 @@ class VerbsRecv final : public RecvConnection {
 
 // ---- setup ----
 
-std::vector<uint8_t> RequestBytes(uint64_t token, bool standby, const QpSet& qps, int n) {
+std::vector<uint8_t> RequestBytes(uint64_t token, bool standby, const QpSet& qps, int n) {  // after SetIdentity
   std::vector<uint8_t> b(kRequestHead + kQpInfoBytes * n, 0);
   PutU32(b.data(), kRequestMagic);
   PutU32(b.data() + 4, standby ? 1 : 0);
   PutU64(b.data() + 8, token);
+  PutU64(b.data() + 24, qps.conn_id());
   PutU16(b.data() + 16, static_cast<uint16_t>(n));
   for (int i = 0; i < n; ++i) PutInfo(b.data() + kRequestHead + kQpInfoBytes * i, qps.Info(i));
   PutU32(b.data() + 20, Checksum32(b.data() + kRequestHead, b.size() - kRequestHead));
@@ -674,6 +747,7 @@ class VerbsPending final : public PendingConnection {
  public:
   VerbsPending(std::shared_ptr<VerbsShared> d, ListenHandle h, std::unique_ptr<QpSet> qps, Socket s, int n)
       : d_(std::move(d)), qps_(std::move(qps)), sock_(std::move(s)), n_(n), host_(h.host) {
+    qps_->SetIdentity(d_->rng(), host_);
     out_ = RequestBytes(h.token, d_->config.standby, *qps_, n_);
   }
 
@@ -697,6 +771,7 @@ class VerbsPending final : public PendingConnection {
     std::vector<QpInfo> peer;
     for (int i = 0; i < n_; ++i) peer.push_back(GetInfo(in_.data() + kReplyHead + kQpInfoBytes * i));
     if (Status s = qps_->Connect(peer); !s.ok()) return s.error();
+    qps_->SetPeer(std::move(peer));
     StripeOptions o = d_->config.stripe;
     o.window_per_stream = std::max<uint32_t>(1, std::min(o.window_per_stream, slots));
     o.chunk_bytes = std::max<uint32_t>(1, std::min(o.chunk_bytes, slot_bytes));
@@ -781,6 +856,8 @@ class VerbsListener final : public Listener {
       std::vector<QpInfo> peer;
       for (int i = 0; i < n; ++i) peer.push_back(GetInfo(p.in.data() + kRequestHead + kQpInfoBytes * i));
       if (Status s = qps->Connect(peer); !s.ok()) return s.error();
+      qps->SetIdentity(GetU64(p.in.data() + 24), {});  // the connector's host is not in its request
+      qps->SetPeer(std::move(peer));
       p.out.assign(kReplyHead + kQpInfoBytes * n, 0);
       PutU32(p.out.data(), kReplyMagic);
       PutU16(p.out.data() + 4, static_cast<uint16_t>(n));

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/nccl/agent_wire.h"
 #include "lockstep/nccl/stripe_sender.h"
 #include "lockstep/nccl/transport.h"
 #include "lockstep/nccl/verbs_api.h"
@@ -81,6 +82,11 @@ struct VerbsTransportConfig {
   // This node's host address for the listen handle (the agent's name for the
   // node, so connectors can ask about their paths to it); null or 0: none.
   std::function<std::array<uint8_t, 4>()> host;
+  // Reports of each connection end's QPs, at most once a second, from inside
+  // its calls (the plugin forwards them to the node agent); `closed` when the
+  // end is gone. Null: none.
+  std::function<void(uint64_t conn, bool send, std::vector<StreamReport> qps)> report;
+  std::function<void(uint64_t conn, bool send)> closed;
   // Expected events (a QP parked or re-admitted on the agent's word); null:
   // they go to the WarnFn. Failures always go to the WarnFn.
   WarnFn info;
