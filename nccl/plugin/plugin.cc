@@ -130,7 +130,8 @@ Request* FreeSlot(Request* slots, void* comm, bool send) {
 // With the node agent: the listener's host address goes in the handle and a
 // primary QP is parked while the agent's verdict on (its rail's address, from
 // its RoCE GID; the peer's host) says failed; each connection end reports its
-// QPs (bytes, chunks, failovers, state) every second. No fabric time yet.
+// QPs (bytes, chunks, failovers, state, and at receivers one-way delays from
+// chunks stamped in fabric time) every second.
 Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& sockets,
                                              const std::shared_ptr<AgentLink>& agent) {
   const char* lib = std::getenv("LOCKSTEP_NCCL_VERBS_LIBRARY");
@@ -153,6 +154,7 @@ Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& socket
       agent->Report(conn, send, std::move(qps));
     };
     config->closed = [agent](uint64_t conn, bool send) { agent->Close(conn, send); };
+    config->fabric_now_ns = [agent] { return agent->FabricNowNs(); };
     config->path_failed = [agent](const VerbsPath& p) {
       if (p.rail_ipv4 == Ipv4{} || p.peer_host == Ipv4{}) return false;  // InfiniBand, or a peer without agent
       agent->Poll();

@@ -285,13 +285,13 @@ TEST_CASE("the plugin follows the agent verdicts and measures one-way delays and
 // the handle carries the agent's host address, and a primary QP is parked
 // while the agent's verdict on (its rail's address from its RoCE GID, the
 // peer's host) says down; the standby carries its share meanwhile; both ends
-// report their QPs to the agent. In a fresh
+// report their QPs to the agent, receivers with one-way delays. In a fresh
 // process: the plugin above is already initialised in this one.
 TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-agent-child]") {
   const std::string dir = TempDir();
   const std::string path = dir + "/nccl.sock";
   FakeAgent agent(path);
-  agent.state = nccl::AgentState{.host = {127, 0, 0, 1}};
+  agent.state = nccl::AgentState{.locked = true, .offset_ns = 987'654'321, .bound_ns = 500, .host = {127, 0, 0, 1}};
   agent.state.rails = {{10, 0, 1, 1}, {10, 1, 1, 1}};  // the fake devices' GIDs: ::ffff:10.<device>.<port>.1
   agent.state.paths = {
       nccl::AgentPath{.rail = {10, 0, 1, 1}, .peer = {127, 0, 0, 1}, .index = 0, .state = "up", .usable = true},
@@ -314,7 +314,8 @@ TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-ag
     nlohmann::json jobs = agent.endpoint.Jobs();
     view = jobs.dump();
     return jobs.size() == 1 && jobs[0]["connections"] == 2 && jobs[0].value("bytes_sent", 0) > 0 &&
-           jobs[0].value("bytes_received", 0) > 0 && agent.Streams("up") == 5 && agent.Streams("parked") == 1;
+           jobs[0].value("bytes_received", 0) > 0 && agent.Streams("up") == 5 && agent.Streams("parked") == 1 &&
+           jobs[0].contains("owd_ns");  // in-band one-way delays, from chunks stamped in fabric time
   }));
   agent.SetUsable(0, false);
   REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 0 on fake0:1 parked") == 1; }));

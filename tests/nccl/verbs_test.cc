@@ -383,6 +383,9 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
   c.report = [&](uint64_t conn, bool send, std::vector<StreamReport> qps) { last[{conn, send}] = std::move(qps); };
   c.closed = [&](uint64_t conn, bool send) { closed.emplace_back(conn, send); };
   c.host = [] { return std::array<uint8_t, 4>{10, 9, 8, 7}; };
+  c.fabric_now_ns = [] {  // one clock for both ends, as on one host
+    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  };
   {
     auto t = MakeFake(c, &w);
     Pair p = Connect(*t);
@@ -404,6 +407,7 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
     CHECK(s[0].peer == std::array<uint8_t, 4>{10, 9, 8, 7});
     CHECK(s[0].failovers == 0);
     CHECK(s[2].bytes == 0);
+    CHECK(!s[0].owd_p50_ns.has_value());  // senders measure no delays
     // A failure: QP 0 down, the standby up, one failover (reported at the next second).
     REQUIRE(fake::FailPath(p.send_qps[0]));
     const auto until = Clock::now() + std::chrono::milliseconds(1500);
@@ -414,6 +418,14 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
     CHECK(f[2].state == "up");
     CHECK(f[0].failovers == 1);
     CHECK(f[2].bytes > 0);
+    // Receivers measure one-way delays from the stamps (same clock: small, not negative).
+    const std::vector<StreamReport> rr = last[{conn, false}];
+    REQUIRE(rr.size() == 3);
+    REQUIRE(rr[1].owd_p50_ns.has_value());
+    CHECK(*rr[1].owd_p50_ns >= 0);
+    CHECK(*rr[1].owd_p99_ns >= *rr[1].owd_p50_ns);
+    CHECK(*rr[1].owd_p99_ns < 1'000'000'000);
+    REQUIRE(rr[2].owd_p50_ns.has_value());  // the standby carried chunks after the failure
     uint64_t received = 0;
     for (const StreamReport& r : last[{conn, false}]) received += r.bytes;
     CHECK(received > 0);

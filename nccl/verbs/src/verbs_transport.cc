@@ -16,6 +16,7 @@
 #include <random>
 #include <utility>
 
+#include "lockstep/nccl/delay_stats.h"
 #include "lockstep/nccl/frame.h"
 #include "lockstep/nccl/handle.h"
 #include "lockstep/nccl/stripe_receiver.h"
@@ -383,6 +384,17 @@ class QpSet {
   }
   uint64_t failovers = 0;
 
+  // The send stamp for a chunk now (0: none).
+  uint64_t Stamp() const { return d_->config.fabric_now_ns ? d_->config.fabric_now_ns() : 0; }
+  // A chunk stamped `send_ns` arrived on QP i.
+  void OnStamp(int i, uint64_t send_ns) {
+    if (send_ns == 0 || !d_->config.fabric_now_ns) return;
+    const uint64_t now = d_->config.fabric_now_ns();
+    if (now == 0) return;
+    delays_.resize(qps_.size());
+    delays_[i].Add(static_cast<int64_t>(now - send_ns));
+  }
+
   // Reports every QP's counters and `state(i)` when a second has passed.
   template <typename State>
   void ReportIfDue(bool send, State&& state) {
@@ -395,6 +407,7 @@ class QpSet {
     send_ = send;
     bytes_.resize(qps_.size());
     chunks_.resize(qps_.size());
+    delays_.resize(qps_.size());
     std::vector<StreamReport> r;
     for (const Qp& q : qps_) {
       StreamReport s{.conn = conn_,
@@ -404,8 +417,8 @@ class QpSet {
                      .peer = peer_host_,
                      .bytes = bytes_[q.index],
                      .chunks = chunks_[q.index],
-                     .owd_p50_ns = std::nullopt,  // no fabric-time stamps on verbs yet
-                     .owd_p99_ns = std::nullopt,
+                     .owd_p50_ns = delays_[q.index].Percentile(0.5),  // receivers only
+                     .owd_p99_ns = delays_[q.index].Percentile(0.99),
                      .failovers = failovers,
                      .state = state(q.index)};
       if (static_cast<size_t>(q.index) < peer_.size() && IsMappedIpv4(peer_[q.index].gid.data())) {
@@ -436,6 +449,7 @@ class QpSet {
   std::array<uint8_t, 4> peer_host_{};
   std::vector<QpInfo> peer_;
   std::vector<uint64_t> bytes_, chunks_;
+  std::vector<DelayStats> delays_;
   bool reported_ = false, send_ = true;
   std::chrono::steady_clock::time_point next_report_{};
 };
@@ -577,7 +591,8 @@ class VerbsSend final : public SendConnection {
                            .seq = c->seq,
                            .msg = c->msg,
                            .offset = c->offset,
-                           .msg_size = c->msg_size};
+                           .msg_size = c->msg_size,
+                           .send_ns = qps_->Stamp()};
         const auto header = EncodeDataHeader(h);
         std::memcpy(p, header.data(), header.size());
         if (c->len > 0) std::memcpy(p + kDataHeaderBytes, msgs_.at(c->msg).data + c->offset, c->len);
@@ -653,6 +668,7 @@ class VerbsRecv final : public RecvConnection {
       error_ = Internal("verbs: chunk " + std::to_string(h->seq) + " of " + std::to_string(bytes) + " bytes");
       return;
     }
+    qps_->OnStamp(i, h->send_ns);
     Result<Placement> where = receiver_.OnHeader(*h);
     if (!where.ok()) {
       error_ = where.error();

@@ -87,6 +87,10 @@ struct VerbsTransportConfig {
   // end is gone. Null: none.
   std::function<void(uint64_t conn, bool send, std::vector<StreamReport> qps)> report;
   std::function<void(uint64_t conn, bool send)> closed;
+  // Fabric time in ns (the agent's clock sync; 0 while not locked). With it,
+  // chunks carry send stamps and receivers report each QP's one-way delay
+  // (p50/p99 of the last 256). Null: no stamps.
+  std::function<uint64_t()> fabric_now_ns;
   // Expected events (a QP parked or re-admitted on the agent's word); null:
   // they go to the WarnFn. Failures always go to the WarnFn.
   WarnFn info;
