@@ -5,10 +5,15 @@
 // their sender saw them fail) replayed on the standby with every byte
 // delivered once and in order, the agent's path verdicts parking a primary,
 // and the "no RDMA device" status when the library or a device is absent.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "fake_verbs.h"
+#include "lockstep/nccl/frame.h"
 #include "lockstep/nccl/handle.h"
 #include "lockstep/nccl/verbs_api.h"
 #include "lockstep/nccl/verbs_transport.h"
@@ -432,6 +438,95 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
     CHECK(closed.empty());
   }
   CHECK(closed.size() == 2);
+}
+
+// A TCP listener on 127.0.0.1 that is not a verbs listener, and its handle.
+struct ForeignListener {
+  int fd = -1;
+  uint8_t handle[kHandleBytes] = {};
+  ForeignListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 4) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ListenHandle h{.token = 7, .rails = {RailEndpoint{.ipv4 = {127, 0, 0, 1}, .port = ntohs(a.sin_port)}}};
+    EncodeHandle(h, handle);
+  }
+  ~ForeignListener() { ::close(fd); }
+};
+
+TEST_CASE("verbs: a peer on the other transport is an error that says so, not a hang", "[verbs]") {
+  Warnings w;
+  auto t = MakeFake(SmallConfig(), &w);
+  // A verbs connector and a listener that answers like no verbs listener.
+  {
+    ForeignListener foreign;
+    Result<std::unique_ptr<PendingConnection>> pending = t->Connect(0, foreign.handle);
+    REQUIRE(pending.ok());
+    (void)(*pending)->Poll();  // the request goes out
+    const int peer = ::accept(foreign.fd, nullptr, nullptr);
+    REQUIRE(peer >= 0);
+    const uint8_t hello[kHelloBytes] = {'L', 'K', 'S', 'H'};  // what a sockets listener never sends, but not verbs
+    REQUIRE(::send(peer, hello, sizeof hello, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello));
+    Result<std::unique_ptr<SendConnection>> r = std::unique_ptr<SendConnection>();
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (r.ok() && !*r && Clock::now() < deadline) r = (*pending)->Poll();
+    ::close(peer);
+    REQUIRE(!r.ok());
+    CHECK(r.error().message.find("does not speak the verbs QP exchange") != std::string::npos);
+    CHECK(r.error().message.find("LOCKSTEP_NCCL_TRANSPORT") != std::string::npos);
+  }
+  // A listener that closes without answering (a sockets listener drops a stranger's hello).
+  {
+    ForeignListener foreign;
+    Result<std::unique_ptr<PendingConnection>> pending = t->Connect(0, foreign.handle);
+    REQUIRE(pending.ok());
+    ::close(::accept(foreign.fd, nullptr, nullptr));
+    Result<std::unique_ptr<SendConnection>> r = std::unique_ptr<SendConnection>();
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (r.ok() && !*r && Clock::now() < deadline) r = (*pending)->Poll();
+    REQUIRE(!r.ok());
+    CHECK(r.error().message.find("before answering (a sockets-transport listener?") != std::string::npos);
+  }
+  // A verbs listener and a connector that sends a sockets hello: a warning, no connection, the listener carries on.
+  {
+    uint8_t handle[kHandleBytes] = {};
+    Result<std::unique_ptr<Listener>> l = t->Listen(0, handle);
+    REQUIRE(l.ok());
+    Result<ListenHandle> h = DecodeHandle(handle);
+    REQUIRE(h.ok());
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    std::memcpy(&a.sin_addr, h->rails[0].ipv4.data(), 4);
+    a.sin_port = htons(h->rails[0].port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    const auto hello = EncodeHello(Hello{.listen_token = h->token, .conn_id = 1, .stream = 0, .nstreams = 1});
+    REQUIRE(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(hello.size()));
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (w.Count("not a verbs QP exchange") == 0 && Clock::now() < deadline) {
+      Result<std::unique_ptr<RecvConnection>> r = (*l)->Accept();
+      REQUIRE(r.ok());
+      REQUIRE(!*r);
+    }
+    ::close(fd);
+    CHECK(w.Count("a peer's QP exchange failed: not a verbs QP exchange (a sockets-transport connector?") == 1);
+    // A verbs connector still gets through.
+    Result<std::unique_ptr<PendingConnection>> pending = t->Connect(0, handle);
+    REQUIRE(pending.ok());
+    std::unique_ptr<SendConnection> s;
+    std::unique_ptr<RecvConnection> r;
+    while ((!s || !r) && Clock::now() < deadline) {
+      if (!s) s = std::move(*(*pending)->Poll());
+      if (!r) r = std::move(*(*l)->Accept());
+    }
+    CHECK(s);
+    CHECK(r);
+  }
 }
 
 }  // namespace

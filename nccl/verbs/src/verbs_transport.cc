@@ -772,10 +772,17 @@ class VerbsPending final : public PendingConnection {
     if (!WriteSome(sock_.get(), out_, &wrote_, &err)) return Unavailable("verbs: QP exchange: " + err);
     if (wrote_ < out_.size()) return std::unique_ptr<SendConnection>();
     const size_t want = kReplyHead + kQpInfoBytes * n_;
-    if (!ReadSome(sock_.get(), &in_, want, &err)) return Unavailable("verbs: QP exchange: " + err);
+    if (!ReadSome(sock_.get(), &in_, want, &err)) {
+      return Unavailable("verbs: QP exchange: " + err +
+                         (in_.empty() ? " before answering (a sockets-transport listener? every rank needs the same "
+                                        "LOCKSTEP_NCCL_TRANSPORT)"
+                                      : ""));
+    }
     if (in_.size() < kReplyHead) return std::unique_ptr<SendConnection>();
     if (GetU32(in_.data()) != kReplyMagic) {
-      return InvalidArgument("verbs: the listener does not speak the verbs QP exchange (a sockets-transport peer?)");
+      return InvalidArgument(
+          "verbs: the listener does not speak the verbs QP exchange (a sockets-transport listener? every rank "
+          "needs the same LOCKSTEP_NCCL_TRANSPORT)");
     }
     if (GetU16(in_.data() + 4) != n_) return Internal("verbs: the listener answered with a different QP count");
     if (in_.size() < want) return std::unique_ptr<SendConnection>();
@@ -851,7 +858,11 @@ class VerbsListener final : public Listener {
     if (!p.qps) {
       if (!ReadSome(p.sock.get(), &p.in, kRequestHead, &err)) return Unavailable(err);
       if (p.in.size() < kRequestHead) return std::unique_ptr<RecvConnection>();
-      if (GetU32(p.in.data()) != kRequestMagic) return InvalidArgument("not a verbs QP exchange (a sockets peer?)");
+      if (GetU32(p.in.data()) != kRequestMagic) {
+        return InvalidArgument(
+            "not a verbs QP exchange (a sockets-transport connector? every rank needs the same "
+            "LOCKSTEP_NCCL_TRANSPORT)");
+      }
       if (GetU64(p.in.data() + 8) != token_) return InvalidArgument("a QP exchange for another listener");
       const int n = GetU16(p.in.data() + 16);
       if (n < 1 || n > static_cast<int>(kMaxRails) + 1) return InvalidArgument(std::to_string(n) + " QPs");
