@@ -224,7 +224,6 @@ class QpSet {
       q.standby = standby && i == n - 1;
       q.rail = q.standby ? 1 % nrails : i % nrails;
       const RailDevice& r = d_->rails[q.rail];
-      q.psn = static_cast<uint32_t>(d_->rng()) & 0xffffff;
       q.send_slot = send_bytes;
       q.recv_slot = recv_bytes;
       q.recv_slots = recv;
@@ -233,30 +232,53 @@ class QpSet {
       q.send_mr = api.reg_mr(r.pd, q.send_buf.data(), q.send_buf.size(), IBV_ACCESS_LOCAL_WRITE);
       q.recv_mr = api.reg_mr(r.pd, q.recv_buf.data(), q.recv_buf.size(), IBV_ACCESS_LOCAL_WRITE);
       if (!q.send_mr || !q.recv_mr) return Unavailable(Errno(("ibv_reg_mr on " + r.name).c_str()));
-      for (int s = send - 1; s >= 0; --s) q.free_send.push_back(static_cast<uint32_t>(s));
-      q.cq = api.create_cq(r.ctx, send + recv + 4, nullptr, nullptr, 0);
-      if (!q.cq) return Unavailable(Errno(("ibv_create_cq on " + r.name).c_str()));
-      ibv_qp_init_attr ia{};
-      ia.send_cq = q.cq;
-      ia.recv_cq = q.cq;
-      ia.qp_type = IBV_QPT_RC;
-      ia.cap.max_send_wr = static_cast<uint32_t>(send);
-      ia.cap.max_recv_wr = static_cast<uint32_t>(recv);
-      ia.cap.max_send_sge = 1;
-      ia.cap.max_recv_sge = 1;
-      q.qp = api.create_qp(r.pd, &ia);
-      if (!q.qp) return Unavailable(Errno(("ibv_create_qp on " + r.name).c_str()));
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_INIT;
-      a.pkey_index = 0;
-      a.port_num = r.port;
-      a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-      if (int e = api.modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-        return Unavailable("ibv_modify_qp to INIT on " + r.name + ": " + std::strerror(e));
-      }
-      for (int s = 0; s < recv; ++s) {
-        if (Status st = PostRecv(i, static_cast<uint32_t>(s)); !st.ok()) return st;
-      }
+      if (Status st = Arm(i); !st.ok()) return st;
+    }
+    return Status::Ok();
+  }
+
+  // QP i afresh (a new CQ and QP, in INIT, receives posted, every send slot
+  // free), replacing a failed one: its stale completions go with its CQ.
+  Status Recreate(int i) {
+    Qp& q = qps_[i];
+    if (q.qp) d_->api.destroy_qp(q.qp);
+    if (q.cq) d_->api.destroy_cq(q.cq);
+    q.qp = nullptr;
+    q.cq = nullptr;
+    return Arm(i);
+  }
+
+  Status Arm(int i) {
+    const VerbsApi& api = d_->api;
+    Qp& q = qps_[i];
+    const RailDevice& r = d_->rails[q.rail];
+    const int send = static_cast<int>(q.send_buf.size() / q.send_slot);
+    const int recv = q.recv_slots;
+    q.psn = static_cast<uint32_t>(d_->rng()) & 0xffffff;
+    q.free_send.clear();
+    for (int s = send - 1; s >= 0; --s) q.free_send.push_back(static_cast<uint32_t>(s));
+    q.cq = api.create_cq(r.ctx, send + recv + 4, nullptr, nullptr, 0);
+    if (!q.cq) return Unavailable(Errno(("ibv_create_cq on " + r.name).c_str()));
+    ibv_qp_init_attr ia{};
+    ia.send_cq = q.cq;
+    ia.recv_cq = q.cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = static_cast<uint32_t>(send);
+    ia.cap.max_recv_wr = static_cast<uint32_t>(recv);
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    q.qp = api.create_qp(r.pd, &ia);
+    if (!q.qp) return Unavailable(Errno(("ibv_create_qp on " + r.name).c_str()));
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = r.port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+    if (int e = api.modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+      return Unavailable("ibv_modify_qp to INIT on " + r.name + ": " + std::strerror(e));
+    }
+    for (int s = 0; s < recv; ++s) {
+      if (Status st = PostRecv(i, static_cast<uint32_t>(s)); !st.ok()) return st;
     }
     return Status::Ok();
   }
@@ -276,10 +298,17 @@ class QpSet {
 
   // INIT -> RTR -> RTS against the peer's QPs.
   Status Connect(const std::vector<QpInfo>& peer) {
+    for (const Qp& q : qps_) {
+      if (Status s = ConnectOne(q.index, peer[q.index]); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  Status ConnectOne(int i, const QpInfo& p) {
     const VerbsApi& api = d_->api;
-    for (Qp& q : qps_) {
+    {
+      Qp& q = qps_[i];
       const RailDevice& r = d_->rails[q.rail];
-      const QpInfo& p = peer[q.index];
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_RTR;
       a.path_mtu = static_cast<ibv_mtu>(std::min<int>(r.mtu, p.mtu));
