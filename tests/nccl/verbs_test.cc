@@ -226,12 +226,15 @@ TEST_CASE("verbs: settings from the environment", "[verbs]") {
   CHECK(d->gid_index == 0);
   env = {{"LOCKSTEP_NCCL_VERBS_DEVICES", "mlx5_0,mlx5_1:2"},
          {"LOCKSTEP_NCCL_VERBS_GID_INDEX", "3"},
-         {"LOCKSTEP_NCCL_VERBS_STANDBY", "0"}};
+         {"LOCKSTEP_NCCL_VERBS_STANDBY", "0"},
+         {"LOCKSTEP_NCCL_VERBS_REARM_MS", "0"}};
   Result<VerbsTransportConfig> c = VerbsConfigFromEnv(get);
   REQUIRE(c.ok());
   CHECK(c->rails == std::vector<VerbsRailSpec>{{.device = "mlx5_0", .port = 1}, {.device = "mlx5_1", .port = 2}});
   CHECK(c->gid_index == 3);
   CHECK(!c->standby);
+  CHECK(c->rearm_after_ms == 0);
+  CHECK(d->rearm_after_ms == 1000);
   for (const char* bad : {"mlx5_0:", "mlx5_0:0", ",mlx5_0", "a,b,c,d,e,f,g,h,i"}) {
     env = {{"LOCKSTEP_NCCL_VERBS_DEVICES", bad}};
     Result<VerbsTransportConfig> r = VerbsConfigFromEnv(get);
@@ -239,6 +242,8 @@ TEST_CASE("verbs: settings from the environment", "[verbs]") {
     CHECK(r.error().message.find("LOCKSTEP_NCCL_VERBS_DEVICES=") == 0);
   }
   env = {{"LOCKSTEP_NCCL_VERBS_GID_INDEX", "256"}};
+  CHECK(!VerbsConfigFromEnv(get).ok());
+  env = {{"LOCKSTEP_NCCL_VERBS_REARM_MS", "-5"}};
   CHECK(!VerbsConfigFromEnv(get).ok());
 }
 
@@ -386,6 +391,7 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
   std::map<std::pair<uint64_t, bool>, std::vector<StreamReport>> last;
   std::vector<std::pair<uint64_t, bool>> closed;
   VerbsTransportConfig c = SmallConfig();
+  c.rearm_after_ms = 0;  // QP 0 stays down (re-creation has its own test)
   c.report = [&](uint64_t conn, bool send, std::vector<StreamReport> qps) { last[{conn, send}] = std::move(qps); };
   c.closed = [&](uint64_t conn, bool send) { closed.emplace_back(conn, send); };
   c.host = [] { return std::array<uint8_t, 4>{10, 9, 8, 7}; };
@@ -438,6 +444,64 @@ TEST_CASE("verbs: each end reports its QPs (bytes, failovers, state) and says wh
     CHECK(closed.empty());
   }
   CHECK(closed.size() == 2);
+}
+
+TEST_CASE("verbs: a failed QP is re-created and re-admitted once its link is back", "[verbs]") {
+  Warnings w, info;
+  VerbsTransportConfig c = SmallConfig();
+  c.rearm_after_ms = 20;
+  c.info = info.fn();
+  auto t = MakeFake(c, &w);
+  Pair p = Connect(*t);
+  std::mt19937 rng(21);
+  // fake0's port goes down (QP 0 fails at both ends; the standby is on fake1) and comes back.
+  CHECK(Exchange(p, RandomMessages(rng, 300, 20000), 8, [&](int round) {
+          if (round == 20) REQUIRE(fake::SetPortDown("fake0", 1, true));
+          if (round == 400) REQUIRE(fake::SetPortDown("fake0", 1, false));
+        }) == "");
+  CHECK(w.Count("QP 0 on fake0:1 failed (transport retry counter exceeded") >= 1);
+  // Traffic until QP 0 is back (its backoff is at most 16 x 20 ms).
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (info.Count("QP 0 on fake0:1 re-created and re-admitted") == 0 && Clock::now() < until) {
+    REQUIRE(Exchange(p, RandomMessages(rng, 10, 20000), 8) == "");
+  }
+  REQUIRE(info.Count("QP 0 on fake0:1 re-created and re-admitted") >= 1);
+  // From now on nothing fails: the re-created QP carries chunks again, every byte exact.
+  const int failures = w.Count("failed (");
+  const uint64_t delivered = fake::Stats().delivered;
+  CHECK(Exchange(p, RandomMessages(rng, 200, 20000), 8) == "");
+  CHECK(w.Count("failed (") == failures);
+  CHECK(fake::Stats().delivered > delivered);
+  CHECK(fake::Stats().misrouted == 0);
+  CHECK(fake::Stats().cq_overruns == 0);
+}
+
+TEST_CASE("verbs: a QP whose path the agent still reports failed is not re-created", "[verbs]") {
+  Warnings w, info;
+  VerbsTransportConfig c = SmallConfig();
+  c.rearm_after_ms = 10;
+  c.info = info.fn();
+  bool rail0_failed = false;
+  c.path_failed = [&](const VerbsPath& path) { return path.rail == 0 && rail0_failed; };
+  auto t = MakeFake(c, &w);
+  Pair p = Connect(*t);
+  std::mt19937 rng(22);
+  // QP 0's path fails on the wire; as soon as it has, the agent says so too.
+  REQUIRE(Exchange(p, RandomMessages(rng, 100, 20000), 8, [&](int round) {
+            if (round == 10) REQUIRE(fake::FailPath(p.send_qps[0]));
+            if (w.Count("QP 0 on fake0:1 failed") > 0) rail0_failed = true;
+          }) == "");
+  REQUIRE(w.Count("QP 0 on fake0:1 failed (") == 1);  // once: not re-created into the failed path
+  REQUIRE(rail0_failed);
+  const auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until) REQUIRE(Exchange(p, RandomMessages(rng, 5, 20000), 8) == "");
+  CHECK(info.Count("re-created") == 0);
+  rail0_failed = false;  // the agent's hold-down is over
+  const auto until2 = Clock::now() + std::chrono::seconds(5);
+  while (info.Count("QP 0 on fake0:1 re-created and re-admitted") == 0 && Clock::now() < until2) {
+    REQUIRE(Exchange(p, RandomMessages(rng, 5, 20000), 8) == "");
+  }
+  CHECK(info.Count("QP 0 on fake0:1 re-created and re-admitted") == 1);
 }
 
 // A TCP listener on 127.0.0.1 that is not a verbs listener, and its handle.

@@ -18,6 +18,7 @@ struct Device {
   int ports = 1;
   int index = 0;
   bool infiniband = false;
+  std::vector<bool> port_down;  // by port number
 };
 struct Context {
   ibv_context ctx{};
@@ -175,6 +176,10 @@ std::array<uint8_t, 16> Gid(const Device* d, uint8_t port) {
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, static_cast<uint8_t>(d->index), port, 1};
 }
 const Device* DeviceOf(const Qp* q) { return reinterpret_cast<const Context*>(q->qp.context)->device; }
+bool PortDown(const Qp* q) {
+  const Device* d = DeviceOf(q);
+  return q->port < d->port_down.size() && d->port_down[q->port];
+}
 
 // Whether `qp`'s address vector and PSN reach `peer` (see the header).
 bool Routed(const Qp* qp, const Qp* peer) {
@@ -197,7 +202,8 @@ void Progress() {
     if (qp->sq.empty() || qp->qp.state != IBV_QPS_RTS) continue;
     auto pit = f.qps.find(qp->dest);
     Qp* peer = pit == f.qps.end() ? nullptr : pit->second;
-    if (qp->path_failed || peer == nullptr || peer->qp.state == IBV_QPS_ERR) {
+    const bool link_down = PortDown(qp) || (peer != nullptr && PortDown(peer));
+    if (qp->path_failed || link_down || peer == nullptr || peer->qp.state == IBV_QPS_ERR) {
       // The first sends reach the peer, but their acknowledgements are lost:
       // they fail below like the rest.
       for (size_t k = 0; k < qp->sq.size() && qp->deliver_then_fail > 0 && peer != nullptr &&
@@ -493,6 +499,7 @@ void ResetFabric(std::vector<FakeDevice> devices) {
     d->dev.transport_type = IBV_TRANSPORT_IB;
     d->ports = devices[i].ports;
     d->infiniband = devices[i].infiniband;
+    d->port_down.assign(static_cast<size_t>(devices[i].ports) + 1, false);
     d->index = static_cast<int>(i);
     f.devices.push_back(std::move(d));
   }
@@ -541,6 +548,17 @@ bool FailPath(uint32_t qpn, int delivered_unacked) {
   auto peer = F().qps.find(it->second->dest);
   if (peer != F().qps.end()) peer->second->path_failed = true;
   return true;
+}
+
+bool SetPortDown(const std::string& device, int port, bool down) {
+  std::lock_guard<std::mutex> lock(F().mu);
+  for (auto& d : F().devices) {
+    if (d->dev.name == device && port >= 1 && port <= d->ports) {
+      d->port_down[port] = down;
+      return true;
+    }
+  }
+  return false;
 }
 
 FabricStats Stats() {

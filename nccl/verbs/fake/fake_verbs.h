@@ -61,6 +61,11 @@ void SetBudget(int work_requests);
 // such QP exists.
 bool FailPath(uint32_t qp_num, int delivered_unacked = 0);
 
+// Takes a port's link down (or up again): while down, sends from or to QPs on
+// it fail like a broken path (above), QPs created meanwhile included. False
+// when no such device and port exist.
+bool SetPortDown(const std::string& device, int port, bool down);
+
 struct FabricStats {
   uint64_t delivered = 0;       // sends that reached a receive
   uint64_t retry_exceeded = 0;  // IBV_WC_RETRY_EXC_ERR completions

@@ -404,6 +404,9 @@ class QpSet {
     peer_host_ = peer_host;
   }
   void SetPeer(std::vector<QpInfo> peer) { peer_ = std::move(peer); }
+  void SetPeerOne(int i, const QpInfo& info) {
+    if (static_cast<size_t>(i) < peer_.size()) peer_[i] = info;
+  }
   uint64_t conn_id() const { return conn_; }
   void Count(int i, uint64_t bytes) {
     bytes_.resize(qps_.size());
@@ -483,15 +486,75 @@ class QpSet {
   std::chrono::steady_clock::time_point next_report_{};
 };
 
+// ---- the control channel: the QP exchange's TCP socket, kept open ----
+//
+// After setup it carries QP re-creation: the sender re-creates a failed QP
+// and sends REARM (index, its new QP); the receiver re-creates its side,
+// connects it and answers REARMED (index, its new QP); the sender connects
+// and re-admits it. 40-byte frames: magic, index, QpInfo.
+
+constexpr uint32_t kRearmMagic = 0x4356'4b4cu;    // "LKVC"
+constexpr uint32_t kRearmedMagic = 0x4456'4b4cu;  // "LKVD"
+constexpr size_t kControlBytes = 8 + kQpInfoBytes;
+
+struct ControlFrame {
+  uint32_t magic = 0;
+  int index = 0;
+  QpInfo info;
+};
+
+class Control {
+ public:
+  explicit Control(Socket s) : sock_(std::move(s)) {}
+  bool ok() const { return ok_; }
+  void Queue(const ControlFrame& f) {
+    const size_t at = out_.size();
+    out_.resize(at + kControlBytes);
+    PutU32(out_.data() + at, f.magic);
+    PutU32(out_.data() + at + 4, static_cast<uint32_t>(f.index));
+    PutInfo(out_.data() + at + 8, f.info);
+  }
+  // Writes what is queued and returns the frames that arrived.
+  std::vector<ControlFrame> Exchange() {
+    std::vector<ControlFrame> got;
+    if (!ok_) return got;
+    std::string err;
+    if (!WriteSome(sock_.get(), out_, &wrote_, &err)) ok_ = false;
+    if (wrote_ == out_.size()) {
+      out_.clear();
+      wrote_ = 0;
+    }
+    if (ok_ && !ReadSome(sock_.get(), &in_, in_.size() + 4096, &err)) ok_ = false;
+    size_t at = 0;
+    while (in_.size() - at >= kControlBytes) {
+      got.push_back(ControlFrame{.magic = GetU32(in_.data() + at),
+                                 .index = static_cast<int>(GetU32(in_.data() + at + 4)),
+                                 .info = GetInfo(in_.data() + at + 8)});
+      at += kControlBytes;
+    }
+    in_.erase(in_.begin(), in_.begin() + static_cast<long>(at));
+    return got;
+  }
+
+ private:
+  Socket sock_;
+  std::vector<uint8_t> in_, out_;
+  size_t wrote_ = 0;
+  bool ok_ = true;
+};
+
 // ---- the sending side ----
 
 class VerbsSend final : public SendConnection {
  public:
-  VerbsSend(std::unique_ptr<QpSet> qps, StripeOptions o, size_t max_outstanding, std::array<uint8_t, 4> peer_host)
+  VerbsSend(std::unique_ptr<QpSet> qps, StripeOptions o, size_t max_outstanding, std::array<uint8_t, 4> peer_host,
+            Socket ctl)
       : qps_(std::move(qps)),
         sender_(static_cast<int>(qps_->qps().size()), o),
         max_outstanding_(max_outstanding),
-        peer_host_(peer_host) {
+        peer_host_(peer_host),
+        ctl_(std::move(ctl)),
+        rearm_(qps_->qps().size()) {
     for (const Qp& q : qps_->qps()) {
       if (q.standby) sender_.Park(q.index);
     }
@@ -526,10 +589,67 @@ class VerbsSend final : public SendConnection {
     size_t size = 0;
   };
 
+  // Re-creation of failed QPs (see Control): when its path is usable (the
+  // agent's word, hold-down included) and its backoff has passed.
+  struct Rearm {
+    bool pending = false;
+    std::chrono::steady_clock::time_point next{}, sent{};
+    int backoff_ms = 0;
+  };
+
+  void Rearming() {
+    using Clock = std::chrono::steady_clock;
+    const int base = qps_->devices().config.rearm_after_ms;
+    for (const ControlFrame& f : ctl_.Exchange()) {
+      if (f.magic != kRearmedMagic || f.index < 0 || f.index >= static_cast<int>(rearm_.size())) continue;
+      Rearm& r = rearm_[f.index];
+      Qp& q = qps_->qps()[f.index];
+      if (!r.pending || q.alive) continue;
+      r.pending = false;
+      if (Status s = qps_->ConnectOne(f.index, f.info); !s.ok()) {
+        qps_->devices().warn("verbs: re-creating " + qps_->Name(f.index) + ": " + s.error().message);
+        r.next = Clock::now() + std::chrono::milliseconds(r.backoff_ms);
+        continue;
+      }
+      qps_->SetPeerOne(f.index, f.info);
+      q.alive = true;
+      sender_.StreamUp(f.index);
+      if (q.standby) sender_.Park(f.index);  // Steer decides
+      qps_->devices().info("verbs: " + qps_->Name(f.index) + " re-created and re-admitted");
+    }
+    if (base <= 0 || !ctl_.ok()) return;
+    const auto now = Clock::now();
+    const auto& path_failed = qps_->devices().config.path_failed;
+    for (Qp& q : qps_->qps()) {
+      Rearm& r = rearm_[q.index];
+      if (q.alive) continue;
+      if (r.pending && now - r.sent > std::chrono::seconds(10)) r.pending = false;  // no answer: again
+      if (r.pending || now < r.next) continue;
+      if (path_failed && path_failed(qps_->Path(q.index, peer_host_))) continue;
+      r.sent = now;
+      r.next = now + std::chrono::milliseconds(r.backoff_ms);
+      if (Status s = qps_->Recreate(q.index); !s.ok()) {
+        qps_->devices().warn("verbs: re-creating " + qps_->Name(q.index) + ": " + s.error().message);
+        continue;
+      }
+      r.pending = true;
+      ctl_.Queue(ControlFrame{.magic = kRearmMagic, .index = q.index, .info = qps_->Info(q.index)});
+    }
+    ctl_.Exchange();
+  }
+
   void QpFailed(int i, const std::string& why) {
     Qp& q = qps_->qps()[i];
     if (!q.alive) return;
     q.alive = false;
+    {
+      // Backoff before re-creating it: the base, doubling while it keeps failing (at most 16x).
+      Rearm& r = rearm_[i];
+      const int base = qps_->devices().config.rearm_after_ms;
+      r.backoff_ms = r.backoff_ms == 0 ? base : std::min(r.backoff_ms * 2, base * 16);
+      r.next = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.backoff_ms);
+      r.pending = false;
+    }
     ++qps_->failovers;
     const size_t requeued = sender_.InFlight(i);
     sender_.StreamDown(i);
@@ -602,6 +722,7 @@ class VerbsSend final : public SendConnection {
       if (Status s = qps_->PostRecv(i, WrSlot(wc.wr_id)); !s.ok()) QpFailed(i, s.error().message);
     });
     if (!error_.ok()) return;
+    Rearming();
     Steer();
     // One chunk per QP per round, round robin, while any QP takes one.
     for (bool more = true; more;) {
@@ -646,6 +767,8 @@ class VerbsSend final : public SendConnection {
   StripeSender sender_;
   size_t max_outstanding_;
   std::array<uint8_t, 4> peer_host_;
+  Control ctl_;
+  std::vector<Rearm> rearm_;
   std::map<uint64_t, Msg> msgs_;
   Status error_ = Status::Ok();
 };
@@ -654,8 +777,11 @@ class VerbsSend final : public SendConnection {
 
 class VerbsRecv final : public RecvConnection {
  public:
-  VerbsRecv(std::unique_ptr<QpSet> qps, size_t max_outstanding)
-      : qps_(std::move(qps)), max_outstanding_(max_outstanding), ack_busy_(qps_->qps().size(), false) {}
+  VerbsRecv(std::unique_ptr<QpSet> qps, size_t max_outstanding, Socket ctl)
+      : qps_(std::move(qps)),
+        max_outstanding_(max_outstanding),
+        ack_busy_(qps_->qps().size(), false),
+        ctl_(std::move(ctl)) {}
 
   Result<std::optional<RequestId>> Recv(void* data, size_t capacity, int tag) override {
     if (!error_.ok()) return error_.error();
@@ -719,6 +845,26 @@ class VerbsRecv final : public RecvConnection {
     qps_->devices().warn("verbs: " + qps_->Name(i) + " failed at the receiver (" + why + ")");
   }
 
+  // The sender re-created a QP: re-create ours, connect it, answer.
+  void Rearming() {
+    for (const ControlFrame& f : ctl_.Exchange()) {
+      if (f.magic != kRearmMagic || f.index < 0 || f.index >= static_cast<int>(ack_busy_.size())) continue;
+      if (Status s = qps_->Recreate(f.index); !s.ok()) {
+        qps_->devices().warn("verbs: re-creating " + qps_->Name(f.index) + ": " + s.error().message);
+        continue;
+      }
+      if (Status s = qps_->ConnectOne(f.index, f.info); !s.ok()) {
+        qps_->devices().warn("verbs: re-creating " + qps_->Name(f.index) + ": " + s.error().message);
+        continue;
+      }
+      qps_->SetPeerOne(f.index, f.info);
+      qps_->qps()[f.index].alive = true;
+      ack_busy_[f.index] = false;
+      ctl_.Queue(ControlFrame{.magic = kRearmedMagic, .index = f.index, .info = qps_->Info(f.index)});
+    }
+    ctl_.Exchange();
+  }
+
   void SendAck() {
     const AckFrame ack = receiver_.Ack();
     if (!resend_ack_ && ack.cum_seq == ack_posted_.cum_seq && ack.credit == ack_posted_.credit) return;
@@ -756,6 +902,7 @@ class VerbsRecv final : public RecvConnection {
       if (Status s = qps_->PostRecv(i, WrSlot(wc.wr_id)); !s.ok()) QpFailed(i, s.error().message);
     });
     if (!error_.ok()) return;
+    Rearming();
     SendAck();
     qps_->ReportIfDue(false, [&](int i) -> std::string { return qps_->qps()[i].alive ? "up" : "down"; });
     bool any = false;
@@ -770,6 +917,7 @@ class VerbsRecv final : public RecvConnection {
   std::vector<bool> ack_busy_;
   AckFrame ack_posted_{};
   bool resend_ack_ = false;  // the last ack sent failed: send it again
+  Control ctl_;
   int last_qp_ = 0;
   Status error_ = Status::Ok();
 };
@@ -828,7 +976,7 @@ class VerbsPending final : public PendingConnection {
     o.window_per_stream = std::max<uint32_t>(1, std::min(o.window_per_stream, slots));
     o.chunk_bytes = std::max<uint32_t>(1, std::min(o.chunk_bytes, slot_bytes));
     return std::unique_ptr<SendConnection>(
-        std::make_unique<VerbsSend>(std::move(qps_), o, d_->config.max_outstanding, host_));
+        std::make_unique<VerbsSend>(std::move(qps_), o, d_->config.max_outstanding, host_, std::move(sock_)));
   }
 
  private:
@@ -925,7 +1073,8 @@ class VerbsListener final : public Listener {
     }
     if (!WriteSome(p.sock.get(), p.out, &p.wrote, &err)) return Unavailable(err);
     if (p.wrote < p.out.size()) return std::unique_ptr<RecvConnection>();
-    return std::unique_ptr<RecvConnection>(std::make_unique<VerbsRecv>(std::move(p.qps), d_->config.max_outstanding));
+    return std::unique_ptr<RecvConnection>(
+        std::make_unique<VerbsRecv>(std::move(p.qps), d_->config.max_outstanding, std::move(p.sock)));
   }
 
   std::shared_ptr<VerbsShared> d_;
@@ -1019,6 +1168,9 @@ Result<VerbsTransportConfig> VerbsConfigFromEnv(const std::function<const char*(
   Result<int> standby = ParseInt("LOCKSTEP_NCCL_VERBS_STANDBY", env("LOCKSTEP_NCCL_VERBS_STANDBY"), 0, 1, 1);
   if (!standby.ok()) return standby.error();
   c.standby = *standby == 1;
+  Result<int> rearm = ParseInt("LOCKSTEP_NCCL_VERBS_REARM_MS", env("LOCKSTEP_NCCL_VERBS_REARM_MS"), 0, 600000, 1000);
+  if (!rearm.ok()) return rearm.error();
+  c.rearm_after_ms = *rearm;
   if (const char* v = env("LOCKSTEP_NCCL_VERBS_DEVICES"); v != nullptr && *v != '\0') {
     std::string s = v;
     size_t at = 0;

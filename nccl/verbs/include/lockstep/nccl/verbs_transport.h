@@ -82,6 +82,11 @@ struct VerbsTransportConfig {
   // This node's host address for the listen handle (the agent's name for the
   // node, so connectors can ask about their paths to it); null or 0: none.
   std::function<std::array<uint8_t, 4>()> host;
+  // A QP that failed is re-created (both ends, over the QP exchange's TCP
+  // connection, kept open) this long after its failure, doubling while it
+  // keeps failing (at most 16x), and only while `path_failed` does not say
+  // its path is failed; 0: never.
+  int rearm_after_ms = 1000;
   // Reports of each connection end's QPs, at most once a second, from inside
   // its calls (the plugin forwards them to the node agent); `closed` when the
   // end is gone. Null: none.
@@ -100,6 +105,7 @@ struct VerbsTransportConfig {
 //   LOCKSTEP_NCCL_VERBS_DEVICES     comma-separated DEVICE[:PORT] (default: port 1 of every device)
 //   LOCKSTEP_NCCL_VERBS_GID_INDEX   0..255 (default 0)
 //   LOCKSTEP_NCCL_VERBS_STANDBY     1 or 0 (default 1)
+//   LOCKSTEP_NCCL_VERBS_REARM_MS    0..600000 (default 1000; 0: failed QPs are not re-created)
 // A bad value is an InvalidArgument naming the variable, the value and the range.
 Result<VerbsTransportConfig> VerbsConfigFromEnv(const std::function<const char*(const char*)>& env);
 
