@@ -924,7 +924,8 @@ class VerbsRecv final : public RecvConnection {
 
 // ---- setup ----
 
-std::vector<uint8_t> RequestBytes(uint64_t token, bool standby, const QpSet& qps, int n) {  // after SetIdentity
+// The connector's request (after qps.SetIdentity: it carries the connection id).
+std::vector<uint8_t> RequestBytes(uint64_t token, bool standby, const QpSet& qps, int n) {
   std::vector<uint8_t> b(kRequestHead + kQpInfoBytes * n, 0);
   PutU32(b.data(), kRequestMagic);
   PutU32(b.data() + 4, standby ? 1 : 0);
