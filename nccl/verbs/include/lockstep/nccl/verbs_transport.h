@@ -34,7 +34,9 @@
 // answers with its own and its receive slots (count and size: the sender's
 // window and chunk never exceed them). Both sides then move their QPs
 // INIT -> RTR -> RTS. Every step is non-blocking (Poll/Accept return null
-// until done).
+// until done). The TCP connection stays open: over it a failed QP is
+// re-created at both ends (rearm_after_ms, with backoff, only while
+// path_failed does not report its path failed) and re-admitted.
 //
 // Memory per connection and QP: send slots (window x (64 + chunk) bytes at the
 // sender), receive slots (window x (64 + chunk) at the receiver), 16 ack slots
