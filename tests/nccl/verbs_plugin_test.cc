@@ -91,68 +91,84 @@ TEST_CASE("verbs plugin over the fake library (child)", "[.verbs-fake-child]") {
   REQUIRE(fail_path != nullptr);
   REQUIRE(live_qps != nullptr);
 
-  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void *listen = nullptr, *send = nullptr, *recv = nullptr;
-  NCCL_OK(net.listen(0, handle, &listen));
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (send == nullptr || recv == nullptr) {
-    if (send == nullptr) NCCL_OK(net.connect(0, handle, &send));
-    if (recv == nullptr) NCCL_OK(net.accept(listen, &recv));
-    REQUIRE(Clock::now() < deadline);
-  }
+  // Connection 0: the connector's QP 0 loses its path during the 3rd window.
+  // Connections 1-4: two of its three QPs, chosen at random, at random
+  // windows, some sends reaching the receiver while their sender sees them fail.
   uint32_t qps[16];
-  REQUIRE(live_qps(qps, 16) == 6);  // 3 per end; the connector's first
-  void *smh = nullptr, *rmh = nullptr;
-  NCCL_OK(net.regMr(send, nullptr, 0, NCCL_PTR_HOST, &smh));
-  NCCL_OK(net.regMr(recv, nullptr, 0, NCCL_PTR_HOST, &rmh));
-
-  // Windows of 8 messages; the connector's QP 0 loses its path during the 3rd.
-  std::mt19937 rng(42);
-  for (int window = 0; window < 8; ++window) {
-    std::vector<std::vector<uint8_t>> data(8), into(8);
-    void* sreq[8] = {};
-    void* rreq[8] = {};
-    for (int i = 0; i < 8; ++i) {
-      data[i].resize(rng() % 50000);
-      for (auto& b : data[i]) b = static_cast<uint8_t>(rng());
-      into[i].assign(data[i].size() + 8, 0xee);
-      while (rreq[i] == nullptr) NCCL_OK(net.irecv(recv, into[i].data(), into[i].size(), i, rmh, &rreq[i]));
-      while (sreq[i] == nullptr) NCCL_OK(net.isend(send, data[i].data(), data[i].size(), i, smh, &sreq[i]));
+  for (int conn = 0; conn < 5; ++conn) {
+    INFO("connection " << conn);
+    std::mt19937 rng(static_cast<unsigned>(42 + conn));
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void *listen = nullptr, *send = nullptr, *recv = nullptr;
+    NCCL_OK(net.listen(0, handle, &listen));
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (send == nullptr || recv == nullptr) {
+      if (send == nullptr) NCCL_OK(net.connect(0, handle, &send));
+      if (recv == nullptr) NCCL_OK(net.accept(listen, &recv));
+      REQUIRE(Clock::now() < deadline);
     }
-    if (window == 2) REQUIRE(fail_path(qps[0], 1) == 0);
-    int done = 0;
-    bool sdone[8] = {}, rdone[8] = {};
-    while (done < 16) {
-      REQUIRE(Clock::now() < deadline + std::chrono::seconds(20));
+    REQUIRE(live_qps(qps, 16) == 6);  // 3 per end; the connector's first
+    // (victim QP, window): QP 0 in window 2 first; then two of the three at random.
+    std::vector<std::pair<int, int>> plan = {{0, 2}};
+    if (conn > 0) {
+      const int spared = static_cast<int>(rng() % 3);
+      plan.clear();
+      for (int q = 0; q < 3; ++q) {
+        if (q != spared) plan.emplace_back(q, static_cast<int>(rng() % 8));
+      }
+    }
+    void *smh = nullptr, *rmh = nullptr;
+    NCCL_OK(net.regMr(send, nullptr, 0, NCCL_PTR_HOST, &smh));
+    NCCL_OK(net.regMr(recv, nullptr, 0, NCCL_PTR_HOST, &rmh));
+    // Windows of 8 messages.
+    for (int window = 0; window < 8; ++window) {
+      std::vector<std::vector<uint8_t>> data(8), into(8);
+      void* sreq[8] = {};
+      void* rreq[8] = {};
       for (int i = 0; i < 8; ++i) {
-        int d = 0, size = -1;
-        if (!sdone[i]) {
-          NCCL_OK(net.test(sreq[i], &d, &size));
-          if (d) {
-            sdone[i] = true;
-            ++done;
-            REQUIRE(size == static_cast<int>(data[i].size()));
+        data[i].resize(rng() % 50000);
+        for (auto& b : data[i]) b = static_cast<uint8_t>(rng());
+        into[i].assign(data[i].size() + 8, 0xee);
+        while (rreq[i] == nullptr) NCCL_OK(net.irecv(recv, into[i].data(), into[i].size(), i, rmh, &rreq[i]));
+        while (sreq[i] == nullptr) NCCL_OK(net.isend(send, data[i].data(), data[i].size(), i, smh, &sreq[i]));
+      }
+      for (const auto& [victim, at] : plan) {
+        if (window == at) REQUIRE(fail_path(qps[victim], static_cast<int>(rng() % 3)) == 0);
+      }
+      int done = 0;
+      bool sdone[8] = {}, rdone[8] = {};
+      while (done < 16) {
+        REQUIRE(Clock::now() < deadline + std::chrono::seconds(20));
+        for (int i = 0; i < 8; ++i) {
+          int d = 0, size = -1;
+          if (!sdone[i]) {
+            NCCL_OK(net.test(sreq[i], &d, &size));
+            if (d) {
+              sdone[i] = true;
+              ++done;
+              REQUIRE(size == static_cast<int>(data[i].size()));
+            }
           }
-        }
-        if (!rdone[i]) {
-          NCCL_OK(net.test(rreq[i], &d, &size));
-          if (d) {
-            rdone[i] = true;
-            ++done;
-            REQUIRE(size == static_cast<int>(data[i].size()));
-            REQUIRE(std::equal(data[i].begin(), data[i].end(), into[i].begin()));
+          if (!rdone[i]) {
+            NCCL_OK(net.test(rreq[i], &d, &size));
+            if (d) {
+              rdone[i] = true;
+              ++done;
+              REQUIRE(size == static_cast<int>(data[i].size()));
+              REQUIRE(std::equal(data[i].begin(), data[i].end(), into[i].begin()));
+            }
           }
         }
       }
     }
+    if (conn == 0) CHECK(Logged("QP 0 on fake0:1 failed (transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR))"));
+    NCCL_OK(net.deregMr(send, smh));
+    NCCL_OK(net.deregMr(recv, rmh));
+    NCCL_OK(net.closeSend(send));
+    NCCL_OK(net.closeRecv(recv));
+    NCCL_OK(net.closeListen(listen));
+    CHECK(live_qps(qps, 16) == 0);  // closing the comms destroyed every QP
   }
-  CHECK(Logged("QP 0 on fake0:1 failed (transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR))"));
-  NCCL_OK(net.deregMr(send, smh));
-  NCCL_OK(net.deregMr(recv, rmh));
-  NCCL_OK(net.closeSend(send));
-  NCCL_OK(net.closeRecv(recv));
-  NCCL_OK(net.closeListen(listen));
-  CHECK(live_qps(qps, 16) == 0);  // closing the comms destroyed every QP
 }
 
 TEST_CASE("verbs plugin init outcome (child)", "[.verbs-init-child]") {
@@ -171,7 +187,7 @@ TEST_CASE("verbs plugin init outcome (child)", "[.verbs-init-child]") {
   CHECK(ndev == want_ndev);
 }
 
-TEST_CASE("verbs plugin: transfers through the fake library survive a QP losing its path", "[nccl]") {
+TEST_CASE("verbs plugin: transfers through the fake library survive QPs losing their paths", "[nccl]") {
   RunChild("[.verbs-fake-child]", {{"LOCKSTEP_NCCL_TRANSPORT", "verbs"},
                                    {"LOCKSTEP_NCCL_VERBS_LIBRARY", LOCKSTEP_FAKE_IBVERBS_PATH},
                                    {"LOCKSTEP_NCCL_CHUNK_BYTES", "4096"},
