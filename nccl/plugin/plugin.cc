@@ -22,6 +22,8 @@
 #include "lockstep/nccl/agent_link.h"
 #include "lockstep/nccl/handle.h"
 #include "lockstep/nccl/socket_transport.h"
+#include "lockstep/nccl/verbs_api.h"
+#include "lockstep/nccl/verbs_transport.h"
 #include "nccl_net_abi.h"
 
 namespace lockstep::nccl {
@@ -122,6 +124,48 @@ Request* FreeSlot(Request* slots, void* comm, bool send) {
 
 // ---- the version-independent implementation ----
 
+// The verbs transport: rdma-core loaded at run time (LOCKSTEP_NCCL_VERBS_LIBRARY,
+// default libibverbs.so.1), its QP exchange on the first configured rail's
+// address, chunk and window from the same settings as the sockets transport.
+// With the node agent: the listener's host address goes in the handle and a
+// primary QP is parked while the agent's verdict on (its rail's address, from
+// its RoCE GID; the peer's host) says failed; each connection end reports its
+// QPs (bytes, chunks, failovers, state, and at receivers one-way delays from
+// chunks stamped in fabric time) every second.
+Result<std::unique_ptr<Transport>> MakeVerbs(const SocketTransportConfig& sockets,
+                                             const std::shared_ptr<AgentLink>& agent) {
+  const char* lib = std::getenv("LOCKSTEP_NCCL_VERBS_LIBRARY");
+  Result<VerbsApi> api = LoadVerbs(lib != nullptr && *lib != '\0' ? lib : "libibverbs.so.1");
+  if (!api.ok()) return api.error();
+  Result<VerbsTransportConfig> config = VerbsConfigFromEnv([](const char* n) { return std::getenv(n); });
+  if (!config.ok()) return config.error();
+  config->bootstrap_ipv4 = sockets.rails.at(0).ipv4;
+  if (std::getenv("LOCKSTEP_NCCL_CHUNK_BYTES") != nullptr) config->stripe.chunk_bytes = sockets.stripe.chunk_bytes;
+  if (std::getenv("LOCKSTEP_NCCL_WINDOW") != nullptr) {
+    config->stripe.window_per_stream = sockets.stripe.window_per_stream;
+  }
+  if (agent) {
+    config->host = [agent] {
+      agent->Poll();
+      std::shared_ptr<const AgentState> st = agent->State();
+      return st ? st->host : Ipv4{};
+    };
+    config->report = [agent](uint64_t conn, bool send, std::vector<StreamReport> qps) {
+      agent->Report(conn, send, std::move(qps));
+    };
+    config->closed = [agent](uint64_t conn, bool send) { agent->Close(conn, send); };
+    config->fabric_now_ns = [agent] { return agent->FabricNowNs(); };
+    config->path_failed = [agent](const VerbsPath& p) {
+      if (p.rail_ipv4 == Ipv4{} || p.peer_host == Ipv4{}) return false;  // InfiniBand, or a peer without agent
+      agent->Poll();
+      std::shared_ptr<const AgentState> st = agent->State();
+      return st != nullptr && !st->Usable(p.rail_ipv4, p.peer_host).value_or(true);
+    };
+  }
+  config->info = [](const std::string& m) { Log(NCCL_LOG_INFO, m); };
+  return MakeVerbsTransport(*api, *config, Warn);
+}
+
 ncclResult_t Init(ncclDebugLogger_t log) {
   return Guard("init", [&] {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -153,6 +197,26 @@ ncclResult_t Init(ncclDebugLogger_t log) {
       return v;
     });
     if (!config.ok()) return Fail(config.error(), "init (settings)");
+    // The transport: sockets (default), verbs (RDMA; no device is an error
+    // that says so) or auto (verbs where a device exists, else sockets).
+    const char* tv = std::getenv("LOCKSTEP_NCCL_TRANSPORT");
+    const std::string which = tv != nullptr && *tv != '\0' ? tv : "sockets";
+    if (which != "sockets" && which != "verbs" && which != "auto") {
+      return Fail(InvalidArgument("LOCKSTEP_NCCL_TRANSPORT=" + which + ": expected sockets, verbs or auto"),
+                  "init (settings)");
+    }
+    if (which != "sockets") {
+      Result<std::unique_ptr<Transport>> verbs = MakeVerbs(*config, agent);
+      if (verbs.ok()) {
+        g_transport = std::move(*verbs);
+        g_props = g_transport->Properties(0);
+        Log(NCCL_LOG_INFO, "verbs transport, device " + g_props.name + ", " + std::to_string(g_props.streams) +
+                               " QPs per connection (a standby among them when there are more than rails)");
+        return ncclSuccess;
+      }
+      if (which == "verbs") return Fail(verbs.error(), "init (LOCKSTEP_NCCL_TRANSPORT=verbs)");
+      Log(NCCL_LOG_INFO, verbs.error().message + "; LOCKSTEP_NCCL_TRANSPORT=auto: using the sockets transport");
+    }
     g_transport = MakeSocketTransport(*config, Warn, agent);
     g_props = g_transport->Properties(0);
     Log(NCCL_LOG_INFO, "sockets transport, device " + g_props.name + ", " + std::to_string(g_props.streams) +

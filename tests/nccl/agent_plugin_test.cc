@@ -280,3 +280,74 @@ TEST_CASE("the plugin follows the agent verdicts and measures one-way delays and
   NCCL_OK(net.closeListen(p.listen));
   ::rmdir(dir.c_str());
 }
+
+// The verbs transport (over libibverbs-lockstep-fake.so) against the agent:
+// the handle carries the agent's host address, and a primary QP is parked
+// while the agent's verdict on (its rail's address from its RoCE GID, the
+// peer's host) says down; the standby carries its share meanwhile; both ends
+// report their QPs to the agent, receivers with one-way delays. In a fresh
+// process: the plugin above is already initialised in this one.
+TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-agent-child]") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/nccl.sock";
+  FakeAgent agent(path);
+  agent.state = nccl::AgentState{.locked = true, .offset_ns = 987'654'321, .bound_ns = 500, .host = {127, 0, 0, 1}};
+  agent.state.rails = {{10, 0, 1, 1}, {10, 1, 1, 1}};  // the fake devices' GIDs: ::ffff:10.<device>.<port>.1
+  agent.state.paths = {
+      nccl::AgentPath{.rail = {10, 0, 1, 1}, .peer = {127, 0, 0, 1}, .index = 0, .state = "up", .usable = true},
+      nccl::AgentPath{.rail = {10, 1, 1, 1}, .peer = {127, 0, 0, 1}, .index = 0, .state = "up", .usable = true}};
+  REQUIRE(agent.server.Start().ok());
+  setenv("LOCKSTEP_NCCL_AGENT_SOCKET", path.c_str(), 1);
+  setenv("LOCKSTEP_NCCL_AGENT_POLL_MS", "1", 1);
+  NetApi net;
+  std::string error;
+  REQUIRE(net.Load(LOCKSTEP_NCCL_PLUGIN_PATH, "v10", &error));
+  REQUIRE(net.init(Logger) == ncclSuccess);
+  REQUIRE(CountLogs(g_info, "verbs transport, device lockstep-verbs[fake0:1+fake1:1]") == 1);
+  Pair p = Connect(net);
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 10; ++i) Transfer(net, p, rng, 50 * 1024);
+  // Both ends report their QPs: the sender's two primaries up and its standby
+  // parked, the receiver's three up.
+  std::string view;
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] {
+    nlohmann::json jobs = agent.endpoint.Jobs();
+    view = jobs.dump();
+    return jobs.size() == 1 && jobs[0]["connections"] == 2 && jobs[0].value("bytes_sent", 0) > 0 &&
+           jobs[0].value("bytes_received", 0) > 0 && agent.Streams("up") == 5 && agent.Streams("parked") == 1 &&
+           jobs[0].contains("owd_ns");  // in-band one-way delays, from chunks stamped in fabric time
+  }));
+  agent.SetUsable(0, false);
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 0 on fake0:1 parked") == 1; }));
+  for (int i = 0; i < 20; ++i) Transfer(net, p, rng, 50 * 1024);
+  agent.SetUsable(0, true);
+  agent.SetUsable(1, false);
+  REQUIRE(TransferUntil(net, p, rng, 10, [&] { return CountLogs(g_info, "QP 1 on fake1:1 parked") == 1; }));
+  for (int i = 0; i < 20; ++i) Transfer(net, p, rng, 50 * 1024);
+  REQUIRE(CountLogs(g_info, "QP 0 on fake0:1 re-admitted") == 1);
+  REQUIRE(g_warn.empty());  // parked on the agent's word: INFO lines, no QP failed on the wire
+  NCCL_OK(net.closeSend(p.send));
+  NCCL_OK(net.closeRecv(p.recv));
+  NCCL_OK(net.closeListen(p.listen));
+  agent.server.Stop();
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("verbs transport follows the agent verdicts", "[nccl][agent]") {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("LOCKSTEP_NCCL_TRANSPORT", "verbs", 1);
+    setenv("LOCKSTEP_JOB", "job-a", 1);
+    setenv("LOCKSTEP_NCCL_VERBS_LIBRARY", LOCKSTEP_FAKE_IBVERBS_PATH, 1);
+    setenv("LOCKSTEP_NCCL_RAILS", "127.0.0.1", 1);  // the QP exchange's address
+    setenv("LOCKSTEP_NCCL_CHUNK_BYTES", "4096", 1);
+    setenv("LOCKSTEP_NCCL_WINDOW", "4", 1);
+    ::execl("/proc/self/exe", "nccl_agent_tests", "[.nccl-verbs-agent-child]", "--reporter", "compact", nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}

@@ -67,6 +67,13 @@ void StripeSender::StreamDown(int stream) {
   Requeue(stream);
 }
 
+void StripeSender::StreamUp(int stream) {
+  if (stream < 0 || stream >= streams() || up_[stream]) return;
+  up_[stream] = true;
+  parked_[stream] = false;
+  inflight_count_[stream] = 0;
+}
+
 void StripeSender::Requeue(int stream) {
   for (auto& [seq, chunk] : inflight_) {
     if (chunk.stream == stream) {

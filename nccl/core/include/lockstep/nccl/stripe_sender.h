@@ -76,6 +76,9 @@ class StripeSender {
   // Stream `stream` failed or closed: it gets no more chunks, and its
   // unacknowledged chunks are queued for retransmission on the others.
   void StreamDown(int stream);
+  // A stream that was down is back (a transport re-created it): it takes
+  // chunks again, starting with an empty window.
+  void StreamUp(int stream);
 
   // Parked: open but unused (see the top). Park of a parked or down stream,
   // Unpark of an unparked one: no-ops.

@@ -1,7 +1,7 @@
 // The transport port of the NCCL plugin: what the ABI adapter (plugin/) needs
 // from a transport, in NCCL's terms but as C++ values. Implemented by the
-// sockets transport (sockets/); the verbs transport (RC QPs per rail, later)
-// implements the same interfaces.
+// sockets transport (sockets/) and the verbs transport (verbs/: RC QPs per
+// rail over rdma-core).
 //
 // Contracts (NCCL's ext-net ones):
 // - Nothing blocks. Connect returns a PendingConnection that is polled until it
