@@ -29,6 +29,9 @@ json FabricStatus() {
       {"peer": "h1", "rail": 1, "interface": "rail1", "state": "down", "loss": 0.75,
        "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": 80000, "rtt_p99_ns": 120000,
        "owd_samples": 0, "window_samples": 40},
+      {"peer": "h3", "rail": 0, "interface": "rail0", "state": "up", "loss": 0.0,
+       "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": 80000, "rtt_p99_ns": 120000,
+       "owd_samples": 0, "window_samples": 40, "rtt_samples": 37},
       {"peer": "h2", "rail": 0, "interface": "rail0", "state": "unknown",
        "owd_p50_ns": null, "owd_p99_ns": null, "rtt_p50_ns": null, "rtt_p99_ns": null}],
     "peers": [{"peer": "h1", "host_address": "10.0.200.2", "via": "rail0"},
@@ -38,16 +41,17 @@ json FabricStatus() {
 TEST_CASE("the fabric status gives the paths, one-way delays first, and the rails and peers to trace", "[audit]") {
   la::NetworkFacts n;
   PathsFromFabricStatus(FabricStatus(), n);
-  REQUIRE(n.paths.size() == 3);
+  REQUIRE(n.paths.size() == 4);
   CHECK(n.paths[0] ==
         la::PathObservation{.rail = 0, .peer = "h1", .state = "up", .p50_us = 31, .p99_us = 70, .delay_samples = 640});
   CHECK(n.paths[1].state == "down");
   CHECK(n.paths[1].loss == 0.75);
   CHECK(n.paths[1].p50_us == 40);  // half the round trip
   CHECK_FALSE(n.paths[1].one_way);
-  CHECK(n.paths[1].delay_samples == 10);  // the replies among the window's 40 probes
-  CHECK_FALSE(n.paths[2].p50_us);
-  CHECK_FALSE(n.paths[2].delay_samples);  // an agent that does not say
+  CHECK(n.paths[1].delay_samples == 10);  // no rtt_samples (an older agent): the replies among 40 probes
+  CHECK(n.paths[2].delay_samples == 37);  // the round trips the agent counted
+  CHECK_FALSE(n.paths[3].p50_us);
+  CHECK_FALSE(n.paths[3].delay_samples);  // an agent that does not say
   CHECK(RailsFromFabricStatus(FabricStatus()).size() == 2);
   CHECK(RailsFromFabricStatus(FabricStatus())[1].interface == "rail1");
   CHECK(TargetsFromFabricStatus(FabricStatus()) ==
@@ -89,7 +93,7 @@ TEST_CASE("every rail x target x source port is traced, extra targets too", "[au
   la::NetworkFacts untraced = CollectNetwork(&status, "", false, {}, tracer, o);
   CHECK(untraced.traces.empty());
   CHECK(untraced.traces_unavailable);
-  CHECK(untraced.paths.size() == 3);
+  CHECK(untraced.paths.size() == 4);
   la::NetworkFacts absent = CollectNetwork(nullptr, "connection refused", true, {}, tracer, o);
   CHECK(absent.paths_unavailable == "connection refused");
   CHECK(tracer.calls.size() == 18);  // nothing traced without a status

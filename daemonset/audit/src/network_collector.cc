@@ -178,8 +178,11 @@ void PathsFromFabricStatus(const json& status, la::NetworkFacts& out) {
       o.p50_us = half(Us(p, "rtt_p50_ns"));
       o.p99_us = half(Us(p, "rtt_p99_ns"));
       o.one_way = false;
-      // Round trips: every reply in the window (decided probes less the misses).
-      if (auto w = count("window_samples")) o.delay_samples = static_cast<int>(*w * (1 - o.loss) + 0.5);
+      o.delay_samples = count("rtt_samples");
+      // An agent without rtt_samples: every reply in the window (decided probes less the misses).
+      if (!o.delay_samples) {
+        if (auto w = count("window_samples")) o.delay_samples = static_cast<int>(*w * (1 - o.loss) + 0.5);
+      }
     }
     out.paths.push_back(std::move(o));
   }
