@@ -3,7 +3,7 @@ mirror_every=K)) with the buddy mirror, 4 ranks + a spare with the real
 lockstep-coordinator (LOCKSTEP_COORDINATOR_BIN), gloo on CPU, torch >= 2.15 only. No rank
 holds a second copy of another's shard, except the mirror: every K steps each rank's
 shard, optimizer state and RNG go to its buddy's (rank + 1) CPU memory. A rank is
-SIGKILLed mid-run (or killed inside a mirror exchange, or migrated); the spare receives
+SIGKILLed mid-run (or killed inside a mirror exchange, stopped, or migrated); the spare receives
 its rank's snapshot from the buddy, every rank goes back to that mirrored step and
 replays at most K steps, and every rank ends with the shard of a fault-free plain FSDP2
 run (no library), bit for bit, the healthy ranks in their original processes."""
@@ -110,18 +110,44 @@ class BuddyMirrorTest(ShardedCase):
         for i in healthy:
             self.assertEqual(self.c.of(i, "state_received")[-1]["replayed"], 8 - m, self.c.dump())
 
+    def test_sigstop_the_hung_rank_is_fenced_and_rebuilt_from_its_buddy(self):
+        """A hang: rank 2 stops (SIGSTOP) inside step 6, the others wait for it in FSDP2's
+        all-gather; the coordinator fences it after the heartbeat timeout and the spare takes
+        rank 2's step-4 snapshot from rank 3."""
+        ranks = self.start_ranks(victim=2)
+        spare = self.start_spare()
+        self.c.wait_for(lambda: self.c.of(ranks[2], "holding"), "rank 2 to reach step %d" % self.HOLD_AT)
+        self.c.signal(ranks[2], signal.SIGSTOP)
+        self.assert_completed([ranks[0], ranks[1], ranks[3]], spare, 2, max_replayed=K,
+                              mirror_step=self.HOLD_AT // K * K)
+        self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
+        self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
+
     def test_planned_migration_mirrors_at_the_pause_nothing_replayed(self):
+        self.migrate("planned", 2)
+
+    def test_preemptive_migration_mirrors_at_the_pause_nothing_replayed(self):
+        self.migrate("preemptive", 3)
+
+    def migrate(self, kind, rank):
+        """Every rank pauses after the same step s, where a last exchange mirrors step s
+        (not a multiple of K): the spare takes the leaving rank's step-s snapshot from its
+        buddy and nobody replays a step."""
         ranks = self.start_ranks(victim=None, step_sleep=0.15)
         spare = self.start_spare()
-        self.c.wait_for(lambda: self.c.of(ranks[2], "committed"), "rank 2 to commit a step")
-        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 2, "kind": "planned", "reason": "test"})
+        self.c.wait_for(lambda: self.c.of(ranks[rank], "committed"), "rank %d to commit a step" % rank)
+        status, reply = self.c.http("POST", "/v1/migrations", {"rank": rank, "kind": kind, "reason": "test"})
         self.assertEqual(status, 202, reply)
-        self.c.wait_exit([ranks[2]])
-        pause = self.c.of(ranks[2], "pause")
+        self.c.wait_exit([ranks[rank]])
+        pause = self.c.of(ranks[rank], "pause")
         self.assertEqual(len(pause), 1, self.c.dump())
-        self.assert_completed([ranks[0], ranks[1], ranks[3]], spare, 2, max_replayed=0, mirror_step=pause[0]["step"])
-        self.assertEqual(self.c.procs[ranks[2]].returncode, 0, self.c.dump())
-
+        healthy = [ranks[r] for r in range(WORLD) if r != rank]
+        self.assert_completed(healthy, spare, rank, max_replayed=0, mirror_step=pause[0]["step"])
+        self.assertEqual(self.c.procs[ranks[rank]].returncode, 0, self.c.dump())
+        self.assertTrue(self.c.of(ranks[rank], "exit"), "the moved rank must leave through the exit plan")
+        self.assertEqual({e["step"] for i in ranks for e in self.c.of(i, "pause")}, {pause[0]["step"]})
+        status, migs = self.c.http("GET", "/v1/migrations")
+        self.assertEqual([(m["kind"], m["state"]) for m in migs], [(kind, "done")], migs)
 
 if __name__ == "__main__":
     unittest.main()
