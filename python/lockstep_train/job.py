@@ -592,6 +592,14 @@ class Job:
                 self._init_group(plan)
                 faults.hit("group_formed", plan.generation)
                 self._sync_state(plan)
+            except JobFailed as e:
+                # Terminal, decided alike by every member from the same all-gathered rows
+                # (a shard nobody holds): re-forming would fail the same way for ever.
+                error = str(e).splitlines()[0][:300]
+                self._emit("failure_detected", error=error, during="reform", terminal=True)
+                log.error("%s", e)
+                self.close()
+                raise
             except (RuntimeError, OSError, ValueError) as e:
                 error = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
             if error is None:

@@ -123,6 +123,28 @@ class BuddyMirrorTest(ShardedCase):
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
+    def test_a_rank_and_its_buddy_lost_together_the_job_fails_saying_so(self):
+        """Ranks 1 and 2 die together at the start of step 6: rank 1's only other copy was at
+        rank 2. Two spares take their ranks, and every member of that generation (2
+        survivors, 2 spares) finds from the same all-gathered rows that no step is held for
+        rank 1, and leaves job.steps() with JobFailed naming the lost shard (exit non-zero),
+        instead of reporting an error and re-forming the same generation again."""
+        die = {"LOCKSTEP_TEST_FAULT": "step#6@0"}
+        ranks = self.start_ranks(victim=None, env={1: die, 2: die})
+        spares = [self.start_spare(), self.start_spare()]
+        members = [ranks[0], ranks[3]] + spares
+        self.c.wait_exit([ranks[1], ranks[2]] + members)
+        dump = self.c.dump()
+        for i in (ranks[1], ranks[2]):
+            self.assertEqual(self.c.procs[i].returncode, -signal.SIGKILL, dump)
+        for i in members:
+            self.assertNotEqual(self.c.procs[i].returncode, 0, dump)
+            self.assertEqual(self.c.of(i, "end"), [], dump)
+            final = [e for e in self.c.of(i, "failure_detected") if e.get("terminal")]
+            self.assertEqual(len(final), 1, dump)
+            self.assertIn("a rank and its buddy failed together; the shard is lost", final[0]["error"])
+            self.assertEqual(final[0]["generation"], 1, dump)
+
     def test_planned_migration_mirrors_at_the_pause_nothing_replayed(self):
         self.migrate("planned", 2)
 

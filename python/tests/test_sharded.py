@@ -1,6 +1,6 @@
 """Integration: FSDP2 HSDP (fully_shard on job.device_mesh(replicate=2, shard=2)), 4 ranks
 + a spare with the real lockstep-coordinator (LOCKSTEP_COORDINATOR_BIN), gloo on CPU,
-torch >= 2.15 only. A rank is SIGKILLed (or stopped, or migrated) mid-run; the spare
+torch >= 2.15 only. A rank is SIGKILLed (or stopped, or migrated: planned or pre-emptive) mid-run; the spare
 takes its rank and receives its shard, optimizer state and step from the rank holding
 the same shard in the other replica group; every rank ends with the shard of a
 fault-free plain FSDP2 HSDP run (no library), bit for bit, the healthy ranks in their
@@ -74,16 +74,27 @@ class HSDPMigrationTest(ShardedCase):
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
 
     def test_planned_migration_of_an_hsdp_rank(self):
+        self.migrate("planned", 3, src=1)
+
+    def test_preemptive_migration_of_an_hsdp_rank(self):
+        self.migrate("preemptive", 0, src=2)
+
+    def migrate(self, kind, rank, src):
+        """Every rank pauses after the same step; the spare takes `rank` and its shard from
+        `src` (the same shard in the other replica)."""
         ranks = self.start_ranks(victim=None, step_sleep=0.15)
         spare = self.start_spare()
-        self.c.wait_for(lambda: self.c.of(ranks[3], "committed"), "rank 3 to commit a step")
-        status, reply = self.c.http("POST", "/v1/migrations", {"rank": 3, "kind": "planned", "reason": "test"})
+        self.c.wait_for(lambda: self.c.of(ranks[rank], "committed"), "rank %d to commit a step" % rank)
+        status, reply = self.c.http("POST", "/v1/migrations", {"rank": rank, "kind": kind, "reason": "test"})
         self.assertEqual(status, 202, reply)
-        self.assert_completed([ranks[0], ranks[1], ranks[2]], spare, 3)
-        self.c.wait_exit([ranks[3]])
-        self.assertEqual(self.c.procs[ranks[3]].returncode, 0, self.c.dump())
-        self.assertEqual(self.c.of(spare, "state_received")[-1]["src_rank"], 1)
-
+        self.assert_completed([ranks[r] for r in range(self.WORLD) if r != rank], spare, rank)
+        self.c.wait_exit([ranks[rank]])
+        self.assertEqual(self.c.procs[ranks[rank]].returncode, 0, self.c.dump())
+        self.assertEqual(self.c.of(spare, "state_received")[-1]["src_rank"], src)
+        left = [e["step"] for e in self.c.of(ranks[rank], "committed")]
+        self.assertEqual(self.c.of(spare, "committed")[0]["step"], left[-1] + 1, "nothing replayed")
+        status, migs = self.c.http("GET", "/v1/migrations")
+        self.assertEqual([(m["kind"], m["state"]) for m in migs], [(kind, "done")], migs)
 
 if __name__ == "__main__":
     unittest.main()

@@ -192,6 +192,10 @@ class Cluster:
                 except ProcessLookupError:
                     pass
             p.wait()
+        for t, p in zip(self.readers, self.procs):   # the pipes, once their reader saw the end
+            t.join(5)
+            if not t.is_alive():
+                p.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
