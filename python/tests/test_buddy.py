@@ -123,6 +123,21 @@ class BuddyMirrorTest(ShardedCase):
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
+    def test_the_spare_killed_in_the_mirror_exchange_right_after_its_restore_the_next_spare_takes_over(self):
+        """Rank 1 dies at the start of step 6; the first spare restores rank 1's step-4 snapshot
+        from rank 2, then dies inside the re-mirror of step 4 (generation 1) that would give
+        rank 2 its copy. Rank 2 still holds the step-4 snapshot it had (the exchange's vote
+        never completed), so the second spare is rebuilt from it, and every rank ends
+        bit-identical."""
+        ranks = self.start_ranks(victim=None, env={1: {"LOCKSTEP_TEST_FAULT": "step#6@0"}})
+        first = self.start_spare(env={"LOCKSTEP_TEST_FAULT": "mirror_meta#4@1"})
+        second = self.start_spare()
+        self.c.wait_exit([ranks[1], first])
+        for i in (ranks[1], first):
+            self.assertEqual(self.c.procs[i].returncode, -signal.SIGKILL, self.c.dump())
+        self.assertEqual(self.c.of(first, "state_received")[-1]["mirror_step"], 4, self.c.dump())
+        self.assert_completed([ranks[0], ranks[2], ranks[3]], second, 1, max_replayed=K, mirror_step=4)
+
     def test_a_rank_and_its_buddy_lost_together_the_job_fails_saying_so(self):
         """Ranks 1 and 2 die together at the start of step 6: rank 1's only other copy was at
         rank 2. Two spares take their ranks, and every member of that generation (2
