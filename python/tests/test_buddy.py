@@ -123,6 +123,21 @@ class BuddyMirrorTest(ShardedCase):
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
+    def test_the_spare_killed_while_restoring_from_the_buddy_the_next_spare_takes_over(self):
+        """Rank 1 dies at the start of step 6; the first spare dies in generation 1's restore,
+        before rank 2 sent it rank 1's step-4 snapshot (LOCKSTEP_TEST_FAULT=meta_sent@1).
+        Nothing was applied anywhere (the restore is all or nothing), so the survivors are
+        still at step 6 and rank 2 still holds the snapshot: the second spare is rebuilt from
+        it and every rank ends bit-identical, going back to step 4 once."""
+        ranks = self.start_ranks(victim=None, env={1: {"LOCKSTEP_TEST_FAULT": "step#6@0"}})
+        first = self.start_spare(env={"LOCKSTEP_TEST_FAULT": "meta_sent@1"})
+        second = self.start_spare()
+        self.c.wait_exit([ranks[1], first])
+        for i in (ranks[1], first):
+            self.assertEqual(self.c.procs[i].returncode, -signal.SIGKILL, self.c.dump())
+        self.assertEqual(self.c.of(first, "state_received"), [], self.c.dump())
+        self.assert_completed([ranks[0], ranks[2], ranks[3]], second, 1, max_replayed=K, mirror_step=4)
+
     @unittest.skipUnless(os.environ.get("LOCKSTEP_TEST_BUDDY_REPLAY_FAULT") == "1",
                          "a known limit of the coordinator: a failure while the ranks replay from a mirror "
                          "(before they are back at the step the coordinator planned) ends the job with 'no "
