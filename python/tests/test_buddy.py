@@ -31,10 +31,10 @@ class BuddyMirrorTest(ShardedCase):
     ARGS = ("--fsdp", "--mirror-every", str(K))
     MODE = "fsdp"
     REF_TIMEOUT = 900    # 400 s ran out at load 49
-    # Neither fault here is found by heartbeats (SIGKILL: the pid; planned: a request), so the
-    # timeout only has to outlast the GIL-holding imports and FSDP2 set-up of 5 torch 2.x
-    # processes on a loaded machine: at load 25 a 10 s timeout fenced every rank before the
-    # first generation formed.
+    # Only the SIGSTOP case is found by heartbeats (it waits out these 30 s; a SIGKILL is
+    # found by the pid, a migration is a request), so the timeout is set by the
+    # GIL-holding imports and FSDP2 set-up of 5-6 torch 2.x processes on a loaded machine:
+    # at load 25 a 10 s timeout fenced every rank before the first generation formed.
     COORD_ARGS = ["--heartbeat-timeout", "30s", "--report-grace", "3s", "--join-timeout", "60s",
                   "--fence", "local", "--spares", "0"]
 
