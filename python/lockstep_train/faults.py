@@ -20,12 +20,18 @@ Phases, in the order a recovery passes them:
   verified          every bucket arrived and its digest was checked, before the vote
   state_synced      the generation formed: the state is applied everywhere
   step              step INDEX began (after its plan; INDEX is the step number)
+The buddy mirror's exchange (pure FSDP, job.device_mesh(replicate=1, mirror_every=K);
+INDEX is the mirrored step, not a bucket):
+  mirror_begin      a mirror exchange at step INDEX begins: nothing sent yet
+  mirror_meta       the snapshot's meta record went to the buddy, its shard not yet
+  mirror_sent       the snapshot was exchanged, before the vote that makes it current
 """
 import os
 import signal
 
 PHASES = ("plan_received", "store_connected", "group_formed", "meta_sent", "meta_received",
-          "bucket_sent", "bucket_received", "verified", "state_synced", "step")
+          "bucket_sent", "bucket_received", "verified", "state_synced", "step",
+          "mirror_begin", "mirror_meta", "mirror_sent")
 ACTIONS = ("kill", "stop", "corrupt")
 
 

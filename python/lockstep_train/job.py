@@ -592,6 +592,14 @@ class Job:
                 self._init_group(plan)
                 faults.hit("group_formed", plan.generation)
                 self._sync_state(plan)
+            except JobFailed as e:
+                # Terminal, decided alike by every member from the same all-gathered rows
+                # (a shard nobody holds): re-forming would fail the same way for ever.
+                error = str(e).splitlines()[0][:300]
+                self._emit("failure_detected", error=error, during="reform", terminal=True)
+                log.error("%s", e)
+                self.close()
+                raise
             except (RuntimeError, OSError, ValueError) as e:
                 error = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
             if error is None:
@@ -742,13 +750,14 @@ class Job:
             return False
         return pausing or self._mirror_next or self.step % self.mirror_every == 0
 
-    def _send_recv_snapshot(self, snap, dst, src):
+    def _send_recv_snapshot(self, snap, dst, src, fault_step=None):
         """Collective over the generation's group: send the snapshot `snap` (blob,
         packed) to rank dst (None: send nothing) and receive one from rank src (None:
         nothing); returns the (blob, packed) received and verified, or None. A header
         all-gather, then two all_to_all_single with all but one split empty (gloo's
         point-to-point works cannot be waited on in slices: a timed-out wait closes the
-        pair), so the job's abortable wait applies."""
+        pair), so the job's abortable wait applies. fault_step: the mirror's step, for the
+        test-only fault point between the meta record and the shard (faults.py)."""
         n = self.world_size
         if snap is not None:
             blob, packed = snap
@@ -774,6 +783,8 @@ class Job:
             buf = torch.empty(sum(recv_split), dtype=torch.uint8)
             self._wait(dist.all_to_all_single(buf, part, recv_split, send_split, async_op=True))
             out.append(buf)
+            if k == 1 and fault_step is not None:
+                faults.hit("mirror_meta", self.generation, fault_step)
         if src is None:
             return None
         blob = out[0].numpy().tobytes()
@@ -797,8 +808,10 @@ class Job:
         st = self._state
         own = (encode_meta(st.meta(step)), pack(st.sync_tensors()))
         self._own[step] = own
-        held = self._send_recv_snapshot(own, (me + 1) % n, (me - 1) % n)
+        faults.hit("mirror_begin", self.generation, step)
+        held = self._send_recv_snapshot(own, (me + 1) % n, (me - 1) % n, fault_step=step)
         self._held[step] = held
+        faults.hit("mirror_sent", self.generation, step)
         if not self._vote(True):
             raise RuntimeError("buddy mirror at step %d failed on a rank" % step)
         self._own = {step: own}

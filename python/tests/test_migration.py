@@ -13,7 +13,7 @@ sys.path.insert(0, HERE)
 
 from support.cluster import Cluster  # noqa: E402
 from support.cluster import reference_hash as cluster_reference_hash  # noqa: E402
-from support.cluster import reference_hashes  # noqa: E402
+from support.cluster import assert_committed_once, coordinator_binary, reference_hashes  # noqa: E402
 
 WORLD = 3
 STEPS = 40
@@ -30,15 +30,7 @@ def reference_hash():
 class MigrationTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.binary = os.environ.get("LOCKSTEP_COORDINATOR_BIN")
-        if not cls.binary:
-            if os.environ.get("LOCKSTEP_UNDER_CTEST"):
-                raise AssertionError("LOCKSTEP_COORDINATOR_BIN is not set: python/CMakeLists.txt sets it "
-                                     "when the lockstep-coordinator target exists; build it (cmake --build "
-                                     "--preset dev --target lockstep-coordinator) and re-run ctest")
-            raise unittest.SkipTest("set LOCKSTEP_COORDINATOR_BIN=path/to/lockstep-coordinator to run these")
-        if not os.access(cls.binary, os.X_OK):
-            raise AssertionError("LOCKSTEP_COORDINATOR_BIN=%s is not an executable" % cls.binary)
+        cls.binary = coordinator_binary()
         cls.ref = reference_hash()
 
     WRAP = {}           # more worker environment (the subclass keeps a DDP wrapper)
@@ -93,26 +85,7 @@ class MigrationTest(unittest.TestCase):
                 self.assertEqual(c.of(i, "end")[0]["slow_iterations"], 0, dump)
 
     def assert_committed_once(self, i, dump):
-        """Every step committed exactly once, in order, in one process: nothing lost,
-        nothing replayed on a healthy rank, the counter never went back. One exception:
-        when the failed member had already sent its gradients, a survivor's all-reduce
-        can complete while another's fails (the kill lands between their last chunks).
-        The plan then resumes after the step the first one committed, and the second
-        receives that step's state from it instead of computing it."""
-        steps = [e["step"] for e in self.c.of(i, "committed")]
-        everything = list(range(1, STEPS + 1))
-        if steps == everything:
-            return
-        missing = sorted(set(everything) - set(steps))
-        self.assertEqual(len(missing), 1, dump)
-        s = missing[0]
-        self.assertEqual(steps, [x for x in everything if x != s], dump)
-        reported = [e["committed_step"] for e in self.c.of(i, "reported")]
-        self.assertIn(s - 1, reported, "worker %d skipped step %d without failing in it:\n%s" % (i, s, dump))
-        plan = self.c.of(i, "plan_received")[-1]
-        self.assertEqual(plan["resume_step"], s, dump)
-        self.assertNotEqual(plan["src_rank"], plan["rank"], "worker %d was its own source:\n%s" % (i, dump))
-        self.assertTrue(self.c.of(i, "state_received"), dump)
+        assert_committed_once(self, self.c, i, STEPS, dump)
 
     # -- tests ------------------------------------------------------------------------------
     def test_sigkill_of_a_rank_a_hot_spare_takes_over(self):

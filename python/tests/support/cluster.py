@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +51,20 @@ def reference_hashes(world, steps, args=(), mode="ddp", timeout=180):
     ends = [e for e in evs if e.get("ev") == "end"]
     assert len(ends) == world, "a reference rank did not finish: %s" % outs
     return {e["rank"]: e["hash"] for e in ends}
+
+
+def coordinator_binary():
+    """LOCKSTEP_COORDINATOR_BIN; without it: SkipTest by hand, a failure under ctest."""
+    binary = os.environ.get("LOCKSTEP_COORDINATOR_BIN")
+    if not binary:
+        if os.environ.get("LOCKSTEP_UNDER_CTEST"):
+            raise AssertionError("LOCKSTEP_COORDINATOR_BIN is not set: python/CMakeLists.txt sets it "
+                                 "when the lockstep-coordinator target exists; build it (cmake --build "
+                                 "--preset dev --target lockstep-coordinator) and re-run ctest")
+        raise unittest.SkipTest("set LOCKSTEP_COORDINATOR_BIN=path/to/lockstep-coordinator to run these")
+    if not os.access(binary, os.X_OK):
+        raise AssertionError("LOCKSTEP_COORDINATOR_BIN=%s is not an executable" % binary)
+    return binary
 
 
 class Cluster:
@@ -177,4 +192,31 @@ class Cluster:
                 except ProcessLookupError:
                     pass
             p.wait()
+        for t, p in zip(self.readers, self.procs):   # the pipes, once their reader saw the end
+            t.join(5)
+            if not t.is_alive():
+                p.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def assert_committed_once(test, c, i, steps_total, dump):
+    """Worker i committed every step exactly once, in order, in one process: nothing lost,
+    nothing replayed on a healthy rank, the counter never went back. One exception:
+    when the failed member had already sent its gradients, a survivor's all-reduce
+    can complete while another's fails (the kill lands between their last chunks).
+    The plan then resumes after the step the first one committed, and the second
+    receives that step's state from it instead of computing it."""
+    steps = [e["step"] for e in c.of(i, "committed")]
+    everything = list(range(1, steps_total + 1))
+    if steps == everything:
+        return
+    missing = sorted(set(everything) - set(steps))
+    test.assertEqual(len(missing), 1, dump)
+    s = missing[0]
+    test.assertEqual(steps, [x for x in everything if x != s], dump)
+    reported = [e["committed_step"] for e in c.of(i, "reported")]
+    test.assertIn(s - 1, reported, "worker %d skipped step %d without failing in it:\n%s" % (i, s, dump))
+    plan = c.of(i, "plan_received")[-1]
+    test.assertEqual(plan["resume_step"], s, dump)
+    test.assertNotEqual(plan["src_rank"], plan["rank"], "worker %d was its own source:\n%s" % (i, dump))
+    test.assertTrue(c.of(i, "state_received"), dump)
