@@ -90,11 +90,14 @@ env_of() { jq -r --arg n "$2" '.spec.containers[0].env[] | select(.name == $n) |
 [[ $(env_of "$pod_json" LOCKSTEP_POD_NAME) == metadata.name ]] || fail "LOCKSTEP_POD_NAME"
 [[ $(env_of "$pod_json" LOCKSTEP_POD_UID) == metadata.uid ]] || fail "LOCKSTEP_POD_UID"
 [[ $(env_of "$pod_json" KEEP) == 1 ]] || fail "the template's own env was dropped"
+# spec.detection's defaults, as the API server filled them in.
+[[ $(env_of "$pod_json" LOCKSTEP_HEARTBEAT_INTERVAL) == 0.5 && $(env_of "$pod_json" LOCKSTEP_HANG_TIMEOUT) == 10 ]] ||
+  fail "LOCKSTEP_HEARTBEAT_INTERVAL / LOCKSTEP_HANG_TIMEOUT from spec.detection"
 pass "rank pods: labels, owner, restartPolicy Never and the rank environment"
 
 coord=$(kubectl -n $TJ get pod demo-coordinator -o json)
 args=$(jq -r '.spec.containers[0].args | join(" ")' <<<"$coord")
-[[ $args == "--job demo --world-size 2 --listen 0.0.0.0:8470 --advertise-url http://demo-coordinator.$TJ.svc:8470 --kube --namespace $TJ --spares 1 --spare-pod-template /etc/lockstep/spare-pod.json --state-configmap demo-coordinator-state --fence kube --pid-check off" ]] ||
+[[ $args == "--job demo --world-size 2 --listen 0.0.0.0:8470 --advertise-url http://demo-coordinator.$TJ.svc:8470 --kube --namespace $TJ --spares 1 --spare-pod-template /etc/lockstep/spare-pod.json --state-configmap demo-coordinator-state --fence kube --pid-check off --heartbeat-timeout 3000ms" ]] ||
   fail "coordinator args: $args"
 [[ $(jq -r '.spec.serviceAccountName' <<<"$coord") == demo-coordinator ]] || fail "coordinator ServiceAccount"
 [[ $(jq -r '.spec.volumes[0].configMap.name' <<<"$coord") == demo-coordinator ]] || fail "coordinator ConfigMap volume"
