@@ -22,7 +22,8 @@
 #                 kubelet is resumed (SIGCONT) once the job finished;
 #   a fault may end in +op (the operator SIGKILLed once the first pod is annotated
 #   lockstep.dev/migrate, restarted 3 s later) or +coord (the coordinator's process
-#   SIGKILLed 1 s after the fault, restarted in place by its kubelet: the coordinator pod
+#   SIGKILLed 0.3 s after the fault (TRAIN_PODS_COORD_DELAY), in the middle of the
+#   migration, restarted in place by its kubelet: the coordinator pod
 #   cannot be deleted here, as the ranks were given its pod IP (no DNS, no Service
 #   proxy) and a new pod gets another one).
 # A node fault moves every rank on that node (the healthy ranks are the others).
@@ -205,7 +206,7 @@ EOF
       jq -e --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .metadata.annotations["lockstep.dev/migrate"] != null)] | length > 0' >/dev/null
   }
   node_ready() { [[ $(K get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
-  local old t_fault how node pid last nh t_step first fts extra v cpod cuid drain_pid= kubelet_pid= nr_node=
+  local old t_fault how node pid last nh t_step first fts extra v cpod cuid cpid t_coord drain_pid= kubelet_pid= nr_node=
   local -a victims
   declare -A OLD OLDUID
   for f in "${faults[@]}"; do
@@ -230,6 +231,14 @@ EOF
       OLD[$v]=$(holder "$v")
       OLDUID[$v]=$(K -n $TNS get pod "${OLD[$v]}" -o jsonpath='{.metadata.uid}')
     done
+    if [[ $extra == coord ]]; then
+      # Found before the fault, so that the kill lands in the middle of the migration
+      # (a hot spare commits its first step ~1.5 s after a rank's process is killed).
+      cpod=$(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" -o jsonpath='{.items[0].metadata.name}')
+      cuid=$(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}')
+      cpid=$(container_pid "$cpod")
+      [[ $cpid =~ ^[0-9]+$ ]] || fail "$job: no pid for the coordinator pod $cpod"
+    fi
     case $kind in
       kill)
         # The rank's process, from the host: its pid from the node's containerd.
@@ -269,13 +278,10 @@ EOF
         sleep 3
         start_operator ;;
       coord)
-        sleep 1
-        cpod=$(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" -o jsonpath='{.items[0].metadata.name}')
-        cuid=$(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}')
-        pid=$(container_pid "$cpod")
-        [[ $pid =~ ^[0-9]+$ ]] || fail "$job: no pid for the coordinator pod $cpod"
-        kill -KILL "$pid"
-        say "$job: the coordinator's process SIGKILLed 1 s after the fault (pod $cpod, pid $pid)" ;;
+        sleep "${TRAIN_PODS_COORD_DELAY:-0.3}"
+        kill -KILL "$cpid"
+        t_coord=$(date +%s.%N)
+        say "$job: the coordinator's process SIGKILLed $(awk -v a="$t_fault" -v b="$t_coord" 'BEGIN { printf "%.2f", b - a }')s after the fault (pod $cpod, pid $cpid)" ;;
       *) fail "unknown fault suffix +$extra (+op or +coord)" ;;
     esac
     for v in "${victims[@]}"; do
@@ -294,11 +300,15 @@ EOF
     done
     if [[ $extra == coord ]]; then
       [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}') == "$cuid" ]] || fail "$job: the coordinator pod was replaced"
-      [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]] ||
-        fail "$job: the coordinator's container did not restart"
-      K -n $TNS logs "$cpod" | grep -q 'state loaded\|restarted\|Restarted' ||
-        say "$job: (no restart line in the coordinator's log)"
-      pass "$job: the coordinator restarted in place (pod $cpod) in the middle of the migration and carried on"
+      # The kubelet reports the restart on its next status update (seconds).
+      coord_restarted() { [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]; }
+      wait_for "$job: the coordinator's container restarted" 60 coord_restarted
+      K -n $TNS logs "$cpod" | grep -q '"msg":"state restored"' || fail "$job: the restarted coordinator did not restore its state"
+      if awk -v a="$t_coord" -v b="$t_step" 'BEGIN { exit !(a < b) }'; then
+        pass "$job: the coordinator restarted in place (pod $cpod), killed in the middle of the migration (before the spare's first step), and carried on"
+      else
+        pass "$job: the coordinator restarted in place (pod $cpod) and carried on (killed after the spare's first step: the migration was over)"
+      fi
     fi
     if [[ $kind == drain ]]; then
       # Planned: each rank there was asked to move by the drain annotation, not failed.
