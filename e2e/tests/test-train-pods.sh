@@ -303,7 +303,9 @@ EOF
       # The kubelet reports the restart on its next status update (seconds).
       coord_restarted() { [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]; }
       wait_for "$job: the coordinator's container restarted" 60 coord_restarted
-      K -n $TNS logs "$cpod" | grep -q '"msg":"state restored"' || fail "$job: the restarted coordinator did not restore its state"
+      local clog_now
+      clog_now=$(K -n $TNS logs "$cpod")  # not piped into grep -q: pipefail would fail on kubectl's SIGPIPE
+      grep -q '"msg":"state restored"' <<<"$clog_now" || fail "$job: the restarted coordinator did not restore its state"
       if awk -v a="$t_coord" -v b="$t_step" 'BEGIN { exit !(a < b) }'; then
         pass "$job: the coordinator restarted in place (pod $cpod), killed in the middle of the migration (before the spare's first step), and carried on"
       else
