@@ -215,6 +215,23 @@ EOF
     kind=${f%%:*} rank=${f#*:} rank=${rank%@*} step=${f#*@}
     old=$(holder "$rank")
     node=$(node_of "$old")
+    if [[ $kind == drain || $kind == notready ]]; then
+      # A node fault needs a spare on another node. The scheduler puts spares on the
+      # node with fewer pods, which is often rank R's: when every registered spare is
+      # there, the fault goes to the node of a rank on another node that has a spare
+      # elsewhere (said so; the trigger's key names the rank it took).
+      wait_for "$job: a spare pod registered with the coordinator" 120 spare_registered
+      if ! spare_registered "$node"; then
+        for r in 0 1 2 3; do
+          [[ $(node_of "$(holder $r)") != "$node" ]] && spare_registered "$(node_of "$(holder $r)")" || continue
+          say "$job: every registered spare runs on $node (rank $rank's node): the $kind goes to rank $r's node $(node_of "$(holder $r)") instead"
+          rank=$r
+          old=$(holder "$rank")
+          node=$(node_of "$old")
+          break
+        done
+      fi
+    fi
     # The ranks the fault takes: the named one, and for a node fault every rank there.
     victims=("$rank")
     if [[ $kind == drain || $kind == notready ]]; then
