@@ -377,14 +377,28 @@ EOF
   # collective was aborted by the re-form while others committed it; a killed pod whose
   # last committed step never reached its log, the kill falling between the optimizer
   # step and the log line or the fence ending the log stream). Counted as adopted.
-  local lost_total=0 dup_total=0 adopted=0 h res
+  # A holder on a node whose kubelet was stopped is taken for dead while its process runs
+  # on (unseen; its pod deleted, its generation ended): it may commit a step locally that
+  # no survivor holds (its peers there took part; the survivor's collective was aborted),
+  # and the next generation resumes from the survivor, before that step. Such steps, at or
+  # after the step the next holder's state was synced to, are discarded work of a fenced
+  # member, not committed by the job: counted (discarded_steps), not failed. Elsewhere a
+  # step logged twice fails.
+  local lost_total=0 dup_total=0 adopted=0 discarded=0 h res
   for r in 0 1 2 3; do
     : >"$w/rank-$r.jsonl"
-    for h in ${HOLDERS[$r]}; do events "$w/$h.jsonl" >>"$w/rank-$r.jsonl"; done
+    for h in ${HOLDERS[$r]}; do
+      events "$w/$h.jsonl" >>"$w/rank-$r.jsonl"
+      [[ -n $nr_node && -n ${OLDUID[$r]:-} && $h == "${OLD[$r]}" ]] && echo '{"event":"fenced_alive"}' >>"$w/rank-$r.jsonl"
+    done
     res=$(jq -sc --argjson r $r '
-      reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced"))) as $e
-        ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0};
-         if $e.event == "lib" then .sync = $e.step
+      reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced")
+                           or .event == "fenced_alive")) as $e
+        ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0, discarded: 0, rewind: false};
+         if $e.event == "fenced_alive" then .rewind = true
+         elif $e.event == "lib" and .rewind and $e.step <= .last then
+           .discarded += (.last - $e.step + 1) | .last = $e.step - 1 | .rewind = false | .sync = $e.step
+         elif $e.event == "lib" then .sync = $e.step | .rewind = false
          else
            (if $e.step <= .last then .dup += 1
             elif $e.step == .last + 1 then .
@@ -396,8 +410,9 @@ EOF
     [[ $(jq .lost <<<"$res") == 0 ]] || fail "$job: rank $r: steps skipped: $res"
     [[ $(jq .last <<<"$res") == $((STEPS - 1)) ]] || fail "$job: rank $r ended at step $(jq .last <<<"$res")"
     adopted=$((adopted + $(jq .adopted <<<"$res")))
+    discarded=$((discarded + $(jq .discarded <<<"$res")))
   done
-  pass "$job: 0 committed steps lost, none twice: every rank's pods committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at a re-form)"
+  pass "$job: 0 committed steps lost, none twice: every rank's pods committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at a re-form; $discarded run by fenced members on the stopped node past the survivors' step, discarded)"
 
   # Healthy ranks kept their pods; every faulted rank's earlier pods are gone (fenced).
   local healthy_restarts=0 j rc
@@ -423,7 +438,8 @@ EOF
   local i
   for ((i = 0; i < ${#RESULTS[@]}; i++)); do
     RESULTS[i]=$(jq -c --arg job "$job" --argjson l "$lost_total" --argjson h "$healthy_restarts" --argjson nl "$adopted" \
-      'if .job == $job then . + {lost_steps: $l, healthy_restarts: $h, bit_identical: true, adopted_steps: $nl} else . end' <<<"${RESULTS[i]}")
+      --argjson d "$discarded" \
+      'if .job == $job then . + {lost_steps: $l, healthy_restarts: $h, bit_identical: true, adopted_steps: $nl, discarded_steps: $d} else . end' <<<"${RESULTS[i]}")
   done
   # Give the real nodes' CPU back before the next job.
   K -n $TNS delete trainingjob "$job" --wait=false >/dev/null
