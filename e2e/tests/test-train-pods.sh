@@ -22,7 +22,8 @@
 #                 kubelet is resumed (SIGCONT) once the job finished;
 #   a fault may end in +op (the operator SIGKILLed once the first pod is annotated
 #   lockstep.dev/migrate, restarted 3 s later) or +coord (the coordinator's process
-#   SIGKILLed 1 s after the fault, restarted in place by its kubelet: the coordinator pod
+#   SIGKILLed 0.3 s after the fault (TRAIN_PODS_COORD_DELAY), in the middle of the
+#   migration, restarted in place by its kubelet: the coordinator pod
 #   cannot be deleted here, as the ranks were given its pod IP (no DNS, no Service
 #   proxy) and a new pod gets another one).
 # A node fault moves every rank on that node (the healthy ranks are the others).
@@ -205,7 +206,7 @@ EOF
       jq -e --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .metadata.annotations["lockstep.dev/migrate"] != null)] | length > 0' >/dev/null
   }
   node_ready() { [[ $(K get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
-  local old t_fault how node pid last nh t_step first fts extra v cpod cuid drain_pid= kubelet_pid= nr_node=
+  local old t_fault how node pid last nh t_step first fts extra v cpod cuid cpid t_coord drain_pid= kubelet_pid= nr_node=
   local -a victims
   declare -A OLD OLDUID
   for f in "${faults[@]}"; do
@@ -214,6 +215,23 @@ EOF
     kind=${f%%:*} rank=${f#*:} rank=${rank%@*} step=${f#*@}
     old=$(holder "$rank")
     node=$(node_of "$old")
+    if [[ $kind == drain || $kind == notready ]]; then
+      # A node fault needs a spare on another node. The scheduler puts spares on the
+      # node with fewer pods, which is often rank R's: when every registered spare is
+      # there, the fault goes to the node of a rank on another node that has a spare
+      # elsewhere (said so; the trigger's key names the rank it took).
+      wait_for "$job: a spare pod registered with the coordinator" 120 spare_registered
+      if ! spare_registered "$node"; then
+        for r in 0 1 2 3; do
+          [[ $(node_of "$(holder $r)") != "$node" ]] && spare_registered "$(node_of "$(holder $r)")" || continue
+          say "$job: every registered spare runs on $node (rank $rank's node): the $kind goes to rank $r's node $(node_of "$(holder $r)") instead"
+          rank=$r
+          old=$(holder "$rank")
+          node=$(node_of "$old")
+          break
+        done
+      fi
+    fi
     # The ranks the fault takes: the named one, and for a node fault every rank there.
     victims=("$rank")
     if [[ $kind == drain || $kind == notready ]]; then
@@ -230,6 +248,14 @@ EOF
       OLD[$v]=$(holder "$v")
       OLDUID[$v]=$(K -n $TNS get pod "${OLD[$v]}" -o jsonpath='{.metadata.uid}')
     done
+    if [[ $extra == coord ]]; then
+      # Found before the fault, so that the kill lands in the middle of the migration
+      # (a hot spare commits its first step ~1.5 s after a rank's process is killed).
+      cpod=$(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" -o jsonpath='{.items[0].metadata.name}')
+      cuid=$(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}')
+      cpid=$(container_pid "$cpod")
+      [[ $cpid =~ ^[0-9]+$ ]] || fail "$job: no pid for the coordinator pod $cpod"
+    fi
     case $kind in
       kill)
         # The rank's process, from the host: its pid from the node's containerd.
@@ -269,13 +295,10 @@ EOF
         sleep 3
         start_operator ;;
       coord)
-        sleep 1
-        cpod=$(K -n $TNS get pods -l "lockstep.dev/job=$job,lockstep.dev/role=coordinator" -o jsonpath='{.items[0].metadata.name}')
-        cuid=$(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}')
-        pid=$(container_pid "$cpod")
-        [[ $pid =~ ^[0-9]+$ ]] || fail "$job: no pid for the coordinator pod $cpod"
-        kill -KILL "$pid"
-        say "$job: the coordinator's process SIGKILLed 1 s after the fault (pod $cpod, pid $pid)" ;;
+        sleep "${TRAIN_PODS_COORD_DELAY:-0.3}"
+        kill -KILL "$cpid"
+        t_coord=$(date +%s.%N)
+        say "$job: the coordinator's process SIGKILLed $(awk -v a="$t_fault" -v b="$t_coord" 'BEGIN { printf "%.2f", b - a }')s after the fault (pod $cpod, pid $cpid)" ;;
       *) fail "unknown fault suffix +$extra (+op or +coord)" ;;
     esac
     for v in "${victims[@]}"; do
@@ -294,11 +317,17 @@ EOF
     done
     if [[ $extra == coord ]]; then
       [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.metadata.uid}') == "$cuid" ]] || fail "$job: the coordinator pod was replaced"
-      [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]] ||
-        fail "$job: the coordinator's container did not restart"
-      K -n $TNS logs "$cpod" | grep -q 'state loaded\|restarted\|Restarted' ||
-        say "$job: (no restart line in the coordinator's log)"
-      pass "$job: the coordinator restarted in place (pod $cpod) in the middle of the migration and carried on"
+      # The kubelet reports the restart on its next status update (seconds).
+      coord_restarted() { [[ $(K -n $TNS get pod "$cpod" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]; }
+      wait_for "$job: the coordinator's container restarted" 60 coord_restarted
+      local clog_now
+      clog_now=$(K -n $TNS logs "$cpod")  # not piped into grep -q: pipefail would fail on kubectl's SIGPIPE
+      grep -q '"msg":"state restored"' <<<"$clog_now" || fail "$job: the restarted coordinator did not restore its state"
+      if awk -v a="$t_coord" -v b="$t_step" 'BEGIN { exit !(a < b) }'; then
+        pass "$job: the coordinator restarted in place (pod $cpod), killed in the middle of the migration (before the spare's first step), and carried on"
+      else
+        pass "$job: the coordinator restarted in place (pod $cpod) and carried on (killed after the spare's first step: the migration was over)"
+      fi
     fi
     if [[ $kind == drain ]]; then
       # Planned: each rank there was asked to move by the drain annotation, not failed.
@@ -348,14 +377,28 @@ EOF
   # collective was aborted by the re-form while others committed it; a killed pod whose
   # last committed step never reached its log, the kill falling between the optimizer
   # step and the log line or the fence ending the log stream). Counted as adopted.
-  local lost_total=0 dup_total=0 adopted=0 h res
+  # A holder on a node whose kubelet was stopped is taken for dead while its process runs
+  # on (unseen; its pod deleted, its generation ended): it may commit a step locally that
+  # no survivor holds (its peers there took part; the survivor's collective was aborted),
+  # and the next generation resumes from the survivor, before that step. Such steps, at or
+  # after the step the next holder's state was synced to, are discarded work of a fenced
+  # member, not committed by the job: counted (discarded_steps), not failed. Elsewhere a
+  # step logged twice fails.
+  local lost_total=0 dup_total=0 adopted=0 discarded=0 h res
   for r in 0 1 2 3; do
     : >"$w/rank-$r.jsonl"
-    for h in ${HOLDERS[$r]}; do events "$w/$h.jsonl" >>"$w/rank-$r.jsonl"; done
+    for h in ${HOLDERS[$r]}; do
+      events "$w/$h.jsonl" >>"$w/rank-$r.jsonl"
+      [[ -n $nr_node && -n ${OLDUID[$r]:-} && $h == "${OLD[$r]}" ]] && echo '{"event":"fenced_alive"}' >>"$w/rank-$r.jsonl"
+    done
     res=$(jq -sc --argjson r $r '
-      reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced"))) as $e
-        ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0};
-         if $e.event == "lib" then .sync = $e.step
+      reduce (.[] | select((.event == "step" and .rank == $r) or (.event == "lib" and .lib_event == "state_synced")
+                           or .event == "fenced_alive")) as $e
+        ({last: -1, sync: null, lost: 0, dup: 0, adopted: 0, discarded: 0, rewind: false};
+         if $e.event == "fenced_alive" then .rewind = true
+         elif $e.event == "lib" and .rewind and $e.step <= .last then
+           .discarded += (.last - $e.step + 1) | .last = $e.step - 1 | .rewind = false | .sync = $e.step
+         elif $e.event == "lib" then .sync = $e.step | .rewind = false
          else
            (if $e.step <= .last then .dup += 1
             elif $e.step == .last + 1 then .
@@ -367,8 +410,9 @@ EOF
     [[ $(jq .lost <<<"$res") == 0 ]] || fail "$job: rank $r: steps skipped: $res"
     [[ $(jq .last <<<"$res") == $((STEPS - 1)) ]] || fail "$job: rank $r ended at step $(jq .last <<<"$res")"
     adopted=$((adopted + $(jq .adopted <<<"$res")))
+    discarded=$((discarded + $(jq .discarded <<<"$res")))
   done
-  pass "$job: 0 committed steps lost, none twice: every rank's pods committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at a re-form)"
+  pass "$job: 0 committed steps lost, none twice: every rank's pods committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at a re-form; $discarded run by fenced members on the stopped node past the survivors' step, discarded)"
 
   # Healthy ranks kept their pods; every faulted rank's earlier pods are gone (fenced).
   local healthy_restarts=0 j rc
@@ -394,7 +438,8 @@ EOF
   local i
   for ((i = 0; i < ${#RESULTS[@]}; i++)); do
     RESULTS[i]=$(jq -c --arg job "$job" --argjson l "$lost_total" --argjson h "$healthy_restarts" --argjson nl "$adopted" \
-      'if .job == $job then . + {lost_steps: $l, healthy_restarts: $h, bit_identical: true, adopted_steps: $nl} else . end' <<<"${RESULTS[i]}")
+      --argjson d "$discarded" \
+      'if .job == $job then . + {lost_steps: $l, healthy_restarts: $h, bit_identical: true, adopted_steps: $nl, discarded_steps: $d} else . end' <<<"${RESULTS[i]}")
   done
   # Give the real nodes' CPU back before the next job.
   K -n $TNS delete trainingjob "$job" --wait=false >/dev/null

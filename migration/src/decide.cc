@@ -100,6 +100,17 @@ void StartCollecting(JobState& s, const std::string& cause, const std::string& c
   s.transition.detected_at = now;
   s.transition.grace_from = now;
   s.transition.pause_at_step = -1;  // a pause in progress becomes a failure; its migrations stay attached
+  // Attached are only the migrations this generation's end concerns: the ones
+  // pausing now, and the ones that moved their rank into g while g was still
+  // joining. A migration done in an earlier generation is never attached again
+  // (the ids left over from the pause that formed g once made a failure re-run
+  // a finished drain, or set it back to pending: e2e.train-pods-faults).
+  s.transition.migration_ids.clear();
+  for (const auto& mig : s.migrations) {
+    if (mig.state == "pausing" || (mig.state == "reforming" && mig.generation == g.number)) {
+      s.transition.migration_ids.push_back(mig.id);
+    }
+  }
   g.status = "failed";
   g.ended_at = now;
   s.phase = Phase::kCollecting;
@@ -354,9 +365,11 @@ void DecideNext(JobState& s, double now, Actions& a) {
       in.intact[r] = report ? m.report_intact : m.hb_intact;
     }
   }
+  // Leaving: the ranks whose pause is in progress (a reforming migration already
+  // moved its rank: its new member stays).
   for (const auto& mid : s.transition.migration_ids) {
     Migration* mig = FindMigration(s, mid);
-    if (mig && in.committed[mig->rank]) in.leaving.push_back(mig->rank);
+    if (mig && mig->state == "pausing" && in.committed[mig->rank]) in.leaving.push_back(mig->rank);
   }
   auto pool = SparePool(s);
   // Spares heard from within the heartbeat timeout first (a pool spare is declared
@@ -410,13 +423,20 @@ void DecideNext(JobState& s, double now, Actions& a) {
     std::string id = take(r);
     for (const auto& mid : s.transition.migration_ids) {
       Migration* mig = FindMigration(s, mid);
-      if (mig && mig->rank == r) {  // the rank to move died first: its migration is this re-form
+      if (mig && mig->rank == r && (mig->state == "pausing" || mig->state == "reforming")) {
+        // The rank to move (or the member it moved to) died first: its migration is this re-form.
+        if (mig->state == "pausing") mig->old_member = g.members[r];
         mig->state = "reforming";
-        mig->old_member = g.members[r];
         mig->new_member = id;
         mig->generation = ng.number;
       }
     }
+  }
+  // A migration whose re-form failed before it completed: its new member keeps
+  // the rank and the migration completes with the next generation.
+  for (const auto& mid : s.transition.migration_ids) {
+    Migration* mig = FindMigration(s, mid);
+    if (mig && mig->state == "reforming" && mig->generation == g.number) mig->generation = ng.number;
   }
   bool other_survivor = static_cast<int>(leaving.size()) < w - static_cast<int>(dead.size());
   for (const auto& mid : s.transition.migration_ids) {
@@ -460,6 +480,7 @@ void DecideNext(JobState& s, double now, Actions& a) {
   if (old.ended_at == 0) old.ended_at = now;
   s.history.push_back(ng);
   s.phase = Phase::kRunning;
+  s.transition.migration_ids.clear();  // the transition is over
   s.waiting_reason.clear();
   if (used > 0) s.refill_active = true;
   a.push_back(Notice{"generation_decided",

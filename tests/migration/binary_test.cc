@@ -157,7 +157,14 @@ TEST_CASE("binary: crash of a real process, a cold spare from --spare-command, r
   cleanup.pids.insert(r1);
   REQUIRE(bin.Post("/v1/register", Reg("m0", "rank", 0, r0)).first == 200);
   REQUIRE(bin.Post("/v1/register", Reg("m1", "rank", 1, r1)).first == 200);
+  // Generation 0's plan is handed out once its state was saved (the saver thread, a
+  // few ms): until then the plan says wait, "generation 0 is being saved".
   auto plan = Call(bin.port, "/v1/plan?member=m1");
+  for (int i = 0; i < 500 && plan.first == 200 && plan.second["action"] == "wait"; ++i) {
+    CHECK(plan.second["reason"] == "generation 0 is being saved");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    plan = Call(bin.port, "/v1/plan?member=m1");
+  }
   REQUIRE(plan.first == 200);
   CHECK(plan.second["action"] == "train");
   CHECK(plan.second["generation"] == 0);

@@ -221,6 +221,60 @@ TEST_CASE("runtime: a failing state store is logged and training goes on", "[mig
   CHECK(saved->members.size() == 2);
 }
 
+TEST_CASE("runtime: the saver writes the newest snapshot, in order, and a plan waits for its generation's save",
+          "[migration]") {
+  Rig rig(*m::NewJob(Config(2)));
+  rig.coord.StartSaver();
+  REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  REQUIRE(rig.coord.WaitSaved(std::chrono::seconds(20)));
+  const size_t before = rig.store.history().size();
+  rig.store.Hold(true);
+  // Generation 0 is decided; its snapshot's save hangs. The reply to the register
+  // comes at once, but no plan hands generation 0 out before it is saved.
+  REQUIRE(rig.Register("m1", "rank", 1, 102).status == 200);
+  REQUIRE(rig.store.AwaitHeld(std::chrono::seconds(20)));
+  REQUIRE(rig.coord.Snapshot().generation() == 0);
+  json plan = rig.Plan("m0");
+  CHECK(plan["action"] == "wait");
+  CHECK(plan["reason"] == "generation 0 is being saved");
+  // Heartbeats are answered meanwhile; two more changes: the second replaces the first.
+  CHECK(rig.Beat("m0", 0, 1).status == 200);
+  REQUIRE(rig.Register("s0", "spare", -1, 103).status == 200);
+  REQUIRE(rig.Register("s1", "spare", -1, 104).status == 200);
+  rig.store.Hold(false);
+  REQUIRE(rig.coord.WaitSaved(std::chrono::seconds(20)));
+  CHECK(rig.Plan("m0")["action"] == "train");
+  CHECK(rig.Plan("m1")["rank"] == 1);
+  // Written: generation 0's snapshot, then the newest one (s0 and s1); the one with
+  // s0 alone never, and nothing older after a newer one.
+  auto history = rig.store.history();
+  REQUIRE(history.size() == before + 2);
+  auto first = m::StateFromString(history[before]);
+  auto last = m::StateFromString(history[before + 1]);
+  REQUIRE(first.ok());
+  REQUIRE(last.ok());
+  CHECK(first->generation() == 0);
+  CHECK(first->members.size() == 2);
+  CHECK(last->members.size() == 4);
+  CHECK(*rig.store.text() == history.back());
+}
+
+TEST_CASE("runtime: a failed save is retried by the saver until it is written", "[migration]") {
+  Rig rig(*m::NewJob(Config(1)));
+  rig.coord.StartSaver();
+  rig.store.Fail(true);
+  REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  REQUIRE(rig.coord.WaitSaved(std::chrono::seconds(20)));  // tried once and failed
+  CHECK(rig.Plan("m0")["action"] == "train");              // training goes on
+  rig.store.Fail(false);
+  // No further change: the saver tries again by itself (backoff from 200 ms).
+  for (int i = 0; i < 200 && !(rig.store.text() && rig.store.text()->find("\"m0\"") != std::string::npos); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(rig.store.text());
+  CHECK(m::StateFromString(*rig.store.text())->members.count("m0") == 1);
+}
+
 TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "[migration]") {
   Rig rig(*m::NewJob(Config(2)));
   rig.coord.Start();
@@ -234,6 +288,7 @@ TEST_CASE("runtime: the tick thread notices a gone pid while requests arrive", "
   REQUIRE(rig.probe.AwaitWaits(waits + 2));
   REQUIRE_FALSE(rig.coord.Snapshot().Alive("m1"));
   rig.Report("m0", 0, 1);
+  REQUIRE(rig.coord.WaitSaved(std::chrono::seconds(20)));  // the saver thread runs: the plan waits for the save
   CHECK(rig.Plan("s0")["rank"] == 1);
   rig.coord.Stop();
   CHECK(m::StateFromString(*rig.store.text())->generation() == 1);

@@ -476,6 +476,87 @@ TEST_CASE("planned migration: pending without a spare, then pause, re-form, old 
   CHECK(sim.Notices("migration_done")[0].Field("kind") == "planned");
 }
 
+// A drain moves rank 2 (generation 1, done); later rank 3 dies. The failure's
+// transition must not carry the finished migration along (e2e.train-pods-faults:
+// the ids of the pause that formed generation 1 were still attached, so rank 2
+// was moved a second time, or its migration set back to pending and run again).
+MigrationSim DrainedThenKilled(int extra_spares) {
+  auto sim = Formed(4, 1);
+  int64_t step = sim.TrainFor(5, 0, 2);
+  REQUIRE(sim.Do(MigrationRequested{2, "planned", "node a drained"}).status.ok());
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  const int64_t s = sim.state.transition.pause_at_step;
+  for (const char* m : {"m0", "m1", "m2", "m3"}) sim.ReportErr(m, 0, s + 1, "pause");
+  REQUIRE(sim.state.generation() == 1);
+  REQUIRE(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0", "m3"});
+  sim.BeatAll(s + 1);
+  REQUIRE(sim.state.migrations.at(0).state == "done");
+  for (int i = 1; i <= extra_spares; ++i) sim.Register("s" + std::to_string(i), Role::kSpare);
+  step = sim.TrainFor(2, s + 1, 2);
+  sim.Do(ProcessGone{"m3", "killed by signal 9"});
+  REQUIRE(sim.state.phase == Phase::kCollecting);
+  for (const char* m : {"m0", "m1", "s0"}) sim.ReportErr(m, 1, step);
+  return sim;
+}
+
+TEST_CASE("a failure after a finished migration leaves it done (one spare: not pending again)", "[migration]") {
+  auto sim = DrainedThenKilled(1);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0", "s1"});
+  CHECK(sim.state.current()->kind == "failure");
+  CHECK(sim.state.migrations.size() == 1);
+  CHECK(sim.state.migrations[0].state == "done");
+  CHECK(sim.state.migrations[0].generation == 1);
+  CHECK(sim.state.Find("s0")->status == MemberStatus::kAlive);
+  // Completing generation 2 and a spare registering later start no pause.
+  sim.BeatAll(30);
+  sim.Register("s2", Role::kSpare);
+  sim.TrainFor(3, 30, 2);
+  CHECK(sim.state.phase == Phase::kRunning);
+  CHECK(sim.state.generation() == 2);
+  CHECK(sim.Notices("migration_pausing").size() == 1);
+  CHECK(sim.Notices("migration_done").size() == 1);
+}
+
+TEST_CASE("a failure after a finished migration leaves it done (two spares: the rank is not moved again)",
+          "[migration]") {
+  auto sim = DrainedThenKilled(2);
+  REQUIRE(sim.state.generation() == 2);
+  // Only the dead rank 3 gets a spare; rank 2 stays with s0, which took it in generation 1.
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "m1", "s0", "s1"});
+  CHECK(sim.state.Find("s0")->status == MemberStatus::kAlive);
+  CHECK(sim.state.Find("s2")->status == MemberStatus::kAlive);
+  CHECK(sim.state.migrations[0].state == "done");
+  CHECK(sim.state.migrations[0].new_member == "s0");
+}
+
+TEST_CASE("a failure while a migration's re-form joins: the new member keeps the rank", "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.TrainFor(5, 0, 2);
+  REQUIRE(sim.Do(MigrationRequested{1, "planned", "maintenance"}).status.ok());
+  const int64_t s = sim.state.transition.pause_at_step;
+  for (const char* m : {"m0", "m1", "m2"}) sim.ReportErr(m, 0, s + 1, "pause");
+  REQUIRE(sim.state.generation() == 1);
+  REQUIRE(sim.state.migrations[0].state == "reforming");
+  sim.Register("s1", Role::kSpare);
+  // m0 and s0 joined generation 1, m2 dies before it did.
+  sim.Beat("m0", 1, s + 1);
+  sim.Beat("s0", 1, s + 1);
+  sim.Do(ProcessGone{"m2", "killed by signal 9"});
+  REQUIRE(sim.state.phase == Phase::kCollecting);
+  sim.ReportErr("m0", 1, s + 1);
+  sim.ReportErr("s0", 1, s + 1);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "s1"});
+  CHECK(sim.state.migrations[0].state == "reforming");
+  CHECK(sim.state.migrations[0].generation == 2);
+  CHECK(sim.state.migrations[0].old_member == "m1");
+  sim.BeatAll(s + 1);
+  CHECK(sim.state.migrations[0].state == "done");
+  CHECK(sim.state.migrations[0].new_member == "s0");
+  CHECK(sim.Notices("migration_done").size() == 1);
+}
+
 TEST_CASE("pre-emptive migration pauses with a smaller margin", "[migration]") {
   auto sim = Formed(2, 1);
   REQUIRE(sim.TrainFor(10, 0, 2) == 20);

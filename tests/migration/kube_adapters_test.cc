@@ -4,10 +4,13 @@
 // the pod probe; the ConfigMap state store. Worker threads are not started:
 // each test drives RunOnce() itself.
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <future>
 #include <regex>
 #include <set>
 #include <thread>
 
+#include "fake_clock.h"
 #include "fake_kube_api.h"
 #include "lockstep/coordinator/coordinator.h"
 #include "lockstep/coordinator/kube_adapters.h"
@@ -545,6 +548,107 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank's container restarted 
   REQUIRE(reg("m1-again", migration::Role::kRank, 1, "tj-node-0-1-bbbbb", uids["tj-node-0-1-bbbbb"]).status.ok());
   CHECK(coord.Snapshot().Find("m1-again")->role == migration::Role::kSpare);
   CHECK(coord.Snapshot().RankOf("m1-again") == -1);
+}
+
+// e2e.train-pods-faults (a kubelet stopped): the API server answered nothing for
+// ~30 s, and the coordinator, saving its state ConfigMap under its lock, served no
+// heartbeat meanwhile and took every member for dead. The saver thread writes the
+// ConfigMap now: a hanging update holds up no heartbeat and no tick.
+TEST_CASE("coordinator: heartbeats and ticks are served while the state ConfigMap's update hangs",
+          "[migration][kube]") {
+  FakeKubeApi api;
+  std::mutex hang_mu;
+  std::condition_variable hang_cv;
+  bool hang = false, hanging = false;
+  // Consulted under the fake's lock: only the store uses this fake here.
+  api.SetFaultHook([&](const FakeKubeApi::Call& c) -> std::optional<Error> {
+    if (c.resource != "configmaps" || c.verb != Verb::kUpdate) return std::nullopt;
+    std::unique_lock l(hang_mu);
+    if (!hang) return std::nullopt;
+    hanging = true;
+    hang_cv.notify_all();
+    // A client timeout of 3 s: long enough to show, short enough for a test that fails.
+    bool released = hang_cv.wait_for(l, 3s, [&] { return !hang; });
+    hanging = false;
+    hang_cv.notify_all();
+    if (released) return std::nullopt;
+    return Error{ErrorCode::kUnavailable, "Operation timed out after 3000 milliseconds"};
+  });
+  ConfigMapStateStore store(api, {.ns = "ml", .name = "train-state", .job = "train", .retry_delay = 1ms});
+  FakeClock clock;
+  migration::JobConfig config;
+  config.job = "train";
+  config.world_size = 2;
+  config.heartbeat_timeout_s = 1.5;
+  CoordinatorPorts ports;
+  ports.clock = &clock;
+  ports.store = &store;
+  Coordinator coord(*migration::NewJob(config), false, ports);
+  coord.Begin();  // creates the ConfigMap
+  coord.StartSaver();
+  auto reg = [](const std::string& id, migration::Role role, int rank) {
+    migration::Registered r;
+    r.member = id;
+    r.role = role;
+    r.rank = rank;
+    r.host = "10.0.0.1";
+    r.store_port = 4000;
+    r.pid = 1;
+    return r;
+  };
+  auto beat = [&](const std::string& id, int64_t step) {
+    return coord.Apply(migration::Heartbeat{id, 0, step, "training"});
+  };
+  REQUIRE(coord.Apply(reg("m0", migration::Role::kRank, 0)).status.ok());
+  REQUIRE(coord.Apply(reg("m1", migration::Role::kRank, 1)).status.ok());
+  beat("m0", 1);
+  beat("m1", 1);
+  REQUIRE(coord.Snapshot().current()->status == "complete");
+  REQUIRE(coord.WaitSaved(10s));
+
+  {
+    std::lock_guard l(hang_mu);
+    hang = true;
+  }
+  // A spare registers: a durable change, its save hangs in the ConfigMap's update.
+  auto spare = std::async(std::launch::async, [&] { return coord.Apply(reg("s0", migration::Role::kSpare, -1)); });
+  {
+    std::unique_lock l(hang_mu);
+    REQUIRE(hang_cv.wait_for(l, 10s, [&] { return hanging; }));
+  }
+  CHECK(spare.wait_for(1s) == std::future_status::ready);  // answered before the save ended
+  // Four heartbeat timeouts pass while the update hangs: every heartbeat and tick is
+  // served at once, nobody is taken for dead.
+  double slowest = 0;
+  for (int i = 0; i < 4; ++i) {
+    clock.Advance(std::chrono::milliseconds(1000));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(beat("m0", 2 + i).status.ok());
+    CHECK(beat("m1", 2 + i).status.ok());
+    coord.Apply(migration::PlanPolled{"s0"});
+    coord.Tick();
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  CHECK(slowest < 1.0);
+  {
+    std::lock_guard l(hang_mu);
+    CHECK(hanging);  // all of it happened while the update hung
+    hang = false;
+  }
+  hang_cv.notify_all();
+  auto st = coord.Snapshot();
+  for (const char* id : {"m0", "m1", "s0"}) CHECK(st.Alive(id));
+  CHECK(st.phase == migration::Phase::kRunning);
+  // The update went through once released: the ConfigMap holds the spare.
+  REQUIRE(coord.WaitSaved(10s));
+  coord.Stop();
+  auto saved = store.Load();
+  REQUIRE(saved.ok());
+  REQUIRE(saved->has_value());
+  auto loaded = migration::StateFromString(**saved);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->members.count("s0") == 1);
+  spare.get();
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "lockstep/coordinator/ports.h"
 
@@ -92,11 +94,36 @@ class FakeProbe final : public ProcessProbe {
 class MemoryStateStore final : public StateStore {
  public:
   Status Save(const std::string& text) override {
-    std::lock_guard l(mu_);
+    std::unique_lock l(mu_);
+    if (hold_) {  // a hanging store (an API server that does not answer)
+      ++held_;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return !hold_; });
+      --held_;
+    }
     if (fail_) return Unavailable("disk full");
     text_ = text;
+    history_.push_back(text);
     ++saves_;
     return Status::Ok();
+  }
+  // Hold(true): every Save() blocks until Hold(false).
+  void Hold(bool h) {
+    {
+      std::lock_guard l(mu_);
+      hold_ = h;
+    }
+    cv_.notify_all();
+  }
+  // Blocks until a Save() is held, or `limit` passes; true if one is.
+  bool AwaitHeld(std::chrono::milliseconds limit) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, limit, [&] { return held_ > 0; });
+  }
+  // Every text saved, in order.
+  std::vector<std::string> history() const {
+    std::lock_guard l(mu_);
+    return history_;
   }
   Result<std::optional<std::string>> Load() override {
     std::lock_guard l(mu_);
@@ -108,9 +135,13 @@ class MemoryStateStore final : public StateStore {
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable cv_;
   std::optional<std::string> text_;
+  std::vector<std::string> history_;
   int saves_ = 0;
+  int held_ = 0;
   bool fail_ = false;
+  bool hold_ = false;
 };
 
 }  // namespace lockstep::coordinator

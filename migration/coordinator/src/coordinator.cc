@@ -97,7 +97,7 @@ m::Outcome Coordinator::ApplyLocked(const m::Event& event, bool persist_always) 
 void Coordinator::WakePlanWaiters() {
   bool any = false;
   for (PlanWaiter* w : waiters_) {
-    if (!w->ready && m::PlanIsNews(m::PlanReply(state_, w->member), w->known_generation)) {
+    if (!w->ready && m::PlanIsNews(PlanFor(w->member), w->known_generation)) {
       w->ready = true;
       any = true;
     }
@@ -179,14 +179,124 @@ void Coordinator::Persist() {
   if (!ports_.store) return;
   std::string text = m::StateToJson(state_).dump(1) + "\n";
   if (text == last_saved_) return;
+  const int64_t generation = state_.generation();
+  if (saver_running_) {
+    // The saver writes it, outside mu_; a snapshot it has not started on yet is replaced.
+    last_saved_ = text;
+    {
+      std::lock_guard l(save_mu_);
+      save_next_ = std::move(text);
+      save_next_generation_ = generation;
+      save_retry_ = false;
+    }
+    save_cv_.notify_all();
+    return;
+  }
   Status s = ports_.store->Save(text);
+  if (s.ok()) last_saved_ = std::move(text);
+  SaveEnded(generation, s);
+}
+
+void Coordinator::SaveEnded(int64_t generation, const Status& s) {
+  // A failed save hands the generation out too: training goes on (the saver retries).
+  saved_generation_ = std::max(saved_generation_, generation);
   if (!s.ok()) {
     if (!save_failed_) log::Error("saving the state failed (training goes on)", {{"error", s.error().message}});
     save_failed_ = true;
-    return;
+  } else {
+    if (save_failed_) log::Info("saving the state works again", {{"job", state_.config.job}});
+    save_failed_ = false;
   }
-  save_failed_ = false;
-  last_saved_ = std::move(text);
+  if (!waiters_.empty()) WakePlanWaiters();
+}
+
+void Coordinator::SaverLoop() {
+  using std::chrono::milliseconds;
+  milliseconds backoff(200);
+  std::unique_lock l(save_mu_);
+  for (;;) {
+    // Stopping: a new snapshot is written once more, a failing one is left to Stop().
+    if (save_stop_ && (!save_next_ || save_retry_)) break;
+    if (!save_next_) {
+      save_cv_.wait(l);
+      continue;
+    }
+    if (save_retry_ && std::chrono::steady_clock::now() < save_due_) {
+      save_cv_.wait_until(l, save_due_);
+      continue;
+    }
+    std::string text = std::move(*save_next_);
+    save_next_.reset();
+    save_retry_ = false;
+    const int64_t generation = save_next_generation_;
+    save_busy_ = true;
+    l.unlock();
+    Status s = ports_.store->Save(text);
+    {
+      std::lock_guard lock(mu_);
+      SaveEnded(generation, s);
+    }
+    l.lock();
+    save_busy_ = false;
+    if (s.ok()) {
+      backoff = milliseconds(200);
+    } else if (!save_next_) {  // tried again later unless a newer snapshot came meanwhile
+      save_next_ = std::move(text);
+      save_next_generation_ = generation;
+      save_retry_ = true;
+      save_due_ = std::chrono::steady_clock::now() + backoff;
+      backoff = std::min(backoff * 2, milliseconds(5000));
+    }
+    save_cv_.notify_all();
+  }
+  save_cv_.notify_all();
+}
+
+void Coordinator::StartSaver() {
+  if (!ports_.store) return;
+  std::lock_guard lock(mu_);
+  if (saver_running_) return;
+  {
+    std::lock_guard l(save_mu_);
+    save_stop_ = false;
+  }
+  saver_running_ = true;
+  saver_ = std::thread([this] { SaverLoop(); });
+}
+
+void Coordinator::StopSaver() {
+  {
+    std::lock_guard l(save_mu_);
+    save_stop_ = true;
+  }
+  save_cv_.notify_all();
+  if (saver_.joinable()) saver_.join();
+  std::lock_guard lock(mu_);
+  saver_running_ = false;
+  std::lock_guard l(save_mu_);
+  if (save_next_) {
+    // Not written (its save failed, or it came after the saver's last round):
+    // the next Persist() writes the state at once.
+    save_next_.reset();
+    save_retry_ = false;
+    last_saved_.clear();
+  }
+}
+
+bool Coordinator::WaitSaved(std::chrono::milliseconds limit) const {
+  std::unique_lock l(save_mu_);
+  return save_cv_.wait_for(l, limit, [this] { return (!save_next_ || save_retry_) && !save_busy_; });
+}
+
+json Coordinator::PlanFor(const std::string& member) const {
+  json plan = m::PlanReply(state_, member);
+  if (ports_.store && state_.generation() > saved_generation_ && plan.value("action", "") == "train") {
+    // Decided but not saved yet: a coordinator restarted now would not know it.
+    json wait{{"generation", plan["generation"]}, {"world_size", plan["world_size"]}, {"action", "wait"}};
+    wait["reason"] = "generation " + std::to_string(state_.generation()) + " is being saved";
+    return wait;
+  }
+  return plan;
 }
 
 void Coordinator::UpdateGauges() {
@@ -261,6 +371,7 @@ void Coordinator::Begin() {
 
 void Coordinator::Start() {
   Begin();
+  StartSaver();
   {
     std::lock_guard l(stop_mu_);
     stop_ = false;
@@ -294,6 +405,7 @@ void Coordinator::Stop() {
   }
   stop_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  StopSaver();
   std::lock_guard lock(mu_);
   Persist();
 }
@@ -384,7 +496,7 @@ HttpResponse Coordinator::ServePlan(const HttpRequest& req) {
   std::unique_lock lock(mu_);
   auto out = ApplyLocked(m::PlanPolled{q->member}, false);
   if (!out.status.ok()) return Err(out.status.error());
-  json plan = m::PlanReply(state_, q->member);
+  json plan = PlanFor(q->member);
   auto wait = std::min({std::chrono::milliseconds(q->wait_ms), options_.max_plan_wait,
                         std::chrono::milliseconds(static_cast<int64_t>(state_.config.heartbeat_timeout_s * 500))});
   if (wait.count() <= 0 || draining_ || static_cast<int>(waiters_.size()) >= options_.max_held_plan_polls ||
@@ -398,7 +510,7 @@ HttpResponse Coordinator::ServePlan(const HttpRequest& req) {
   plan_cv_.wait_until(lock, t0 + wait, [&] { return self.ready || draining_; });
   waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
   held_cv_.notify_all();
-  plan = m::PlanReply(state_, q->member);
+  plan = PlanFor(q->member);
   plan["held_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   return Json(200, plan);
 }

@@ -4,7 +4,18 @@
 // (fence, start a spare, log, metrics, state file).
 //
 // Every entry point takes one mutex, runs Decide(), performs the actions and
-// releases it; nothing in it waits on the network. The one handler that waits
+// releases it; nothing in it waits on the network. The state is saved by a
+// saver thread (StartSaver(), which Start() calls) outside that mutex: each
+// change hands the saver the newest snapshot, which replaces one not written
+// yet (the newest wins; one writer, so an older snapshot is never written
+// after a newer one), and a failed save is retried with backoff until a newer
+// one replaces it. A slow or hanging store (the API server behind the state
+// ConfigMap) so never holds up heartbeats. A generation's plan is handed out
+// only once the snapshot that decided it was saved (or its save failed: the
+// job goes on), so a restarted coordinator never finds members in a
+// generation its state does not know. Without the saver thread (tests that
+// tick by hand, and before Start()) each change is saved at once, under the
+// mutex. The one handler that waits
 // is a long poll of GET /v1/plan (wait_ms): it sleeps on a condition variable,
 // without the mutex, until the member's plan is news or its time is up, and
 // holds one of the HTTP server's threads meanwhile; at most
@@ -16,9 +27,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lockstep/common/clock.h"
 #include "lockstep/common/http_server.h"
@@ -72,9 +86,14 @@ class Coordinator {
   // Applies Restarted (when restored) or saves the initial state. Idempotent;
   // Start() calls it. Call it once the spare launcher knows the API's address.
   void Begin();
-  // Begin(), then the tick thread (every options.tick_interval). Stop() joins
-  // it and saves the state.
+  // Begin(), then the saver and the tick thread (every options.tick_interval).
+  // Stop() joins them and saves the state.
   void Start();
+  // The saver thread alone (Start() calls it; tests that tick by hand). Idempotent.
+  void StartSaver();
+  // Blocks until every snapshot handed to the saver was written or its save
+  // failed once, or `limit` passes; true if so (tests).
+  bool WaitSaved(std::chrono::milliseconds limit) const;
   // Answers every held plan poll now and holds no more. Call it before the
   // HTTP server's Stop() (which joins the threads the held polls sit on).
   void Drain();
@@ -102,6 +121,12 @@ class Coordinator {
   migration::Outcome ApplyLocked(const migration::Event& event, bool persist_always);
   void Perform(const migration::Actions& actions, std::vector<migration::Event>& follow_up);
   void Persist();
+  void SaverLoop();
+  void StopSaver();
+  // A save of the snapshot of `generation` ended (ok or not). REQUIRES: mu_ held.
+  void SaveEnded(int64_t generation, const Status& s);
+  // PlanReply, but a generation whose snapshot is not saved yet is not handed out.
+  nlohmann::json PlanFor(const std::string& member) const;
   void UpdateGauges();
   double Now() const;
 
@@ -111,8 +136,21 @@ class Coordinator {
   bool begun_ = false;  // GUARDED_BY(mu_)
   mutable std::mutex mu_;
   migration::JobState state_;  // GUARDED_BY(mu_)
-  std::string last_saved_;     // GUARDED_BY(mu_)
+  std::string last_saved_;     // GUARDED_BY(mu_): the last snapshot saved or handed to the saver
   bool save_failed_ = false;   // GUARDED_BY(mu_): logged once per streak
+  // The highest generation whose snapshot was saved (or whose save failed).
+  int64_t saved_generation_ = -1;  // GUARDED_BY(mu_)
+  // The saver thread (lock order: mu_, then save_mu_; the saver holds neither while it saves).
+  mutable std::mutex save_mu_;
+  mutable std::condition_variable save_cv_;  // with save_mu_: a snapshot to save, stop, or one saved
+  std::optional<std::string> save_next_;     // GUARDED_BY(save_mu_): the newest snapshot not written yet
+  int64_t save_next_generation_ = -1;        // GUARDED_BY(save_mu_)
+  bool save_busy_ = false;                   // GUARDED_BY(save_mu_): a Save() is running
+  bool save_retry_ = false;                  // GUARDED_BY(save_mu_): save_next_ is a failed one, retried at save_due_
+  std::chrono::steady_clock::time_point save_due_{};  // GUARDED_BY(save_mu_)
+  bool save_stop_ = false;                            // GUARDED_BY(save_mu_)
+  bool saver_running_ = false;                        // GUARDED_BY(mu_): changes go to the saver
+  std::thread saver_;
   std::vector<PlanWaiter*> waiters_;  // GUARDED_BY(mu_): held plan polls
   bool draining_ = false;             // GUARDED_BY(mu_)
   std::condition_variable plan_cv_;   // with mu_: a waiter became ready, or draining

@@ -17,7 +17,8 @@
 // exponential backoff; pods listed at most every poll interval), and the port
 // methods only queue work or read what the worker found. The state store is
 // synchronous (a Get and an Update, a few bounded retries on conflicts and
-// transient errors): the state must be written before the coordinator answers.
+// transient errors); the coordinator calls it from its saver thread, outside
+// its lock (coordinator.h), and hands a generation's plan out once it is saved.
 // Thread-safe.
 #pragma once
 
@@ -222,8 +223,8 @@ struct ConfigMapStoreOptions {
   std::string job{};                          // labels the ConfigMap lockstep.dev/job
   int attempts = 5;                           // per Save/Load, for conflicts and transient errors
   std::chrono::milliseconds retry_delay{50};  // doubled per attempt
-  // No retry starts after this much time in one Save/Load (it runs under the
-  // coordinator's lock; each request is bounded by the client's timeout).
+  // No retry starts after this much time in one Save/Load (a generation's plan
+  // waits for its save; each request is bounded by the client's timeout).
   std::chrono::milliseconds deadline{2000};
 };
 

@@ -3,8 +3,9 @@
 // in adapters.h (SIGKILL, /bin/sh spares, pidfds, a file), Kubernetes ones in
 // kube_adapters.h (pod deletion, spare pods, pod status, a ConfigMap); fakes
 // for tests in tests/support/. Implementations are called with the
-// coordinator's lock held and must not block for long (a kill, a fork, a file
-// write; network calls go to a worker thread).
+// coordinator's lock held and must not block for long (a kill, a fork; network
+// calls go to a worker thread), except the StateStore, which the coordinator's
+// saver thread calls without it (and only under it before Start()).
 // Thread-compatible unless an adapter says otherwise.
 #pragma once
 
