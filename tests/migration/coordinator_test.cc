@@ -371,6 +371,8 @@ TEST_CASE("runtime: plain polls, polls with news and polls beyond the cap are an
   // A rank with a formed generation it has not joined yet: news, at once.
   rig.coord.Start();  // un-drains
   REQUIRE(rig.Register("m0", "rank", 0, 101).status == 200);
+  // (Its plan is handed out once the saver wrote the generation: wait for that first.)
+  REQUIRE(rig.coord.WaitSaved(std::chrono::seconds(20)));
   json news = rig.Get("/v1/plan?member=m0&wait_ms=60000&generation=-1").Json();
   CHECK(news["action"] == "train");
   CHECK_FALSE(news.contains("held_ms"));
