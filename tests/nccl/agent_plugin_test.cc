@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <string>
@@ -195,7 +196,7 @@ TEST_CASE("an agent that never answers costs init at most its connect timeout", 
   REQUIRE(InitInChild(path, "did not answer within 200 ms", 1000) == 0);
   ::close(fd);
   ::unlink(path.c_str());
-  ::rmdir(dir.c_str());
+  std::filesystem::remove_all(dir);  // the agent's socket too
 }
 
 TEST_CASE("the plugin follows the agent verdicts and measures one-way delays and reports per job", "[nccl][agent]") {
@@ -278,7 +279,7 @@ TEST_CASE("the plugin follows the agent verdicts and measures one-way delays and
   NCCL_OK(net.closeSend(p.send));
   NCCL_OK(net.closeRecv(p.recv));
   NCCL_OK(net.closeListen(p.listen));
-  ::rmdir(dir.c_str());
+  std::filesystem::remove_all(dir);  // the agent's socket too
 }
 
 // The verbs transport (over libibverbs-lockstep-fake.so) against the agent:
@@ -330,7 +331,7 @@ TEST_CASE("verbs transport follows the agent verdicts (child)", "[.nccl-verbs-ag
   NCCL_OK(net.closeRecv(p.recv));
   NCCL_OK(net.closeListen(p.listen));
   agent.server.Stop();
-  ::rmdir(dir.c_str());
+  std::filesystem::remove_all(dir);  // the agent's socket too
 }
 
 TEST_CASE("verbs transport follows the agent verdicts", "[nccl][agent]") {
