@@ -124,10 +124,10 @@ t2=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 rails gpu-node-4 Degraded 1 "True RailUp" "False RailDown" "$t0"
 rails gpu-node-3 Healthy 2 "True RailUp" "True RailUp" "$t0"
 seen() { curl -fsS "$URL/api/view" | jq -e "$1" >/dev/null; }
-wait_for "the page's replica to see gpu-node-3's rails" 10 \
+wait_for "the page's replica to see gpu-node-3's rails" 30 \
   seen '.nodes[] | select(.name == "gpu-node-3") | .rails | length == 2'
 rails gpu-node-3 Degraded 1 "True RailUp" "False RailDown" "$t1"
-wait_for "the page's replica to see gpu-node-3's rail1 down" 10 \
+wait_for "the page's replica to see gpu-node-3's rail1 down" 30 \
   seen '.nodes[] | select(.name == "gpu-node-3") | .rails[1].state == "down"'
 rails gpu-node-3 Healthy 2 "True RailUp" "True RailUp" "$t2"
 
@@ -175,7 +175,7 @@ migrated() { # migrated N RANK FROM TO REASON
                       durationMs: 2100}}}')" >/dev/null
 }
 migrated 1 0 demo-rank-0 demo-spare-0 PodFailed
-wait_for "the page's replica to see the first migration" 10 seen '.jobs[0].migrationHistory | length == 1'
+wait_for "the page's replica to see the first migration" 30 seen '.jobs[0].migrationHistory | length == 1'
 migrated 2 1 demo-rank-1 demo-spare-1 NodeDrain
 
 # Freeze the agents' statuses: what kubectl reads next is what the page must show.
