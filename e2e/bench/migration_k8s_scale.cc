@@ -230,9 +230,17 @@ class Sim {
     const std::string tpl = j.dir + "/spare-pod.json";
     std::ofstream(tpl) << kube::GetString(configmap, {"data", "spare-pod.json"});
     std::vector<std::string> argv = {flags_.coordinator};
+    // A --coordinator-flag replaces the operator's value of the same flag (the
+    // coordinator takes each flag once).
+    std::set<std::string> replaced;
+    for (const std::string& f : flags_.coordinator_flags) replaced.insert(f.substr(0, f.find('=')));
     const Json& a = (*args)[0]["args"];
     for (size_t k = 0; k < a.size(); ++k) {
       std::string v = a[k].get<std::string>();
+      if (replaced.count(v.substr(0, v.find('=')))) {
+        if (v.find('=') == std::string::npos) ++k;  // and its value
+        continue;
+      }
       argv.push_back(v);
       if (k + 1 < a.size() && (v == "--listen" || v == "--spare-pod-template")) {
         argv.push_back(v == "--listen" ? "127.0.0.1:0" : tpl);
