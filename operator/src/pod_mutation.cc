@@ -110,11 +110,7 @@ Json PodMutationPatch(const Json& pod, const PodMutationTarget& target, int rank
       }
     }
     for (const Json& e : ours) env.push_back(e);
-    for (const Json& e : DetectionEnv(target.detection)) {
-      bool set = false;
-      for (const Json& x : env) set = set || (x.is_object() && x.value("name", "") == e["name"].get<std::string>());
-      if (!set) env.push_back(e);
-    }
+    AddMissingEnv(env, DetectionEnv(target.detection));
     // "add" of an existing member replaces it (RFC 6902 4.1).
     patch.push_back({{"op", "add"}, {"path", "/spec/containers/" + std::to_string(i) + "/env"}, {"value", env}});
   }

@@ -74,9 +74,9 @@ Json PodFromTemplate(const JobRef& j, const api::TrainingJobSpec& spec, const st
       }
     }
     for (const Json& e : env) merged.push_back(e);
+    AddMissingEnv(merged, DetectionEnv(spec.detection));
     c["env"] = merged;
   }
-  AddMissingEnv(pod_spec["containers"], DetectionEnv(spec.detection));
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", pod_spec}};
 }
 
@@ -104,18 +104,13 @@ Json DetectionEnv(const api::DetectionSpec& d) {
                       {{"name", api::kEnvHangTimeout}, {"value", std::to_string(d.hang_timeout_seconds)}}});
 }
 
-void AddMissingEnv(Json& containers, const Json& env) {
-  if (!containers.is_array()) return;
-  for (Json& c : containers) {
-    if (!c.is_object()) continue;
-    if (!c.contains("env") || !c["env"].is_array()) c["env"] = Json::array();
-    std::set<std::string> have;
-    for (const Json& e : c["env"]) {
-      if (e.is_object() && e.contains("name") && e["name"].is_string()) have.insert(e["name"].get<std::string>());
-    }
-    for (const Json& e : env) {
-      if (!have.count(e["name"].get<std::string>())) c["env"].push_back(e);
-    }
+void AddMissingEnv(Json& env, const Json& add) {
+  std::set<std::string> have;
+  for (const Json& e : env) {
+    if (e.is_object() && e.contains("name") && e["name"].is_string()) have.insert(e["name"].get<std::string>());
+  }
+  for (const Json& e : add) {
+    if (!have.count(e["name"].get<std::string>())) env.push_back(e);
   }
 }
 

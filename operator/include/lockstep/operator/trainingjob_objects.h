@@ -66,8 +66,8 @@ std::string RankDisruptionBudgetName(const std::string& job);
 Json CoordinatorArgs(const JobRef& job, const api::TrainingJobSpec& spec, const TrainingJobSettings& settings = {});
 // LOCKSTEP_HEARTBEAT_INTERVAL and LOCKSTEP_HANG_TIMEOUT (seconds) from spec.detection.
 Json DetectionEnv(const api::DetectionSpec& detection);
-// Appends to each container's env the entries of `env` it does not set itself.
-void AddMissingEnv(Json& containers, const Json& env);
+// Appends to the env list `env` (an array) the entries of `add` it does not name itself.
+void AddMissingEnv(Json& env, const Json& add);
 
 Json RenderCoordinatorServiceAccount(const JobRef& job);
 // Binds settings.coordinator_cluster_role to the coordinator's ServiceAccount in the job's namespace.
