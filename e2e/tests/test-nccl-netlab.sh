@@ -83,19 +83,29 @@ wait_for "clock sync LOCKED on h1" 90 locked 1
 # A ring all-reduce long enough to cut a link in the middle of it. The
 # plugin's own missing-ack timeout is off here: this run is about the agent's
 # verdicts (the second run below is about the timeout).
+# The cut waits for the ring to be iterating (the harness's per-iteration
+# timeline) and the run is long enough that it is still running then: an
+# unloaded machine does ~50 iterations a second, a loaded one far fewer.
+iters_done() { [[ -f $1/rank0.tsv ]] && wc -l <"$1/rank0.tsv" || echo 0; }
+iterating() { (($(iters_done "$1") >= 10)); }
+mkdir -p "$OUT/timeline" "$OUT/timeline-noagent"
 LOCKSTEP_NCCL_ACK_TIMEOUT_MS=0 "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets "$OUT/h0.sock,$OUT/h1.sock" \
-  --rails agent --job e2e-ring --elems 2097152 --iters 150 --msg-bytes 262144 --timeout-s 150 >"$OUT/harness.log" 2>&1 &
+  --rails agent --job e2e-ring --elems 2097152 --iters 600 --msg-bytes 262144 --timeout-s 150 --run-timeout-s 280 \
+  --timeline-dir "$OUT/timeline" >"$OUT/harness.log" 2>&1 &
 HPID=$!
 PIDS+=($HPID)
 job_running() { nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring" and .connections >= 2)'; }
 wait_for "the job's connections at h0's agent" 30 job_running
 grep -q "node agent at $OUT/h0.sock: 2 paths, 2 rails" "$OUT/harness.log" || fail "rank 0 did not find its agent: $(head -5 "$OUT/harness.log")"
+wait_for "the ring iterating" 60 iterating "$OUT/timeline"
 
 "$NETLAB" link --name "$LAB" h1r0 down --silent >>"$OUT/netlab.log" 2>&1
+at_cut=$(iters_done "$OUT/timeline")
 parked() { grep -q "parked: the node agent says its path to $(addr 1) is down" "$OUT/harness.log"; }
 wait_for "the stream on h1's dead rail parked" 30 parked
 wait "$HPID" || fail "the all-reduce failed across the link cut: $(tail -20 "$OUT/harness.log")"
 grep -q '"ok":true' "$OUT/harness.log" || fail "no rank reported a result"
+((at_cut < 600)) || fail "the ring had finished before the cut ($at_cut iterations): nothing was tested"
 failovers() { nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring") | .failovers >= 1'; }
 wait_for "h0's agent counted the failover" 10 failovers
 nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring") | .owd_ns | length >= 1' >/dev/null ||
@@ -105,13 +115,15 @@ nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring") | .owd_ns | length >= 1' >/
 # Without the agents: the same cut, found by the plugin's missing-ack timeout
 # alone (before it, this run hung: TCP retransmits into a black hole).
 "$HARNESS" --plugin "$PLUGIN" --ranks 2 --netns "$(ns 0),$(ns 1)" --agent-sockets off,off --rails rail0,rail1 \
-  --job e2e-ring-noagent --elems 2097152 --iters 60 --msg-bytes 262144 --timeout-s 30 --run-timeout-s 150 \
-  >"$OUT/harness-noagent.log" 2>&1 &
+  --job e2e-ring-noagent --elems 2097152 --iters 600 --msg-bytes 262144 --timeout-s 30 --run-timeout-s 200 \
+  --timeline-dir "$OUT/timeline-noagent" >"$OUT/harness-noagent.log" 2>&1 &
 HPID=$!
 PIDS+=($HPID)
-sleep 2
+wait_for "the ring (no agents) iterating" 60 iterating "$OUT/timeline-noagent"
 "$NETLAB" link --name "$LAB" h1r0 down --silent >>"$OUT/netlab.log" 2>&1
+at_cut=$(iters_done "$OUT/timeline-noagent")
 wait "$HPID" || fail "without the agents the all-reduce failed across the link cut: $(tail -20 "$OUT/harness-noagent.log")"
+((at_cut < 600)) || fail "without the agents the ring had finished before the cut ($at_cut iterations): nothing was tested"
 [[ $(grep -c '"ok":true' "$OUT/harness-noagent.log") -eq 2 ]] || fail "without the agents: not every rank reported"
 grep -q "parked: no TCP acknowledgement" "$OUT/harness-noagent.log" ||
   fail "without the agents no stream was parked by the missing-ack timeout: $(grep -i park "$OUT/harness-noagent.log")"
