@@ -160,7 +160,17 @@ int Main(int argc, char** argv) {
     for (const auto& arm : Arms()) {
       if (!only_arms.empty() && std::find(only_arms.begin(), only_arms.end(), arm.name) == only_arms.end()) continue;
       Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
-      r.arms.push_back(RunArm(tools, o, sc, arm));
+      // A set-up that fails (on a loaded machine the loop may not start in 90 s) is
+      // tried once more on a fresh lab before it ends the run.
+      for (int attempt = 1;; ++attempt) {
+        try {
+          r.arms.push_back(RunArm(tools, o, sc, arm));
+          break;
+        } catch (const Fatal& e) {
+          if (attempt == 2) throw;
+          Log(sc.name + " / " + arm.name + ": " + e.what() + "; once more on a fresh lab");
+        }
+      }
     }
     results.push_back(r);
   }
