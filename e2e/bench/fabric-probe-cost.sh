@@ -327,6 +327,11 @@ if [[ -n $PATHS_LIST ]]; then
     t1=$(date +%s.%N)
     ssnap 1
     gone "$A0" && { echo "agent h0 exited during the window; logs in $OUT" >&2; exit 1; }
+    # h0's metrics at both ends of each window, kept: sm{0,1}-PATHS-TIER-cs{0,1}-load{0,1}
+    if (($1)); then
+      cp "$OUT/sm0" "$OUT/sm0-$((PEERS * RAILS))-$TIER-cs$2-load$3"
+      cp "$OUT/sm1" "$OUT/sm1-$((PEERS * RAILS))-$TIER-cs$2-load$3"
+    fi
     ((${#lpids[@]})) && stop_pids "${lpids[@]}"
     la1=$(cut -d' ' -f1 /proc/loadavg)
     delta_s() { awk 'NR == FNR {x[$1] = $4; r[$1] = $5; next} {print $1, $4 - x[$1], $5 - r[$1]}' "$OUT/st0" "$OUT/st1"; }
