@@ -490,7 +490,8 @@ while True: s.sendall(b"x"*1000); time.sleep(0.05)' "$(jq -r ".hosts[$h].addr" "
     napi_on "$LAB-h0"
     H0_NAPI=$(comm -13 <(echo "$mark") <(napi_list) | tr '\n' ' ')
     [[ -n ${H0_NAPI// } ]] || { echo "no napi thread appeared for h0's rails" >&2; exit 1; }
-    for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
+    # (a thread that vanished since, another lab's going down meanwhile, is no error)
+    for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p" 2>/dev/null || [[ ! -d /proc/$p ]]; done
     rm -f "$OUT/base"
     ((BASE)) && sphase 0 1
     for tier in ${TIER_MODES//,/ }; do
