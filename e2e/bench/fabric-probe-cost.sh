@@ -30,7 +30,9 @@
 # "on" is tiered probing with idle ticks (probe.idleTickMs 100): a node with
 # no fast path wakes every ~100 ms and its idle probes carry the slow flag.
 # Each mode runs the clock-sync phases; rows carry "tiering", and h0's
-# fast_paths / idle_paths (lockstep_fabric_probe_tier_paths).
+# fast_paths / idle_paths (lockstep_fabric_probe_tier_paths) at the window's
+# end, fast_paths_at_start at its start (a path promoted by a loss stays fast
+# for 10 s: more probes than the idle rotation's in the window).
 # --detect (with --paths): after the last scale's tiering-on phase, a TCP
 # flow from h0 to h1..h3 (1 kB every 50 ms: active peers), then a silent
 # link failure (netlab link hXrR down --silent) of h1..h3's pinned rails
@@ -327,6 +329,11 @@ if [[ -n $PATHS_LIST ]]; then
     t1=$(date +%s.%N)
     ssnap 1
     gone "$A0" && { echo "agent h0 exited during the window; logs in $OUT" >&2; exit 1; }
+    # h0's metrics at both ends of each window, kept: sm{0,1}-PATHS-TIER-cs{0,1}-load{0,1}
+    if (($1)); then
+      cp "$OUT/sm0" "$OUT/sm0-$((PEERS * RAILS))-$TIER-cs$2-load$3"
+      cp "$OUT/sm1" "$OUT/sm1-$((PEERS * RAILS))-$TIER-cs$2-load$3"
+    fi
     ((${#lpids[@]})) && stop_pids "${lpids[@]}"
     la1=$(cut -d' ' -f1 /proc/loadavg)
     delta_s() { awk 'NR == FNR {x[$1] = $4; r[$1] = $5; next} {print $1, $4 - x[$1], $5 - r[$1]}' "$OUT/st0" "$OUT/st1"; }
@@ -348,6 +355,7 @@ if [[ -n $PATHS_LIST ]]; then
         -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" \
         -v rcvbuf="$(($(cat "$OUT/su1") - $(cat "$OUT/su0")))" -v rcvbuf_total="$(cat "$OUT/su1")" -v tier="$TIER" \
         -v fast="$(awk '/^lockstep_fabric_probe_tier_paths\{tier="fast"\}/ {print $NF}' "$OUT/sm1")" \
+        -v fast0="$(awk '/^lockstep_fabric_probe_tier_paths\{tier="fast"\}/ {print $NF}' "$OUT/sm0")" \
         -v idle="$(awk '/^lockstep_fabric_probe_tier_paths\{tier="idle"\}/ {print $NF}' "$OUT/sm1")" '
       {x += $2} $1 == "ls-fabric" {pr = $2; runs = $3}
       END {
@@ -356,7 +364,7 @@ if [[ -n $PATHS_LIST ]]; then
         share = (rxk > 0 ? rxp / rxk : 1); if (share > 1) share = 1
         napi = (napi1 - napi0) / 1e9 / w * 100
         printf "{\"paths_per_agent\":%d,\"peers\":%d,\"rails\":%d,\"clock_sync\":%s,\"load\":\"%s\",", paths, peers, rails, (cs ? "true" : "false"), (ld ? "udp " load " each way h0<->h1 rail0" : "none")
-        printf "\"tiering\":\"%s\",\"fast_paths\":%s,\"idle_paths\":%s,", tier, (fast == "" ? "null" : fast), (idle == "" ? "null" : idle)
+        printf "\"tiering\":\"%s\",\"fast_paths\":%s,\"fast_paths_at_start\":%s,\"idle_paths\":%s,", tier, (fast == "" ? "null" : fast), (fast0 == "" ? "null" : fast0), (idle == "" ? "null" : idle)
         printf "\"loadavg_1m\":%s,\"loadavg_1m_start\":%s,\"seconds\":%.1f,", la1, la0, w
         printf "\"prober_cpu_percent\":%.3f,\"rx_path_percent\":%.3f,\"host_probe_percent\":%.3f,", 100*pr/1e9/w, share*napi, 100*pr/1e9/w + share*napi
         printf "\"rx_napi_all_percent\":%.3f,\"rx_probe_share\":%.3f,\"agent_cpu_percent\":%.3f,", napi, share, 100*x/1e9/w
@@ -482,7 +490,8 @@ while True: s.sendall(b"x"*1000); time.sleep(0.05)' "$(jq -r ".hosts[$h].addr" "
     napi_on "$LAB-h0"
     H0_NAPI=$(comm -13 <(echo "$mark") <(napi_list) | tr '\n' ' ')
     [[ -n ${H0_NAPI// } ]] || { echo "no napi thread appeared for h0's rails" >&2; exit 1; }
-    for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p"; done
+    # (a thread that vanished since, another lab's going down meanwhile, is no error)
+    for p in $(comm -13 <(echo "$before") <(napi_list)); do chrt -f -p 1 "$p" 2>/dev/null || [[ ! -d /proc/$p ]]; done
     rm -f "$OUT/base"
     ((BASE)) && sphase 0 1
     for tier in ${TIER_MODES//,/ }; do

@@ -61,16 +61,27 @@ std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
     return out;
   }
   const Nanos rtt = std::max(Nanos(0), reply.received - it->sent);
+  const Time sent = it->sent;
   outstanding_.erase(it);
   ++totals_.replies;
   Record({reply.received, false, reply.one_way_delay.value_or(Nanos(-1)), rtt});
+  ForgetBeforeFirstDelivery(sent);
   Deliver(reply.received, out);
   return out;
+}
+
+void PathHealth::ForgetBeforeFirstDelivery(Time sent) {
+  if (state_ != PathState::kUnknown && state_ != PathState::kDown) return;
+  std::erase_if(outstanding_, [&](const Outstanding& o) { return o.sent < sent; });
+  // Its misses so far came while it did not deliver: a late ack for one of
+  // them is no late ack of the path that now delivers (which would promote it).
+  recently_missed_.clear();
 }
 
 std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
   std::vector<Transition> out = Tick(received);
   bool delivered = false;
+  std::optional<Time> first_sent;  // the earliest probe it delivers (outstanding_ is in send order)
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     const auto seq = static_cast<uint32_t>(it->seq);
     if (!Acked(ack, seq)) {
@@ -84,12 +95,14 @@ std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
       if (ack.held && received - it->sent >= *ack.held) rtt = received - it->sent - *ack.held;
       owd = ack.one_way_delay.value_or(Nanos(-1));
     }
+    if (!first_sent) first_sent = it->sent;
     it = outstanding_.erase(it);
     ++totals_.replies;
     Record({received, false, owd, rtt});
     delivered = true;
   }
   if (delivered) {
+    ForgetBeforeFirstDelivery(*first_sent);
     Deliver(received, out);
   } else if (auto late = std::find_if(recently_missed_.begin(), recently_missed_.end(),
                                       [&](uint64_t s) { return static_cast<uint32_t>(s) == ack.seq; });

@@ -53,9 +53,14 @@ void ProbeTiers::Plan(Time now, const std::vector<TierFacts>& facts, std::vector
     Path& p = paths_[id];
     const TierFacts& f = facts[id];
     const bool rose = f.misses > p.misses || f.late_replies > p.late;
+    const bool delivering = f.state == PathState::kUp || f.state == PathState::kSuspect;
     p.misses = f.misses;
     p.late = f.late_replies;
-    if (rose && (f.state == PathState::kUp || f.state == PathState::kSuspect)) p.promoted_until = now + promote_for_;
+    // A rise while it delivered, at this plan and the last one: not the
+    // misses of a path that came up since (its probes lost before the peer
+    // answered at all, e.g. a peer starting after us).
+    if (rose && delivering && p.delivering) p.promoted_until = now + promote_for_;
+    p.delivering = delivering;
     if (!enabled()) {
       p.tier = Tier::kFast;
     } else if (f.carries_traffic) {

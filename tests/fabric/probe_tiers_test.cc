@@ -580,5 +580,54 @@ TEST_CASE("idle ticks: a peer's fast probe holds fast ticks for kFastTickHold, t
   lab.sim.RunUntil(read + kFastTickHold + 1200ms);
   CHECK(lab.sim.wakeups() - wakeups <= 12);
 }
+TEST_CASE(
+    "idle ticks: peers starting after us cost no miss once their paths are up: the idle probe rate from the "
+    "first seconds on",
+    "[fabric][tiers]") {
+  // The agents of a fabric start one after the other. Our first probes to a
+  // peer not started yet are lost; with idle ticks they are judged for up
+  // to IdleAckTimeout (113 ms: the first of a fast run), so many of them
+  // time out after the peer's first ack brought the path up, and the late
+  // acks of those missed before come in after it too. Judged as losses of
+  // the path that now delivers (or a miss before it came up seen by the
+  // first plan after), each promoted every path of that peer to fast
+  // probing for promote_for (10 s), with a suspect for each loss (measured
+  // on netlab: 6 paths sent 39 probes/s against 17 for the first ~10 s,
+  // which fabric-probe-cost's 6- and 32-path rows measured on a quiet
+  // machine, where the peers start within our first 100 ms).
+  FabricOptions o;
+  for (const Nanos start : {30ms, 60ms, 100ms}) {
+    for (const bool acks : {false, true}) {
+      INFO("peers start " << start.count() << " ns after us, " << (acks ? "acks" : "replies"));
+      Lab lab(o, [&](const PathKey&, Time t) { return t >= At(start); });
+      lab.m.SetActivePeers(std::set<std::string>{});  // no traffic: every path idle once up
+      IdlePeer peer(3);
+      lab.sim.PeerHold(std::ref(peer));
+      lab.sim.Acks(acks);
+      lab.sim.Start(lab.paths);
+      lab.sim.RunUntil(At(3s));
+      for (const PathView& v : lab.m.Paths(lab.sim.now())) REQUIRE(v.state == PathState::kUp);
+      int suspects = 0;
+      for (const Transition& t : lab.sim.transitions()) suspects += t.to == PathState::kSuspect ? 1 : 0;
+      CHECK(suspects == 0);  // up (or down until the peer started, then back), never a loss once up
+      for (PathId id = 0; id < lab.m.size(); ++id) {
+        if (IsFast(lab.m.PathTier(id))) {
+          const PathView v = lab.m.Paths(lab.sim.now())[id];
+          UNSCOPED_INFO("fast " << v.path.peer << "/" << v.path.rail << " " << ToString(lab.m.PathTier(id)) << " "
+                                << ToString(v.state) << " level " << v.hold_down_level);
+        }
+      }
+      CHECK(lab.m.tiers().fast() == 0);
+      CHECK(lab.m.OnIdleTicks());
+      const int sent = lab.sim.probes_sent();
+      lab.sim.RunUntil(At(13s));
+      const double probes_per_s = (lab.sim.probes_sent() - sent) / 10.0;
+      INFO("probes/s " << probes_per_s);
+      CHECK(probes_per_s < 128 / 0.3);  // the idle rotation (~375 ms a path), not ~71 a promoted path
+      CHECK(probes_per_s > 128 / 0.5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::fabric

@@ -87,6 +87,8 @@ class PathHealth {
   bool TakeUrgent();
 
   // A reply arrived. Applies timeouts due before reply.received first.
+  // On a path not delivering (unknown or down) the probes sent before the
+  // answered one are forgotten, not judged (as OnAck's).
   std::vector<Transition> OnReply(const Reply& reply);
 
   // A peer's acknowledgement (symmetric probing, ack_window.h) arrived at
@@ -99,7 +101,11 @@ class PathHealth {
   // round trip would read as that much delay); the one-way delay was taken
   // at the peer's kernel receive stamp, before any hold, and always counts.
   // An ack repeating what was already delivered changes nothing; one whose
-  // latest seq already timed out counts late once.
+  // latest seq already timed out counts late once. An ack that delivers on
+  // a path not delivering (unknown: never up; down) also forgets the probes
+  // sent before the earliest one it delivers: they were lost before the
+  // peer received anything of ours again, no losses of the path that now
+  // delivers (those between its earliest and latest seqs are judged).
   // Seqs compare modulo 2^32 (the wire's width).
   std::vector<Transition> OnAck(const AckField& ack, Time received);
 
@@ -140,6 +146,17 @@ class PathHealth {
     Nanos rtt;  // < 0: none (acked from a bitmap)
   };
 
+  // The first delivery of a path that was not delivering (unknown: never
+  // seen up; down), whose earliest delivered probe left at `sent`: the
+  // probes sent before it and still outstanding were lost before the peer
+  // received anything of ours (a peer not started yet, the fault it comes
+  // back from), and the answer proves the path delivers after them. They are forgotten, not judged: their timeouts (up to
+  // IdleAckTimeout for the first of a fast run) would fall after the path
+  // came up and count as losses while it delivered (a suspect, a promotion
+  // to fast probing for promote_for, a restarted clean period). Acks of
+  // the probes missed so far (while it did not deliver) no longer count as
+  // late (a late ack while delivering promotes a path too).
+  void ForgetBeforeFirstDelivery(Time sent);
   void Miss(Time at, std::vector<Transition>& out);
   void Deliver(Time at, std::vector<Transition>& out);
   void Move(PathState to, Time at, std::vector<Transition>& out);

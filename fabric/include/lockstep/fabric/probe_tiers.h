@@ -14,7 +14,8 @@
 //         (the pinned path of an active peer; every path of an active peer
 //         left to ECMP), a path without a verdict (unknown) or short of one
 //         (suspect), and a path promoted by a loss or a late ack while it
-//         delivered (up or suspect) for promote_for after it. Detection as
+//         delivered (up or suspect at this plan and the last) for
+//         promote_for after it. Detection as
 //         before: WorstCaseDetection (43.8 ms at the defaults).
 //   idle  the rest, in a rotation: each tick probes its share of them
 //         (idle paths / idle_interval a second, a credit per tick; round robin) and
@@ -99,6 +100,7 @@ class ProbeTiers {
     Time last_probed{};
     Time promoted_until{};
     uint64_t misses = 0, late = 0;  // as of the last plan
+    bool delivering = false;        // up or suspect at the last plan
     Tier tier = Tier::kFast;
   };
 
