@@ -247,6 +247,16 @@ EOF
     return 1
   }
   wait_for "$TJ: a hot spare pod registered with the coordinator" 180 spare_registered
+  # Spares live outside the Kubeflow job's ownership: owned by the TrainingJob only, and
+  # no label its controllers select, adopt or count pods by.
+  local spares_json bad
+  spares_json=$(K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/role=spare" -o json)
+  bad=$(jq -c '[.items[] | select(
+      ([.metadata.ownerReferences[]? | select(.kind != "TrainingJob")] | length > 0) or
+      ([.metadata.labels // {} | keys[] | select(test("^(jobset[.]sigs[.]k8s[.]io|batch[.]kubernetes[.]io|training[.]kubeflow[.]org|trainer[.]kubeflow[.]org)/") or . == "job-name" or . == "controller-uid")] | length > 0))
+    | {name: .metadata.name, owners: .metadata.ownerReferences, labels: .metadata.labels}]' <<<"$spares_json")
+  [[ $bad == "[]" ]] || fail "$TJ: spare pods inside the $KRES's ownership: $bad"
+  pass "$TJ: the spare pods are owned by TrainingJob $TJ only and carry none of the Kubeflow/JobSet/Job labels"
   local old=${POD[$VICTIM]}
   wait_for "$TJ: rank $VICTIM committed step $KILL_AT" 180 committed $VICTIM $KILL_AT "$old"
 
@@ -310,9 +320,17 @@ EOF
     st=$(K -n $TNS get pytorchjob $TJ -o json)
     ! jq -e '.status.conditions // [] | any(.type == "Restarting")' <<<"$st" >/dev/null ||
       fail "PyTorchJob $TJ restarted: $(jq -c .status.conditions <<<"$st")"
-    [[ $(jq '.status.replicaStatuses.Worker.failed // 0' <<<"$st") == 0 ]] ||
+    echo "$st" >"$WORK/$TJ-pytorchjob.json"
+    [[ $(jq '.status.replicaStatuses.Worker.failed // 0' <<<"$st") == 0 &&
+      $(jq '.status.replicaStatuses.Worker.succeeded // 0' <<<"$st") == 4 ]] ||
       fail "PyTorchJob $TJ: $(jq -c .status.replicaStatuses <<<"$st")"
-    how_kf="PyTorchJob Succeeded (not Failed), never Restarting, no failed worker"
+    # The training-operator recreates a missing index: still exactly one pod per index,
+    # rank 2's the original one (its container restarted in place).
+    local wp
+    wp=$(K -n $TNS get pods -l "$SEL" -o json)
+    [[ $(jq -c --arg l "$IDX_LABEL" '[.items[].metadata.labels[$l]] | sort' <<<"$wp") == '["0","1","2","3"]' ]] ||
+      fail "PyTorchJob $TJ's worker pods: $(jq -c '[.items[] | {name: .metadata.name, uid: .metadata.uid, phase: .status.phase}]' <<<"$wp")"
+    how_kf="PyTorchJob Succeeded (not Failed), never Restarting, 4 workers succeeded and none failed, one pod per index"
   fi
   [[ $(K -n $TNS get pod "$old" -o jsonpath='{.status.phase}') == Succeeded ]] || fail "$old did not succeed"
   events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
