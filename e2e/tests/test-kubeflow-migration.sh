@@ -28,9 +28,13 @@
 #  - 0 committed steps lost, none twice (as e2e.train-pods counts them);
 #  - every healthy rank's pod keeps its UID with restart count 0;
 #  - the final parameters equal a fault-free run (plain DDP, 4 local processes) bit for bit.
-# Then the same for a PyTorchJob (v1 training-operator; Worker-only, 4 workers): no
-# Restarting condition, no failed worker, Succeeded. KF_MIGRATION_KINDS picks the jobs
-# (default "trainjob"; "trainjob pytorchjob" adds the PyTorchJob, not yet seen passing).
+#  - the spare pods are owned by the TrainingJob only, with none of the labels the
+#    Kubeflow, JobSet or Job controllers select their pods by.
+# Then the same, on the same cluster, for a PyTorchJob (v1 training-operator 1.9.3;
+# Worker-only, 4 workers, restartPolicy OnFailure): no Restarting condition, 4 workers
+# succeeded and none failed, one pod per replica index (rank 2's the original, restarted
+# in place), Succeeded. KF_MIGRATION_KINDS picks the jobs (default "trainjob pytorchjob";
+# "trainjob" or "pytorchjob" alone).
 # Needs root (real nodes), the images (built here, cached) and the Kubeflow controllers
 # (scripts/install-kubeflow-tools, cached).
 . "$(dirname "$0")/lib.sh"
@@ -46,7 +50,7 @@ app_version=$(chart_app_version)
 STEPS=${KF_MIGRATION_STEPS:-200}
 KILL_AT=${KF_MIGRATION_KILL_AT:-40}
 VICTIM=2
-KINDS=${KF_MIGRATION_KINDS:-trainjob}
+KINDS=${KF_MIGRATION_KINDS:-trainjob pytorchjob}
 ARGS=(--mode lockstep --steps "$STEPS" --hidden 64 --layers 3 --batch 16 --seed 11 --min-step-s 0.15)
 TNS=train
 TJ=kfm
@@ -247,6 +251,16 @@ EOF
     return 1
   }
   wait_for "$TJ: a hot spare pod registered with the coordinator" 180 spare_registered
+  # Spares live outside the Kubeflow job's ownership: owned by the TrainingJob only, and
+  # no label its controllers select, adopt or count pods by.
+  local spares_json bad
+  spares_json=$(K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/role=spare" -o json)
+  bad=$(jq -c '[.items[] | select(
+      ([.metadata.ownerReferences[]? | select(.kind != "TrainingJob")] | length > 0) or
+      ([.metadata.labels // {} | keys[] | select(test("^(jobset[.]sigs[.]k8s[.]io|batch[.]kubernetes[.]io|training[.]kubeflow[.]org|trainer[.]kubeflow[.]org)/") or . == "job-name" or . == "controller-uid")] | length > 0))
+    | {name: .metadata.name, owners: .metadata.ownerReferences, labels: .metadata.labels}]' <<<"$spares_json")
+  [[ $bad == "[]" ]] || fail "$TJ: spare pods inside the $KRES's ownership: $bad"
+  pass "$TJ: the spare pods are owned by TrainingJob $TJ only and carry none of the Kubeflow/JobSet/Job labels"
   local old=${POD[$VICTIM]}
   wait_for "$TJ: rank $VICTIM committed step $KILL_AT" 180 committed $VICTIM $KILL_AT "$old"
 
@@ -310,9 +324,17 @@ EOF
     st=$(K -n $TNS get pytorchjob $TJ -o json)
     ! jq -e '.status.conditions // [] | any(.type == "Restarting")' <<<"$st" >/dev/null ||
       fail "PyTorchJob $TJ restarted: $(jq -c .status.conditions <<<"$st")"
-    [[ $(jq '.status.replicaStatuses.Worker.failed // 0' <<<"$st") == 0 ]] ||
+    echo "$st" >"$WORK/$TJ-pytorchjob.json"
+    [[ $(jq '.status.replicaStatuses.Worker.failed // 0' <<<"$st") == 0 &&
+      $(jq '.status.replicaStatuses.Worker.succeeded // 0' <<<"$st") == 4 ]] ||
       fail "PyTorchJob $TJ: $(jq -c .status.replicaStatuses <<<"$st")"
-    how_kf="PyTorchJob Succeeded (not Failed), never Restarting, no failed worker"
+    # The training-operator recreates a missing index: still exactly one pod per index,
+    # rank 2's the original one (its container restarted in place).
+    local wp
+    wp=$(K -n $TNS get pods -l "$SEL" -o json)
+    [[ $(jq -c --arg l "$IDX_LABEL" '[.items[].metadata.labels[$l]] | sort' <<<"$wp") == '["0","1","2","3"]' ]] ||
+      fail "PyTorchJob $TJ's worker pods: $(jq -c '[.items[] | {name: .metadata.name, uid: .metadata.uid, phase: .status.phase}]' <<<"$wp")"
+    how_kf="PyTorchJob Succeeded (not Failed), never Restarting, 4 workers succeeded and none failed, one pod per index"
   fi
   [[ $(K -n $TNS get pod "$old" -o jsonpath='{.status.phase}') == Succeeded ]] || fail "$old did not succeed"
   events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
@@ -359,6 +381,13 @@ EOF
   pass "$TJ: final parameters equal the fault-free DDP run bit for bit (sha256 ${REF:0:16})"
   RESULTS+=("$(jq -nc --arg k "$kind" --argjson f "$fts" --argjson a "$adopted" \
     '{key: ($k + ".kill-rank2"), value: {fault_to_step_s: $f, lost_steps: 0, healthy_restarts: 0, bit_identical: true, adopted_steps: $a}}')")
+  # The coordinator's log stays in $WORK; how it took rank 2's old member for dead (the
+  # pod probe first, or a peer's error first and then "hung": its fence deferred, then
+  # skipped since the pod stays) goes to the output.
+  K -n $TNS logs "$TJ-coordinator" --tail=-1 >"$WORK/$TJ-coordinator.log" 2>/dev/null || true
+  say "$TJ: the coordinator on rank $VICTIM's first member: $(grep -h '^{' "$WORK/$TJ-coordinator.log" | jq -rc --arg r $VICTIM '
+    select((.msg == "member_dead" and .rank == $r and .generation == "0") or (.msg | test("^fence")))
+    | .msg + ": " + (.reason // .result // .why // "")' 2>/dev/null | paste -sd ';' -)"
   # Give the real nodes' CPU back before the next job.
   K -n $TNS delete $KRES "$TJ" --wait=false >/dev/null
 }

@@ -459,7 +459,8 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-restarted-pods", f.keep_restarted_pods,
                "--kube: the rank pods belong to a job controller (Kubeflow) that restarts a dead container in "
                "place: a rank whose container terminated or restarted is not fenced by deleting its pod (the "
-               "process it runs next joins as a spare)");
+               "process it runs next joins as a spare); a rank taken for hung or silent before its pod showed that is "
+               "fenced only 10 s later, and not at all if its container terminated or restarted meanwhile");
   app.add_option("--leave-grace", f.leave_grace,
                  "--kube: a pod whose rank moved to a spare is deleted once it ended, or this long after (so that a "
                  "drain of its node can finish)")

@@ -550,6 +550,118 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank's container restarted 
   CHECK(coord.Snapshot().RankOf("m1-again") == -1);
 }
 
+// e2e.kubeflow-migration (PyTorchJob): rank 2's process SIGKILLed, its peers' gloo
+// errors reached the coordinator first, and 2 s later, before the kubelet had reported
+// the killed container, rank 2 was "heartbeating but no report": hung, fenced at once by
+// deleting its pod. The training-operator recreated it (a new pod, not the same one
+// restarted in place). With --keep-restarted-pods that fence waits for the pod probe.
+TEST_CASE("coordinator with --keep-restarted-pods: a rank taken for hung is fenced only if its container has not "
+          "restarted within the restart grace",
+          "[migration][kube]") {
+  const bool restarts = GENERATE(true, false);
+  CAPTURE(restarts);
+  FakeKubeApi api;
+  FakeClock clock;
+  migration::JobConfig config;
+  config.job = "pj";
+  config.world_size = 2;
+  // Only rank 1's fence is under test: nobody else times out meanwhile.
+  config.heartbeat_timeout_s = 100;
+  config.join_timeout_s = 100;
+  config.spares = 1;
+  config.can_launch_spares = true;
+  config.spares_from_start = true;
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  KubePodProbe probe(api, "ml");
+  LocalHosts local;
+  CoordinatorPorts ports;
+  ports.clock = &clock;
+  ports.fencer = &fencer;
+  ports.probe = &probe;
+  ports.local = &local;
+  CoordinatorOptions options;
+  options.keep_restarted_pods = true;
+  options.restart_grace = 10s;
+  Coordinator coord(*migration::NewJob(config), false, ports, options);
+  coord.Begin();
+  auto reg = [&](const std::string& member, migration::Role role, int rank, const std::string& pod,
+                 const std::string& uid) {
+    migration::Registered r;
+    r.member = member;
+    r.role = role;
+    r.rank = rank;
+    r.host = "10.0.0.9";
+    r.store_port = 4000;
+    r.pid = 1;
+    r.pod_name = pod;
+    r.pod_uid = uid;
+    return coord.Apply(r);
+  };
+  std::map<std::string, std::string> uids;
+  for (const char* pod : {"pj-worker-0", "pj-worker-1", "pj-spare-0-ccccc"}) {
+    uids[pod] = MakePod(api, Pod(pod, "Running", "10.0.0.9"));
+  }
+  REQUIRE(reg("s0", migration::Role::kSpare, -1, "pj-spare-0-ccccc", uids["pj-spare-0-ccccc"]).status.ok());
+  REQUIRE(reg("m0", migration::Role::kRank, 0, "pj-worker-0", uids["pj-worker-0"]).status.ok());
+  REQUIRE(reg("m1", migration::Role::kRank, 1, "pj-worker-1", uids["pj-worker-1"]).status.ok());
+  REQUIRE(coord.Snapshot().generation() == 0);
+  auto beat = [&](const std::string& id) {
+    REQUIRE(coord.Apply(migration::Heartbeat{id, 0, 40, "training"}).status.ok());
+  };
+  beat("m0");
+  beat("m1");
+  beat("s0");
+  coord.Tick();  // the probe's first sight of every member's pod (restart count 0)
+  probe.RunOnce();
+  coord.Tick();
+  // Rank 1's process is killed; rank 0's collective fails and it reports, the kubelet has
+  // not reported the dead container yet.
+  REQUIRE(coord.Apply(migration::Report{"m0", 0, 40, "error", "Connection closed by peer"}).status.ok());
+  clock.Advance(2500ms);
+  beat("m0");
+  beat("s0");
+  coord.Tick();
+  auto st = coord.Snapshot();
+  REQUIRE(st.Find("m1")->status == migration::MemberStatus::kDead);
+  CHECK(st.Find("m1")->gone_cause == "hung");
+  REQUIRE(st.generation() == 1);  // the spare took rank 1 without waiting for the fence
+  CHECK(st.current()->members == std::vector<std::string>{"m0", "s0"});
+  fencer.RunOnce();
+  CHECK(api.Deletes().empty());  // not yet: the probe may still see the container restart
+  if (restarts) {
+    // The kubelet reports it 3 s late: restarted in place; the pod stays, never fenced.
+    clock.Advance(3s);
+    Json restarted = Pod("x")["status"];
+    restarted["containerStatuses"][0]["restartCount"] = 1;
+    REQUIRE(api.MergePatch(gvr::kPods, "ml", "pj-worker-1", Json{{"status", restarted}}, "status").ok());
+    probe.RunOnce();
+    coord.Tick();
+    clock.Advance(20s);
+    coord.Tick();
+    fencer.RunOnce();
+    CHECK(api.Deletes().empty());
+    CHECK(api.Peek(gvr::kPods, "ml", "pj-worker-1").has_value());
+    // The next process in that pod asks for rank 1: a spare.
+    REQUIRE(reg("m1-again", migration::Role::kRank, 1, "pj-worker-1", uids["pj-worker-1"]).status.ok());
+    CHECK(coord.Snapshot().Find("m1-again")->role == migration::Role::kSpare);
+  } else {
+    // Really hung (its container runs on): fenced once the grace is over, not before.
+    clock.Advance(9s);
+    probe.RunOnce();
+    coord.Tick();
+    fencer.RunOnce();
+    CHECK(api.Deletes().empty());
+    clock.Advance(2s);
+    probe.RunOnce();
+    coord.Tick();
+    fencer.RunOnce();
+    REQUIRE(api.Deletes().size() == 1);
+    CHECK(api.Deletes()[0].name == "pj-worker-1");
+    CHECK(api.Deletes()[0].uid_precondition == uids["pj-worker-1"]);
+    CHECK_FALSE(api.Peek(gvr::kPods, "ml", "pj-worker-1").has_value());
+  }
+}
+
 // e2e.train-pods-faults (a kubelet stopped): the API server answered nothing for
 // ~30 s, and the coordinator, saving its state ConfigMap under its lock, served no
 // heartbeat meanwhile and took every member for dead. The saver thread writes the

@@ -135,13 +135,18 @@ void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& foll
               ref.pod_name = mem->pod_name;
               ref.pod_uid = mem->pod_uid;
             }
-            Status s = ports_.fencer ? ports_.fencer->Fence(ref) : Status::Ok();
-            std::vector<log::Field> fields{{"job", job}, {"member", a.member}, {"pid", std::to_string(a.pid)},
-                                           {"host", a.host}};
-            if (!ref.pod_name.empty()) fields.emplace_back("pod", ref.pod_name);
-            fields.emplace_back("why", a.reason);
-            fields.emplace_back("result", s.ok() ? "done" : s.error().message);
-            log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence", fields);
+            if (options_.keep_restarted_pods && options_.pid_check && ports_.probe && !ports_.probe->LocalOnly()) {
+              // The probe keeps watching the member's pod (asked every tick) until the grace is over.
+              (void)ports_.probe->Gone(ref);
+              deferred_fences_.push_back({ref, a.reason, ports_.clock->Monotonic() + options_.restart_grace});
+              log::Info("fence deferred", {{"job", job},
+                                           {"member", a.member},
+                                           {"pod", ref.pod_name},
+                                           {"why", a.reason},
+                                           {"grace_ms", std::to_string(options_.restart_grace.count())}});
+              return;
+            }
+            FenceNow(ref, a.reason, job);
           } else if constexpr (std::is_same_v<A, m::RequestSpare>) {
             if (!ports_.launcher) {
               log::Warn("spare needed but no --spare-command", {{"job", job}, {"why", a.reason}});
@@ -172,6 +177,38 @@ void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& foll
           }
         },
         action);
+  }
+}
+
+void Coordinator::FenceNow(const MemberRef& ref, const std::string& reason, const std::string& job) {
+  Status s = ports_.fencer ? ports_.fencer->Fence(ref) : Status::Ok();
+  std::vector<log::Field> fields{{"job", job}, {"member", ref.member}, {"pid", std::to_string(ref.pid)},
+                                 {"host", ref.host}};
+  if (!ref.pod_name.empty()) fields.emplace_back("pod", ref.pod_name);
+  fields.emplace_back("why", reason);
+  fields.emplace_back("result", s.ok() ? "done" : s.error().message);
+  log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence", fields);
+}
+
+void Coordinator::RunDeferredFences() {
+  const std::string& job = state_.config.job;
+  const MonoTime now = ports_.clock->Monotonic();
+  for (auto it = deferred_fences_.begin(); it != deferred_fences_.end();) {
+    auto how = ports_.probe->Gone(it->ref);
+    if (how && ports_.probe->PodStays(it->ref)) {
+      // Its process is gone and the pod runs the next one (which joins as a spare).
+      log::Info("fence skipped", {{"job", job},
+                                  {"member", it->ref.member},
+                                  {"pod", it->ref.pod_name},
+                                  {"why", it->reason},
+                                  {"result", *how + ": the pod stays"}});
+    } else if (how || now >= it->due) {
+      FenceNow(it->ref, it->reason + (how ? "; " + *how : "; still running after the restart grace"), job);
+    } else {
+      ++it;
+      continue;
+    }
+    it = deferred_fences_.erase(it);
   }
 }
 
@@ -351,6 +388,7 @@ void Coordinator::Tick() {
   }
   for (const auto& e : events) ApplyLocked(e, false);
   ApplyLocked(m::Tick{}, false);
+  if (!deferred_fences_.empty()) RunDeferredFences();
 }
 
 void Coordinator::Begin() {

@@ -59,6 +59,13 @@ struct CoordinatorOptions {
   // backoffLimit failures). The process the pod runs next asks for the rank
   // again and joins as a spare.
   bool keep_restarted_pods = false;
+  // With keep_restarted_pods: a member decided dead before the probe saw its pod
+  // (a peer's collective error, then "heartbeating but no report": the kubelet
+  // reports a killed container a few seconds late) is fenced only after this long,
+  // and not at all if the probe sees its container terminated or restarted in a pod
+  // that stays meanwhile. Its replacement does not wait: generations already reject
+  // the old process. A member still running at the end of it (hung) is fenced then.
+  std::chrono::milliseconds restart_grace{10000};
 };
 
 struct CoordinatorPorts {
@@ -129,6 +136,17 @@ class Coordinator {
   nlohmann::json PlanFor(const std::string& member) const;
   void UpdateGauges();
   double Now() const;
+  // Fences `ref` through the fencer and logs it. REQUIRES: mu_ held.
+  void FenceNow(const MemberRef& ref, const std::string& reason, const std::string& job);
+  // Deferred fences whose member's pod is seen to stay (skipped) or whose grace is over (fenced).
+  void RunDeferredFences();
+
+  // A fence held back by CoordinatorOptions::restart_grace.
+  struct DeferredFence {
+    MemberRef ref;
+    std::string reason;
+    MonoTime due;
+  };
 
   CoordinatorPorts ports_;
   CoordinatorOptions options_;
@@ -151,6 +169,7 @@ class Coordinator {
   bool save_stop_ = false;                            // GUARDED_BY(save_mu_)
   bool saver_running_ = false;                        // GUARDED_BY(mu_): changes go to the saver
   std::thread saver_;
+  std::vector<DeferredFence> deferred_fences_;  // GUARDED_BY(mu_)
   std::vector<PlanWaiter*> waiters_;  // GUARDED_BY(mu_): held plan polls
   bool draining_ = false;             // GUARDED_BY(mu_)
   std::condition_variable plan_cv_;   // with mu_: a waiter became ready, or draining
