@@ -119,6 +119,7 @@ Result<Heartbeat> ParseHeartbeat(const std::string& body) {
   }
   LS_TRY(Bool(*j, call, "state_intact", h.state_intact));
   LS_TRY(Bool(*j, call, "in_collective", h.in_collective));
+  LS_TRY(Int(*j, call, "restored_step", 0, kMaxI, h.restored_step, false));
   return h;
 }
 
@@ -136,6 +137,7 @@ Result<Report> ParseReport(const std::string& body) {
   }
   LS_TRY(String(*j, call, "error", r.error, false));
   LS_TRY(Bool(*j, call, "state_intact", r.state_intact));
+  LS_TRY(Int(*j, call, "restored_step", 0, kMaxI, r.restored_step, false));
   return r;
 }
 

@@ -14,6 +14,15 @@ std::string Who(const Member& m) {
          m.gone_reason;
 }
 
+// A member of the current generation said which step its state sync in it restored:
+// the generation's restored step is the lowest one said (every member restores the
+// same step: the sync is all or nothing).
+void NoteRestored(JobState& s, const std::string& member, int64_t generation, int64_t step) {
+  Generation* g = s.current();
+  if (step < 0 || !g || generation != g->number || s.RankOf(member) < 0) return;
+  g->restored_step = g->restored_step < 0 ? step : std::min(g->restored_step, step);
+}
+
 }  // namespace
 
 Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::string& created) {
@@ -107,6 +116,7 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m->hb_state = e.state;
           m->hb_intact = e.state_intact;
           m->hb_in_collective = e.in_collective;
+          NoteRestored(s, e.member, e.generation, e.restored_step);
           return Status::Ok();
         } else if constexpr (std::is_same_v<E, Report>) {
           Member* m = s.Find(e.member);
@@ -124,6 +134,7 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           m->report_reason = e.reason;
           m->report_error = e.error;
           m->report_intact = e.state_intact;
+          NoteRestored(s, e.member, e.generation, e.restored_step);
           std::string who = "rank " + std::to_string(r) + " (member " + e.member + ")";
           if (s.phase == Phase::kRunning || (s.phase == Phase::kPausing && e.reason == "error")) {
             StartCollecting(s,

@@ -348,6 +348,7 @@ void DecideNext(JobState& s, double now, Actions& a) {
   FailureInput in;
   in.generation = g.number;
   in.resume_step = g.resume_step;
+  if (g.restored_step >= 0) in.restored_step = g.restored_step;
   in.max_known = g.resume_step;
   in.committed.resize(w);
   in.intact.assign(w, false);
@@ -599,9 +600,13 @@ FailureDecision OnFailure(const FailureInput& in) {
                                  Num(in.generation) + " holds a verified state (their transfers did not complete)");
     return d;
   }
-  if (choice->resume_step < in.resume_step) {
+  // What g's members hold at least: the plan's step, or the older one their state sync
+  // went back to (the buddy mirror restores the last mirrored step, and a failure while
+  // they replay from it finds them below the plan's step, as it should).
+  const int64_t lowest = in.restored_step ? std::min(in.resume_step, *in.restored_step) : in.resume_step;
+  if (choice->resume_step < lowest) {
     d.kind = FailureDecision::Kind::kTerminal;
-    d.reason = "no replica holds step " + Num(in.resume_step) + ": the survivors of generation " +
+    d.reason = "no replica holds step " + Num(lowest) + ": the survivors of generation " +
                Num(in.generation) + " are at step " + Num(choice->resume_step) + " at most";
     return d;
   }

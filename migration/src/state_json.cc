@@ -47,7 +47,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank
                                                 report_generation, report_step, report_reason, report_error, report_intact, status,
                                                 gone_cause, gone_reason, gone_at, fenced)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,
-                                                src_rank, resume_step, kind, cause, detected_at, decided_at,
+                                                src_rank, resume_step, restored_step, kind, cause, detected_at, decided_at,
                                                 complete_at, join_from, status, ended_at, rate_anchor_time,
                                                 rate_anchor_step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Migration, id, rank, kind, reason, state, pause_at_step, requested_at,

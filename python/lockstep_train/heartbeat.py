@@ -28,6 +28,7 @@ class Heartbeat:
         self._directive = None        # guarded by _lock: last Directive of the current generation
         self._intact = True           # guarded by _lock: holds a verified state (see job.py)
         self._in_collective = False   # guarded by _lock: the training thread waits in a collective
+        self._restored = None         # guarded by _lock: the step this generation's state sync restored
         self.failures = 0             # heartbeats that did not reach the coordinator
         self.sent = 0
         self._outage = False
@@ -44,7 +45,7 @@ class Heartbeat:
         self._wake.set()
 
     def update(self, generation=None, step=None, state=None, send_now=False, state_intact=None,
-               in_collective=None):
+               in_collective=None, restored_step=None):
         with self._lock:
             if state_intact is not None:
                 self._intact = state_intact
@@ -53,6 +54,9 @@ class Heartbeat:
             if generation is not None and generation != self._generation:
                 self._generation = generation
                 self._directive = None
+                self._restored = None
+            if restored_step is not None:
+                self._restored = restored_step
             if step is not None:
                 self._step = step
             if state is not None:
@@ -67,6 +71,11 @@ class Heartbeat:
     def state_intact(self):
         with self._lock:
             return self._intact
+
+    def restored_step(self):
+        """The step the state sync of the current generation restored (None: not synced)."""
+        with self._lock:
+            return self._restored
 
     def _run(self):
         while not self._stop.is_set():
@@ -83,6 +92,8 @@ class Heartbeat:
             body = {"member": self.member, "generation": self._generation,
                     "step": self._step, "state": state, "state_intact": self._intact,
                     "in_collective": self._in_collective}
+            if self._restored is not None:
+                body["restored_step"] = self._restored
         try:
             status, reply = self.client.heartbeat(body)
         except Unavailable as e:

@@ -481,6 +481,9 @@ class Job:
                 "state_intact": self.heartbeat.state_intact()}
         if error:
             body["error"] = error
+        restored = self.heartbeat.restored_step()
+        if restored is not None:   # the step this generation's state sync went back to (the mirror)
+            body["restored_step"] = restored
         self.heartbeat.update(step=self.step, state="waiting")
         self._pending_report = body
         self._send_report()
@@ -738,7 +741,7 @@ class Job:
         if meta["step"] != plan.resume_step:
             log.warning("lockstep: source sent step %d, the plan said %d", meta["step"], plan.resume_step)
         self.step = meta["step"]
-        self.heartbeat.update(step=self.step, state_intact=True)
+        self.heartbeat.update(step=self.step, state_intact=True, restored_step=self.step)
         self._emit("state_received", seconds=time.time() - t0, bytes=nbytes + len(blob), buckets=len(chunks),
                    src_rank=src)
 
@@ -844,7 +847,7 @@ class Job:
         helds = [{x for x in r[4:6] if x >= 0} for r in rows]
         if not any(owns) and not any(helds):
             if all(r[0] == 1 and r[1] == rows[0][1] for r in rows):
-                self.heartbeat.update(step=self.step, state_intact=True)
+                self.heartbeat.update(step=self.step, state_intact=True, restored_step=self.step)
                 self._emit("state_received", seconds=time.time() - t0, bytes=0, buckets=0, src_rank=me)
                 return
             raise JobFailed("lockstep: a rank is new and nothing was mirrored yet (no buddy holds a "
@@ -870,7 +873,9 @@ class Job:
         replayed = self.step - m if me not in need else None
         self.step = m
         self._mirrored, self._mirror_next = -1, True   # re-mirror at m: a new member's buddy gets its copy
-        self.heartbeat.update(step=self.step, state_intact=True)
+        # The coordinator planned this generation at the survivors' committed step; every
+        # rank went back to m, and a failure while they replay is judged against m.
+        self.heartbeat.update(step=self.step, state_intact=True, restored_step=m)
         self._emit("state_received", seconds=time.time() - t0, bytes=len(snap[0]) + snap[1].numel(), buckets=1,
                    src_rank=nxt if me in need else me, mirror_step=m, replayed=replayed)
 

@@ -138,20 +138,15 @@ class BuddyMirrorTest(ShardedCase):
         self.assertEqual(self.c.of(first, "state_received"), [], self.c.dump())
         self.assert_completed([ranks[0], ranks[2], ranks[3]], second, 1, max_replayed=K, mirror_step=4)
 
-    @unittest.skipUnless(os.environ.get("LOCKSTEP_TEST_BUDDY_REPLAY_FAULT") == "1",
-                         "a known limit of the coordinator: a failure while the ranks replay from a mirror "
-                         "(before they are back at the step the coordinator planned) ends the job with 'no "
-                         "replica holds step 6: the survivors of generation 1 are at step 4 at most' "
-                         "(migration/src/decide.cc OnFailure compares with the plan's resume step, which the "
-                         "mirror's restore went below); LOCKSTEP_TEST_BUDDY_REPLAY_FAULT=1 runs it")
     def test_the_spare_killed_in_the_mirror_exchange_right_after_its_restore_the_next_spare_takes_over(self):
         """Rank 1 dies at the start of step 6; the first spare restores rank 1's step-4 snapshot
         from rank 2, then dies inside the re-mirror of step 4 (generation 1) that would give
         rank 2 its copy. Rank 2 still holds the step-4 snapshot it had (the exchange's vote
         never completed), so the second spare is rebuilt from it, and every rank ends
-        bit-identical. Fails today at the coordinator (the skip reason); 2026-11-29 under ctest
-        the library's part went as described up to that point: the first spare restored step
-        4 from rank 2 and died in the re-mirror, every survivor reported the error at step 4."""
+        bit-identical. The coordinator planned generation 1 at step 6 (the survivors'
+        committed step); the members said they restored step 4 (restored_step), so the
+        survivors' step 4 is what generation 1's failure is judged against (it ended the
+        job with "no replica holds step 6" before), and generation 2 resumes at 4."""
         ranks = self.start_ranks(victim=None, env={1: {"LOCKSTEP_TEST_FAULT": "step#6@0"}})
         first = self.start_spare(env={"LOCKSTEP_TEST_FAULT": "mirror_meta#4@1"})
         second = self.start_spare()
@@ -160,6 +155,10 @@ class BuddyMirrorTest(ShardedCase):
             self.assertEqual(self.c.procs[i].returncode, -signal.SIGKILL, self.c.dump())
         self.assertEqual(self.c.of(first, "state_received")[-1]["mirror_step"], 4, self.c.dump())
         self.assert_completed([ranks[0], ranks[2], ranks[3]], second, 1, max_replayed=K, mirror_step=4)
+        status, state = self.c.http("GET", "/v1/state")
+        self.assertEqual(status, 200, state)
+        gens = [(g["number"], g["resume_step"], g["restored_step"]) for g in state["history"]]
+        self.assertEqual(gens, [(0, 0, 0), (1, 6, 4), (2, 4, 4)], state["history"])
 
     def test_a_rank_and_its_buddy_lost_together_the_job_fails_saying_so(self):
         """Ranks 1 and 2 die together at the start of step 6: rank 1's only other copy was at

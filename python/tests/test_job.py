@@ -228,6 +228,24 @@ class JobTest(unittest.TestCase):
         hb.update(generation=1)            # a new generation forgets the old directive
         self.assertIsNone(hb.directive())
 
+    def test_the_restored_step_is_sent_for_the_generation_whose_sync_restored_it(self):
+        """restored_step (the step a generation's state sync left the member at; below the
+        plan's resume step with the buddy mirror) goes with every heartbeat of that
+        generation and is forgotten when the next generation begins."""
+        hb = Heartbeat(CoordinatorClient(self.fake.url), "m")
+        hb.update(generation=1, step=6, state="waiting")
+        hb.beat()
+        hb.update(step=4, state="training", restored_step=4)
+        hb.beat()
+        hb.update(step=5)
+        hb.beat()
+        hb.update(generation=2, state="waiting")
+        hb.beat()
+        beats = [b for _, path, b in self.fake.requests if path == "/v1/heartbeat"]
+        self.assertEqual([(b["generation"], b["step"], b.get("restored_step")) for b in beats],
+                         [(1, 6, None), (1, 4, 4), (1, 5, 4), (2, 5, None)])
+        self.assertIsNone(hb.restored_step())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -136,6 +136,32 @@ class MigrationTest(unittest.TestCase):
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
         self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL)
 
+    def test_a_stuck_training_thread_with_a_live_heartbeat_is_found_fenced_and_replaced(self):
+        """Rank 2's training thread stops inside step HOLD_AT (a loop in the script's own
+        code that never returns) while its heartbeat thread goes on, so the coordinator
+        never misses a heartbeat from it. The other ranks' gradient all-reduce fails after
+        LOCKSTEP_HANG_TIMEOUT (4 s), they report; rank 2, heartbeating but neither reporting
+        nor waiting in a collective, is declared hung after the report grace, fenced
+        (SIGKILL) and replaced by the spare."""
+        quick = {"LOCKSTEP_HANG_TIMEOUT": "4"}
+        ranks = self.start_ranks(victim=2, env=quick)
+        spare = self.c.start("spare", env=quick)
+        self.registered(spare)
+        self.c.wait_for(lambda: self.c.of(ranks[2], "holding"), "rank 2 to reach step %d" % HOLD_AT)
+        self.assert_completed([ranks[0], ranks[1]], spare, 2)
+        self.c.wait_exit([ranks[2]])
+        dump = self.c.dump()
+        self.assertEqual(self.c.procs[ranks[2]].returncode, -signal.SIGKILL, dump)
+        status, state = self.c.http("GET", "/v1/state")
+        self.assertEqual(status, 200, state)
+        victim = self.c.of(ranks[2], "registered")[0]["member"]
+        m = [m for m in state["members"] if m["id"] == victim][0]
+        # "hung" (no report within the grace), not "heartbeat_timeout": its heartbeats went on.
+        self.assertEqual((m["status"], m["gone_cause"], m["fenced"]), ("dead", "hung", True), m)
+        self.assertIn("heartbeating but no report for generation 0", m["gone_reason"])
+        for i in (ranks[0], ranks[1]):
+            self.assertTrue(self.c.of(i, "failure_detected"), dump)
+
     def test_planned_migration_moves_a_rank_at_a_step_boundary(self):
         self.migrate("planned")
 
@@ -210,6 +236,7 @@ class DDPWrapperMigrationTest(MigrationTest):
     test_training_goes_on_while_the_coordinator_is_down_and_a_restarted_one_recovers_a_crash = None
     test_a_spare_that_dies_while_joining_is_replaced_by_the_next_spare = None
     test_no_spare_waits_then_a_late_spare_takes_over = None
+    test_a_stuck_training_thread_with_a_live_heartbeat_is_found_fenced_and_replaced = None
 
     def test_sigkill_with_buffers_that_ddp_broadcasts(self):
         """A BatchNorm layer: DDP broadcasts rank 0's buffers in every forward; the

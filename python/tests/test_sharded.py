@@ -73,6 +73,30 @@ class HSDPMigrationTest(ShardedCase):
         self.assertEqual(self.c.of(spare, "state_received")[-1]["src_rank"], 0)
         self.c.wait_for(lambda: self.c.procs[ranks[2]].poll() is not None, "the hung rank to be fenced")
 
+    def test_the_spare_killed_while_receiving_its_shard_the_next_spare_takes_over(self):
+        """A second failure inside the re-form: rank 1 dies at the start of step 6; the first
+        spare dies in generation 1 once the meta record of rank 1's shard arrived from rank 3,
+        before any tensor (LOCKSTEP_TEST_FAULT=meta_received@1). Nothing was applied anywhere
+        (all or nothing), so every survivor still holds step 6 and rank 3 still holds rank
+        1's shard: generation 2 resumes at step 6 with the second spare, which receives the
+        shard from rank 3, and every rank ends bit-identical. (Unlike the buddy mirror, a
+        replica restore never goes below the plan's step: the coordinator judges generation
+        1's failure against step 6, which the survivors hold.)"""
+        ranks = self.start_ranks(victim=None, env={1: {"LOCKSTEP_TEST_FAULT": "step#6@0"}})
+        first = self.start_spare(env={"LOCKSTEP_TEST_FAULT": "meta_received@1"})
+        second = self.start_spare()
+        self.c.wait_exit([ranks[1], first])
+        for i in (ranks[1], first):
+            self.assertEqual(self.c.procs[i].returncode, -signal.SIGKILL, self.c.dump())
+        self.assertEqual(self.c.of(first, "state_received"), [], self.c.dump())
+        self.assert_completed([ranks[0], ranks[2], ranks[3]], second, 1)
+        self.assertEqual(self.c.of(second, "state_received")[-1]["src_rank"], 3)
+        self.assertEqual(self.c.of(second, "committed")[0]["step"], 7)
+        status, state = self.c.http("GET", "/v1/state")
+        self.assertEqual(status, 200, state)
+        gens = [(g["number"], g["resume_step"], g["restored_step"]) for g in state["history"]]
+        self.assertEqual(gens, [(0, 0, 0), (1, 6, -1), (2, 6, 6)], state["history"])
+
     def test_planned_migration_of_an_hsdp_rank(self):
         self.migrate("planned", 3, src=1)
 

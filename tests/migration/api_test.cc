@@ -132,6 +132,16 @@ TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
   CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"training","in_collective":1})")
             .error()
             .message == "heartbeat: \"in_collective\" must be true or false");
+  // restored_step: optional (-1 when absent: an older library, or not synced yet), >= 0.
+  CHECK(plain->restored_step == -1);
+  CHECK(rep->restored_step == -1);
+  CHECK(ParseHeartbeat(R"({"member":"m","generation":1,"step":4,"state":"training","restored_step":4})")
+            ->restored_step == 4);
+  CHECK(ParseReport(R"({"member":"m","generation":1,"committed_step":5,"reason":"error","restored_step":4})")
+            ->restored_step == 4);
+  CHECK(ParseReport(R"({"member":"m","generation":1,"committed_step":5,"reason":"error","restored_step":-2})")
+            .error()
+            .message == "report: \"restored_step\" must be between 0 and 9007199254740992 (got -2)");
   CHECK(ParseMigration(R"({"rank":1,"kind":"now"})").error().message ==
         "migrations: \"kind\" must be \"planned\" or \"preemptive\" (got \"now\")");
   CHECK(ParseMigration(R"({"rank":1,"kind":"planned"})")->reason == "requested through the API");

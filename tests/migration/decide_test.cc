@@ -955,6 +955,125 @@ TEST_CASE("OnFailure: form, wait for a spare, or give up", "[migration]") {
   }
 }
 
+TEST_CASE("OnFailure: a restored step below the plan's resume step is what the survivors must hold", "[migration]") {
+  // The buddy mirror (pure FSDP): generation 3 was planned at step 6 (the survivors'
+  // committed step), every rank went back to the mirror of step 4 and replays from it.
+  using K = FailureDecision::Kind;
+  using V = std::vector<std::optional<int64_t>>;
+  const auto no = std::nullopt;
+  struct Row {
+    const char* what;
+    V committed;
+    std::optional<int64_t> restored;
+    K kind;
+    int64_t step;
+    std::string reason;
+  };
+  for (const auto& r : std::vector<Row>{
+           {"failed in the re-mirror right after the restore", {4, no, 4, 4}, 4, K::kForm, 4, ""},
+           {"failed while replaying, one step after the restore", {5, no, 5, 5}, 4, K::kForm, 5, ""},
+           {"failed after the replay caught up", {7, no, 7, 7}, 4, K::kForm, 7, ""},
+           {"below even the restored step", {3, no, 3, 3}, 4, K::kTerminal, 0,
+            "no replica holds step 4: the survivors of generation 3 are at step 3 at most"},
+           {"nobody said what it restored (an older library)", {4, no, 4, 4}, no, K::kTerminal, 0,
+            "no replica holds step 6: the survivors of generation 3 are at step 4 at most"},
+           {"restored above the plan (a source ahead of its report) changes nothing", {5, no, 5, 5}, 7,
+            K::kTerminal, 0, "no replica holds step 6: the survivors of generation 3 are at step 5 at most"},
+       }) {
+    INFO(r.what);
+    FailureInput in;
+    in.generation = 3;
+    in.resume_step = 6;
+    in.restored_step = r.restored;
+    in.max_known = 6;
+    in.committed = r.committed;
+    in.spares = 1;
+    auto d = OnFailure(in);
+    CHECK(d.kind == r.kind);
+    CHECK(d.reason == r.reason);
+    CHECK(d.dead == std::vector<int>{1});
+    if (r.kind == K::kForm) {
+      CHECK(d.source.src_rank == 0);
+      CHECK(d.source.resume_step == r.step);
+    }
+  }
+}
+
+TEST_CASE("a failure while the ranks replay from the buddy mirror forms the next generation at the restored step",
+          "[migration]") {
+  // Generation 1 is planned at step 6; its members restore the mirror of step 4 and say
+  // so (restored_step); the first spare then dies in the re-mirror, before a step.
+  auto sim = Formed(4, 2);
+  sim.BeatAll(6);
+  sim.Do(ProcessGone{"m1", "exited (killed by signal 9)"});
+  for (const char* id : {"m0", "m2", "m3"}) sim.ReportErr(id, 0, 6);
+  REQUIRE(sim.state.generation() == 1);
+  REQUIRE(sim.state.current()->members == std::vector<std::string>{"m0", "s0", "m2", "m3"});
+  CHECK(sim.state.current()->resume_step == 6);
+  CHECK(sim.state.current()->restored_step == -1);
+  SECTION("the heartbeats after the restore say it") {
+    for (const char* id : {"m0", "s0", "m2", "m3"}) {
+      Heartbeat hb{id, 1, 4, "training"};
+      hb.restored_step = 4;
+      REQUIRE(sim.Do(hb).status.ok());
+    }
+    CHECK(sim.state.current()->status == "complete");
+    CHECK(sim.state.current()->restored_step == 4);
+    sim.Do(ProcessGone{"s0", "exited (killed by signal 9)"});
+    for (const char* id : {"m0", "m2", "m3"}) sim.ReportErr(id, 1, 4);
+  }
+  SECTION("only the reports say it (the failure came before any such heartbeat)") {
+    for (const char* id : {"m0", "s0", "m2", "m3"}) sim.Beat(id, 1, 6, "waiting");  // plan received
+    sim.Do(ProcessGone{"s0", "exited (killed by signal 9)"});
+    for (const char* id : {"m0", "m2", "m3"}) {
+      Report rep{id, 1, 4, "error", "connection reset by peer"};
+      rep.restored_step = 4;
+      REQUIRE(sim.Do(rep).status.ok());
+    }
+  }
+  REQUIRE(sim.state.phase == Phase::kRunning);
+  REQUIRE(sim.state.generation() == 2);
+  CHECK(sim.state.history[1].restored_step == 4);
+  CHECK(sim.state.current()->members == std::vector<std::string>{"m0", "s1", "m2", "m3"});
+  CHECK(sim.state.current()->src_rank == 0);
+  CHECK(sim.state.current()->resume_step == 4);
+  CHECK(sim.Plan("s1")["resume_step"] == 4);
+  // A failure while generation 2 replays (step 5, below both 6 and the plan's 4 + 2) is
+  // again judged against what its members restored.
+  for (const char* id : {"m0", "s1", "m2", "m3"}) {
+    Heartbeat hb{id, 2, 4, "training"};
+    hb.restored_step = 4;
+    sim.Do(hb);
+  }
+  sim.BeatAll(5);
+  sim.Do(ProcessGone{"m3", "exited (killed by signal 9)"});
+  for (const char* id : {"m0", "s1", "m2"}) sim.ReportErr(id, 2, 5);
+  CHECK(sim.state.phase == Phase::kWaitingSpare);  // no spare left, but not terminal
+  sim.Register("s2", Role::kSpare);
+  REQUIRE(sim.state.generation() == 3);
+  CHECK(sim.state.current()->resume_step == 5);
+}
+
+TEST_CASE("without a restored step a failure below the plan's step still ends the job", "[migration]") {
+  // The same, from a library that does not say what it restored: the survivors at step
+  // 4 are below generation 1's step 6, which nobody holds.
+  auto sim = Formed(4, 2);
+  sim.BeatAll(6);
+  sim.Do(ProcessGone{"m1", "exited (killed by signal 9)"});
+  for (const char* id : {"m0", "m2", "m3"}) sim.ReportErr(id, 0, 6);
+  REQUIRE(sim.state.generation() == 1);
+  for (const char* id : {"m0", "s0", "m2", "m3"}) sim.Beat(id, 1, 4);
+  // A restored step named for another generation, or by a member outside it, does not count.
+  Heartbeat stale{"s1", 1, 4, "waiting"};
+  stale.restored_step = 4;
+  sim.Do(stale);
+  CHECK(sim.state.current()->restored_step == -1);
+  sim.Do(ProcessGone{"s0", "exited (killed by signal 9)"});
+  for (const char* id : {"m0", "m2", "m3"}) sim.ReportErr(id, 1, 4);
+  REQUIRE(sim.state.phase == Phase::kTerminal);
+  CHECK(sim.state.terminal_reason == "no replica holds step 6: the survivors of generation 1 are at step 4 at most");
+}
+
 TEST_CASE("the pause step follows the observed step rate and heartbeat interval", "[migration]") {
   // 20 steps/s, heartbeats every 0.25 s: two intervals are 10 steps.
   auto sim = Formed(2, 1);

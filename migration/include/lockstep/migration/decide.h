@@ -53,6 +53,10 @@ std::optional<SourceChoice> ChooseSource(const std::vector<std::optional<int64_t
 struct FailureInput {
   int64_t generation = 0;   // g
   int64_t resume_step = 0;  // g's resume step: the step counter never goes below it
+  // The step g's members restored, when one of them said so: below resume_step where
+  // the plan's step was not kept anywhere and every rank went back to an older copy
+  // of it (the buddy mirror). The step counter never goes below this one instead.
+  std::optional<int64_t> restored_step;
   int64_t max_known = 0;    // the highest step any member of g heartbeated (for messages)
   // committed[r]: rank r's committed step when it survives g, nullopt when dead.
   std::vector<std::optional<int64_t>> committed;
@@ -72,7 +76,8 @@ struct FailureDecision {
   std::string reason;        // kWaitForSpare, kTerminal
 };
 // The source is chosen among the survivors that hold an intact state only; when
-// none holds g's resume step the decision is kTerminal ("no replica holds step s").
+// none holds g's resume step (or the lower step its members restored) the decision
+// is kTerminal ("no replica holds step s").
 FailureDecision OnFailure(const FailureInput& in);
 
 // True when every member of the current generation heartbeated "training"

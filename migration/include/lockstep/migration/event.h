@@ -36,6 +36,10 @@ struct Heartbeat {
   // The training thread is waiting in one of the library's collectives (not
   // hung: it reports once the collective fails or is aborted).
   bool in_collective = false;
+  // The step this member's state sync in `generation` left it at (-1: not synced in
+  // it yet, or a library that does not say). The buddy mirror restores a step below
+  // the plan's resume step; the coordinator then takes this one as the generation's.
+  int64_t restored_step = -1;
 };
 
 struct Report {
@@ -44,7 +48,8 @@ struct Report {
   int64_t committed_step = 0;
   std::string reason;  // error | pause
   std::string error;
-  bool state_intact = true;  // false: committed_step is not backed by a verified state
+  bool state_intact = true;    // false: committed_step is not backed by a verified state
+  int64_t restored_step = -1;  // as in Heartbeat: the step its state sync in `generation` restored
 };
 
 // GET /v1/plan: counts as a sign of life.

@@ -71,6 +71,10 @@ struct Generation {
   std::string store_prefix;
   int src_rank = 0;
   int64_t resume_step = 0;
+  // The step its members' state sync restored, as they said in a heartbeat or report
+  // (-1: none said yet). Below resume_step with the buddy mirror (every rank goes back
+  // to the last mirrored step); a failure of this generation is judged against it.
+  int64_t restored_step = -1;
   std::string kind;   // formation | failure | planned | preemptive
   std::string cause;  // why it was formed, for humans
   double detected_at = 0;  // the failure (or migration request) that led to it
