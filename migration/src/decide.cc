@@ -121,6 +121,8 @@ void StartCollecting(JobState& s, const std::string& cause, const std::string& c
 }  // namespace internal
 
 namespace {
+
+constexpr double kRecentRateWindowS = 1.0;  // the shortest window of the recent step rate
 using namespace internal;
 
 // The first dead member of the current generation, if any (finished ones are not).
@@ -229,8 +231,9 @@ void CheckComplete(JobState& s, double now, Actions& a) {
   for (const auto& id : g.members) max_step = std::max(max_step, s.Find(id)->hb_step);
   g.status = "complete";
   g.complete_at = now;
-  g.rate_anchor_time = now;
-  g.rate_anchor_step = max_step;
+  g.rate_anchor_time = g.rate_window_time = now;
+  g.rate_anchor_step = g.rate_window_step = max_step;
+  g.rate_recent = 0;
   Notice n{"generation_complete", {{"generation", Num(g.number)}, {"kind", g.kind}}};
   if (g.kind != "formation") n.fields.push_back({"recovery_s", Secs(now - g.detected_at)});
   a.push_back(n);
@@ -246,9 +249,27 @@ void CheckComplete(JobState& s, double now, Actions& a) {
   }
 }
 
+// Closes the recent-rate window once it spans max(1 s, two heartbeat intervals):
+// the rate over it becomes g.rate_recent and a new window starts.
+void UpdateRecentRate(const JobState& s, Generation& g, double now) {
+  int64_t max_step = 0;
+  double interval = 0;
+  for (const auto& id : g.members) {
+    max_step = std::max(max_step, s.Find(id)->hb_step);
+    interval = std::max(interval, s.Find(id)->hb_interval);
+  }
+  if (now - g.rate_window_time < std::max(kRecentRateWindowS, 2 * interval)) return;
+  g.rate_recent = max_step > g.rate_window_step
+                      ? static_cast<double>(max_step - g.rate_window_step) / (now - g.rate_window_time)
+                      : 0;
+  g.rate_window_time = now;
+  g.rate_window_step = max_step;
+}
+
 void TryStartPause(JobState& s, double now, Actions& a) {
   Generation& g = *s.current();
   if (g.status != "complete") return;
+  UpdateRecentRate(s, g, now);
   size_t pool = SparePool(s).size();
   if (g.members.size() < 2) pool = 0;  // the only rank cannot hand its state to anyone
   std::vector<Migration*> chosen;
@@ -268,9 +289,9 @@ void TryStartPause(JobState& s, double now, Actions& a) {
   const double latency = interval > 0 ? std::min(s.config.heartbeat_timeout_s, 2 * interval)
                                       : s.config.heartbeat_timeout_s;
   if (interval > 0 && now - g.rate_anchor_time < latency) return;  // measure the step rate first
-  double rate = 0;
+  double rate = g.rate_recent;  // the faster of the recent pace and the pace since completion
   if (now - g.rate_anchor_time > 0.05 && max_step > g.rate_anchor_step) {
-    rate = static_cast<double>(max_step - g.rate_anchor_step) / (now - g.rate_anchor_time);
+    rate = std::max(rate, static_cast<double>(max_step - g.rate_anchor_step) / (now - g.rate_anchor_time));
   }
   bool preemptive = false;
   double requested = now;

@@ -49,7 +49,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,
                                                 src_rank, resume_step, restored_step, kind, cause, detected_at, decided_at,
                                                 complete_at, join_from, status, ended_at, rate_anchor_time,
-                                                rate_anchor_step)
+                                                rate_anchor_step, rate_window_time, rate_window_step, rate_recent)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Migration, id, rank, kind, reason, state, pause_at_step, requested_at,
                                                 done_at, error, old_member, new_member, generation)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Transition, kind, cause, category, detected_at, grace_from,

@@ -565,6 +565,31 @@ TEST_CASE("pre-emptive migration pauses with a smaller margin", "[migration]") {
   CHECK(sim.state.transition.pause_at_step == 20 + 1 + 1);  // 1 + ceil(2 * 0.5 / 2)
 }
 
+TEST_CASE("the pause step follows the recent step rate when the job sped up after its first steps", "[migration]") {
+  // 10 s at 1 step/s (FSDP2's slow first steps), then 3 s at 8 steps/s: 2.6 steps/s
+  // since completion, 8 over the last second. Every rank must read the directive
+  // before it reaches the pause step, so the margin is taken at the recent pace.
+  for (const char* kind : {"planned", "preemptive"}) {
+    auto sim = Formed(2, 1);
+    int64_t step = sim.TrainFor(10, 0, 1);
+    step = sim.TrainFor(3, step, 8);
+    REQUIRE(step == 34);
+    sim.Do(MigrationRequested{0, kind, "drain"});
+    REQUIRE(sim.state.phase == Phase::kPausing);
+    const int64_t margin = std::string(kind) == "planned" ? 2 + 4   // 2 + ceil(8 * 0.5)
+                                                          : 1 + 2;  // 1 + ceil(8 * 0.5 / 2)
+    CHECK(sim.state.transition.pause_at_step == step + margin);
+  }
+  // A job that slowed down keeps the margin of its faster pace since completion.
+  auto sim = Formed(2, 1);
+  int64_t step = sim.TrainFor(4, 0, 8);
+  step = sim.TrainFor(2, step, 1);
+  REQUIRE(step == 34);
+  sim.Do(MigrationRequested{0, "planned", "drain"});
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  CHECK(sim.state.transition.pause_at_step == step + 2 + 3);  // 34 steps / 6 s: 2 + ceil(5.67 * 0.5)
+}
+
 TEST_CASE("a failure while pausing becomes a failure, the migration waits for the next spare", "[migration]") {
   auto sim = Formed(3, 1);
   sim.BeatAll(10);

@@ -83,9 +83,14 @@ struct Generation {
   double join_from = 0;    // start of the join timeout (decided_at, or a restart)
   std::string status;      // joining | complete | failed | paused
   double ended_at = 0;
-  // Step rate observed since completion (for the pause step rule).
+  // Step rate observed since completion (for the pause step rule), and over the
+  // last completed window of at least a second: a job that sped up after its
+  // first steps (FSDP2's first steps are slow) pauses by its recent pace.
   double rate_anchor_time = 0;
   int64_t rate_anchor_step = 0;
+  double rate_window_time = 0;
+  int64_t rate_window_step = 0;
+  double rate_recent = 0;  // steps/s over the last completed window; 0 before one
 };
 
 struct Migration {
