@@ -251,13 +251,7 @@ void CheckComplete(JobState& s, double now, Actions& a) {
 
 // Closes the recent-rate window once it spans max(1 s, two heartbeat intervals):
 // the rate over it becomes g.rate_recent and a new window starts.
-void UpdateRecentRate(const JobState& s, Generation& g, double now) {
-  int64_t max_step = 0;
-  double interval = 0;
-  for (const auto& id : g.members) {
-    max_step = std::max(max_step, s.Find(id)->hb_step);
-    interval = std::max(interval, s.Find(id)->hb_interval);
-  }
+void UpdateRecentRate(Generation& g, int64_t max_step, double interval, double now) {
   if (now - g.rate_window_time < std::max(kRecentRateWindowS, 2 * interval)) return;
   g.rate_recent = max_step > g.rate_window_step
                       ? static_cast<double>(max_step - g.rate_window_step) / (now - g.rate_window_time)
@@ -269,7 +263,13 @@ void UpdateRecentRate(const JobState& s, Generation& g, double now) {
 void TryStartPause(JobState& s, double now, Actions& a) {
   Generation& g = *s.current();
   if (g.status != "complete") return;
-  UpdateRecentRate(s, g, now);
+  int64_t max_step = 0;
+  double interval = 0;
+  for (const auto& id : g.members) {
+    max_step = std::max(max_step, s.Find(id)->hb_step);
+    interval = std::max(interval, s.Find(id)->hb_interval);
+  }
+  UpdateRecentRate(g, max_step, interval, now);
   size_t pool = SparePool(s).size();
   if (g.members.size() < 2) pool = 0;  // the only rank cannot hand its state to anyone
   std::vector<Migration*> chosen;
@@ -278,12 +278,6 @@ void TryStartPause(JobState& s, double now, Actions& a) {
     chosen.push_back(&mig);
   }
   if (chosen.empty()) return;
-  int64_t max_step = 0;
-  double interval = 0;
-  for (const auto& id : g.members) {
-    max_step = std::max(max_step, s.Find(id)->hb_step);
-    interval = std::max(interval, s.Find(id)->hb_interval);
-  }
   // How long until every rank has read the directive: its heartbeat step is up to one
   // interval old and the reply carrying the directive up to one interval away.
   const double latency = interval > 0 ? std::min(s.config.heartbeat_timeout_s, 2 * interval)
