@@ -92,6 +92,21 @@ std::string MakePod(FakeKubeApi& api, const Json& pod) {
   return kube::Uid(*made);
 }
 
+// A member registering from pod `pod` (uid `uid`) at 10.0.0.9.
+migration::Outcome RegisterInPod(Coordinator& coord, const std::string& member, migration::Role role, int rank,
+                                 const std::string& pod, const std::string& uid) {
+  migration::Registered r;
+  r.member = member;
+  r.role = role;
+  r.rank = rank;
+  r.host = "10.0.0.9";
+  r.store_port = 4000;
+  r.pid = 1;
+  r.pod_name = pod;
+  r.pod_uid = uid;
+  return coord.Apply(r);
+}
+
 TEST_CASE("spare pod: named <job>-spare-<n>-<suffix>, our labels and env, nothing of the job's controller",
           "[migration][kube]") {
   FakeKubeApi api;
@@ -504,18 +519,7 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank's container restarted 
   Coordinator coord(*migration::NewJob(config), false, ports, options);
   coord.Begin();
   auto reg = [&](const std::string& member, migration::Role role, int rank, const std::string& pod,
-                 const std::string& uid) {
-    migration::Registered r;
-    r.member = member;
-    r.role = role;
-    r.rank = rank;
-    r.host = "10.0.0.9";
-    r.store_port = 4000;
-    r.pid = 1;
-    r.pod_name = pod;
-    r.pod_uid = uid;
-    return coord.Apply(r);
-  };
+                 const std::string& uid) { return RegisterInPod(coord, member, role, rank, pod, uid); };
   std::map<std::string, std::string> uids;
   for (const char* pod : {"tj-node-0-0-aaaaa", "tj-node-0-1-bbbbb", "tj-spare-0-ccccc"}) {
     uids[pod] = MakePod(api, Pod(pod, "Running", "10.0.0.9"));
@@ -585,18 +589,7 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank taken for hung is fenc
   Coordinator coord(*migration::NewJob(config), false, ports, options);
   coord.Begin();
   auto reg = [&](const std::string& member, migration::Role role, int rank, const std::string& pod,
-                 const std::string& uid) {
-    migration::Registered r;
-    r.member = member;
-    r.role = role;
-    r.rank = rank;
-    r.host = "10.0.0.9";
-    r.store_port = 4000;
-    r.pid = 1;
-    r.pod_name = pod;
-    r.pod_uid = uid;
-    return coord.Apply(r);
-  };
+                 const std::string& uid) { return RegisterInPod(coord, member, role, rank, pod, uid); };
   std::map<std::string, std::string> uids;
   for (const char* pod : {"pj-worker-0", "pj-worker-1", "pj-spare-0-ccccc"}) {
     uids[pod] = MakePod(api, Pod(pod, "Running", "10.0.0.9"));
