@@ -56,8 +56,16 @@ std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
   auto it = std::find_if(outstanding_.begin(), outstanding_.end(),
                          [&](const Outstanding& o) { return o.seq == reply.seq; });
   if (it == outstanding_.end()) {
-    bool late = std::find(recently_missed_.begin(), recently_missed_.end(), reply.seq) != recently_missed_.end();
-    ++(late ? totals_.late_replies : totals_.unmatched_replies);
+    auto late = std::find(recently_missed_.begin(), recently_missed_.end(), reply.seq);
+    if (late == recently_missed_.end()) {
+      ++totals_.unmatched_replies;
+      return out;
+    }
+    ++totals_.late_replies;
+    // Its one-way delay is real (a queue longer than the reply timeout):
+    // without it a path's delays would only ever show the probes that beat
+    // the timeout, and congestion would look like loss alone.
+    if (reply.one_way_delay) Record({reply.received, false, *reply.one_way_delay, Nanos(-1), true});
     return out;
   }
   const Nanos rtt = std::max(Nanos(0), reply.received - it->sent);
@@ -109,6 +117,7 @@ std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
              late != recently_missed_.end()) {
     ++totals_.late_replies;
     recently_missed_.erase(late);  // counted once, though later acks repeat it
+    if (ack.one_way_delay) Record({received, false, *ack.one_way_delay, Nanos(-1), true});  // as in OnReply
   }
   return out;
 }
@@ -236,6 +245,10 @@ PathStats PathHealth::Stats(Time now) const {
   int lost = 0;
   for (const Sample& x : window_) {
     if (x.at <= now - options_.stats_window || x.at > now) continue;
+    if (x.late) {  // its miss is in the window already
+      if (x.owd >= Nanos(0)) owd.push_back(x.owd);
+      continue;
+    }
     ++s.window_samples;
     if (x.lost) {
       ++lost;

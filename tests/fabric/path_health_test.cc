@@ -95,6 +95,41 @@ TEST_CASE("a reply after its probe's timeout is late and changes nothing", "[fab
   REQUIRE(s.misses == 1);
 }
 
+TEST_CASE("a queue longer than the reply timeout shows as delay, not only as loss", "[fabric]") {
+  // Probes every 10 ms (reply timeout 10 ms): 1 s answered after 100 us with
+  // a one-way delay of 50 us, then 1 s in which every probe waits 30 ms in a
+  // queue (a congested link): each is a miss, then acked late with its delay.
+  for (const bool by_ack : {false, true}) {
+    CAPTURE(by_ack);
+    Driver d;
+    for (Time t = At(0ms); t < At(1s); t += 10ms) {
+      d.Keep(d.h.Tick(t));
+      d.h.OnProbeSent(++d.seq, t);
+      d.Keep(by_ack ? d.h.OnAck({.seq = static_cast<uint32_t>(d.seq), .one_way_delay = 50us}, t + 100us)
+                    : d.h.OnReply({d.seq, t + 100us, 50us}));
+    }
+    std::vector<std::pair<Time, uint64_t>> queued;  // (ack arrives, seq)
+    for (Time t = At(1s); t < At(2s); t += 10ms) {
+      for (auto it = queued.begin(); it != queued.end() && it->first <= t;) {
+        d.Keep(by_ack ? d.h.OnAck({.seq = static_cast<uint32_t>(it->second), .one_way_delay = 30ms}, it->first)
+                      : d.h.OnReply({it->second, it->first, 30ms}));
+        it = queued.erase(it);
+      }
+      d.Keep(d.h.Tick(t));
+      d.h.OnProbeSent(++d.seq, t);
+      queued.emplace_back(t + 30ms + 100us, d.seq);
+    }
+    d.Keep(d.h.Tick(At(2s)));  // the last probe's miss
+    const PathStats s = d.h.Stats(At(2s));
+    REQUIRE(s.late_replies >= 95);                // every queued probe but the last few
+    REQUIRE(s.loss == Approx(0.5).margin(0.02));  // the misses stay misses
+    REQUIRE(s.window_samples == 200);             // a late reply is no second sample
+    REQUIRE(s.owd_samples >= 195);
+    REQUIRE(s.owd_p99 == 30ms);
+    REQUIRE(d.h.state() == PathState::kDown);  // and the state is the misses' alone
+  }
+}
+
 TEST_CASE("a miss asks for an urgent probe, and urgent misses confirm the fault within milliseconds", "[fabric]") {
   Driver d;  // reply timeout 10 ms, urgent timeout 5 ms
   d.Probe(At(0ms), true);

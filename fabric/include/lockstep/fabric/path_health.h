@@ -20,7 +20,9 @@
 // recovering); each flap raises the hold-down level by one, each
 // hold_down_decay spent up lowers it by one. A reply counts only for the
 // probe it answers (matched by seq) and only before that probe's reply
-// timeout; later it is "late" and changes nothing. Events are applied in time
+// timeout; later it is "late" and changes no state (its one-way delay still
+// counts in the window's delays: a queue longer than the reply timeout must
+// show as delay, not only as loss). Events are applied in time
 // order: OnReply first applies the timeouts due before the reply arrived.
 #pragma once
 
@@ -58,7 +60,7 @@ struct PathStats {
   int window_samples = 0;          // probes decided (replied or missed) in the window
   double loss = 0;                 // misses / window_samples over the window (0 when empty)
   std::optional<Nanos> owd_p50, owd_p99;  // one-way delay (replies that carried one)
-  int owd_samples = 0;                    // replies in the window that carried a one-way delay
+  int owd_samples = 0;                    // replies in the window that carried a one-way delay, late ones too
   std::optional<Nanos> rtt_p50, rtt_p99;  // round trip, less the time the peer held its ack
   int rtt_samples = 0;                    // replies in the window that gave a round trip
 };
@@ -144,6 +146,9 @@ class PathHealth {
     bool lost;
     Nanos owd;  // < 0: none
     Nanos rtt;  // < 0: none (acked from a bitmap)
+    // A reply after its probe's timeout (already counted as a miss): its
+    // delays count, not as a reply (loss and window_samples keep the miss).
+    bool late = false;
   };
 
   // The first delivery of a path that was not delivering (unknown: never
