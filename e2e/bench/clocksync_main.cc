@@ -61,8 +61,8 @@ fabric probing (--fabric): every agent also runs fabric failover probing, as
 in production: its agent.yaml gets `fabric: {rails: [rail0, rail1],
 hostAddress: <its host address>}` and every peer its `hostAddress` (netlab's
 host addresses, topology.json .hosts[i].addr; the lab is built with --rails
-2), so each agent probes every peer on every rail on the fabric port (7312,
-7313) beside clock sync's 7311, on its host address (where path probes are
+2), so each agent probes every peer on every rail on the fabric port (7312)
+beside clock sync's 7311, on its host address (where path probes are
 addressed; clock sync's socket stays on the rail-0 address). Clock sync then
 runs on the fabric prober's thread, as in production.
 Before the first measurement the testbed waits (--lock-timeout-s) until every

@@ -363,14 +363,14 @@ TEST_CASE("a peer's probe is acked by our next probe on the same path, or alone 
   CHECK(answered.Get({"b"}) == 1);  // the one ack-only packet
 }
 
-TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent port, which acks them at once",
+TEST_CASE("a missed probe is confirmed with urgent probes, flagged urgent to the peer's one port, which acks them at once",
           "[daemonset][fabric]") {
   World w;
   w.Run(300ms);
   const int home = HomeRail();
   auto urgent_sent = [](const Node& n, int rail) {
     return std::count_if(n.socket.sent.begin(), n.socket.sent.end(), [&](const FakeFabricSocket::Sent& s) {
-      return s.port == 7312 + kUrgentPortOffset && s.ifindex == rail + 1;
+      return s.urgent && s.port == 7312 && s.ifindex == rail + 1;
     });
   };
   REQUIRE(urgent_sent(w.a, home) == 0);  // nothing missed while all was well
@@ -389,8 +389,8 @@ TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent p
   w.Run(100ms);
   CHECK(urgent_sent(w.a, home) == w.a.options.fabric.miss_threshold - 1);
 
-  // The other end: an urgent probe is acked in the same wake-up, to our
-  // urgent port, out of the interface it arrived on.
+  // The other end: an urgent probe is acked in the same wake-up, flagged
+  // urgent, out of the interface it arrived on.
   w.net.Cut(kHostB, home, false);
   const int other = 1 - home;
   const uint32_t seq = FirstSeq(EpochOf("a")) + 4242;  // ahead of what a sent (its seqs start there)
@@ -408,7 +408,7 @@ TEST_CASE("a missed probe is confirmed with urgent probes to the peer's urgent p
   });
   REQUIRE(it != got.end());
   CHECK(std::any_of(w.b.socket.sent.begin(), w.b.socket.sent.end(), [&](const FakeFabricSocket::Sent& s) {
-    return s.port == 7312 + kUrgentPortOffset && s.ifindex == other + 1 && s.dest == kHostA;
+    return s.urgent && s.port == 7312 && s.ifindex == other + 1 && s.dest == kHostA;
   }));
 }
 
@@ -511,7 +511,7 @@ double Dropped(Node& n, const char* reason) {
 
 size_t UrgentSent(const Node& n) {
   return static_cast<size_t>(std::count_if(n.socket.sent.begin(), n.socket.sent.end(), [](const auto& s) {
-    return s.port == 7312 + kUrgentPortOffset;
+    return s.urgent;
   }));
 }
 

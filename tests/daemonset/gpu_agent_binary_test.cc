@@ -62,7 +62,11 @@ struct AgentProcess {
                    std::chrono::seconds(10))) {
       return false;
     }
-    auto line = nlohmann::json::parse(log.substr(0, log.find('\n')), nullptr, false);
+    // The start line, wherever it is: a warning may come first (another
+    // agent's test holding the NCCL endpoint's socket, say).
+    const size_t at = log.rfind('\n', log.find("lockstep-agent started"));
+    const size_t from = at == std::string::npos ? 0 : at + 1;
+    auto line = nlohmann::json::parse(log.substr(from, log.find('\n', from) - from), nullptr, false);
     if (line.is_discarded() || !line.contains("health_addr")) return false;
     const std::string a = line["health_addr"].get<std::string>();
     health_port = std::stoi(a.substr(a.rfind(':') + 1));

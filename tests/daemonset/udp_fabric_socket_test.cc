@@ -1,6 +1,7 @@
-// UdpFabricSocket over real loopback: the regular port is read once per wait
-// (a datagram does not end the sleep), the urgent port (port + 1) ends it at
-// once, and each datagram keeps its kernel receive time.
+// UdpFabricSocket over real loopback: a regular datagram is read once per
+// wait (it does not end the sleep), one with the urgent flag, sent to the
+// same port, ends it at once (the kernel's SO_REUSEPORT program steers it),
+// and each datagram keeps its kernel receive time.
 #include <catch2/catch.hpp>
 
 #include <net/if.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "lockstep/agent/fabric_probe.h"
 #include "lockstep/agent/net/udp_fabric_socket.h"
 #include "lockstep/common/clock.h"
 
@@ -19,14 +21,19 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kLoopback = 0x7f000001;
 
-TEST_CASE("the urgent port ends the prober's sleep at once, the regular port waits its turn", "[daemonset][udp]") {
+TEST_CASE("an urgent datagram to the one port ends the prober's sleep at once, a regular one waits its turn",
+          "[daemonset][udp]") {
   const Clock& clock = SystemClock::Instance();
   auto opened = UdpFabricSocket::Open("127.0.0.1", 0, clock);
   REQUIRE(opened.ok());
   UdpFabricSocket& s = **opened;
   const int lo = static_cast<int>(::if_nametoindex("lo"));
   REQUIRE(lo > 0);
-  const std::vector<uint8_t> regular{1, 2, 3}, urgent{4, 5};
+  // Only the flags byte matters to the steering; a datagram too short to
+  // have one is regular.
+  const std::vector<uint8_t> regular{1, 2, 3, 0xff & ~kFabricUrgentFlag, 5}, urgent{4, 5, 6, kFabricUrgentFlag},
+      tiny{7, 8};
+  static_assert(kFabricFlagsOffset == 3);
 
   // A regular datagram sent just before a 60 ms wait: read after the whole wait,
   // stamped when it arrived.
@@ -44,17 +51,31 @@ TEST_CASE("the urgent port ends the prober's sleep at once, the regular port wai
   CHECK(t1 - got[0].received >= 50ms);
 
   // An urgent one, then a regular one: a 10 s wait ends at once and returns both.
-  REQUIRE(s.SendVia(urgent, kLoopback, s.port() + kUrgentPortOffset, lo, kLoopback).ok());
+  REQUIRE(s.SendVia(urgent, kLoopback, s.port(), lo, kLoopback).ok());
   REQUIRE(s.SendVia(regular, kLoopback, s.port(), lo, kLoopback).ok());
+  REQUIRE(s.SendVia(tiny, kLoopback, s.port(), lo, kLoopback).ok());
   got.clear();
   const MonoTime t2 = clock.Monotonic();
   REQUIRE(s.Poll(10s, got).ok());
   CHECK(clock.Monotonic() - t2 < 5s);  // woken, not timed out
-  REQUIRE(got.size() == 2);
+  REQUIRE(got.size() == 3);
   CHECK(std::ranges::equal(got[0].bytes(), urgent));
   CHECK(got[0].urgent);
   CHECK(std::ranges::equal(got[1].bytes(), regular));
   CHECK_FALSE(got[1].urgent);
+  CHECK(std::ranges::equal(got[2].bytes(), tiny));
+  CHECK_FALSE(got[2].urgent);
+
+  // Regular datagrams alone, many of them: none wakes the sleep, none is
+  // steered to the urgent socket (without the program the group's hash
+  // would put this flow on either socket).
+  for (int i = 0; i < 64; ++i) REQUIRE(s.SendVia(regular, kLoopback, s.port(), lo, kLoopback).ok());
+  got.clear();
+  const MonoTime t3 = clock.Monotonic();
+  REQUIRE(s.Poll(40ms, got).ok());
+  CHECK(clock.Monotonic() - t3 >= 40ms);
+  REQUIRE(got.size() == 64);
+  CHECK(std::none_of(got.begin(), got.end(), [](const FabricDatagram& d) { return d.urgent; }));
 
   // A datagram longer than FabricDatagram holds arrives cut to kMaxBytes (the
   // codec then drops it by its size), and the next one is read whole.
@@ -69,10 +90,11 @@ TEST_CASE("the urgent port ends the prober's sleep at once, the regular port wai
   CHECK(std::ranges::equal(got[0].bytes(), std::span<const uint8_t>(big).first(FabricDatagram::kMaxBytes)));
   CHECK(std::ranges::equal(got[1].bytes(), regular));
 
-  // A second socket on the same fixed port pair is refused with the reason.
+  // A second agent's socket on the same fixed port is refused with the
+  // reason (its SO_REUSEPORT bind alone would have joined the group).
   auto again = UdpFabricSocket::Open("127.0.0.1", s.port(), clock);
   REQUIRE_FALSE(again.ok());
-  CHECK(again.error().message.find("fabric.port + 1") != std::string::npos);
+  CHECK(again.error().message.find("in use by another lockstep agent") != std::string::npos);
 }
 
 TEST_CASE("every read keeps each datagram's arrival interface and receive time, batch after batch", "[daemonset][udp]") {

@@ -6,10 +6,11 @@
 // parities differ (a striped fabric: one host's rail 0 and another's rail 1
 // share a leaf, as in e2e/netlab), unless the sender's rail or the
 // receiver's arrival rail is cut. Every send is logged (`sent`); one sent
-// to the destination's port + kUrgentPortOffset arrives marked urgent. Time
-// is the test's FakeClock (datagrams arrive at once). With urgent_first a
-// Poll returns the urgent port's datagrams before the regular port's, as
-// UdpFabricSocket reads them.
+// to another port than the destination's is lost (nothing listens), and one
+// with the wire's urgent flag arrives marked urgent (as UdpFabricSocket's
+// kernel program steers it). Time is the test's FakeClock (datagrams arrive
+// at once). With urgent_first a Poll returns the urgent datagrams before
+// the regular ones, as UdpFabricSocket reads them.
 // Thread-compatible.
 #pragma once
 
@@ -20,10 +21,17 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/agent/fabric_probe.h"
 #include "lockstep/agent/ports/fabric_socket.h"
 #include "lockstep/common/clock.h"
 
 namespace lockstep::agent {
+
+// The urgent flag, read as UdpFabricSocket's kernel program reads it.
+inline bool Urgent(const std::vector<uint8_t>& bytes) {
+  return bytes.size() > kFabricFlagsOffset && (bytes[kFabricFlagsOffset] & kFabricUrgentFlag) != 0;
+}
+
 
 class FakeFabricSocket;
 
@@ -61,14 +69,16 @@ class FakeFabricSocket final : public FabricSocket {
     int port = 0;
     int ifindex = 0;
     uint32_t source = 0;
+    bool urgent = false;  // the wire's urgent flag
   };
   FakeFabricSocket(FakeFabricNetwork& net, uint32_t host_address, int port = 7312)
       : net_(net), host_(host_address), port_(port) {
     net.Attach(host_address, this);
   }
   Status SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex, uint32_t source) override {
-    sent.push_back({dest, port, ifindex, source});
-    net_.Deliver(host_, ifindex - 1, dest, port, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+    sent.push_back({dest, port, ifindex, source, Urgent(copy)});
+    net_.Deliver(host_, ifindex - 1, dest, port, std::move(copy));
     return Status::Ok();
   }
   Status Poll(std::chrono::nanoseconds wait, std::vector<FabricDatagram>& out) override {
@@ -102,8 +112,8 @@ inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t de
   auto it = hosts_.find(dest);
   const int arrival = ArrivalRail(from_host, dest, rail);
   if (it == hosts_.end() || IsCut(from_host, rail) || IsCut(dest, arrival)) return;
-  const bool urgent = port == it->second->port() + kUrgentPortOffset;
-  FabricDatagram d{.source = from_host, .ifindex = arrival + 1, .received = clock_.Monotonic(), .urgent = urgent};
+  if (port != it->second->port()) return;
+  FabricDatagram d{.source = from_host, .ifindex = arrival + 1, .received = clock_.Monotonic(), .urgent = Urgent(bytes)};
   d.Assign(bytes);
   it->second->inbox.push_back(d);
 }
@@ -111,7 +121,7 @@ inline void FakeFabricNetwork::Deliver(uint32_t from_host, int rail, uint32_t de
 inline void FakeFabricNetwork::Inject(uint32_t dest, int rail, std::vector<uint8_t> bytes, uint32_t claimed_source) {
   auto it = hosts_.find(dest);
   if (it == hosts_.end()) return;
-  FabricDatagram d{.source = claimed_source, .ifindex = rail + 1, .received = clock_.Monotonic()};
+  FabricDatagram d{.source = claimed_source, .ifindex = rail + 1, .received = clock_.Monotonic(), .urgent = Urgent(bytes)};
   d.Assign(bytes);
   it->second->inbox.push_back(d);
 }

@@ -93,6 +93,7 @@ std::array<uint8_t, kFabricProbeSize> FabricProbeCodec::Encode(const FabricProbe
     }
     Put(&b[44], HeldToWire(p.ack->held), 2);
   }
+  if (p.urgent) flags |= kFabricUrgentFlag;
   b[3] = flags;
   const auto mac = Snapshot()->current->Compute(std::span(b.data(), kSignedSize)).value_or(
       std::array<uint8_t, kMacSize>{});  // zeros on failure: never verifies
@@ -114,7 +115,9 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   };
   if (!verifies(keys->current) && !verifies(keys->previous)) return FabricDrop::kUnauthenticated;
   const uint8_t flags = b[3];
-  if ((flags & ~(kFlagProbe | kFlagAck | kFlagTx | kFlagOwd | kFlagSlow)) != 0) return FabricDrop::kMalformed;
+  if ((flags & ~(kFlagProbe | kFlagAck | kFlagTx | kFlagOwd | kFlagSlow | kFabricUrgentFlag)) != 0) {
+    return FabricDrop::kMalformed;
+  }
   if ((flags & (kFlagProbe | kFlagAck)) == 0) return FabricDrop::kMalformed;
   if ((flags & (kFlagTx | kFlagSlow)) && !(flags & kFlagProbe)) return FabricDrop::kMalformed;
   if ((flags & kFlagOwd) && !(flags & kFlagAck)) return FabricDrop::kMalformed;
@@ -125,6 +128,7 @@ std::variant<FabricProbe, FabricDrop> FabricProbeCodec::Decode(std::span<const u
   p.dest = static_cast<uint32_t>(Get(&b[10], 4));
   p.epoch = Get(&b[14], 8);
   if (p.sender == 0 || p.epoch == 0) return FabricDrop::kMalformed;
+  p.urgent = (flags & kFabricUrgentFlag) != 0;
   if (flags & kFlagProbe) {
     p.seq = static_cast<uint32_t>(Get(&b[22], 4));
     if (*p.seq == 0) return FabricDrop::kMalformed;

@@ -1,9 +1,11 @@
 #include "lockstep/agent/net/udp_fabric_socket.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "lockstep/agent/fabric_probe.h"
 #include "owned_fd.h"
 
 namespace lockstep::agent {
@@ -54,8 +57,9 @@ void Fill(SendSlot& slot, mmsghdr& m, std::span<const uint8_t> bytes, uint32_t d
   std::memcpy(CMSG_DATA(c), &info, sizeof info);
 }
 
-// One probe socket bound to bind_address:port (0: any free port).
-Result<OwnedFd> OpenOne(const std::string& bind_address, int port) {
+// One probe socket bound to bind_address:port (0: any free port), in the
+// port's SO_REUSEPORT group when `reuseport`.
+Result<OwnedFd> OpenOne(const std::string& bind_address, int port, bool reuseport) {
   OwnedFd owned(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!owned.valid()) return Unavailable(std::string("fabric probe socket: ") + std::strerror(errno));
   const int fd = owned.get();  // closed by `owned` on every error return
@@ -76,6 +80,7 @@ Result<OwnedFd> OpenOne(const std::string& bind_address, int port) {
   // hashed ID generator per packet (~1% of the prober's samples).
   int pmtu = IP_PMTUDISC_DO;
   if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) return fail("IP_MTU_DISCOVER");
+  if (reuseport && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) return fail("SO_REUSEPORT");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -84,9 +89,48 @@ Result<OwnedFd> OpenOne(const std::string& bind_address, int port) {
   }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     return fail("fabric probe socket: bind " + bind_address + ":" + std::to_string(port) +
-                " (is another agent running, or fabric.port or fabric.port + 1 taken?)");
+                " (is another agent running, or fabric.port taken?)");
   }
   return owned;
+}
+
+// The port's lock in this network namespace: an abstract unix socket named
+// after it. The probe sockets share their port (SO_REUSEPORT), so a second
+// agent's bind would join their group and take half their datagrams
+// instead of failing; it fails here first.
+Result<OwnedFd> LockPort(const std::string& bind_address, int port) {
+  OwnedFd owned(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!owned.valid()) return Unavailable(std::string("fabric probe port lock: ") + std::strerror(errno));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = "lockstep-fabric-probe-" + bind_address + ":" + std::to_string(port);
+  std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 1));  // sun_path[0] = 0: abstract
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(owned.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    return Unavailable("fabric probe socket: port " + std::to_string(port) + " is in use by another lockstep agent " +
+                       "in this network namespace (" + std::strerror(errno) + ")");
+  }
+  return owned;
+}
+
+// The kernel's choice between the port's two sockets, per datagram: the
+// urgent socket (index 1 of the SO_REUSEPORT group, bound second) for a
+// datagram whose flags byte has the urgent bit, the regular one (index 0)
+// for everything else (a datagram too short to have the byte included: the
+// load fails and the program returns 0). The program sees the UDP payload.
+Status SteerUrgent(int fd) {
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, static_cast<uint32_t>(kFabricFlagsOffset)),
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, kFabricUrgentFlag),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, 0),
+      BPF_STMT(BPF_RET | BPF_K, 1),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
+  if (::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0) {
+    return Unavailable(std::string("fabric probe socket: SO_ATTACH_REUSEPORT_CBPF: ") + std::strerror(errno));
+  }
+  return Status::Ok();
 }
 
 int BoundPort(int fd) {
@@ -100,24 +144,32 @@ int BoundPort(int fd) {
 
 Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string& bind_address, int port,
                                                                const Clock& clock) {
-  // Port 0 (tests): a free port whose successor is free too; a few tries.
+  // Port 0 (tests): a port the kernel finds free, then locked and bound as a
+  // pair; another test may take it in between: a few tries.
   for (int attempt = 0;; ++attempt) {
-    auto fd = OpenOne(bind_address, port);
-    if (!fd.ok()) return fd.error();
-    const int bound = BoundPort(fd->get());
-    auto urgent = bound < 65535 ? OpenOne(bind_address, bound + kUrgentPortOffset)
-                                : Result<OwnedFd>(Unavailable("fabric probe socket: no port above 65535"));
-    if (urgent.ok()) {
-      return std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(fd->release(), urgent->release(), bound, clock));
+    int want = port;
+    if (port == 0) {
+      auto probe = OpenOne(bind_address, 0, false);
+      if (!probe.ok()) return probe.error();
+      want = BoundPort(probe->get());
+    }  // closed: free for the pair
+    auto lock = LockPort(bind_address, want);
+    auto fd = lock.ok() ? OpenOne(bind_address, want, true) : Result<OwnedFd>(lock.error());
+    auto urgent = fd.ok() ? OpenOne(bind_address, want, true) : Result<OwnedFd>(fd.error());
+    Status steered = urgent.ok() ? SteerUrgent(fd->get()) : urgent.error();
+    if (steered.ok()) {
+      auto s = std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(fd->release(), urgent->release(), want, clock));
+      s->lock_fd_ = lock->release();
+      return s;
     }
-    // fd closes here: the next try picks another port.
-    if (port != 0 || attempt >= 20) return urgent.error();
+    if (port != 0 || attempt >= 20) return steered.error();
   }
 }
 
 UdpFabricSocket::~UdpFabricSocket() {
   ::close(fd_);
   ::close(urgent_fd_);
+  ::close(lock_fd_);
 }
 
 Status UdpFabricSocket::SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex,

@@ -235,9 +235,9 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   out_.ack_only.clear();
   acks_.BeginBatch();
   const uint32_t self = WireNodeId(self_);
-  // A probe for `path`; an urgent one goes to the peer's urgent port (which
-  // wakes its prober: the ack comes back within a round trip) and carries
-  // no ack, leaving the tick's carriers as they are.
+  // A probe for `path`; an urgent one is flagged so (its arrival wakes the
+  // peer's prober: the ack comes back within a round trip) and carries no
+  // ack, leaving the tick's carriers as they are.
   auto add_probe = [&](fabric::PathId id, bool is_urgent) {
     const fabric::PathKey& path = monitor_.Key(id);
     Probed& probed = probed_[id];
@@ -254,6 +254,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     if (++seq == 0) seq = 1;  // 0 is "no probe" on the wire
     p.seq = seq;
     p.slow = !is_urgent && monitor_.SlowProbe(id);  // the peer may ack it at its idle tick
+    p.urgent = is_urgent;  // same port, same 5-tuple: the same ECMP path as the probes it confirms
     if (seq - first_seq_ >= options_.renew_epoch_after) renew_epoch_ = true;  // after this batch
     if (fabric_now) p.tx_fabric = static_cast<uint32_t>(static_cast<uint64_t>(*fabric_now));
     // Each probe carries the ack of a peer path whose probes arrive on the
@@ -268,7 +269,7 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     }
     out_.bytes.push_back(codec_.Encode(p));
     out_.sends.push_back({.dest = peer->host_address,
-                          .port = options_.peer_port + (is_urgent ? kUrgentPortOffset : 0),
+                          .port = options_.peer_port,
                           .ifindex = rail.ifindex,
                           .source = options_.setup.host_address});
     out_.rail.push_back(path.rail);
@@ -282,8 +283,8 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
   // or more of its paths arriving on one interface than we probe through
   // it) leave alone, out of the interface their probes arrive on: at every
   // tick, and in between for paths no probe of ours could carry.
-  // An urgent probe's ack leaves at once, to the peer's urgent port, even
-  // when a probe of this tick carries it to the regular one.
+  // An urgent probe's ack leaves at once, flagged urgent (it wakes the
+  // peer's prober), even when a probe of this tick carries it too.
   acks_.TakeAckOnly(tick, now, out_.ack_only);
   for (const AckBook::AckOnly& a : out_.ack_only) {
     const FabricPeer* peer = &known_[static_cast<size_t>(a.peer)];
@@ -294,9 +295,10 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     p.ack = a.ack;
     p.ack_rail = static_cast<uint8_t>(a.path.rail);
     p.ack_path_index = static_cast<uint8_t>(a.path.index);
+    p.urgent = a.urgent;
     out_.bytes.push_back(codec_.Encode(p));
     out_.sends.push_back({.dest = peer->host_address,
-                          .port = options_.peer_port + (a.urgent ? kUrgentPortOffset : 0),
+                          .port = options_.peer_port,
                           .ifindex = a.ifindex,
                           .source = options_.setup.host_address});
     out_.rail.push_back(-1);
@@ -437,7 +439,7 @@ void FabricService::RunOnce(std::chrono::nanoseconds max_wait) {
   const std::optional<int64_t> fabric_now = fabric_now_ ? fabric_now_() : std::nullopt;
   // Acks first: one that arrived before its probe's timeout counts though
   // it is read after it. In the order they arrived (kernel stamps), not the
-  // order they were read: the urgent port is read first, and an urgent ack
+  // order they were read: the urgent socket is read first, and an urgent ack
   // handled before an earlier regular one would time out, on its path, the
   // probe that earlier ack answered in time.
   auto by_arrival = [](const FabricDatagram& a, const FabricDatagram& b) { return a.received < b.received; };

@@ -82,7 +82,7 @@ class AckBook {
     std::optional<uint32_t> seq;         // its probe; none: ack-only
     MonoTime received{};                 // kernel receive time
     int ifindex = 0;                     // where it arrived
-    bool urgent = false;                 // to our urgent port
+    bool urgent = false;                 // flagged urgent (to our urgent socket)
     std::optional<Nanos> one_way_delay;  // of its probe (clock sync LOCKED at both ends)
     bool slow = false;                   // its probe carries the slow flag (an idle path's: acked at our idle tick)
   };
@@ -111,7 +111,7 @@ class AckBook {
     int peer = 0;         // PeerIndex
     WirePath path;        // the peer path acked
     int ifindex = 0;      // leaves where its probes arrive
-    bool urgent = false;  // to the peer's urgent port
+    bool urgent = false;  // flagged urgent (wakes the peer's prober)
     std::optional<fabric::AckField> ack;
   };
   // The acks no probe of this batch carried, appended to `out`: every urgent
@@ -140,7 +140,7 @@ class AckBook {
     int ifindex = 0;           // where its probes arrive (ack-only packets leave there)
     bool has_carrier = false;  // HasCarrier for this ifindex and our paths
     bool carried = false;      // a probe of this batch carries its ack
-    bool urgent = false;       // an urgent probe arrived: ack it at once, to the peer's urgent port
+    bool urgent = false;       // an urgent probe arrived: ack it at once, flagged urgent
     MonoTime fast_until{};     // a fast probe arrived: the peer judges our acks with its fast timeout until then
   };
   struct Peer {

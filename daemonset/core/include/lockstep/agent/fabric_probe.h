@@ -23,9 +23,12 @@
 //           (the sender's clock is LOCKED), 0x08 ack_owd valid, 0x10 slow
 //           (with probe: an idle path's probe, which the receiver may ack at
 //           its idle tick and which does not keep it on fast ticks:
-//           fabric::FabricOptions::idle_tick); at least one of probe/ack;
-//           other bits 0 (an agent from before the slow flag drops a slow
-//           probe as malformed: upgrade the agents of a fabric together)
+//           fabric::FabricOptions::idle_tick), 0x20 urgent (an urgent probe,
+//           or the ack of one: the receiver's kernel steers it to the socket
+//           that wakes the prober, see kFabricUrgentFlag); at least one of
+//           probe/ack; other bits 0 (an agent from before a flag drops a
+//           packet with it as malformed: upgrade the agents of a fabric
+//           together)
 //    4   1  rail, 5 1 path index: the sender's path this probe is for
 //    6   4  sender: WireNodeId (the 64-bit NodeId folded to 32 bits)
 //   10   4  destination WireNodeId
@@ -79,7 +82,7 @@
 //     window, lockstep/fabric/ack_window.h);
 //   - same epoch: a seq already received is dropped as replayed, one before
 //     the ack window (or implausibly far ahead) as stale. The whole packet
-//     is dropped, its ack too, and a replay to the urgent port wakes no
+//     is dropped, its ack too, and a replayed urgent probe wakes no
 //     urgent reply.
 // Each path's seqs start at FirstSeq(epoch), so an ack from an old boot of
 // ours (replayed in an ack-only packet, which carries no seq of its own)
@@ -110,6 +113,18 @@ inline constexpr uint16_t kFabricProbeMagic = 0x4C46;
 inline constexpr uint8_t kFabricProbeVersion = 3;
 inline constexpr size_t kFabricProbeSize = 54;
 inline constexpr size_t kFabricMacSize = 8;
+// The urgent bit of the flags byte (offset kFabricFlagsOffset). Urgent
+// probes and their acks go to the same port as every other probe, so they
+// take the same 5-tuple, and so the same ECMP path, as the probes they
+// confirm (they once went to port + 1: a different hash, often a different
+// spine, so a path whose probes were black-holed on one spine could be
+// "confirmed up" by urgent probes over the other). The receiver's kernel
+// steers datagrams with this bit to the socket that wakes the prober
+// (UdpFabricSocket: a SO_REUSEPORT pair with a classic BPF program reading
+// this byte). It is authenticated with the rest; a forged one can only
+// steer a packet that is then dropped unless genuine.
+inline constexpr size_t kFabricFlagsOffset = 3;
+inline constexpr uint8_t kFabricUrgentFlag = 0x20;
 
 // A node's id on the fabric wire: NodeId folded to 32 bits.
 constexpr uint32_t WireNodeId(NodeId id) { return static_cast<uint32_t>(id ^ (id >> 32)); }
@@ -127,7 +142,8 @@ struct FabricProbe {
   std::optional<fabric::AckField> ack;  // one_way_delay < 2^31 ns; held as HeldToWire can say it
   uint8_t ack_rail = 0;                 // with ack: the destination's path it is for
   uint8_t ack_path_index = 0;
-  bool slow = false;  // with seq: the wire's slow flag (an idle path's probe)
+  bool slow = false;    // with seq: the wire's slow flag (an idle path's probe)
+  bool urgent = false;  // an urgent probe, or an urgent probe's ack (kFabricUrgentFlag)
   bool operator==(const FabricProbe&) const = default;
 };
 

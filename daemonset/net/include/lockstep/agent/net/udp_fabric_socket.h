@@ -7,8 +7,13 @@
 // sendmmsg; Poll sleeps its whole wait unless an urgent datagram arrives
 // (ppoll on the urgent socket only: no wake-up per regular datagram) and
 // then drains both sockets with recvmmsg into buffers it owns, to the last
-// datagram (bounded: kMaxDrain a call). The urgent socket is bound to
-// port + kUrgentPortOffset. ReserveReceive sizes both receive buffers
+// datagram (bounded: kMaxDrain a call). The urgent socket shares the port:
+// the two form a SO_REUSEPORT group whose classic BPF program sends a
+// datagram with the urgent flag (kFabricUrgentFlag) to the urgent socket and
+// every other to the regular one, so urgent probes take the same 5-tuple,
+// hence the same ECMP path, as the others. An abstract unix socket named
+// after the port keeps a second agent in the namespace from joining the
+// group (its Open fails instead). ReserveReceive sizes both receive buffers
 // (SO_RCVBUFFORCE where the agent may, else SO_RCVBUF up to rmem_max).
 // Probes are marked DSCP CS6 (IP_TOS 0xc0, network control) and don't
 // fragment (DF: IP_PMTUDISC_DO).
@@ -26,7 +31,8 @@ inline constexpr int kFabricProbeTos = 0xc0;  // DSCP 48 (CS6) << 2
 
 class UdpFabricSocket final : public FabricSocket {
  public:
-  // Binds bind_address:port and port + 1 (0: a free pair), non-blocking, IP_PKTINFO on.
+  // Locks and binds bind_address:port (0: a free port) twice (regular and
+  // urgent, one SO_REUSEPORT group), non-blocking, IP_PKTINFO on.
   static Result<std::unique_ptr<UdpFabricSocket>> Open(const std::string& bind_address, int port,
                                                        const Clock& clock);
   ~UdpFabricSocket() override;
@@ -55,6 +61,7 @@ class UdpFabricSocket final : public FabricSocket {
   Status Drain(int fd, bool urgent, std::vector<FabricDatagram>& out);
   int fd_;
   int urgent_fd_;
+  int lock_fd_ = -1;  // the port's lock (LockPort)
   int port_;
   size_t reserved_ = 0;  // datagrams ReserveReceive sized the buffers for
   const Clock& clock_;

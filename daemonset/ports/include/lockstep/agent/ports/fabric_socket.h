@@ -21,9 +21,10 @@
 namespace lockstep::agent {
 
 // Urgent probes and their acks (fabric::PathHealth::TakeUrgent) go to the
-// peer's fabric port + kUrgentPortOffset: a datagram arriving there ends the
-// prober's sleep at once, so it is acknowledged within a round trip.
-inline constexpr int kUrgentPortOffset = 1;
+// peer's fabric port like every other probe, with the wire's urgent flag
+// (fabric_probe.h, kFabricUrgentFlag): the adapter hands them over as
+// `urgent`, and one arriving ends the prober's sleep at once, so it is
+// acknowledged within a round trip.
 
 // One datagram of a batch send (see SendBatch).
 struct FabricSend {
@@ -50,7 +51,7 @@ struct FabricDatagram {
   uint32_t source = 0;  // the datagram's source address (host order): informative only, never trusted
   int ifindex = 0;      // the interface it arrived on
   MonoTime received{};  // the kernel's receive time where the adapter has it (else when it was read)
-  bool urgent = false;  // arrived on the urgent port (kUrgentPortOffset)
+  bool urgent = false;  // carried the urgent flag (steered to the urgent socket)
 };
 
 class FabricSocket {
@@ -72,7 +73,7 @@ class FabricSocket {
     return failed;
   }
   // Waits max_wait (datagrams arriving meanwhile do not end the wait: they
-  // queue with their receive time; one on the urgent port does), then
+  // queue with their receive time; an urgent one does), then
   // appends every datagram that arrived. The prober wakes once per event,
   // not once per datagram. Every datagram: a backlog left for a later
   // wake-up would hold acks that arrived in time while the caller judges
@@ -82,7 +83,7 @@ class FabricSocket {
   // a stall the prober should survive without a loss). Best effort; the
   // default does nothing.
   virtual void ReserveReceive(size_t /*datagrams*/) {}
-  virtual int port() const = 0;  // the bound UDP port (the urgent one is port() + kUrgentPortOffset)
+  virtual int port() const = 0;  // the bound UDP port
 };
 
 }  // namespace lockstep::agent
