@@ -77,6 +77,8 @@ TEST_CASE("congestion publisher: a congested leaf-spine link is named in the gau
   REQUIRE(found.size() == 1);
   CHECK(found[0].kind == CongestionFinding::Kind::kLinkCongested);
   CHECK(found[0].links == std::vector<std::string>{"l0>s0"});
+  // What the FabricCongested condition reads.
+  CHECK(CongestionViewOf(s) == FabricCongestionView{.judged = 14, .links = {"l0>s0"}, .bad_paths = {}});
   // Still congested: no new finding; cleared: the gauge reads 0.
   pub.Observe(Views(queue));
   CHECK(pub.TakeFindings().empty());
@@ -95,6 +97,7 @@ TEST_CASE("congestion publisher: a path rising alone is a bad path, its gauge se
   REQUIRE(s["bad_paths"].size() == 1);
   CHECK(s["bad_paths"][0]["path"] == "h6/rail1/path0");
   CHECK(s["bad_paths"][0]["baseline_p50_ns"] == 20'000);
+  CHECK(CongestionViewOf(s) == FabricCongestionView{.judged = 14, .links = {}, .bad_paths = {"h6/rail1/path0"}});
   CHECK(Get(registry, "lockstep_fabric_path_bad", {"h6", "rail1"}) == 1);
   std::vector<CongestionFinding> found = pub.TakeFindings();
   REQUIRE(found.size() == 1);

@@ -6,6 +6,7 @@
 // clock and the fake Kubernetes API.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,86 @@ TEST_CASE("FabricHealth LatencyWithinSLA: True, False naming the worst path, Unk
   AgentReport no_fabric = Report({});
   no_fabric.fabric.reset();
   CHECK(Cond(BuildStatus(b, no_fabric, t), "LatencyWithinSLA").is_null());
+}
+
+TEST_CASE("FabricHealth FabricCongested: True naming the links, False for a path alone or none, Unknown before",
+          "[daemonset][fabric][kube]") {
+  const std::string t = "2026-01-01T00:00:00Z";
+  auto with = [](CongestionSummary c) {
+    AgentReport r = Report({});
+    r.fabric->congestion = std::move(c);
+    return r;
+  };
+  Json s = BuildStatus(nullptr, with({}), t);
+  CHECK(Cond(s, "FabricCongested")["status"] == "Unknown");
+  CHECK(Cond(s, "FabricCongested")["reason"] == "NotJudged");
+  s = BuildStatus(s, with({.judged = 14}), t);
+  CHECK(Cond(s, "FabricCongested")["status"] == "False");
+  CHECK(Cond(s, "FabricCongested")["reason"] == "NoCongestion");
+  const CongestionSummary congested{.judged = 14, .links = {"l0>s0"}, .bad_paths = {"h6/rail1/path0"}};
+  Json c = BuildStatus(s, with(congested), "2026-01-01T00:00:10Z");
+  CHECK(Cond(c, "FabricCongested")["status"] == "True");
+  CHECK(Cond(c, "FabricCongested")["reason"] == "LinkCongested");
+  CHECK(Cond(c, "FabricCongested")["message"] ==
+        "the one-way delays of the fabric paths crossing l0>s0 rose together above their own baselines: congested; "
+        "paths whose delay rose alone: h6/rail1/path0 (lockstep-agent fabric status, \"congestion\")");
+  CHECK(Cond(c, "FabricCongested")["lastTransitionTime"] == "2026-01-01T00:00:10Z");
+  // Congestion does not make the node unready.
+  CHECK(Cond(c, "Ready")["status"] == "True");
+  CHECK(c["phase"] == "Healthy");
+  Json alone = BuildStatus(c, with({.judged = 14, .bad_paths = {"h6/rail1/path0"}}), t);
+  CHECK(Cond(alone, "FabricCongested")["status"] == "False");
+  CHECK(Cond(alone, "FabricCongested")["reason"] == "PathDelayRose");
+  // Names are capped: 7 links, 5 shown.
+  const kube::Condition many =
+      CongestionCondition({.judged = 40, .links = {"a>b", "b>c", "c>d", "d>e", "e>f", "f>g", "g>h"}});
+  CHECK(many.message.find("a>b, b>c, c>d, d>e, e>f and 2 more") != std::string::npos);
+  // A change of the condition, another link included, is due for a write at once.
+  CHECK(ReportSignature(with(congested)) != ReportSignature(with({.judged = 14})));
+  CHECK(ReportSignature(with(congested)) != ReportSignature(with({.judged = 14, .links = {"l1>s0"}})));
+  CHECK(ReportSignature(with(congested)) == ReportSignature(with({.judged = 20, .links = congested.links,
+                                                                   .bad_paths = congested.bad_paths})));
+  // Without fabric the condition goes.
+  AgentReport no_fabric = Report({});
+  no_fabric.fabric.reset();
+  CHECK(Cond(BuildStatus(c, no_fabric, t), "FabricCongested").is_null());
+}
+
+TEST_CASE("congestion findings become Warning Events on the node's FabricHealth", "[daemonset][fabric][kube]") {
+  FakeClock clock;
+  kube::FakeKubeApi api{clock};
+  kube::EventRecorder events(api, clock, {.component = "lockstep-agent", .host = "gpu-node-0"});
+  Json health = {{"apiVersion", "lockstep.dev/v1alpha1"},
+                 {"kind", "FabricHealth"},
+                 {"metadata", {{"name", "gpu-node-0"}, {"uid", "u-1"}}}};
+  RecordCongestion(events, health, "gpu-node-0",
+                   {.kind = CongestionFinding::Kind::kLinkCongested, .links = {"l0>s0"}, .rising = 3, .paths = 3});
+  RecordCongestion(events, health, "gpu-node-0",
+                   {.kind = CongestionFinding::Kind::kBadPath, .path = "h6/rail1/path0", .p50 = 3020us,
+                    .base_p50 = 20us});
+  auto list = api.Objects(kube::gvr::kEvents);
+  REQUIRE(list.size() == 2);
+  std::map<std::string, std::string> by_reason;
+  for (const Json& e : list) {
+    CHECK(e["type"] == "Warning");
+    CHECK(e["involvedObject"]["name"] == "gpu-node-0");
+    by_reason[e["reason"]] = e["message"];
+  }
+  CHECK(by_reason["FabricLinkCongested"] ==
+        "fabric link l0>s0 congested, as seen from node gpu-node-0: the one-way delays of 3 of the 3 paths crossing "
+        "it rose together (lockstep-agent fabric status, \"congestion\")");
+  CHECK(by_reason["FabricPathDelayRose"] ==
+        "fabric path h6/rail1/path0 of node gpu-node-0: one-way delay p50 3020 us against its baseline of 20 us, "
+        "rising alone (no congested link explains it: the path or the peer's end)");
+}
+
+TEST_CASE("the report's congestion part mirrors the service's view", "[daemonset][fabric][kube]") {
+  FabricHealthView v;
+  v.congestion = {.judged = 9, .links = {"l0>s0", "s0>l1"}, .bad_paths = {"b/rail0/path0"}};
+  const CongestionSummary c = FabricSnapshotOf(v, "10.0.200.7").congestion;
+  CHECK(c.judged == 9);
+  CHECK(c.links == std::vector<std::string>{"l0>s0", "s0>l1"});
+  CHECK(c.bad_paths == std::vector<std::string>{"b/rail0/path0"});
 }
 
 TEST_CASE("the report's latency part mirrors the service's view", "[daemonset][fabric][kube]") {

@@ -135,6 +135,40 @@ kube::Condition LatencyCondition(const LatencyReport& l) {
   return {type, "Unknown", "NoSLA", "the FabricPolicy sets no latency SLA (spec.latency)"};
 }
 
+namespace {
+
+// "a, b, c, d, e and 3 more"
+std::string FirstNames(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 5;
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) s += " and " + std::to_string(names.size() - kShown) + " more";
+  return s;
+}
+
+}  // namespace
+
+kube::Condition CongestionCondition(const CongestionSummary& c) {
+  const char* type = api::kCongestionConditionType;
+  if (!c.links.empty()) {
+    std::string m = "the one-way delays of the fabric paths crossing " + FirstNames(c.links) +
+                    " rose together above their own baselines: congested";
+    if (!c.bad_paths.empty()) m += "; paths whose delay rose alone: " + FirstNames(c.bad_paths);
+    return {type, "True", "LinkCongested", m + " (lockstep-agent fabric status, \"congestion\")"};
+  }
+  if (!c.bad_paths.empty()) {
+    return {type, "False", "PathDelayRose",
+            "no link is congested, but the one-way delay of " + FirstNames(c.bad_paths) +
+                " rose alone above its baseline (that path or the peer's end, not a link it shares with others; "
+                "lockstep-agent fabric status, \"congestion\")"};
+  }
+  if (c.judged > 0) {
+    return {type, "False", "NoCongestion", "every fabric path judged is at its own one-way delay baseline"};
+  }
+  return {type, "Unknown", "NotJudged",
+          "no fabric path has one-way delays enough to judge yet (clock sync must be LOCKED)"};
+}
+
 Readiness Assess(const AgentReport& report) {
   Readiness clock = Assess(report.clock);
   if (!report.fabric) return clock;
@@ -160,6 +194,8 @@ std::string ReportSignature(const AgentReport& report) {
     s += "|" + c.type + "=" + c.status + "/" + c.reason;
     const kube::Condition l = LatencyCondition(report.fabric->latency);
     s += "|" + l.type + "=" + l.status + "/" + l.reason;
+    const kube::Condition g = CongestionCondition(report.fabric->congestion);
+    s += "|" + g.type + "=" + g.status + "/" + g.reason + "/" + g.message;
   }
   if (report.gpu) {
     const kube::Condition& c = report.gpu->condition;
@@ -226,6 +262,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
     }
     if (type == api::kProberStalledConditionType && !report.fabric) continue;  // fabric failover turned off
     if (type == api::kLatencyConditionType && !report.fabric) continue;
+    if (type == api::kCongestionConditionType && !report.fabric) continue;
     if (type == api::kGpuConditionType && !report.gpu) continue;                // gpu.mode Disabled
     kept.push_back(cond);
   }
@@ -234,6 +271,7 @@ Json BuildStatus(const Json& existing, const AgentReport& report, const std::str
   if (report.fabric) {
     conditions = kube::SetCondition(conditions, ProberStalledCondition(*report.fabric), std::nullopt, now);
     conditions = kube::SetCondition(conditions, LatencyCondition(report.fabric->latency), std::nullopt, now);
+    conditions = kube::SetCondition(conditions, CongestionCondition(report.fabric->congestion), std::nullopt, now);
   }
   if (report.gpu) conditions = kube::SetCondition(conditions, report.gpu->condition, std::nullopt, now);
   s["conditions"] = conditions;

@@ -37,6 +37,7 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
                .worst_rail = l.worst_rail,
                .worst_p99_ns = l.worst_p99.count(),
                .worst_sla_ns = l.worst_sla.count()};
+  f.congestion = {.judged = view.congestion.judged, .links = view.congestion.links, .bad_paths = view.congestion.bad_paths};
   if (view.last_flap) f.last_flap_time = kube::FormatRfc3339(*view.last_flap);
   return f;
 }
@@ -69,6 +70,28 @@ void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::
                  "fabric path " + b.rail + " -> " + b.peer + " of node " + node_name + ": one-way delay p99 " +
                      us(b.owd_p99) + " (over " + std::to_string(b.samples) + " delays) is above its latency SLA of " +
                      us(b.sla) + " (FabricPolicy spec.latency); lockstep-agent fabric status shows its paths");
+}
+
+void RecordCongestion(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                      const std::string& node_name, const CongestionFinding& f) {
+  kube::Json involved = health ? *health
+                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
+                                            {"kind", "FabricHealth"},
+                                            {"metadata", {{"name", node_name}}}};
+  if (f.kind == CongestionFinding::Kind::kLinkCongested) {
+    std::string links;
+    for (const std::string& l : f.links) links += (links.empty() ? "" : ", ") + l;
+    events.Warning(involved, kLinkCongestedReason,
+                   "fabric link " + links + " congested, as seen from node " + node_name + ": the one-way delays of " +
+                       std::to_string(f.rising) + " of the " + std::to_string(f.paths) +
+                       " paths crossing it rose together (lockstep-agent fabric status, \"congestion\")");
+    return;
+  }
+  auto us = [](Nanos d) { return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count()); };
+  events.Warning(involved, kPathDelayRoseReason,
+                 "fabric path " + f.path + " of node " + node_name + ": one-way delay p50 " + us(f.p50) +
+                     " us against its baseline of " + us(f.base_p50) +
+                     " us, rising alone (no congested link explains it: the path or the peer's end)");
 }
 
 KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service, FabricService* fabric,
@@ -167,6 +190,9 @@ void KubeAgent::RaiseFlapAlerts() {
   }
   for (const FabricLatencyBreach& b : fabric_->TakeLatencyBreaches()) {
     RecordLatencyBreach(events_, reporter_.current(), options_.node_name, b);
+  }
+  for (const CongestionFinding& f : fabric_->TakeCongestionFindings()) {
+    RecordCongestion(events_, reporter_.current(), options_.node_name, f);
   }
 }
 

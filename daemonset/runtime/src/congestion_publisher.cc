@@ -1,5 +1,6 @@
 #include "lockstep/agent/runtime/congestion_publisher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "lockstep/agent/route.h"
@@ -151,6 +152,17 @@ nlohmann::json CongestionPublisher::Observe(const std::vector<fabric::PathView>&
           {"rising", report.rising},
           {"congested_links", links},
           {"bad_paths", bad}};
+}
+
+FabricCongestionView CongestionViewOf(const nlohmann::json& block) {
+  FabricCongestionView v{.judged = block.value("judged", 0)};
+  for (const auto& c : block.value("congested_links", nlohmann::json::array())) {
+    for (const auto& l : c.value("links", nlohmann::json::array())) v.links.push_back(l.get<std::string>());
+  }
+  for (const auto& b : block.value("bad_paths", nlohmann::json::array())) v.bad_paths.push_back(b.value("path", ""));
+  std::sort(v.links.begin(), v.links.end());
+  std::sort(v.bad_paths.begin(), v.bad_paths.end());
+  return v;
 }
 
 std::vector<CongestionFinding> CongestionPublisher::TakeFindings() {

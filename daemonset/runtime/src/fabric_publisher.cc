@@ -227,6 +227,7 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor, 
   for (const fabric::PathView& v : views) delays.push_back({v.path, v.stats.owd_p99, v.stats.owd_samples});
   const fabric::LatencyDecisions latency = latency_.Judge(now, clock_locked, delays);
   nlohmann::json congestion = congestion_.Observe(views);
+  FabricCongestionView congestion_view = CongestionViewOf(congestion);
   for (size_t i = 0; i < views.size(); ++i) {
     const fabric::PathView& v = views[i];
     const fabric::PathLatency& sla = latency.paths[i];
@@ -327,6 +328,7 @@ void FabricPublisher::Publish(MonoTime now, const fabric::PathMonitor& monitor, 
          {"flaps_last_hour", r.flaps_in_window},
          {"alerting", r.alerting}});
   }
+  health.congestion = std::move(congestion_view);
   const fabric::LatencySummary& sum = latency.summary;
   health.latency = {.verdict = sum.verdict,
                     .with_sla = sum.with_sla,

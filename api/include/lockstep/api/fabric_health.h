@@ -145,6 +145,13 @@ inline constexpr char kGpuConditionType[] = "GPUHealthy";
 // ClockNotLocked, NotEnoughSamples) when nothing can be judged
 // (LatencyCondition in lockstep/agent/kube/health_status.h).
 inline constexpr char kLatencyConditionType[] = "LatencyWithinSLA";
+// An agent condition (with fabric failover only): True (LinkCongested)
+// naming the links whose paths' one-way delays rose together, False
+// (PathDelayRose) naming paths whose delay rose alone, False (NoCongestion)
+// when every judged path is at its baseline, Unknown (NotJudged) before any
+// path has delays enough (CongestionCondition in
+// lockstep/agent/kube/health_status.h).
+inline constexpr char kCongestionConditionType[] = "FabricCongested";
 
 // Parses .status (null: empty). Errors name the node and the field.
 Result<FabricHealthStatus> ParseFabricHealthStatus(const std::string& node_name, const Json& status);

@@ -59,6 +59,13 @@ struct LatencyReport {
   int64_t worst_p99_ns = 0, worst_sla_ns = 0;
 };
 
+// Congestion localisation's view (FabricCongestionView).
+struct CongestionSummary {
+  int judged = 0;
+  std::vector<std::string> links{};      // flagged congested, sorted
+  std::vector<std::string> bad_paths{};  // rising alone, sorted
+};
+
 // Fabric failover's view (only with fabric.rails).
 struct FabricSnapshot {
   std::string host_address{};        // status.hostAddress
@@ -69,6 +76,7 @@ struct FabricSnapshot {
   // last stall window (FabricHealthView::prober_stalled).
   bool prober_stalled = false;
   LatencyReport latency{};
+  CongestionSummary congestion{};
 };
 
 // GPU health (agent.yaml gpu.mode not Disabled): the GPUHealthy condition
@@ -148,6 +156,19 @@ kube::Condition ProberStalledCondition(const FabricSnapshot& fabric);
 // change, not per publish), except the worst path's p99 in breach.
 kube::Condition LatencyCondition(const LatencyReport& latency);
 
+// The congestion condition, type FabricCongested (only with fabric):
+//   True    LinkCongested   the one-way delays of the paths crossing these
+//                           links rose together: names them (and any path
+//                           rising alone besides)
+//   False   PathDelayRose   no link, but these paths' delays rose alone
+//                           (the path, or the peer's end, not a shared link)
+//   False   NoCongestion    every judged path is at its own baseline
+//   Unknown NotJudged       no path has delays enough yet (clock sync not
+//                           LOCKED, or minSamples not reached)
+// At most 5 names each, then "and N more". The message holds only names (a
+// write when the set changes, not per publish).
+kube::Condition CongestionCondition(const CongestionSummary& congestion);
+
 // "Rail-" + the interface name with characters a condition type may not
 // hold (it allows [-A-Za-z0-9_.], alphanumeric last) replaced by '-', and an
 // 'x' appended when it would not end alphanumeric.
@@ -155,7 +176,8 @@ std::string RailConditionType(const std::string& rail_name);
 
 // What a write is due for at once (subject to the reporter's rate limit):
 // the Ready reason, every rail condition's status and reason, ProberStalled's,
-// LatencyWithinSLA's and GPUHealthy's (a GPU that starts to warn is written within the report
+// LatencyWithinSLA's, FabricCongested's (its message too: the links named)
+// and GPUHealthy's (a GPU that starts to warn is written within the report
 // interval, not at the next heartbeat). GPUHealthy does not change Ready or
 // the phase: those describe the fabric and the clock.
 std::string ReportSignature(const AgentReport& report);

@@ -63,6 +63,8 @@ struct KubeAgentOptions {
 
 inline constexpr char kFlapAlertReason[] = "FabricFlapAlert";
 inline constexpr char kLatencyBreachReason[] = "FabricLatencySLABreach";
+inline constexpr char kLinkCongestedReason[] = "FabricLinkCongested";
+inline constexpr char kPathDelayRoseReason[] = "FabricPathDelayRose";
 
 // The report's fabric part from the service's view; `host_address` is ours.
 FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string& host_address);
@@ -78,6 +80,13 @@ void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json
 // on our FabricHealth as RecordFlapAlert.
 void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::Json>& health,
                          const std::string& node_name, const FabricLatencyBreach& breach);
+
+// The Warning Event for a link newly flagged congested (kLinkCongestedReason)
+// or a path whose delay newly rose alone (kPathDelayRoseReason), on our
+// FabricHealth as RecordFlapAlert. One per finding: the publisher raises a
+// finding when a link or path enters the state, not while it stays.
+void RecordCongestion(kube::EventRecorder& events, const std::optional<kube::Json>& health,
+                      const std::string& node_name, const CongestionFinding& finding);
 
 // The GPU part of a report, read from the kube thread (thread-safe); empty
 // function: no GPU monitor.

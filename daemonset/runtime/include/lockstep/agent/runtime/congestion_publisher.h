@@ -44,6 +44,16 @@ struct CongestionFinding {
   Nanos p50{}, base_p50{};           // kBadPath
 };
 
+// Congestion localisation as of the last publish: what the FabricCongested
+// condition says (CongestionViewOf: from Observe's status block).
+struct FabricCongestionView {
+  int judged = 0;                        // paths judged against their baselines
+  std::vector<std::string> links{};      // flagged congested ("l0>s0"), sorted
+  std::vector<std::string> bad_paths{};  // rising alone ("<peer>/rail<r>/path<i>"), sorted
+  bool operator==(const FabricCongestionView&) const = default;
+};
+FabricCongestionView CongestionViewOf(const nlohmann::json& status_block);
+
 class CongestionPublisher {
  public:
   // `topology`: the fabric's map as far as known (may be empty). REQUIRES:

@@ -83,6 +83,7 @@ struct FabricHealthView {
   bool prober_stalled = false;
   uint64_t stalls = 0, stalls_judged = 0;  // since the start
   FabricLatencyView latency{};
+  FabricCongestionView congestion{};
   bool operator==(const FabricHealthView&) const = default;
 };
 
