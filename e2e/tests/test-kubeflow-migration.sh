@@ -330,9 +330,14 @@ EOF
     hpid=$(ctr --address "$RDIR/nodes/$hnode/containerd.sock" -n k8s.io tasks ls | awk -v c="$hcid" '$1 == c { print $2 }')
     [[ $hpid =~ ^[0-9]+$ ]] || fail "no pid for $hung's container $hcid on $hnode"
     grep -q migration_train.py "/proc/$hpid/cmdline" || fail "pid $hpid is not the training script"
+    local hlast
     t_stop=$(date +%s.%N)
     kill -STOP "$hpid"
-    say "$TJ: SIGSTOPped rank $HANG_RANK's process (pid $hpid, pod $hung on $hnode) after its step $(events "$WORK/$hung.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')"
+    hlast=$(events "$WORK/$hung.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
+    say "$TJ: SIGSTOPped rank $HANG_RANK's process (pid $hpid, pod $hung on $hnode) after its step $hlast"
+    # Late (the spare in rank 2's pod slow to register): too few steps left to see the
+    # new holder train before the job ends; raise KF_MIGRATION_STEPS.
+    ((hlast < STEPS - 20)) || fail "$TJ: the hang came at step $hlast of $STEPS: too late to check"
     # The new holder: a streamed process other than the hung one that commits a step of
     # rank 1 (a spare pod, or the spare in rank 2's restarted pod: whichever registered first).
     stream_spares() {
@@ -364,6 +369,10 @@ EOF
     coord_json() { grep -h '^{' "$WORK/$TJ-coordinator-hang.log" | jq -c --arg p "$hung" "select(.pod == \$p) | $1"; }
     dead_line=$(grep -h '^{' "$WORK/$TJ-coordinator-hang.log" | jq -c --arg r $HANG_RANK 'select(.msg == "member_dead" and .rank == $r)' | head -n1)
     [[ -n $dead_line ]] || fail "$TJ: the coordinator logged no member_dead for rank $HANG_RANK"
+    # A stopped process stops heartbeating (heartbeat_timeout); a stuck training thread
+    # whose heartbeat thread lives on would be "hung". Either way not a pod the probe saw end.
+    jq -e '.cause == "heartbeat_timeout" or .cause == "hung"' <<<"$dead_line" >/dev/null ||
+      fail "$TJ: rank $HANG_RANK taken for dead as: $dead_line"
     t_deferred=$(coord_json 'select(.msg == "fence deferred") | .ts' | head -n1)
     fence_line=$(coord_json 'select(.msg == "fence")' | head -n1)
     [[ -n $t_deferred ]] || fail "$TJ: no \"fence deferred\" for $hung in the coordinator's log"
@@ -501,8 +510,9 @@ EOF
   # pod probe first, or a peer's error first and then "hung": its fence deferred, then
   # skipped since the pod stays) goes to the output.
   K -n $TNS logs "$TJ-coordinator" --tail=-1 >"$WORK/$TJ-coordinator.log" 2>/dev/null || true
-  say "$TJ: the coordinator on rank $VICTIM's first member: $(grep -h '^{' "$WORK/$TJ-coordinator.log" | jq -rc --arg r $VICTIM '
-    select((.msg == "member_dead" and .rank == $r and .generation == "0") or (.msg | test("^fence")))
+  say "$TJ: the coordinator on rank $VICTIM's first member: $(grep -h '^{' "$WORK/$TJ-coordinator.log" | jq -rc --arg r $VICTIM --arg p "$old" '
+    select((.msg == "member_dead" and .rank == $r and .generation == "0") or
+      ((.msg | test("^fence")) and ((.pod // "") == $p or ((.result // "") | endswith(" " + $p)))))
     | .msg + ": " + (.reason // .result // .why // "")' 2>/dev/null | paste -sd ';' -)"
   # Give the real nodes' CPU back before the next job.
   K -n $TNS delete $KRES "$TJ" --wait=false >/dev/null
