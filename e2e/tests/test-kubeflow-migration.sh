@@ -387,7 +387,7 @@ EOF
     hang_fts=$(awk -v h="$t_h1" -v s="$t_stop" 'BEGIN { printf "%.2f", h - s }')
     hang_fence_s=$(awk -v f="$t_fence" -v s="$t_stop" 'BEGIN { printf "%.2f", f - s }')
     HANG_TIMES=$(awk -v d="$t_deferred" -v f="$t_fence" -v h="$t_h1" -v s="$t_stop" \
-      'BEGIN { printf "dead and fence deferred %.2f s, the new holder'"'"'s first step %.2f s, the pod deleted %.2f s after the SIGSTOP", d - s, h - s, f - s }')
+      'BEGIN { printf "dead and fence deferred %.2f s, the new holder'"'"'s first step %.2f s, the fence (its pod'"'"'s delete) %.2f s after the SIGSTOP", d - s, h - s, f - s }')
     pass "$TJ: hung rank $HANG_RANK ($(jq -r '.cause + ": " + .reason' <<<"$dead_line")): $h1 took the rank at once, $hung fenced only after the 10 s restart grace: $HANG_TIMES"
   fi
 
