@@ -224,7 +224,7 @@ void Coordinator::RunDeferredFences() {
     } else if (how || now >= it->due) {
       std::string why = it->reason + (how ? "; " + *how : "; still running after the restart grace");
       FenceNow(it->ref, why, job);
-      settled.push_back({it->ref.member, m::FenceChanged::What::kDone, 0, "done after the restart grace: " + why});
+      settled.push_back({it->ref.member, m::FenceChanged::What::kDone, 0, "done: " + why});
     } else {
       ++it;
       continue;
