@@ -30,6 +30,17 @@
 #  - the final parameters equal a fault-free run (plain DDP, 4 local processes) bit for bit.
 #  - the spare pods are owned by the TrainingJob only, with none of the labels the
 #    Kubeflow, JobSet or Job controllers select their pods by.
+# Then, in the TrainJob (KF_MIGRATION_HANG=0: not), a hang: rank 1's process SIGSTOPped
+# from the host once it committed step HANG_AT, its pod still Running. The coordinator
+# takes it for dead (no heartbeat), a spare takes rank 1 at once, and the fence (deleting
+# the pod) is deferred by the restart grace (--keep-restarted-pods: a container seen
+# restarted meanwhile would be spared) and done when the grace is over, the container
+# still running. Checks: "fence deferred", then "fence" ("still running after the restart
+# grace") at least 10 s later in the coordinator's log, the pod deleted after it, the new
+# holder's first step before it; the Job counts that one failed pod (failed 1, not 0),
+# recreates index 1, whose process joins as a spare and exits 0 (4 indexes Succeeded);
+# JobSet restarts 0, TrainJob Complete; ranks 0 and 3 keep their pods; steps and bits as
+# above over rank 1's two holders.
 # Then the same, on the same cluster, for a PyTorchJob (v1 training-operator 1.9.3;
 # Worker-only, 4 workers, restartPolicy OnFailure): no Restarting condition, 4 workers
 # succeeded and none failed, one pod per replica index (rank 2's the original, restarted
@@ -50,6 +61,9 @@ app_version=$(chart_app_version)
 STEPS=${KF_MIGRATION_STEPS:-200}
 KILL_AT=${KF_MIGRATION_KILL_AT:-40}
 VICTIM=2
+HANG_AT=${KF_MIGRATION_HANG_AT:-100}
+HANG_RANK=1
+HANG=${KF_MIGRATION_HANG:-1}
 KINDS=${KF_MIGRATION_KINDS:-trainjob pytorchjob}
 ARGS=(--mode lockstep --steps "$STEPS" --hidden 64 --layers 3 --batch 16 --seed 11 --min-step-s 0.15)
 TNS=train
@@ -237,9 +251,11 @@ EOF
   pass "$TJ: the webhook made the 4 pods of $KRES $TJ ranks 0..3 of TrainingJob $TJ (labels and LOCKSTEP_* env, no pod spec edit)"
 
   # Logs: each pod's container streams to $WORK/<pod>[.<n>].jsonl (n: its restart count).
+  declare -A STREAMING=()
   stream() {
     K -n $TNS logs -f "$1" >"$WORK/$2.jsonl" 2>"$WORK/$2.logerr" &
     LOG_PIDS+=($!)
+    STREAMING[$2]=1
   }
   for r in 0 1 2 3; do stream "${POD[$r]}" "${POD[$r]}"; done
   committed() { grep -q "\"event\":\"step\",\"rank\":$1,\"step\":$2," "$WORK/$3.jsonl"; }
@@ -301,9 +317,89 @@ EOF
   [[ $role == spare ]] || fail "$TJ: the restarted process in $old registered as $role, not as a spare"
   pass "$TJ: the restarted process in rank $VICTIM's pod $old (still LOCKSTEP_RANK=$VICTIM) joined as a spare, the pod was not deleted"
 
+  # 6b. A hang (TrainJob): rank 1's process SIGSTOPped, its pod Running; the fence waits.
+  local hang=0 hung h1=${POD[$HANG_RANK]} idx1="" hang_fts=0 hang_fence_s=0
+  [[ $kind == trainjob && $HANG == 1 ]] && hang=1
+  if ((hang)); then
+    hung=${POD[$HANG_RANK]}
+    wait_for "$TJ: rank $HANG_RANK committed step $HANG_AT" 180 committed $HANG_RANK $HANG_AT "$hung"
+    local hnode hcid hpid t_stop t_h1 t_fence t_deferred t_gone dead_line fence_line
+    hnode=$(K -n $TNS get pod "$hung" -o jsonpath='{.spec.nodeName}')
+    hcid=$(K -n $TNS get pod "$hung" -o jsonpath='{.status.containerStatuses[0].containerID}')
+    hcid=${hcid#containerd://}
+    hpid=$(ctr --address "$RDIR/nodes/$hnode/containerd.sock" -n k8s.io tasks ls | awk -v c="$hcid" '$1 == c { print $2 }')
+    [[ $hpid =~ ^[0-9]+$ ]] || fail "no pid for $hung's container $hcid on $hnode"
+    grep -q migration_train.py "/proc/$hpid/cmdline" || fail "pid $hpid is not the training script"
+    local hlast
+    t_stop=$(date +%s.%N)
+    kill -STOP "$hpid"
+    hlast=$(events "$WORK/$hung.jsonl" | jq -s '[.[] | select(.event == "step") | .step] | max')
+    say "$TJ: SIGSTOPped rank $HANG_RANK's process (pid $hpid, pod $hung on $hnode) after its step $hlast"
+    # Late (the spare in rank 2's pod slow to register): too few steps left to see the
+    # new holder train before the job ends; raise KF_MIGRATION_STEPS.
+    ((hlast < STEPS - 20)) || fail "$TJ: the hang came at step $hlast of $STEPS: too late to check"
+    # The new holder: a streamed process other than the hung one that commits a step of
+    # rank 1 (a spare pod, or the spare in rank 2's restarted pod: whichever registered first).
+    stream_spares() {
+      local p
+      # Running ones only: a log followed before its container started ends at once.
+      for p in $(K -n $TNS get pods -l "lockstep.dev/job=$TJ,lockstep.dev/role" -o json |
+        jq -r '.items[] | select(.status.phase == "Running") | .metadata.name'); do
+        [[ $p == "$TJ-spare-"* && -z ${STREAMING[$p]:-} ]] && stream "$p" "$p"
+      done
+      return 0
+    }
+    holder_of() {
+      local f n
+      stream_spares
+      for n in "${!STREAMING[@]}"; do
+        [[ $n == "$hung" ]] && continue
+        grep -q "\"event\":\"step\",\"rank\":$1," "$WORK/$n.jsonl" && { echo "$n"; return 0; }
+      done
+      return 1
+    }
+    wait_for "$TJ: another process committing steps of rank $HANG_RANK" 90 holder_of $HANG_RANK
+    h1=$(holder_of $HANG_RANK)
+    t_h1=$(events "$WORK/$h1.jsonl" | jq -s --argjson r $HANG_RANK '[.[] | select(.event == "step" and .rank == $r) | .t] | min')
+    # The hung pod is deleted once the grace is over (the container never restarts).
+    pod_gone() { ! K -n $TNS get pod "$hung" -o json | jq -e '.metadata.deletionTimestamp == null' >/dev/null; }
+    wait_for "$TJ: the hung pod $hung fenced (deleted)" 90 pod_gone
+    t_gone=$(date +%s.%N)
+    K -n $TNS logs "$TJ-coordinator" --tail=-1 >"$WORK/$TJ-coordinator-hang.log" 2>/dev/null || true
+    coord_json() { grep -h '^{' "$WORK/$TJ-coordinator-hang.log" | jq -c --arg p "$hung" "select(.pod == \$p) | $1"; }
+    dead_line=$(grep -h '^{' "$WORK/$TJ-coordinator-hang.log" | jq -c --arg r $HANG_RANK 'select(.msg == "member_dead" and .rank == $r)' | head -n1)
+    [[ -n $dead_line ]] || fail "$TJ: the coordinator logged no member_dead for rank $HANG_RANK"
+    # A stopped process stops heartbeating (heartbeat_timeout); a stuck training thread
+    # whose heartbeat thread lives on would be "hung". Either way not a pod the probe saw end.
+    jq -e '.cause == "heartbeat_timeout" or .cause == "hung"' <<<"$dead_line" >/dev/null ||
+      fail "$TJ: rank $HANG_RANK taken for dead as: $dead_line"
+    t_deferred=$(coord_json 'select(.msg == "fence deferred") | .ts' | head -n1)
+    fence_line=$(coord_json 'select(.msg == "fence")' | head -n1)
+    [[ -n $t_deferred ]] || fail "$TJ: no \"fence deferred\" for $hung in the coordinator's log"
+    [[ -n $fence_line ]] || fail "$TJ: no \"fence\" for $hung in the coordinator's log"
+    [[ -z $(coord_json 'select(.msg == "fence skipped")') ]] || fail "$TJ: the fence of the hung $hung was skipped"
+    t_fence=$(jq -r .ts <<<"$fence_line")
+    jq -e '(.why | test("still running after the restart grace")) and .result == "done"' <<<"$fence_line" >/dev/null ||
+      fail "$TJ: the hung pod's fence: $fence_line"
+    awk -v d="$t_deferred" -v f="$t_fence" -v h="$t_h1" -v s="$t_stop" -v g="$t_gone" \
+      'BEGIN { exit !(f - d >= 10 && f - d < 14 && h < f && d > s && g >= f) }' ||
+      fail "$TJ: hang timeline (s after the SIGSTOP): deferred $t_deferred, new holder's first step $t_h1, fence $t_fence, pod gone seen $t_gone (stop $t_stop)"
+    hang_fts=$(awk -v h="$t_h1" -v s="$t_stop" 'BEGIN { printf "%.2f", h - s }')
+    hang_fence_s=$(awk -v f="$t_fence" -v s="$t_stop" 'BEGIN { printf "%.2f", f - s }')
+    HANG_TIMES=$(awk -v d="$t_deferred" -v f="$t_fence" -v h="$t_h1" -v s="$t_stop" \
+      'BEGIN { printf "dead and fence deferred %.2f s, the new holder'"'"'s first step %.2f s, the fence (its pod'"'"'s delete) %.2f s after the SIGSTOP", d - s, h - s, f - s }')
+    pass "$TJ: hung rank $HANG_RANK ($(jq -r '.cause + ": " + .reason' <<<"$dead_line")): $h1 took the rank at once, $hung fenced only after the 10 s restart grace: $HANG_TIMES"
+  fi
+
   # 7. The job finishes.
   ended() { grep -q '"event":"end"' "$WORK/$1.jsonl"; }
-  for r in 0 1 3; do wait_for "$TJ: rank $r finished" 300 ended "${POD[$r]}"; done
+  for r in 0 1 3; do
+    if ((hang)) && [[ $r == "$HANG_RANK" ]]; then
+      wait_for "$TJ: rank $r finished (on $h1)" 300 ended "$h1"
+    else
+      wait_for "$TJ: rank $r finished" 300 ended "${POD[$r]}"
+    fi
+  done
   wait_for "$TJ: rank $VICTIM finished (on $nh)" 300 ended "$nh"
   cond() { K -n $TNS get $KRES $TJ -o json | jq -e --arg t "$1" '.status.conditions // [] | any(.type == $t and .status == "True")'; }
   wait_for "$KRES $TJ $DONE_COND" 120 cond $DONE_COND
@@ -316,9 +412,10 @@ EOF
     js=$(K -n $TNS get jobset $TJ -o json)
     [[ $(jq '.status.restarts // 0' <<<"$js") == 0 ]] || fail "JobSet $TJ restarted: $(jq -c .status <<<"$js")"
     job=$(K -n $TNS get job $TJ-node-0 -o json)
-    [[ $(jq '.status.failed // 0' <<<"$job") == 0 && $(jq '.status.succeeded // 0' <<<"$job") == 4 ]] ||
-      fail "Job $TJ-node-0: $(jq -c '{failed: .status.failed, succeeded: .status.succeeded}' <<<"$job")"
-    how_kf="TrainJob Complete (not Failed), JobSet restarts 0, Job failed 0 and 4 indexes Succeeded"
+    # The fenced hung pod is the one failed pod the Job counts (its index recreated).
+    [[ $(jq '.status.failed // 0' <<<"$job") == "$hang" && $(jq '.status.succeeded // 0' <<<"$job") == 4 ]] ||
+      fail "Job $TJ-node-0: $(jq -c '{failed: .status.failed, succeeded: .status.succeeded}' <<<"$job") (want failed $hang)"
+    how_kf="TrainJob Complete (not Failed), JobSet restarts 0, Job failed $hang and 4 indexes Succeeded"
   else
     local st
     st=$(K -n $TNS get pytorchjob $TJ -o json)
@@ -337,13 +434,36 @@ EOF
     how_kf="PyTorchJob Succeeded (not Failed), never Restarting, 4 workers succeeded and none failed, one pod per index"
   fi
   [[ $(K -n $TNS get pod "$old" -o jsonpath='{.status.phase}') == Succeeded ]] || fail "$old did not succeed"
-  events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
-    fail "the restarted process in $old trained"
-  events "$WORK/$old.1.jsonl" | jq -se 'any(.lib_event == "exit")' >/dev/null || fail "the spare in $old was not told to exit"
-  pass "$TJ: $how_kf, $((t_end - t1))s after the job was created ($old's spare exited 0)"
+  local spares_done="$old's spare exited 0"
+  if [[ $h1 == "$old.1" ]]; then
+    # The spare in rank 2's restarted pod took rank 1 at the hang: it trained, then ended.
+    spares_done="$old's spare trained as rank $HANG_RANK and ended"
+  else
+    events "$WORK/$old.1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
+      fail "the restarted process in $old trained"
+    events "$WORK/$old.1.jsonl" | jq -se 'any(.lib_event == "exit")' >/dev/null || fail "the spare in $old was not told to exit"
+  fi
+  if ((hang)); then
+    # The Job recreated the fenced index: one pod at index 1 now, not the hung one; its
+    # process (LOCKSTEP_RANK=1, while rank 1 is held) joined as a spare and exited 0.
+    local ip
+    ip=$(K -n $TNS get pods -l "$SEL,$IDX_LABEL=$HANG_RANK" -o json)
+    [[ $(jq '.items | length' <<<"$ip") == 1 && $(jq -r '.items[0].metadata.name' <<<"$ip") != "$hung" &&
+      $(jq -r '.items[0].status.phase' <<<"$ip") == Succeeded ]] ||
+      fail "$TJ: index $HANG_RANK's pods: $(jq -c '[.items[] | {name: .metadata.name, phase: .status.phase}]' <<<"$ip")"
+    idx1=$(jq -r '.items[0].metadata.name' <<<"$ip")
+    K -n $TNS logs "$idx1" >"$WORK/$idx1.jsonl" 2>/dev/null || fail "$TJ: no log of $idx1"
+    [[ $(events "$WORK/$idx1.jsonl" | jq -rs '[.[] | select(.lib_event == "registered")][0].role') == spare ]] ||
+      fail "$TJ: the process in the recreated $idx1 did not register as a spare"
+    events "$WORK/$idx1.jsonl" | jq -se '[.[] | select(.event == "step")] | length == 0' >/dev/null ||
+      fail "$TJ: the process in the recreated $idx1 trained"
+    spares_done+=", the recreated index-$HANG_RANK pod $idx1's spare exited 0"
+  fi
+  pass "$TJ: $how_kf, $((t_end - t1))s after the job was created ($spares_done)"
 
   # 8. Steps, per rank over its holders (as e2e.train-pods counts them).
   declare -A HOLDERS=([0]=${POD[0]} [1]=${POD[1]} [2]="$old $nh" [3]=${POD[3]})
+  ((hang)) && HOLDERS[$HANG_RANK]="${POD[$HANG_RANK]} $h1"
   local adopted=0 res h
   for r in 0 1 2 3; do
     : >"$WORK/$TJ-rank-$r.jsonl"
@@ -367,26 +487,32 @@ EOF
   pass "$TJ: 0 committed steps lost, none twice: every rank committed steps 0..$((STEPS - 1)) in order ($adopted received by a state sync at the re-form)"
 
   # 9. Healthy ranks kept their pods; bit identity.
-  local j rc got
-  for r in 0 1 3; do
+  local j rc got healthy=(0 1 3)
+  ((hang)) && healthy=(0 3)
+  for r in "${healthy[@]}"; do
     j=$(K -n $TNS get pod "${POD[$r]}" -o json)
     [[ $(jq -r .metadata.uid <<<"$j") == "${UIDS[$r]}" ]] || fail "$TJ: rank $r's pod was replaced"
     rc=$(jq '[.status.containerStatuses[].restartCount] | add' <<<"$j")
     [[ $rc == 0 ]] || fail "$TJ: rank $r's container restarted $rc times"
   done
-  pass "$TJ: healthy ranks 0, 1, 3 kept their pods (same UIDs, 0 restarts)"
+  pass "$TJ: healthy ranks ${healthy[*]} kept their pods (same UIDs, 0 restarts)"
   got=$(jq -sr '[.[] | select(.event == "end" and .rank == 0)][-1].sha256' "$WORK/$TJ-rank-0.jsonl")
   [[ $got =~ ^[0-9a-f]{64}$ ]] || fail "$TJ: rank 0 logged no final hash"
   [[ $got == "$REF" ]] || fail "$TJ: final parameters differ from the fault-free run: $got != $REF"
   pass "$TJ: final parameters equal the fault-free DDP run bit for bit (sha256 ${REF:0:16})"
   RESULTS+=("$(jq -nc --arg k "$kind" --argjson f "$fts" --argjson a "$adopted" \
     '{key: ($k + ".kill-rank2"), value: {fault_to_step_s: $f, lost_steps: 0, healthy_restarts: 0, bit_identical: true, adopted_steps: $a}}')")
+  if ((hang)); then
+    RESULTS+=("$(jq -nc --arg k "$kind" --argjson f "$hang_fts" --argjson d "$hang_fence_s" \
+      '{key: ($k + ".hang-rank1"), value: {fault_to_step_s: $f, fence_after_s: $d, lost_steps: 0, healthy_restarts: 0, bit_identical: true}}')")
+  fi
   # The coordinator's log stays in $WORK; how it took rank 2's old member for dead (the
   # pod probe first, or a peer's error first and then "hung": its fence deferred, then
   # skipped since the pod stays) goes to the output.
   K -n $TNS logs "$TJ-coordinator" --tail=-1 >"$WORK/$TJ-coordinator.log" 2>/dev/null || true
-  say "$TJ: the coordinator on rank $VICTIM's first member: $(grep -h '^{' "$WORK/$TJ-coordinator.log" | jq -rc --arg r $VICTIM '
-    select((.msg == "member_dead" and .rank == $r and .generation == "0") or (.msg | test("^fence")))
+  say "$TJ: the coordinator on rank $VICTIM's first member: $(grep -h '^{' "$WORK/$TJ-coordinator.log" | jq -rc --arg r $VICTIM --arg p "$old" '
+    select((.msg == "member_dead" and .rank == $r and .generation == "0") or
+      ((.msg | test("^fence")) and ((.pod // "") == $p or ((.result // "") | endswith(" " + $p)))))
     | .msg + ": " + (.reason // .result // .why // "")' 2>/dev/null | paste -sd ';' -)"
   # Give the real nodes' CPU back before the next job.
   K -n $TNS delete $KRES "$TJ" --wait=false >/dev/null

@@ -209,6 +209,13 @@ Status ApplyEvent(JobState& s, const Event& event, double now, Actions& a, std::
           if (Generation* g = s.current()) g->join_from = now;
           if (s.transition.grace_from != 0) s.transition.grace_from = now;
           return Status::Ok();
+        } else if constexpr (std::is_same_v<E, FenceChanged>) {
+          Member* m = s.Find(e.member);
+          if (!m) return NotFound("fence of unknown member " + e.member);
+          m->fenced = e.what == FenceChanged::What::kDone;
+          m->fence_due = e.what == FenceChanged::What::kDeferred ? e.due : 0;
+          m->fence_result = e.result;
+          return Status::Ok();
         }
       },
       event);

@@ -45,7 +45,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Member, id, role, requested_rank
                                                 pod_uid, seq,
                                                 registered_at, last_seen, hb_generation, hb_step, hb_state, hb_at, hb_interval, hb_intact, hb_in_collective,
                                                 report_generation, report_step, report_reason, report_error, report_intact, status,
-                                                gone_cause, gone_reason, gone_at, fenced)
+                                                gone_cause, gone_reason, gone_at, fenced, fence_due, fence_result)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Generation, number, members, store_host, store_port, store_prefix,
                                                 src_rank, resume_step, restored_step, kind, cause, detected_at, decided_at,
                                                 complete_at, join_from, status, ended_at, rate_anchor_time,

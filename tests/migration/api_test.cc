@@ -102,6 +102,32 @@ TEST_CASE("state JSON round trip keeps the members' pods", "[migration]") {
   CHECK_FALSE(old->config.spares_from_start);
 }
 
+TEST_CASE("FenceChanged records a deferred, done or skipped fence, and the state file keeps it", "[migration]") {
+  MigrationSim sim(Config(2));
+  sim.RegisterRanks(2);
+  REQUIRE(sim.Do(FenceChanged{"m1", FenceChanged::What::kDeferred, 1234.5, "deferred by the restart grace"})
+              .status.ok());
+  CHECK_FALSE(sim.state.Find("m1")->fenced);
+  nlohmann::json j = StateToJson(sim.state);
+  auto back = StateFromString(j.dump());
+  REQUIRE(back.ok());
+  CHECK(back->Find("m1")->fence_due == 1234.5);
+  CHECK(back->Find("m1")->fence_result == "deferred by the restart grace");
+  CHECK(StateToJson(*back) == j);
+  REQUIRE(sim.Do(FenceChanged{"m1", FenceChanged::What::kSkipped, 0, "skipped: the pod stays"}).status.ok());
+  CHECK_FALSE(sim.state.Find("m1")->fenced);
+  CHECK(sim.state.Find("m1")->fence_due == 0);
+  REQUIRE(sim.Do(FenceChanged{"m1", FenceChanged::What::kDone, 0, "done"}).status.ok());
+  CHECK(sim.state.Find("m1")->fenced);
+  CHECK(sim.Do(FenceChanged{"nobody", FenceChanged::What::kDone, 0, ""}).status.error().code == ErrorCode::kNotFound);
+  // A state file written before fences were deferred loads with none pending.
+  j["members"][1].erase("fence_due");
+  j["members"][1].erase("fence_result");
+  auto old = StateFromString(j.dump());
+  REQUIRE(old.ok());
+  CHECK(old->Find("m1")->fence_due == 0);
+}
+
 TEST_CASE("heartbeat, report and migration bodies", "[migration]") {
   CHECK(ParseHeartbeat(R"({"member":"m","generation":0,"step":1,"state":"idle"})").error().message ==
         "heartbeat: \"state\" must be \"training\", \"waiting\" or \"done\" (got \"idle\")");

@@ -621,6 +621,9 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank taken for hung is fenc
   CHECK(st.current()->members == std::vector<std::string>{"m0", "s0"});
   fencer.RunOnce();
   CHECK(api.Deletes().empty());  // not yet: the probe may still see the container restart
+  // Recorded as pending, not as done (what a restarted coordinator reads).
+  CHECK_FALSE(coord.Snapshot().Find("m1")->fenced);
+  CHECK(coord.Snapshot().Find("m1")->fence_due == Approx(st.Find("m1")->gone_at + 10));
   if (restarts) {
     // The kubelet reports it 3 s late: restarted in place; the pod stays, never fenced.
     clock.Advance(3s);
@@ -634,6 +637,11 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank taken for hung is fenc
     fencer.RunOnce();
     CHECK(api.Deletes().empty());
     CHECK(api.Peek(gvr::kPods, "ml", "pj-worker-1").has_value());
+    // Skipped: nothing was fenced, and the state says so.
+    const auto m1 = *coord.Snapshot().Find("m1");
+    CHECK_FALSE(m1.fenced);
+    CHECK(m1.fence_due == 0);
+    CHECK(m1.fence_result == "skipped: container c of pod pj-worker-1 restarted (restart count 1): the pod stays");
     // The next process in that pod asks for rank 1: a spare.
     REQUIRE(reg("m1-again", migration::Role::kRank, 1, "pj-worker-1", uids["pj-worker-1"]).status.ok());
     CHECK(coord.Snapshot().Find("m1-again")->role == migration::Role::kSpare);
@@ -652,7 +660,146 @@ TEST_CASE("coordinator with --keep-restarted-pods: a rank taken for hung is fenc
     CHECK(api.Deletes()[0].name == "pj-worker-1");
     CHECK(api.Deletes()[0].uid_precondition == uids["pj-worker-1"]);
     CHECK_FALSE(api.Peek(gvr::kPods, "ml", "pj-worker-1").has_value());
+    const auto m1 = *coord.Snapshot().Find("m1");
+    CHECK(m1.fenced);
+    CHECK(m1.fence_due == 0);
+    CHECK(m1.fence_result ==
+          "done: heartbeating but no report for generation 0 within 2.500 s; still running after the restart grace");
   }
+}
+
+// A fence deferred by the restart grace is in the state file: a coordinator restarted
+// before it was due (its pod deleted, a crash, a new leader) still fences a hung rank's
+// pod when the grace it had left is over, and still spares a pod whose container
+// restarted meanwhile (seen here only as the next process registering from the pod: the
+// new probe's first look already finds the raised restart count).
+TEST_CASE("coordinator with --keep-restarted-pods: a deferred fence survives a coordinator restart",
+          "[migration][kube]") {
+  const bool restarts = GENERATE(false, true);
+  CAPTURE(restarts);
+  FakeKubeApi api;
+  FakeClock clock;
+  migration::JobConfig config;
+  config.job = "pj";
+  config.world_size = 2;
+  config.heartbeat_timeout_s = 100;
+  config.join_timeout_s = 100;
+  config.spares = 1;
+  config.can_launch_spares = true;
+  config.spares_from_start = true;
+  KubePodFencer fencer(api, {.ns = "ml", .backoff = kFast});
+  ConfigMapStateStore store(api, {.ns = "ml", .name = "pj-state", .job = "pj", .retry_delay = 1ms});
+  LocalHosts local;
+  CoordinatorOptions options;
+  options.keep_restarted_pods = true;
+  options.restart_grace = 10s;
+  std::map<std::string, std::string> uids;
+  for (const char* pod : {"pj-worker-0", "pj-worker-1", "pj-spare-0-ccccc"}) {
+    uids[pod] = MakePod(api, Pod(pod, "Running", "10.0.0.9"));
+  }
+  {
+    KubePodProbe probe(api, "ml");
+    CoordinatorPorts ports;
+    ports.clock = &clock;
+    ports.fencer = &fencer;
+    ports.probe = &probe;
+    ports.store = &store;
+    ports.local = &local;
+    Coordinator coord(*migration::NewJob(config), false, ports, options);
+    coord.Begin();
+    REQUIRE(RegisterInPod(coord, "s0", migration::Role::kSpare, -1, "pj-spare-0-ccccc", uids["pj-spare-0-ccccc"])
+                .status.ok());
+    REQUIRE(RegisterInPod(coord, "m0", migration::Role::kRank, 0, "pj-worker-0", uids["pj-worker-0"]).status.ok());
+    REQUIRE(RegisterInPod(coord, "m1", migration::Role::kRank, 1, "pj-worker-1", uids["pj-worker-1"]).status.ok());
+    for (const char* id : {"m0", "m1", "s0"}) {
+      REQUIRE(coord.Apply(migration::Heartbeat{id, 0, 40, "training"}).status.ok());
+    }
+    coord.Tick();
+    probe.RunOnce();
+    coord.Tick();
+    // Rank 1 hangs: its peer reports, it does not; 2.5 s later it is hung, its fence deferred.
+    REQUIRE(coord.Apply(migration::Report{"m0", 0, 40, "error", "Connection closed by peer"}).status.ok());
+    clock.Advance(2500ms);
+    REQUIRE(coord.Apply(migration::Heartbeat{"m0", 0, 40, "training"}).status.ok());
+    REQUIRE(coord.Apply(migration::Heartbeat{"s0", 0, 40, "waiting"}).status.ok());
+    coord.Tick();
+    REQUIRE(coord.Snapshot().Find("m1")->gone_cause == "hung");
+    REQUIRE(coord.Snapshot().generation() == 1);
+    clock.Advance(4s);  // 4 s of the 10 s grace pass, then the coordinator goes down
+    coord.Tick();
+    coord.Stop();
+  }
+  fencer.RunOnce();
+  CHECK(api.Deletes().empty());
+  auto saved = store.Load();
+  REQUIRE(saved.ok());
+  REQUIRE(saved->has_value());
+  auto state = migration::StateFromString(**saved);
+  REQUIRE(state.ok());
+  const migration::Member& m1 = *state->Find("m1");
+  CHECK_FALSE(m1.fenced);
+  CHECK(m1.fence_due == Approx(m1.gone_at + 10));
+  CHECK(m1.fence_result == "deferred by the restart grace");
+
+  if (restarts) {
+    // The container restarted while the coordinator was down.
+    Json restarted = Pod("x")["status"];
+    restarted["containerStatuses"][0]["restartCount"] = 1;
+    REQUIRE(api.MergePatch(gvr::kPods, "ml", "pj-worker-1", Json{{"status", restarted}}, "status").ok());
+  }
+  clock.Advance(1s);
+  KubePodProbe probe(api, "ml");
+  CoordinatorPorts ports;
+  ports.clock = &clock;
+  ports.fencer = &fencer;
+  ports.probe = &probe;
+  ports.store = &store;
+  ports.local = &local;
+  Coordinator coord(*state, true, ports, options);
+  coord.Begin();
+  coord.Tick();
+  probe.RunOnce();  // the new probe's first look: restart count 1 (or 0), running
+  coord.Tick();
+  fencer.RunOnce();
+  CHECK(api.Deletes().empty());
+  if (restarts) {
+    // Its next process registers from the pod (and joins as a spare): the fence is skipped.
+    REQUIRE(RegisterInPod(coord, "m1-again", migration::Role::kRank, 1, "pj-worker-1", uids["pj-worker-1"])
+                .status.ok());
+    coord.Tick();
+    clock.Advance(20s);
+    coord.Tick();
+    fencer.RunOnce();
+    CHECK(api.Deletes().empty());
+    CHECK(api.Peek(gvr::kPods, "ml", "pj-worker-1").has_value());
+    const auto m = *coord.Snapshot().Find("m1");
+    CHECK_FALSE(m.fenced);
+    CHECK(m.fence_due == 0);
+    CHECK(m.fence_result == "skipped: member m1-again registered from the pod: the pod stays");
+  } else {
+    // 5 s of the grace were left: not fenced after 4 s, fenced after 6.
+    clock.Advance(4s);
+    probe.RunOnce();
+    coord.Tick();
+    fencer.RunOnce();
+    CHECK(api.Deletes().empty());
+    clock.Advance(2s);
+    probe.RunOnce();
+    coord.Tick();
+    fencer.RunOnce();
+    REQUIRE(api.Deletes().size() == 1);
+    CHECK(api.Deletes()[0].name == "pj-worker-1");
+    CHECK(api.Deletes()[0].uid_precondition == uids["pj-worker-1"]);
+    const auto m = *coord.Snapshot().Find("m1");
+    CHECK(m.fenced);
+    CHECK(m.fence_due == 0);
+    CHECK(m.fence_result ==
+          "done: heartbeating but no report for generation 0 within 2.500 s; still running after the restart grace");
+  }
+  // Saved as settled: a second restart does not fence again.
+  auto again = migration::StateFromString(**store.Load());
+  REQUIRE(again.ok());
+  CHECK(again->Find("m1")->fence_due == 0);
 }
 
 // e2e.train-pods-faults (a kubelet stopped): the API server answered nothing for

@@ -144,6 +144,10 @@ void Coordinator::Perform(const m::Actions& actions, std::vector<m::Event>& foll
                                            {"pod", ref.pod_name},
                                            {"why", a.reason},
                                            {"grace_ms", std::to_string(options_.restart_grace.count())}});
+              // Recorded in the state (saved with this change): a restarted coordinator still fences it.
+              const double grace_s = std::chrono::duration<double>(options_.restart_grace).count();
+              follow.push_back(m::FenceChanged{a.member, m::FenceChanged::What::kDeferred, Now() + grace_s,
+                                               "deferred by the restart grace"});
               return;
             }
             FenceNow(ref, a.reason, job);
@@ -190,26 +194,74 @@ void Coordinator::FenceNow(const MemberRef& ref, const std::string& reason, cons
   log::Write(s.ok() ? log::Level::kInfo : log::Level::kWarn, "fence", fields);
 }
 
+std::string Coordinator::NextProcessInPod(const MemberRef& ref) const {
+  if (ref.pod_uid.empty()) return "";
+  for (const auto& [id, mem] : state_.members) {
+    if (id != ref.member && mem.status == m::MemberStatus::kAlive && mem.pod_uid == ref.pod_uid) return id;
+  }
+  return "";
+}
+
 void Coordinator::RunDeferredFences() {
-  const std::string& job = state_.config.job;
+  const std::string job = state_.config.job;
   const MonoTime now = ports_.clock->Monotonic();
+  std::vector<m::FenceChanged> settled;  // applied after the loop: applying may defer more fences
   for (auto it = deferred_fences_.begin(); it != deferred_fences_.end();) {
     auto how = ports_.probe->Gone(it->ref);
-    if (how && ports_.probe->PodStays(it->ref)) {
+    // A process that registered from the member's pod since: its container restarted in
+    // place (also when the restart happened while this coordinator was down, before the
+    // probe's first sight of the pod, so that the probe saw no restart count rise).
+    const std::string next = NextProcessInPod(it->ref);
+    if ((how && ports_.probe->PodStays(it->ref)) || !next.empty()) {
       // Its process is gone and the pod runs the next one (which joins as a spare).
+      std::string result = (how ? *how : "member " + next + " registered from the pod") + ": the pod stays";
       log::Info("fence skipped", {{"job", job},
                                   {"member", it->ref.member},
                                   {"pod", it->ref.pod_name},
                                   {"why", it->reason},
-                                  {"result", *how + ": the pod stays"}});
+                                  {"result", result}});
+      settled.push_back({it->ref.member, m::FenceChanged::What::kSkipped, 0, "skipped: " + result});
     } else if (how || now >= it->due) {
-      FenceNow(it->ref, it->reason + (how ? "; " + *how : "; still running after the restart grace"), job);
+      std::string why = it->reason + (how ? "; " + *how : "; still running after the restart grace");
+      FenceNow(it->ref, why, job);
+      settled.push_back({it->ref.member, m::FenceChanged::What::kDone, 0, "done: " + why});
     } else {
       ++it;
       continue;
     }
     it = deferred_fences_.erase(it);
   }
+  for (const auto& e : settled) ApplyLocked(e, false);
+}
+
+void Coordinator::RestoreDeferredFences() {
+  const std::string job = state_.config.job;
+  const bool can_defer =
+      options_.keep_restarted_pods && options_.pid_check && ports_.probe && !ports_.probe->LocalOnly();
+  // The probe judges a pod only after its first look at it (polls of about a second):
+  // a fence whose grace ran out while the coordinator was down waits a little for it.
+  const auto floor = std::min(options_.restart_grace, std::chrono::milliseconds(3000));
+  std::vector<m::FenceChanged> settled;
+  for (const auto& [id, mem] : state_.members) {
+    if (mem.fence_due <= 0) continue;
+    const MemberRef ref{id, mem.host, mem.pid, mem.pod_name, mem.pod_uid};
+    if (!can_defer) {
+      FenceNow(ref, mem.gone_reason + "; deferred before the coordinator restarted", job);
+      settled.push_back({id, m::FenceChanged::What::kDone, 0, "done at a restart: deferred before it"});
+      continue;
+    }
+    const auto left = std::chrono::milliseconds(static_cast<int64_t>((mem.fence_due - Now()) * 1000));
+    const auto wait = std::clamp(left, floor, options_.restart_grace);
+    (void)ports_.probe->Gone(ref);
+    deferred_fences_.push_back({ref, mem.gone_reason, ports_.clock->Monotonic() + wait});
+    log::Info("fence deferred", {{"job", job},
+                                 {"member", id},
+                                 {"pod", ref.pod_name},
+                                 {"why", mem.gone_reason},
+                                 {"grace_ms", std::to_string(wait.count())},
+                                 {"restored", "yes"}});
+  }
+  for (const auto& e : settled) ApplyLocked(e, false);
 }
 
 void Coordinator::Persist() {
@@ -401,6 +453,7 @@ void Coordinator::Begin() {
                                  {"phase", m::PhaseName(state_.phase)},
                                  {"members", std::to_string(state_.members.size())}});
     ApplyLocked(m::Restarted{}, true);
+    RestoreDeferredFences();
   } else {
     Persist();
   }

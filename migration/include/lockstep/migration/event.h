@@ -1,7 +1,7 @@
 // Event: what Decide() reacts to. Calls of the HTTP API become events (after
 // parsing, api.h), and the runtime adds Tick (time passed), ProcessGone (a
-// local member's pid exited) and SpareProcessExited (a launched spare command
-// ended). Plain values; thread-compatible.
+// local member's pid exited), SpareProcessExited (a launched spare command
+// ended) and FenceChanged (what became of a Fence action). Plain values; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -86,7 +86,21 @@ struct SpareProcessExited {
 // as of now, and running deadlines start again.
 struct Restarted {};
 
+// What the runtime did with a Fence action: deferred it (Kubernetes,
+// --keep-restarted-pods: the pod may yet show its container restarted in place),
+// did it, or skipped it (the pod stays and runs the member's next process). Only
+// the member's fence record changes (Member::fenced, fence_due, fence_result), so
+// that a restarted coordinator finds a deferred fence in its state and a skipped
+// one is not recorded as done.
+struct FenceChanged {
+  enum class What { kDeferred, kDone, kSkipped };
+  std::string member;
+  What what = What::kDone;
+  double due = 0;      // kDeferred: when it is done unless the pod shows otherwise first (Unix seconds)
+  std::string result;  // for humans: "deferred by the restart grace", "skipped: ...: the pod stays", "done ..."
+};
+
 using Event = std::variant<Registered, Heartbeat, Report, PlanPolled, Tick, ProcessGone, MigrationRequested,
-                           SpareProcessExited, Restarted>;
+                           SpareProcessExited, Restarted, FenceChanged>;
 
 }  // namespace lockstep::migration

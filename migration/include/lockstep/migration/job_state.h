@@ -59,7 +59,13 @@ struct Member {
   std::string gone_cause;   // dead: pid_gone | heartbeat_timeout | hung | join_timeout; exited: replaced | finished
   std::string gone_reason;  // a sentence for humans
   double gone_at = 0;
+  // Its process was fenced (pod deleted, SIGKILL sent). Decide() sets it with the
+  // Fence action; the runtime's FenceChanged clears it while the fence is deferred
+  // (fence_due: when it is done, Unix seconds; 0: none pending) and when it was
+  // skipped (the pod stays and runs the member's next process: nothing was fenced).
   bool fenced = false;
+  double fence_due = 0;
+  std::string fence_result;  // deferred | done | skipped: why (empty: no fence, or a fence done at once)
 };
 
 // One generation: an immutable assignment rank -> member plus a store.

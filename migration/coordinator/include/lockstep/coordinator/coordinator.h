@@ -63,8 +63,11 @@ struct CoordinatorOptions {
   // (a peer's collective error, then "heartbeating but no report": the kubelet
   // reports a killed container a few seconds late) is fenced only after this long,
   // and not at all if the probe sees its container terminated or restarted in a pod
-  // that stays meanwhile. Its replacement does not wait: generations already reject
-  // the old process. A member still running at the end of it (hung) is fenced then.
+  // that stays meanwhile, or a new process registers from its pod. Its replacement
+  // does not wait: generations already reject the old process. A member still
+  // running at the end of it (hung) is fenced then. The pending fence is in the
+  // state (Member::fence_due): a restarted coordinator defers it again for the time
+  // it had left (at least 3 s, for the probe's first look) and judges it the same way.
   std::chrono::milliseconds restart_grace{10000};
 };
 
@@ -140,6 +143,12 @@ class Coordinator {
   void FenceNow(const MemberRef& ref, const std::string& reason, const std::string& job);
   // Deferred fences whose member's pod is seen to stay (skipped) or whose grace is over (fenced).
   void RunDeferredFences();
+  // A restored state's fences still deferred (Member::fence_due): deferred again for
+  // the grace they had left (at least a few probe polls), or done at once where this
+  // coordinator does not defer fences. REQUIRES: mu_ held.
+  void RestoreDeferredFences();
+  // An alive member other than ref's registered from ref's pod (same uid), or "".
+  std::string NextProcessInPod(const MemberRef& ref) const;
 
   // A fence held back by CoordinatorOptions::restart_grace.
   struct DeferredFence {
