@@ -284,7 +284,7 @@ class Job:
             if self.step >= total:
                 self._finish()
                 return
-            d = self.heartbeat.directive()
+            d = faults.seen(self.heartbeat.directive(), self.step)
             if d is not None and d.kind == "exit":   # replaced or fenced: leave at once
                 self._emit("exit", reason="exit directive")
                 self.close()
