@@ -9,7 +9,12 @@ processes the agreement's own time (job.pause_stats: wall time of the all-reduce
 wait, per agreement, and as a share of the median step). Prints a table and one JSON line.
     /usr/bin/python3 python/bench/pause_agree_cost.py COORDINATOR_BIN [--world 4]
         [--hidden 1024] [--steps 60] [--rounds 4]
-The checkout's lockstep_train is measured (PYTHONPATH is set to it)."""
+The checkout's lockstep_train is measured (PYTHONPATH is set to it). The agreement's
+time inside a training step includes waiting for the last rank to reach the boundary
+(time the step's gradient all-reduce would otherwise wait). The collective alone:
+    /usr/bin/python3 python/bench/pause_agree_cost.py --micro [--world 4] [--reps 200]
+WORLD gloo processes, no training: a barrier, then one timed all-reduce of one int64
+(as the agreement sends it), REPS times; the median over reps and ranks."""
 import argparse
 import json
 import os
@@ -61,7 +66,57 @@ def run(binary, world, hidden, steps, every, tmp):
         coord.wait()
 
 
+def micro_rank(rank, world, port, reps):
+    import datetime
+    import torch
+    import torch.distributed as dist
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        v = torch.tensor([rank], dtype=torch.int64)
+        t0 = time.perf_counter()
+        dist.all_reduce(v, op=dist.ReduceOp.MAX, async_op=True).wait()
+        int(v.item())
+        times.append(time.perf_counter() - t0)
+    dist.destroy_process_group()
+    print(json.dumps({"rank": rank, "median_s": statistics.median(times)}))
+
+
+def micro(world, reps):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    load0 = os.getloadavg()
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--micro-rank", str(r), "--world", str(world),
+                               "--port", str(port), "--reps", str(reps)], stdout=subprocess.PIPE, text=True)
+             for r in range(world)]
+    meds = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1])["median_s"] for p in procs]
+    load1 = os.getloadavg()
+    out = {"benchmark": "pause_agree_cost", "mode": "micro", "world": world, "reps": reps,
+           "median_ms": statistics.median(meds) * 1000, "per_rank_median_ms": [m * 1000 for m in meds],
+           "loadavg_start": load0, "loadavg_end": load1}
+    print("gloo all-reduce of one int64 over %d processes (after a barrier): median %.3f ms; load average %.1f -> %.1f"
+          % (world, out["median_ms"], load0[0], load1[0]))
+    print(json.dumps(out))
+
+
 def main():
+    if "--micro" in sys.argv or "--micro-rank" in sys.argv:
+        ap = argparse.ArgumentParser(description=__doc__)
+        ap.add_argument("--micro", action="store_true")
+        ap.add_argument("--micro-rank", type=int, default=-1)
+        ap.add_argument("--world", type=int, default=4)
+        ap.add_argument("--port", type=int, default=0)
+        ap.add_argument("--reps", type=int, default=200)
+        a = ap.parse_args()
+        if a.micro_rank >= 0:
+            micro_rank(a.micro_rank, a.world, a.port, a.reps)
+        else:
+            micro(a.world, a.reps)
+        return
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("coordinator")
     ap.add_argument("--world", type=int, default=4)
