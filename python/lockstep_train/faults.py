@@ -25,6 +25,12 @@ INDEX is the mirrored step, not a bucket):
   mirror_begin      a mirror exchange at step INDEX begins: nothing sent yet
   mirror_meta       the snapshot's meta record went to the buddy, its shard not yet
   mirror_sent       the snapshot was exchanged, before the vote that makes it current
+
+A second test-only variable, LOCKSTEP_TEST_LATE_PAUSE=N (N >= 1), makes this process read a
+pause directive late: the training thread sees `pause` (pause_at_step P) only once it has
+committed more than P + N steps, as if its heartbeat reply had been that many steps slow
+(a slow heartbeat thread under load, a job that sped up after the coordinator measured
+its step rate). The ranks must still pause at one step (job.py, "the pause step").
 """
 import os
 import signal
@@ -63,6 +69,27 @@ def parse(spec):
 
 
 _faults = parse(os.environ.get("LOCKSTEP_TEST_FAULT"))
+
+
+def _late_pause(value):
+    try:
+        n = int(value or 0)
+    except ValueError:
+        raise ValueError("LOCKSTEP_TEST_LATE_PAUSE: a number of steps (got %r)" % value)
+    if n < 0:
+        raise ValueError("LOCKSTEP_TEST_LATE_PAUSE: a number of steps >= 0 (got %r)" % value)
+    return n
+
+
+_late = _late_pause(os.environ.get("LOCKSTEP_TEST_LATE_PAUSE"))
+
+
+def seen(directive, step):
+    """The directive as the training thread reads it at committed step `step`: with
+    LOCKSTEP_TEST_LATE_PAUSE=N a pause directive stays unseen until step > P + N."""
+    if _late and directive is not None and directive.kind == "pause" and step <= directive.pause_at_step + _late:
+        return None
+    return directive
 
 
 def hit(phase, generation, index=None, on_corrupt=None):

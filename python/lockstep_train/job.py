@@ -45,6 +45,7 @@ WAIT_SLICE = datetime.timedelta(milliseconds=100)   # a collective's wait, betwe
 POKE_S = 0.25             # blocked this long: heartbeat now (its reply may say "abort")
 TRANSFER_BUCKET_MB = 32   # the state transfer's bucket size (LOCKSTEP_TRANSFER_BUCKET_MB)
 FINGERPRINT_EVERY = 100   # replicas compare fingerprints every this many steps (0: never)
+PAUSE_AGREE_EVERY = 1     # the ranks agree on the pause step every this many steps (see _agree_pause)
 
 
 class Aborted(RuntimeError):
@@ -99,7 +100,8 @@ class Job:
                  on_event: Optional[EventHook], reduction: str, bucket_cap_mb: float,
                  heartbeat_interval: float, overlap: bool = True,
                  fingerprint_every: int = FINGERPRINT_EVERY,
-                 transfer_bucket_mb: float = TRANSFER_BUCKET_MB) -> None:
+                 transfer_bucket_mb: float = TRANSFER_BUCKET_MB,
+                 pause_agree_every: int = PAUSE_AGREE_EVERY) -> None:
         self.settings = settings
         self.client = client
         self.member = member
@@ -134,6 +136,11 @@ class Job:
         self.fingerprint_every = fingerprint_every
         self.transfer_bucket_bytes = max(1, int(transfer_bucket_mb * 1024 * 1024))
         self._check_replicas_next = False   # compare fingerprints before the next step
+        # The pause step every rank of the generation agreed on (None: no pause known to
+        # any rank at the last agreement); see _agree_pause.
+        self.pause_agree_every = max(1, int(pause_agree_every))
+        self._pause_at: Optional[int] = None
+        self.pause_stats = {"agreements": 0, "seconds": 0.0}
         self._zombies: List[tuple] = []   # (since, group, work) abandoned by an abort (see _reap_zombies)
         # The buddy mirror (pure FSDP, job.device_mesh(replicate=1, mirror_every=K)):
         self.mirror_every = 0         # K (0: no mirror)
@@ -284,12 +291,19 @@ class Job:
             if self.step >= total:
                 self._finish()
                 return
-            d = self.heartbeat.directive()
+            d = faults.seen(self.heartbeat.directive(), self.step)
             if d is not None and d.kind == "exit":   # replaced or fenced: leave at once
                 self._emit("exit", reason="exit directive")
                 self.close()
                 raise Exit("the coordinator replaced this member")
-            if d is not None and d.kind == "pause" and self.step > d.pause_at_step:
+            if self._pause_at is None and self.step % self.pause_agree_every == 0:
+                self._failure = None
+                with self.step_guard():
+                    self._agree_pause(d)
+                if self._failure is not None:
+                    self._leave("error", self._failure)
+                    continue
+            if self._pause_at is not None and self.step > self._pause_at:
                 if self._mirror_due(pausing=True):   # the leaving rank's state at its buddy: no replay
                     self._failure = None
                     with self.step_guard():
@@ -297,7 +311,8 @@ class Job:
                     if self._failure is not None:
                         self._leave("error", self._failure)
                         continue
-                self._emit("pause", pause_at_step=d.pause_at_step)
+                self._emit("pause", pause_at_step=self._pause_at,
+                           read=d is not None and d.kind == "pause")   # read: this rank's own heartbeat had it
                 self._leave("pause", None)
                 continue
             step = self.step
@@ -326,6 +341,35 @@ class Job:
                     p.grad = None         # the replay starts from clean gradients
             if self._failure is not None:
                 self._leave("error", self._failure)   # outside every except block
+
+    def _agree_pause(self, d):
+        """The pause step, agreed in band. The coordinator's `pause` directive (pause at
+        the first boundary past step P) reaches each rank through its own heartbeat
+        thread, at a time of its own: a rank that read it after passing P would run a step
+        the others never run, and their collectives would mismatch (a failure instead of
+        a pause). So no rank pauses on its own reading: at every agreement step (every
+        step by default) all ranks all-reduce (MAX) the P each read, or -1; from the first
+        agreement where some rank knows P, every rank holds the same P and pauses at the
+        same boundary: the first at which its committed step is > P, which is this one
+        when the agreement came late (then the pause step is later than P, the same on
+        every rank; the coordinator takes the reports' committed step as the resume
+        step). One 8-byte all-reduce on the generation's group; its failure is a step
+        failure (the caller's step_guard)."""
+        known = d.pause_at_step if d is not None and d.kind == "pause" else -1
+        if self.world_size is None or self.world_size <= 1:
+            self._pause_at = known if known >= 0 else None
+            return
+        t0 = time.perf_counter()
+        v = torch.tensor([known], dtype=torch.int64, device=self._comm_device())
+        self._wait(dist.all_reduce(v, op=dist.ReduceOp.MAX, async_op=True))
+        agreed = int(v.item())
+        self.pause_stats["agreements"] += 1
+        self.pause_stats["seconds"] += time.perf_counter() - t0
+        if agreed >= 0:
+            self._pause_at = agreed
+            if agreed != known:
+                log.info("lockstep: pausing after step %d, read by another rank (this rank is at step %d)",
+                         agreed, self.step)
 
     def step_guard(self) -> ContextManager[Any]:
         """Context manager around one step's body: a collective failure inside it marks
@@ -611,6 +655,7 @@ class Job:
             self._emit("failure_detected", error=error, during="reform")
             self._leave("error", error)
         self._formed = True
+        self._pause_at = None     # a pause is agreed anew in each generation
         self._check_replicas_next = self.fingerprint_every > 0 and self.world_size > 1
         self.heartbeat.update(step=self.step, state="training", send_now=True)
         self._emit("state_synced", src_rank=plan.src_rank)
@@ -1018,11 +1063,15 @@ def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Op
          world_size: Optional[int] = None, backend: str = "gloo", hang_timeout: Optional[float] = None,
          on_event: Optional[EventHook] = None, seed: Optional[int] = None, reduction: str = "ddp",
          bucket_cap_mb: float = 25, host: Optional[str] = None, heartbeat_interval: Optional[float] = None,
-         overlap: bool = True, fingerprint_every: Optional[int] = None) -> Job:
+         overlap: bool = True, fingerprint_every: Optional[int] = None,
+         pause_agree_every: Optional[int] = None) -> Job:
     """Register this process with the coordinator and start heartbeating. Returns a Job;
     the process group is formed by job.steps() (a spare waits there until assigned).
     fingerprint_every: replicas compare fingerprints every this many steps and after
-    every re-form (default LOCKSTEP_FINGERPRINT_EVERY or 100; 0: never)."""
+    every re-form (default LOCKSTEP_FINGERPRINT_EVERY or 100; 0: never).
+    pause_agree_every: the ranks agree on a pending pause's step every this many steps
+    (default LOCKSTEP_PAUSE_AGREE_EVERY or 1): an all-reduce of 8 bytes; a pause then
+    happens up to this many steps after the coordinator's pause step."""
     global _seed_base
     settings = settings_from(os.environ, coordinator, role, rank, world_size)
     if hang_timeout is None:
@@ -1041,6 +1090,10 @@ def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Op
         fingerprint_every = _env_number("LOCKSTEP_FINGERPRINT_EVERY", FINGERPRINT_EVERY, int)
     if fingerprint_every < 0:
         raise ValueError("lockstep_train.join: fingerprint_every must be >= 0 (got %r)" % fingerprint_every)
+    if pause_agree_every is None:
+        pause_agree_every = _env_number("LOCKSTEP_PAUSE_AGREE_EVERY", PAUSE_AGREE_EVERY, int)
+    if pause_agree_every < 1:
+        raise ValueError("lockstep_train.join: pause_agree_every must be >= 1 (got %r)" % pause_agree_every)
     transfer_bucket_mb = _env_number("LOCKSTEP_TRANSFER_BUCKET_MB", TRANSFER_BUCKET_MB, float)
     if transfer_bucket_mb <= 0:
         raise ValueError("lockstep_train.join: LOCKSTEP_TRANSFER_BUCKET_MB must be > 0 (got %r)"
@@ -1053,7 +1106,7 @@ def join(coordinator: Optional[str] = None, role: Optional[str] = None, rank: Op
                                  wait_for_workers=False)
     job = Job(settings, client, new_member_id(), host, store_server, backend, hang_timeout,
               on_event, reduction, bucket_cap_mb, heartbeat_interval, overlap, fingerprint_every,
-              transfer_bucket_mb)
+              transfer_bucket_mb, pause_agree_every)
     job._register()
     job.heartbeat.start()
     return job

@@ -188,11 +188,22 @@ class BuddyMirrorTest(ShardedCase):
     def test_preemptive_migration_mirrors_at_the_pause_nothing_replayed(self):
         self.migrate("preemptive", 3)
 
-    def migrate(self, kind, rank):
+    def test_preemptive_migration_with_a_rank_reading_the_pause_late_all_mirror_at_one_step(self):
+        """Rank 0 reads the pause directive 6 steps late (LOCKSTEP_TEST_LATE_PAUSE; a slow
+        heartbeat under load): the pause step is agreed in band, so rank 0 pauses and
+        mirrors with the others. Before, the ranks that read it paused and began the
+        pause's mirror exchange while rank 0 ran the next step: the collectives mismatched
+        and timed out, and the pre-emptive migration became a failure re-form (seen in
+        this file's pre-emptive case at load)."""
+        pauses = self.migrate("preemptive", 3, env={0: {"LOCKSTEP_TEST_LATE_PAUSE": "6"}})
+        self.assertFalse(pauses[0]["read"], self.c.dump())
+        self.assertLessEqual(pauses[0]["step"], pauses[0]["pause_at_step"] + 6, self.c.dump())
+
+    def migrate(self, kind, rank, env=None):
         """Every rank pauses after the same step s, where a last exchange mirrors step s
         (not a multiple of K): the spare takes the leaving rank's step-s snapshot from its
-        buddy and nobody replays a step."""
-        ranks = self.start_ranks(victim=None, step_sleep=0.15)
+        buddy and nobody replays a step. Returns {rank: its `pause` event}."""
+        ranks = self.start_ranks(victim=None, step_sleep=0.15, env=env)
         spare = self.start_spare()
         self.c.wait_for(lambda: self.c.of(ranks[rank], "committed"), "rank %d to commit a step" % rank)
         status, reply = self.c.http("POST", "/v1/migrations", {"rank": rank, "kind": kind, "reason": "test"})
@@ -205,8 +216,11 @@ class BuddyMirrorTest(ShardedCase):
         self.assertEqual(self.c.procs[ranks[rank]].returncode, 0, self.c.dump())
         self.assertTrue(self.c.of(ranks[rank], "exit"), "the moved rank must leave through the exit plan")
         self.assertEqual({e["step"] for i in ranks for e in self.c.of(i, "pause")}, {pause[0]["step"]})
+        for i in ranks + [spare]:
+            self.assertEqual(self.c.of(i, "failure_detected"), [], "a pause, not a failure:\n" + self.c.dump())
         status, migs = self.c.http("GET", "/v1/migrations")
         self.assertEqual([(m["kind"], m["state"]) for m in migs], [(kind, "done")], migs)
+        return {r: self.c.of(ranks[r], "pause")[0] for r in range(WORLD)}
 
 if __name__ == "__main__":
     unittest.main()

@@ -228,6 +228,28 @@ class JobTest(unittest.TestCase):
         hb.update(generation=1)            # a new generation forgets the old directive
         self.assertIsNone(hb.directive())
 
+    def test_the_late_pause_knob_hides_a_pause_directive_until_n_steps_past_it(self):
+        """LOCKSTEP_TEST_LATE_PAUSE=N (faults.seen): the training thread reads pause_at_step
+        P only once its committed step is > P + N; other directives are not delayed."""
+        from lockstep_train import faults
+        from lockstep_train.protocol import Directive
+        pause, exit_ = Directive(generation=0, kind="pause", pause_at_step=9), Directive(generation=0, kind="exit")
+        saved = faults._late
+        try:
+            faults._late = 0
+            self.assertIs(faults.seen(pause, 5), pause)
+            faults._late = 3
+            self.assertEqual([faults.seen(pause, s) for s in (9, 10, 12)], [None, None, None])
+            self.assertIs(faults.seen(pause, 13), pause)
+            self.assertIs(faults.seen(exit_, 0), exit_)
+            self.assertIsNone(faults.seen(None, 20))
+        finally:
+            faults._late = saved
+        with self.assertRaises(ValueError):
+            faults._late_pause("-1")
+        with self.assertRaises(ValueError):
+            faults._late_pause("soon")
+
     def test_the_restored_step_is_sent_for_the_generation_whose_sync_restored_it(self):
         """restored_step (the step a generation's state sync left the member at; below the
         plan's resume step with the buddy mirror) goes with every heartbeat of that

@@ -168,13 +168,40 @@ class MigrationTest(unittest.TestCase):
     def test_preemptive_migration_moves_a_rank_at_a_step_boundary(self):
         self.migrate("preemptive")
 
-    def migrate(self, kind):
+    def test_a_rank_that_reads_the_pause_late_pauses_at_the_others_step(self):
+        """Rank 0 reads the pause directive (pause after step P) only 8 steps late (a
+        heartbeat reply that late: LOCKSTEP_TEST_LATE_PAUSE). Before the ranks agreed on the
+        pause step in band, ranks 1 and 2 left after step P while rank 0 ran step P + 1
+        alone: its all-reduce failed and the migration became a failure re-form. Now the
+        agreement tells rank 0 what the others read, and all three pause at the boundary
+        where the first of them read it, before rank 0 could read it itself."""
+        pauses = self.migrate("planned", late={0: 8})
+        dump = self.c.dump()
+        p = pauses[0]
+        self.assertFalse(p["read"], "rank 0 paused on the others' reading:\n" + dump)
+        self.assertLessEqual(p["step"], p["pause_at_step"] + 8, dump)
+        self.assertTrue(pauses[1]["read"] or pauses[2]["read"], dump)
+
+    def test_every_rank_reads_the_pause_late_they_pause_together_at_the_first_who_read_it(self):
+        """No rank has read the directive by step P + 1 (late by 3, 5 and 4 steps): they
+        pause together at the first step any of them read it (P + 4 or later), past P,
+        which the coordinator accepts (the reports' committed step is the resume step)."""
+        pauses = self.migrate("preemptive", late={0: 3, 1: 5, 2: 4})
+        self.assertGreaterEqual(pauses[0]["step"], pauses[0]["pause_at_step"] + 4, self.c.dump())
+        self.assertTrue(any(p["read"] for p in pauses.values()), self.c.dump())
+
+    def migrate(self, kind, late=None):
+        """late: {rank: N}: that rank reads the pause directive N steps late. Returns
+        {rank: its `pause` event} (every rank paused at the same step)."""
         # Steps of >= 0.15 s: the pause boundary lies about 3 s of steps ahead (the step
         # rate is measured for two heartbeat intervals, then two more are allowed for the
         # directive), which must fall before step STEPS. With 0.05 s steps it fell past
         # the end whenever the ranks' heartbeat intervals were known before the request
         # (pause_at_step 48-50 of 40, with the old 20 ms plan polls as with long polls).
-        ranks = self.start_ranks(victim=None, step_sleep=0.15)
+        late = late or {}
+        ranks = [self.c.start("rank", r, step_sleep=0.15,
+                              env={"LOCKSTEP_TEST_LATE_PAUSE": str(late[r])} if r in late else None)
+                 for r in range(WORLD)]
         spare = self.c.start("spare")
         self.registered(spare)
         self.c.wait_for(lambda: self.c.of(ranks[1], "committed"), "rank 1 to commit a step")
@@ -184,12 +211,22 @@ class MigrationTest(unittest.TestCase):
         self.c.wait_exit([ranks[1]])
         self.assertEqual(self.c.procs[ranks[1]].returncode, 0, self.c.dump())
         self.assertTrue(self.c.of(ranks[1], "exit"), "the moved rank must leave through the exit plan")
-        pauses = {e["pause_at_step"] for i in ranks for e in self.c.of(i, "pause")}
-        self.assertEqual(len(pauses), 1, "every rank pauses at the same step")
+        dump = self.c.dump()
+        pauses = [e for i in ranks for e in self.c.of(i, "pause")]
+        self.assertEqual(len(pauses), WORLD, "every rank pauses once:\n" + dump)
+        self.assertEqual(len({(e["step"], e["pause_at_step"]) for e in pauses}), 1,
+                         "every rank pauses at the same step:\n" + dump)
+        for i in ranks + [spare]:
+            self.assertEqual(self.c.of(i, "failure_detected"), [], "a pause, not a failure:\n" + dump)
         left = [e["step"] for e in self.c.of(ranks[1], "committed")]
+        self.assertEqual(left[-1], pauses[0]["step"], dump)
         self.assertEqual(self.c.of(spare, "committed")[0]["step"], left[-1] + 1)
         status, migs = self.c.http("GET", "/v1/migrations")
-        self.assertEqual([m["state"] for m in migs], ["done"], migs)
+        self.assertEqual([(m["kind"], m["state"]) for m in migs], [(kind, "done")], migs)
+        status, state = self.c.http("GET", "/v1/state")
+        self.assertEqual([(g["kind"], g["resume_step"]) for g in state["history"]],
+                         [("formation", 0), (kind, pauses[0]["step"])], state["history"])
+        return {r: self.c.of(ranks[r], "pause")[0] for r in range(WORLD)}
 
     def test_training_goes_on_while_the_coordinator_is_down_and_a_restarted_one_recovers_a_crash(self):
         ranks = self.start_ranks(victim=1, hold_at=25, step_sleep=0.05)
@@ -237,6 +274,7 @@ class DDPWrapperMigrationTest(MigrationTest):
     test_a_spare_that_dies_while_joining_is_replaced_by_the_next_spare = None
     test_no_spare_waits_then_a_late_spare_takes_over = None
     test_a_stuck_training_thread_with_a_live_heartbeat_is_found_fenced_and_replaced = None
+    test_every_rank_reads_the_pause_late_they_pause_together_at_the_first_who_read_it = None
 
     def test_sigkill_with_buffers_that_ddp_broadcasts(self):
         """A BatchNorm layer: DDP broadcasts rank 0's buffers in every forward; the

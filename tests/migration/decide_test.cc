@@ -476,6 +476,33 @@ TEST_CASE("planned migration: pending without a spare, then pause, re-form, old 
   CHECK(sim.Notices("migration_done")[0].Field("kind") == "planned");
 }
 
+// The library's ranks agree on the pause step in band (python/lockstep_train/job.py
+// _agree_pause): when no rank read the directive before passing pause_at_step s, they all
+// pause together at a later boundary. Their heartbeats past s + 1 and their pause reports
+// at that later step are a pause, not a failure: the next generation resumes there.
+TEST_CASE("planned migration: ranks that agreed to pause past pause_at_step resume at the reported step",
+          "[migration]") {
+  auto sim = Formed(3, 1);
+  sim.TrainFor(5, 0, 2);
+  REQUIRE(sim.Do(MigrationRequested{1, "planned", "maintenance"}).status.ok());
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  const int64_t s = sim.state.transition.pause_at_step;
+  const int64_t late = s + 1 + 4;  // the first boundary at which a rank had read the directive
+  for (int64_t step = s; step <= late; ++step) sim.BeatAll(step);
+  REQUIRE(sim.state.phase == Phase::kPausing);
+  for (const char* m : {"m0", "m1", "m2"}) sim.ReportErr(m, 0, late, "pause");
+  REQUIRE(sim.state.generation() == 1);
+  const Generation& g = *sim.state.current();
+  CHECK(g.kind == "planned");
+  CHECK(g.resume_step == late);
+  CHECK(g.members == std::vector<std::string>{"m0", "s0", "m2"});
+  CHECK(sim.state.history[0].status == "paused");
+  CHECK(sim.Notices("failure_detected").empty());
+  CHECK(sim.All<Fence>().empty());
+  sim.BeatAll(late);
+  CHECK(sim.state.migrations[0].state == "done");
+}
+
 // A drain moves rank 2 (generation 1, done); later rank 3 dies. The failure's
 // transition must not carry the finished migration along (e2e.train-pods-faults:
 // the ids of the pause that formed generation 1 were still attached, so rank 2

@@ -237,7 +237,8 @@ def run_lockstep(a):
          hash=digest_sharded(model, opt) if a.hsdp else digest(model),
          median_step_s=timer.median(), cpu_per_step_s=timer.cpu_per_step(),
          slow_iterations=job._ddp.slow_iterations if wrapped else None,
-         mirror=dict(job.mirror_stats, held_bytes=job.mirror_bytes()) if a.fsdp else None)
+         mirror=dict(job.mirror_stats, held_bytes=job.mirror_bytes()) if a.fsdp else None,
+         pause_agree=dict(job.pause_stats))
 
 
 def main():
