@@ -348,12 +348,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
         prefix + "-rank" + std::to_string(r) + ".jsonl")));
   }
   const std::string rank0 = prefix + "-rank0.jsonl";
-  if (!WaitUntil(90, [&] {
+  if (!WaitUntil(180, [&] {  // torch imports slowly on a loaded machine
         LoopLog l;
         ParseLoopLog(ReadFile(rank0), l);
         return l.steps.size() >= 5 || !l.errors.empty();
       })) {
-    Die("the DDP loop made no 5 steps in 90 s; see " + rank0);
+    Die("the DDP loop made no 5 steps in 180 s; see " + rank0);
   }
   Sleep(o.warmup_s);
 
