@@ -292,7 +292,11 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::st
     r.String("hostInterface", c.fabric.host_interface, false);
     r.String("hostAddress", c.fabric.host_address);
     r.Int("port", 0, 65535, c.fabric.port, " (0 picks a free port)");
+    r.Int("pathsPerRail", 1, kMaxFabricPathsPerRail, c.fabric.paths_per_rail);
     r.RejectUnknown();
+    if (err.empty() && c.fabric.port != 0 && c.fabric.port + c.fabric.paths_per_rail - 1 > 65535) {
+      r.Fail("fabric.port + fabric.pathsPerRail - 1 must be at most 65535 (path i > 0 sends from fabric.port + i)");
+    }
     if (err.empty() && !c.fabric.host_address.empty() && !IsIpv4(c.fabric.host_address)) {
       r.Fail("fabric.hostAddress must be an IPv4 address like 10.0.200.1 (got \"" + c.fabric.host_address + "\")");
     }
@@ -413,7 +417,8 @@ std::string RenderAgentConfigYaml(const AgentConfig& c) {
   y << YAML::Key << "fabric" << YAML::Value << YAML::BeginMap << YAML::Key << "rails" << YAML::Value
     << YAML::Flow << c.fabric.rails << YAML::Key << "hostInterface" << YAML::Value << c.fabric.host_interface;
   if (!c.fabric.host_address.empty()) y << YAML::Key << "hostAddress" << YAML::Value << c.fabric.host_address;
-  y << YAML::Key << "port" << YAML::Value << c.fabric.port << YAML::EndMap;
+  y << YAML::Key << "port" << YAML::Value << c.fabric.port << YAML::Key << "pathsPerRail" << YAML::Value
+    << c.fabric.paths_per_rail << YAML::EndMap;
   const GpuEarlyWarningSpec& w = c.gpu.early_warning;
   y << YAML::Key << "gpu" << YAML::Value << YAML::BeginMap
     << YAML::Key << "mode" << YAML::Value << c.gpu.mode

@@ -66,7 +66,7 @@ Status OpenFabricAdapters(const AgentSettings& settings, bool kubernetes, AgentA
   auto options = MakeFabricServiceOptions(config, *rails, host_address, settings.seed, kubernetes);
   if (!options.ok()) return options.error();
   auto socket = UdpFabricSocket::Open(FabricBindAddress(config.bind_address, host_address), config.fabric.port,
-                                      SystemClock::Instance());
+                                      SystemClock::Instance(), config.fabric.paths_per_rail);
   if (!socket.ok()) return socket.error();
   auto actuator = NetlinkRouteActuator::Open({});
   if (!actuator.ok()) return actuator.error();

@@ -15,7 +15,7 @@
 #        [--napi-threads] [--no-base]
 #   sudo e2e/bench/fabric-probe-cost.sh --paths 6,32,128 [--seconds 15]
 #        [--load 100mbit] [--link-mbit 200] [--interval-ms 14] [--no-base]
-#        [--clock-sync on,off] [--tiering on,off,all,tick0] [--detect]
+#        [--clock-sync on,off] [--tiering on,off,all,tick0] [--detect] [--paths-per-rail 4]
 #
 # --tiering (with --paths): the probe tiers of each phase (default on):
 #   on   tiered probing as shipped (probe.idlePathIntervalMs 500, trafficAware:
@@ -152,6 +152,7 @@ PATHS_LIST=  # --paths: the scale sweep
 LINK_MBIT=200  # --paths: the link rate the wire figures are a share of
 CLOCK_MODES=on,off  # --paths: the clock-sync phases to run (on, off or both)
 TIER_MODES=on  # --paths: the probe tiers (on, off, all, tick0; see above)
+PPR=4  # --paths-per-rail: the agents' fabric.pathsPerRail (their default, api::kFabricPathsPerRail)
 DETECT=0
 PERF=0  # 1: perf record agent h0, 2: strace -c it (both slow it down)
 while (($#)); do
@@ -169,6 +170,7 @@ while (($#)); do
     --link-mbit) LINK_MBIT=$2; shift 2 ;;
     --clock-sync) CLOCK_MODES=$2; shift 2 ;;
     --tiering) TIER_MODES=$2; shift 2 ;;
+    --paths-per-rail) PPR=$2; shift 2 ;;
     --detect) DETECT=1; shift ;;
     --queue-ms) QUEUE_MS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
@@ -258,7 +260,7 @@ if [[ -n $PATHS_LIST ]]; then
     local r rails="" h
     for r in $(seq 0 $((RAILS - 1))); do rails+="${rails:+, }rail$r"; done
     printf 'nodeName: h%s\nprobeKeyFile: %s\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n' "$1" "$OUT/key"
-    (($2)) && printf 'fabric:\n  rails: [%s]\n' "$rails"
+    (($2)) && printf 'fabric:\n  rails: [%s]\n  pathsPerRail: %s\n' "$rails" "$PPR"
     (($3)) || printf 'clockSync:\n  enabled: false\n'
     printf 'probe:\n'
     case ${4:-on} in
@@ -349,7 +351,7 @@ if [[ -n $PATHS_LIST ]]; then
     upend=$(grep -c '^lockstep_fabric_path_state{.*state="up"} 1$' "$OUT/sm1" || true)
     pk0=$(awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d", s}' "$OUT/sm0")
     pk1=$(awk '/^lockstep_fabric_probes_(sent|answered)_total/ {s += $NF} END {printf "%d", s}' "$OUT/sm1")
-    delta_s | awk -v t0="$t0" -v t1="$t1" -v paths="$npaths" -v peers="$PEERS" -v rails="$RAILS" -v cs="$2" -v ld="$3" \
+    delta_s | awk -v t0="$t0" -v t1="$t1" -v paths="$npaths" -v ppr="$PPR" -v peers="$PEERS" -v rails="$RAILS" -v cs="$2" -v ld="$3" \
         -v load="$SWEEP_LOAD" -v pk="$((pk1 - pk0))" -v napi0="$(cat "$OUT/sn0")" -v napi1="$(cat "$OUT/sn1")" \
         -v c0="$(cat "$OUT/sc0")" -v c1="$(cat "$OUT/sc1")" -v rxp="$(($(cat "$OUT/sp1") - $(cat "$OUT/sp0")))" \
         -v la0="$la0" -v la1="$la1" -v downs="$downs" -v base="$(cat "$OUT/base" 2>/dev/null || echo null)" -v link="$LINK_MBIT" -v upstart="$UP_AT_START" -v upend="$upend" \
@@ -363,7 +365,7 @@ if [[ -n $PATHS_LIST ]]; then
         txb = b[1] - a[1]; txp = b[2] - a[2]; rxb = b[3] - a[3]; rxk = b[4] - a[4]
         share = (rxk > 0 ? rxp / rxk : 1); if (share > 1) share = 1
         napi = (napi1 - napi0) / 1e9 / w * 100
-        printf "{\"paths_per_agent\":%d,\"peers\":%d,\"rails\":%d,\"clock_sync\":%s,\"load\":\"%s\",", paths, peers, rails, (cs ? "true" : "false"), (ld ? "udp " load " each way h0<->h1 rail0" : "none")
+        printf "{\"paths_per_agent\":%d,\"paths_per_rail\":%d,\"peers\":%d,\"rails\":%d,\"clock_sync\":%s,\"load\":\"%s\",", paths, ppr, peers, rails, (cs ? "true" : "false"), (ld ? "udp " load " each way h0<->h1 rail0" : "none")
         printf "\"tiering\":\"%s\",\"fast_paths\":%s,\"fast_paths_at_start\":%s,\"idle_paths\":%s,", tier, (fast == "" ? "null" : fast), (fast0 == "" ? "null" : fast0), (idle == "" ? "null" : idle)
         printf "\"loadavg_1m\":%s,\"loadavg_1m_start\":%s,\"seconds\":%.1f,", la1, la0, w
         printf "\"prober_cpu_percent\":%.3f,\"rx_path_percent\":%.3f,\"host_probe_percent\":%.3f,", 100*pr/1e9/w, share*napi, 100*pr/1e9/w + share*napi
@@ -400,8 +402,8 @@ if [[ -n $PATHS_LIST ]]; then
     while ((SECONDS < deadline)); do
       if (($1)); then
         up=$(ip netns exec "$LAB-h0" "$AGENT" fabric status --addr 127.0.0.1:9611 --json 2>/dev/null |
-          jq --argjson n "$((PEERS * RAILS))" 'if (.paths | length) == $n then [.paths[] | select(.state == "up")] | length else -1 end' 2>/dev/null) || up=-1
-        ((up == PEERS * RAILS)) && ready=1
+          jq --argjson n "$((PEERS * RAILS * PPR))" 'if (.paths | length) == $n then [.paths[] | select(.state == "up")] | length else -1 end' 2>/dev/null) || up=-1
+        ((up == PEERS * RAILS * PPR)) && ready=1
       else
         metrics 0 2>/dev/null | awk '/^lockstep_probe_pairs_total\{direction="inbound"\}/ {s += $NF} END {exit !(s > 0)}' && ready=1
       fi
@@ -411,7 +413,7 @@ if [[ -n $PATHS_LIST ]]; then
     if ! ((ready)) && ! (($1 && ${up:--1} >= 0)); then
       echo "agents not ready ($PEERS peers x $RAILS rails, fabric $1, clock sync $2); logs in $OUT" >&2; exit 1
     fi
-    ((ready)) || echo "h0: only $up of $((PEERS * RAILS)) paths up after 45 s; measuring anyway" >&2
+    ((ready)) || echo "h0: only $up of $((PEERS * RAILS * PPR)) paths up after 45 s; measuring anyway" >&2
     UP_AT_START=${up:--1}
     sleep 5
     swindow "$1" "$2" 0

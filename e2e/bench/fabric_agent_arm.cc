@@ -113,11 +113,11 @@ bool AllPathsUp(const std::string& agent, const std::string& ns) {
 
 }  // namespace
 
-Arm MakeAgentArm(const std::string& agent) {
+Arm MakeAgentArm(const std::string& agent, int paths_per_rail) {
   auto run = std::make_shared<Running>();
   Arm arm;
   arm.name = "lockstep";
-  arm.start = [agent, run](const LabInfo& info) {
+  arm.start = [agent, run, paths_per_rail](const LabInfo& info) {
     *run = Running{};
     const std::string key = info.log_prefix + "-probe-key";
     WriteFile(key, "fabric-benchmark-probe-key-0123456789\n");
@@ -129,7 +129,8 @@ Arm MakeAgentArm(const std::string& agent) {
       const std::string base = info.log_prefix + "-agent-" + h.name;
       WriteFile(base + ".yaml", "nodeName: " + h.name + "\nprobeKeyFile: " + key +
                                     "\nhealthAddr: 127.0.0.1:9610\ntimeApiAddr: 127.0.0.1:9611\n"
-                                    "fabric:\n  rails: [rail0, rail1]\npeers:\n" + peers);
+                                    "fabric:\n  rails: [rail0, rail1]\n  pathsPerRail: " +
+                                    std::to_string(paths_per_rail) + "\npeers:\n" + peers);
       run->agents.push_back(Child::Spawn(InNs(h.ns, {agent, "run", "--config", base + ".yaml"}), base + ".log"));
       run->logs.push_back(base + ".log");
       run->ns.push_back(h.ns);

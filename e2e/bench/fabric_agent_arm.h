@@ -16,6 +16,6 @@ namespace lockstep::bench::fabric {
 
 // `agent`: the lockstep-agent binary; configs and logs go to
 // LabInfo::log_prefix + "-agent-h<i>.{yaml,log}".
-Arm MakeAgentArm(const std::string& agent);
+Arm MakeAgentArm(const std::string& agent, int paths_per_rail);
 
 }  // namespace lockstep::bench::fabric

@@ -55,8 +55,10 @@ Arms: static_untuned (static ECMP, kernel defaults: ignore_routes_with_linkdown=
 rto_min 200 ms), static_tuned (the same route with rto_min 10ms and
 ignore_routes_with_linkdown=1: the kernel routes around a rail that lost
 carrier by itself) and lockstep (one standalone lockstep-agent per host
-namespace: fabric.rails [rail0, rail1], every peer's host address; started
-before the workloads once every path is up, stopped after). Every arm reports
+namespace: fabric.rails [rail0, rail1], fabric.pathsPerRail --paths-per-rail
+(each path its own UDP source port, so the leaves hash them over the spines),
+every peer's host address; started before the workloads once every path is
+up, stopped after). Every arm reports
 the training loop's longest step stall and the stream's total stalled time,
 for the scenario and per fault. The lockstep arm also reports detection per
 affected path (the probe paths whose probes or acks cross the faulted link,
@@ -96,13 +98,13 @@ Tools FindTools() {
 }
 
 // The arms, in the order they run (the agent arm: fabric_agent_arm.h).
-std::vector<Arm> Arms() {
+std::vector<Arm> Arms(const Options& o) {
   std::vector<Arm> arms;
   arms.push_back({"static_untuned", true, "", nullptr, nullptr, nullptr});
   arms.push_back({"static_tuned", true, "", TuneStaticHosts, nullptr, nullptr});
   const std::string agent = SelfDir() + "/../../daemonset/lockstep-agent";
   if (Executable(agent)) {
-    arms.push_back(MakeAgentArm(agent));
+    arms.push_back(MakeAgentArm(agent, o.paths_per_rail));
   } else {
     arms.push_back({"lockstep", false, "no lockstep-agent at " + agent + " (build it)", nullptr, nullptr, nullptr});
   }
@@ -136,6 +138,10 @@ int Main(int argc, char** argv) {
       ->check(Positive())
       ->capture_default_str();
   app.add_option("--fault-s", o.fault_s, "length of the long faults")->check(Positive())->capture_default_str();
+  app.add_option("--paths-per-rail", o.paths_per_rail,
+                 "the agents' fabric.pathsPerRail (probe paths per rail and peer, each its own UDP source port)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   app.add_option("--hidden", o.hidden, "DDP MLP width (128: ~82k parameters)")
       ->check(Positive())
       ->capture_default_str();
@@ -157,7 +163,7 @@ int Main(int argc, char** argv) {
   std::vector<ScenarioResult> results;
   for (const auto& sc : scenarios) {
     ScenarioResult r{sc, {}};
-    for (const auto& arm : Arms()) {
+    for (const auto& arm : Arms(o)) {
       if (!only_arms.empty() && std::find(only_arms.begin(), only_arms.end(), arm.name) == only_arms.end()) continue;
       Log(sc.name + ": " + sc.what + " (arm " + arm.name + ")");
       // A set-up that fails (on a loaded machine the loop may not start in 90 s) is

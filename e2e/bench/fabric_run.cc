@@ -186,13 +186,15 @@ long long HostLinkUpBytes(const Tools& t, const std::string& lab, const std::str
 }
 
 
-// The links a probe of `from`'s agent takes to `to` out of `rail` (the
-// agents send from the host address to the peer's host address, fabric.port
-// on both ends, bound to the rail's interface), by the lab's FIB.
+// The links a probe of `from`'s agent takes to `to` out of `rail` on path
+// `index` (the agents send from the host address to the peer's host address,
+// from the path's source port to fabric.port, bound to the rail's
+// interface), by the lab's FIB.
 std::vector<std::string> ProbeLinks(const Tools& t, const std::string& lab, const netlab::Host& from,
-                                    const netlab::Host& to, const std::string& rail) {
+                                    const netlab::Host& to, const std::string& rail, int index) {
   const std::string port = std::to_string(kProbePort);
-  const json p = json::parse(Netlab(t, {"path", "--name", lab, from.addr, to.addr, "--proto", "udp", "--sport", port,
+  const std::string sport = std::to_string(index == 0 ? kProbePort : kProbePort + index);
+  const json p = json::parse(Netlab(t, {"path", "--name", lab, from.addr, to.addr, "--proto", "udp", "--sport", sport,
                                         "--dport", port, "--oif", rail, "--json"}),
                              nullptr, false);
   std::vector<std::string> links;
@@ -204,26 +206,28 @@ std::vector<std::string> ProbeLinks(const Tools& t, const std::string& lab, cons
 
 }  // namespace
 
-std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link) {
+std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link, int paths_per_rail) {
   std::vector<PathRef> out;
   const auto& hosts = info.topo.hosts;
   for (const auto& a : hosts) {
     for (const auto& b : hosts) {
       if (a.name == b.name) continue;
       for (size_t r = 0; r < a.rails.size(); ++r) {
-        const auto there = ProbeLinks(t, info.name, a, b, a.rails[r].ifname);
-        bool crosses = std::find(there.begin(), there.end(), link) != there.end();
-        // The acks come back on the peer's probes out of the interface the
-        // probes arrived on.
-        std::string back_rail;
-        for (const auto& br : b.rails) {
-          if (!there.empty() && br.link == there.back()) back_rail = br.ifname;
+        for (int i = 0; i < std::max(1, paths_per_rail); ++i) {
+          const auto there = ProbeLinks(t, info.name, a, b, a.rails[r].ifname, i);
+          bool crosses = std::find(there.begin(), there.end(), link) != there.end();
+          // The acks come back on the peer's probes (of the same index,
+          // mostly) out of the interface the probes arrived on.
+          std::string back_rail;
+          for (const auto& br : b.rails) {
+            if (!there.empty() && br.link == there.back()) back_rail = br.ifname;
+          }
+          if (!crosses && !back_rail.empty()) {
+            const auto back = ProbeLinks(t, info.name, b, a, back_rail, i);
+            crosses = std::find(back.begin(), back.end(), link) != back.end();
+          }
+          if (crosses) out.push_back({a.name, b.name + "/rail" + std::to_string(r) + "/path" + std::to_string(i)});
         }
-        if (!crosses && !back_rail.empty()) {
-          const auto back = ProbeLinks(t, info.name, b, a, back_rail);
-          crosses = std::find(back.begin(), back.end(), link) != back.end();
-        }
-        if (crosses) out.push_back({a.name, b.name + "/rail" + std::to_string(r)});
       }
     }
   }
@@ -344,12 +348,12 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
         prefix + "-rank" + std::to_string(r) + ".jsonl")));
   }
   const std::string rank0 = prefix + "-rank0.jsonl";
-  if (!WaitUntil(90, [&] {
+  if (!WaitUntil(180, [&] {  // torch imports slowly on a loaded machine
         LoopLog l;
         ParseLoopLog(ReadFile(rank0), l);
         return l.steps.size() >= 5 || !l.errors.empty();
       })) {
-    Die("the DDP loop made no 5 steps in 90 s; see " + rank0);
+    Die("the DDP loop made no 5 steps in 180 s; see " + rank0);
   }
   Sleep(o.warmup_s);
 
@@ -430,7 +434,7 @@ ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const
   res.link = link_of(sc.actions.front().role);
   info.faulted_link = res.link;
   // The agents' probe paths that cross it (only for an arm that reports on them).
-  if (arm.report) info.affected = AffectedPaths(tools, info, res.link);
+  if (arm.report) info.affected = AffectedPaths(tools, info, res.link, o.paths_per_rail);
   // The stream's TCP state just before the fault (ss -tin: rto, rtt): its
   // retransmission timer decides when it resumes after a path change.
   {

@@ -32,6 +32,7 @@ struct Options {
   double fault_s = 20;                // how long a long fault lasts (> hang_s: a stalled baseline fails)
   double flap_down_s = 7, flap_up_s = 0.5;  // one flap of the flap scenario's 10 (see Scenarios)
   double warmup_s = 4;                // steady workloads before the first fault
+  int paths_per_rail = 4;             // the agents' fabric.pathsPerRail (api::kFabricPathsPerRail)
   std::string workdir;                // logs of every run
 };
 
@@ -113,11 +114,14 @@ struct ArmResult {
 
 ArmResult RunArm(const Tools& tools, const Options& o, const Scenario& sc, const Arm& arm);
 
-// The agents' probe paths ({host, "peer/railN"}) whose probes (fabric.port to
+// The agents' probe paths ({host, "peer/railN/pathI"}) whose probes (path
+// I's source port: fabric.port for path 0, fabric.port + I after it, to
 // fabric.port, host address to host address out of the rail) or whose acks
-// (the peer's probes back out of the interface they arrived on) cross `link`,
-// by `netlab path` for their 5-tuples in the lab as it is now.
-std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link);
+// (the peer's probes of the same index back out of the interface they
+// arrived on) cross `link`, by `netlab path` for their 5-tuples in the lab
+// as it is now.
+std::vector<PathRef> AffectedPaths(const Tools& t, const LabInfo& info, const std::string& link,
+                                   int paths_per_rail = 1);
 
 // The static_tuned arm's hosts: ignore_routes_with_linkdown=1 (a rail that
 // lost carrier leaves the ECMP hash) and rto_min 10ms on the ECMP route (as

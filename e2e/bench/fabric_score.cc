@@ -257,7 +257,9 @@ Detection ScoreDetection(const std::vector<PathDown>& downs, const std::vector<P
       continue;
     }
     if (e.t < fault || e.t > end) continue;
-    const PathRef ref{e.host, PathPrefix(e.path)};
+    // An affected ref names one path ("peer/railN/pathI") or every path of a rail ("peer/railN").
+    PathRef ref{e.host, e.path};
+    if (!std::binary_search(hit.begin(), hit.end(), ref)) ref.path = PathPrefix(e.path);
     if (!std::binary_search(hit.begin(), hit.end(), ref)) {
       ++d.false_downs_after;
       continue;

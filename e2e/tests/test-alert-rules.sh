@@ -135,7 +135,7 @@ start_prometheus agents $AGENT_PROM "  - job_name: lockstep-agent
     static_configs: [{targets: ['127.0.0.1:9610'], labels: {node: h1}}]" "$(ns 1)"
 h1_paths_up() {  # h1's agent reports every path up
   ip netns exec "$(ns 1)" "$AGENT" fabric status --addr 127.0.0.1:9611 --json |
-    jq -e '[.paths[].state] | length == 2 and all(. == "up")' >/dev/null
+    jq -e '[.paths[].state] | length == 2 * 4 and all(. == "up")' >/dev/null
 }
 wait_for "h1's agent scraped by Prometheus" 60 scraped $AGENT_PROM lockstep-agent "$(ns 1)"
 wait_for "every path of h1 up" 60 h1_paths_up

@@ -27,6 +27,7 @@ LAB=${LAB:0:10}
 OUT=$STATE/fabric-failover
 rm -rf "$OUT" && mkdir -p "$OUT"
 HOSTS=3
+PPR=4  # fabric.pathsPerRail (the agent's default): paths per rail and peer
 PIDS=()
 
 cleanup() {
@@ -67,6 +68,7 @@ healthAddr: 127.0.0.1:9610
 timeApiAddr: 127.0.0.1:9611
 fabric:
   rails: [rail0, rail1]
+  pathsPerRail: $PPR
 peers:
 $peers
 YAML
@@ -80,7 +82,7 @@ pins() { ip netns exec "$(ns "$1")" ip -j route show proto 211 | jq -r '.[] | "\
 all_paths_up() {
   local h
   for h in $(seq 0 $((HOSTS - 1))); do
-    status "$h" | jq -e '[.paths[].state] | length == 4 and all(. == "up")' >/dev/null || return 1
+    status "$h" | jq -e --argjson n "$((2 * 2 * PPR))" '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
   done
 }
 expect_pins() {  # expect_pins H "dst dev" ...: host H's owned routes are exactly these
@@ -141,7 +143,7 @@ wait_for "every agent's fabric status answers" 30 status 0
 wait_for "every path up on every host" 60 all_paths_up
 wait_for "every pair pinned to its home rail from both ends" 30 all_pinned_home
 grep -q "no RDMA device present" "$OUT/h0.log" || fail "the agent did not say whether RDMA devices are present"
-pass "3 agents: all 12 paths up, every pair pinned home ({h0,h1} ${HOME_RAIL[0,1]}, {h0,h2} ${HOME_RAIL[0,2]}, {h1,h2} ${HOME_RAIL[1,2]})"
+pass "3 agents: all $((3 * 2 * 2 * PPR)) paths up ($PPR per rail and peer), every pair pinned home ({h0,h1} ${HOME_RAIL[0,1]}, {h0,h2} ${HOME_RAIL[0,2]}, {h1,h2} ${HOME_RAIL[1,2]})"
 
 DEAD=${HOME_RAIL[0,1]}
 if [[ $DEAD == rail0 ]]; then OTHER=rail1; else OTHER=rail0; fi

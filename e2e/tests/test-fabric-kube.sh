@@ -220,7 +220,7 @@ pass "h${X}r0 back: $(node $X) railsUp 2/2, flapsLastHour $flaps, lastFlapTime $
 # --- flapping above flapAlertPerHour ---
 fabric_status() { ip netns exec "$(ns "$1")" "$AGENT" fabric status --addr 127.0.0.1:9611 --json; }
 rail0_down() { fabric_status $X | jq -e '.rails[0].down == true' >/dev/null; }
-paths_up() { fabric_status $X | jq -e '[.paths[].state] | length == 6 and all(. == "up")' >/dev/null; }
+paths_up() { fabric_status $X | jq -e '[.paths[].state] | length == 6 * 4 and all(. == "up")' >/dev/null; }  # 3 peers x 2 rails x fabric.pathsPerRail 4 (the default)
 wait_for "every path of h$X up" 60 paths_up
 for _ in $(seq 1 $ALERT_AT); do
   "$NETLAB" link --name "$LAB" "h${X}r0" down --silent >>"$OUT/netlab.log" 2>&1

@@ -1,9 +1,9 @@
 #include "lockstep/fabric/failover_choice.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "lockstep/common/hash.h"
-#include <tuple>
 
 namespace lockstep::fabric {
 namespace {
@@ -12,10 +12,14 @@ namespace {
 // delay last), then the key (deterministic ties).
 int Tier(PathState s) {
   switch (s) {
-    case PathState::kUp: return 0;
-    case PathState::kSuspect: return 1;
-    case PathState::kRecovering: return 2;
-    default: return 3;  // unknown, down: never chosen
+    case PathState::kUp:
+      return 0;
+    case PathState::kSuspect:
+      return 1;
+    case PathState::kRecovering:
+      return 2;
+    default:
+      return 3;  // unknown, down: never chosen
   }
 }
 
@@ -27,7 +31,46 @@ bool Better(const PathChoice& a, const PathChoice& b) {
   return a.path < b.path;
 }
 
+// A rail as one choice (see "Several paths per rail" in the header): keyed
+// by its lowest path, as bad as its worst path, its delay the highest known.
+PathChoice RailOf(std::vector<PathChoice>::const_iterator begin, std::vector<PathChoice>::const_iterator end) {
+  PathChoice rail{begin->path, PathState::kUp, std::nullopt};
+  bool failed = false, delivers = false, unknown = false, suspect = false;
+  for (auto it = begin; it != end; ++it) {
+    rail.path = std::min(rail.path, it->path);
+    failed = failed || Failed(it->state);
+    delivers = delivers || Usable(it->state) || it->state == PathState::kRecovering;
+    unknown = unknown || it->state == PathState::kUnknown;
+    suspect = suspect || it->state == PathState::kSuspect;
+    if (it->delay && (!rail.delay || *it->delay > *rail.delay)) rail.delay = it->delay;
+  }
+  if (failed) {
+    // Some of the rail's flows are lost: a last resort (as recovering) while
+    // any of its paths delivers, else down.
+    rail.state = delivers ? PathState::kRecovering : PathState::kDown;
+  } else if (unknown) {
+    rail.state = PathState::kUnknown;
+  } else if (suspect) {
+    rail.state = PathState::kSuspect;
+  }
+  return rail;
+}
+
 }  // namespace
+
+std::vector<PathChoice> RailChoices(const std::vector<PathChoice>& paths) {
+  std::vector<PathChoice> sorted = paths;
+  std::sort(sorted.begin(), sorted.end(), [](const PathChoice& a, const PathChoice& b) { return a.path < b.path; });
+  std::vector<PathChoice> rails;
+  for (auto it = sorted.begin(); it != sorted.end();) {
+    auto end = std::find_if(it, sorted.end(), [&](const PathChoice& c) {
+      return c.path.rail != it->path.rail || c.path.peer != it->path.peer;
+    });
+    rails.push_back(RailOf(it, end));
+    it = end;
+  }
+  return rails;
+}
 
 std::string ToString(const RouteAction& action) {
   if (const auto* pin = std::get_if<PinPeer>(&action)) {
@@ -41,18 +84,19 @@ std::optional<PathKey> HomePath(const std::string& self, const std::string& peer
   if (paths.empty()) return std::nullopt;
   const std::string pair = self < peer ? self + '\n' + peer : peer + '\n' + self;
   std::vector<PathKey> keys;
-  for (const PathChoice& c : paths) keys.push_back(c.path);
-  std::sort(keys.begin(), keys.end());
+  for (const PathChoice& c : RailChoices(paths)) keys.push_back(c.path);  // sorted
   return keys[Fnv1a64(pair) % keys.size()];
 }
 
-std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& paths, const std::optional<PathKey>& current,
+std::optional<PathKey> ChoosePin(const std::vector<PathChoice>& all_paths, const std::optional<PathKey>& current,
                                  const std::optional<PathKey>& home) {
+  // The kernel routes a peer to a rail, not to one of its fabric paths.
+  const std::vector<PathChoice> paths = RailChoices(all_paths);
   const bool any_failed = std::any_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Failed(c.state); });
   const bool all_deliver = std::all_of(paths.begin(), paths.end(), [](const PathChoice& c) { return Usable(c.state); });
   const PathChoice* pinned = nullptr;  // a pin to a path no longer listed counts as none
   for (const PathChoice& c : paths) {
-    if (current && c.path == *current) pinned = &c;
+    if (current && c.path.rail == current->rail && c.path.peer == current->peer) pinned = &c;
   }
   const std::optional<PathKey> keep = pinned ? current : std::nullopt;
   if (!any_failed) {

@@ -39,7 +39,7 @@ void PathHealth::OnProbeSent(uint64_t seq, Time sent, bool urgent, bool slow) {
     Miss(sent, ignored);
   }
   const Nanos timeout = urgent ? options_.urgent_timeout : slow ? idle_reply_timeout_ : options_.reply_timeout;
-  outstanding_.push_back({seq, sent, sent + timeout});
+  outstanding_.push_back({seq, sent, sent + timeout, urgent});
 }
 
 bool PathHealth::TakeUrgent() { return std::exchange(urgent_, false); }
@@ -70,9 +70,14 @@ std::vector<Transition> PathHealth::OnReply(const Reply& reply) {
   }
   const Nanos rtt = std::max(Nanos(0), reply.received - it->sent);
   const Time sent = it->sent;
+  const bool urgent = it->urgent;
   outstanding_.erase(it);
   ++totals_.replies;
   Record({reply.received, false, reply.one_way_delay.value_or(Nanos(-1)), rtt});
+  if (urgent && misses_in_a_row_ > 0) {
+    urgent_ = false;  // answered; it clears nothing (see the header)
+    return out;
+  }
   ForgetBeforeFirstDelivery(sent);
   Deliver(reply.received, out);
   return out;
@@ -88,7 +93,7 @@ void PathHealth::ForgetBeforeFirstDelivery(Time sent) {
 
 std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
   std::vector<Transition> out = Tick(received);
-  bool delivered = false;
+  bool delivered = false, urgent_only = true;
   std::optional<Time> first_sent;  // the earliest probe it delivers (outstanding_ is in send order)
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     const auto seq = static_cast<uint32_t>(it->seq);
@@ -104,12 +109,15 @@ std::vector<Transition> PathHealth::OnAck(const AckField& ack, Time received) {
       owd = ack.one_way_delay.value_or(Nanos(-1));
     }
     if (!first_sent) first_sent = it->sent;
+    urgent_only = urgent_only && it->urgent;
     it = outstanding_.erase(it);
     ++totals_.replies;
     Record({received, false, owd, rtt});
     delivered = true;
   }
-  if (delivered) {
+  if (delivered && urgent_only && misses_in_a_row_ > 0) {
+    urgent_ = false;  // answered; it clears nothing (see the header)
+  } else if (delivered) {
     ForgetBeforeFirstDelivery(*first_sent);
     Deliver(received, out);
   } else if (auto late = std::find_if(recently_missed_.begin(), recently_missed_.end(),

@@ -264,12 +264,17 @@ void PathMonitor::Replan(Decisions& out, Time now) {
     // deliver (ChoosePin): only then the windows' percentiles (a copy and a
     // selection over up to 10 s of samples a path; in a flap storm at 128
     // paths, thousands of times a second on the prober's thread).
-    bool failed = false, pin_delivers = false;
+    // The pin is a rail (failover_choice.h): it delivers while all its paths do.
+    bool failed = false, pin_seen = false, pin_delivers = true;
     for (PathId id : pp->second) {
       const Watched& w = paths_[id];
       failed = failed || Failed(w.health.state());
-      pin_delivers = pin_delivers || (pin != pins_.end() && w.key == pin->second && Usable(w.health.state()));
+      if (pin != pins_.end() && w.key.rail == pin->second.rail) {
+        pin_seen = true;
+        pin_delivers = pin_delivers && Usable(w.health.state());
+      }
     }
+    pin_delivers = pin_delivers && pin_seen;
     const bool rank = failed && !pin_delivers;
     std::vector<PathChoice>& choices = peers[peer];
     for (PathId id : pp->second) {

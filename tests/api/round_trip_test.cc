@@ -229,6 +229,14 @@ TEST_CASE("agent.yaml fabric mistakes are errors that name the key", "[api]") {
   CHECK(defaults.fabric.rails.empty());
   CHECK(defaults.fabric.port == kFabricProbePort);
   CHECK(defaults.fabric.host_interface == "host0");
+  // Paths per rail and peer: 1 to 16, each path's source port port + i within 65535; rendered back.
+  CHECK(defaults.fabric.paths_per_rail == kFabricPathsPerRail);
+  CHECK(err("fabric: {pathsPerRail: 0}\n").find("fabric.pathsPerRail must be between 1 and 16") != std::string::npos);
+  CHECK(err("fabric: {pathsPerRail: 17}\n").find("fabric.pathsPerRail") != std::string::npos);
+  CHECK(err("fabric: {port: 65530, pathsPerRail: 8}\n").find("fabric.port + fabric.pathsPerRail") != std::string::npos);
+  AgentConfig two = *ParseAgentConfig("fabric: {rails: [rail0], pathsPerRail: 2}\n", "agent.yaml");
+  CHECK(two.fabric.paths_per_rail == 2);
+  CHECK(ParseAgentConfig(RenderAgentConfigYaml(two), "rendered")->fabric.paths_per_rail == 2);
 }
 
 }  // namespace

@@ -147,6 +147,14 @@ TEST_CASE("fabric detection: per affected path, false downs before and after, ne
   CHECK(none.affected == 0);
   CHECK_FALSE(none.detect_ms_median.has_value());
   CHECK(none.false_downs_after == 4);
+  // Refs naming one path of a rail (several paths per rail): another index
+  // of that rail going down is a false down.
+  const Detection one = ScoreDetection({{"h0", "h2/rail1/path2", 100.04}, {"h0", "h2/rail1/path1", 100.01}},
+                                       {{"h0", "h2/rail1/path2"}}, 60, 100, 130);
+  CHECK(one.affected == 1);
+  REQUIRE(one.detect_ms.size() == 1);
+  CHECK(one.detect_ms[0] == Approx(40).margin(0.1));
+  CHECK(one.false_downs_after == 1);
 }
 
 TEST_CASE("fabric: netlab link's change time parses", "[bench]") {

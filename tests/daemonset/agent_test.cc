@@ -316,8 +316,8 @@ TEST_CASE("the prober carries the clock-sync pairs, each sent when due, and the 
     // (~15 ms here: the fabric ticks every 14 ms, jittered).
     REQUIRE(LatestPair(n->transport.pairs) <= n->socket->longest_wait);
     REQUIRE(n->socket->longest_wait <= kInterval);
-    REQUIRE(n->socket->sent > 1000);  // fabric probes every 14 ms on 2 paths
-    REQUIRE(n->UsablePaths() == 2);
+    REQUIRE(n->socket->sent > 1000);  // fabric probes every 14 ms on the pinned path
+    REQUIRE(n->UsablePaths() == 2 * api::kFabricPathsPerRail);  // 2 rails x fabric.pathsPerRail
     // The main loop: a window every 2 s, each closed at its time (the turn
     // is due then); keys checked once a second; never asleep longer than
     // 200 ms.
@@ -332,7 +332,7 @@ TEST_CASE("a slow window solve on the main loop delays no probe", "[daemonset][a
   World w;
   w.RunFor(3s);
   Node& a = w.a;
-  REQUIRE(a.UsablePaths() == 2);
+  REQUIRE(a.UsablePaths() == 2 * api::kFabricPathsPerRail);
   // Up to the next window without turning a's main loop, then solve it on
   // another thread that the gate holds inside the solve.
   a.main_held = true;
@@ -351,8 +351,8 @@ TEST_CASE("a slow window solve on the main loop delays no probe", "[daemonset][a
   REQUIRE(LatestPair({a.transport.pairs.begin() + static_cast<ptrdiff_t>(pairs), a.transport.pairs.end()}) <
           kInterval);
   REQUIRE(a.socket->sent - probes >= 2 * 1000 / 15);
-  REQUIRE(a.UsablePaths() == 2);
-  REQUIRE(w.b.UsablePaths() == 2);
+  REQUIRE(a.UsablePaths() == 2 * api::kFabricPathsPerRail);
+  REQUIRE(w.b.UsablePaths() == 2 * api::kFabricPathsPerRail);
   REQUIRE(Metric(*a.registry, "lockstep_fabric_prober_stalls_total") == stalls);
   a.gate.Open();
   main_loop.join();

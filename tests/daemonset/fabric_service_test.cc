@@ -47,6 +47,12 @@ struct Untiered {
   Untiered() { g_idle_interval = Nanos(0); }
   ~Untiered() { g_idle_interval = fabric::FabricOptions{}.idle_interval; }
 };
+// Paths per (rail, peer) for the Nodes built while it is set.
+int g_paths_per_rail = 1;
+struct PathsPerRail {
+  explicit PathsPerRail(int n) { g_paths_per_rail = n; }
+  ~PathsPerRail() { g_paths_per_rail = 1; }
+};
 
 struct Node {
   Node(FakeFabricNetwork& net, FakeClock& clock, const std::string& name, uint32_t self, const FabricPeer& peer,
@@ -62,6 +68,7 @@ struct Node {
     o.seed = seed;
     o.publish_every = 100ms;  // the tests read the status soon after a change
     o.fabric.idle_interval = g_idle_interval;
+    o.paths_per_rail = g_paths_per_rail;
     o.epoch = epoch != 0 ? epoch : EpochOf(name);
     if (renew_epoch_after != 0) o.renew_epoch_after = renew_epoch_after;
     options = o;
@@ -206,6 +213,43 @@ TEST_CASE("a dead home rail moves both directions to the other rail, re-admissio
   CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));  // the repaired rail is reused
   CHECK(w.b.routes.routes.begin()->second.ToString() == RailRoute(kHostA, home, kHostB));
   CHECK(w.a.service->StatusJson()["peers"][0]["via"] == "rail" + std::to_string(home));
+}
+
+TEST_CASE(
+    "with several paths per rail, one path of the home rail dropping everything (a gray spine) moves the "
+    "peer off the rail, and it comes home once the path is re-admitted",
+    "[daemonset][fabric]") {
+  PathsPerRail two(2);
+  World w;
+  w.Run(300ms);
+  const int home = HomeRail();
+  const int other = 1 - home;
+  const fabric::PathKey gray{home, "b", 1};
+  for (int rail = 0; rail < 2; ++rail) {
+    for (int index = 0; index < 2; ++index) {
+      CHECK(w.a.service->monitor().State({rail, "b", index}) == fabric::PathState::kUp);
+    }
+  }
+  // Path 1's probes leave as path 1 (the socket sends them from its own source port).
+  CHECK(std::any_of(w.a.socket.sent.begin(), w.a.socket.sent.end(), [](const auto& s) { return s.path == 1; }));
+  REQUIRE(w.a.routes.routes.size() == 1);
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));
+  // What a sends on the home rail's path 1 is lost; path 0 (another spine) delivers.
+  w.net.CutPath(kHostA, home, 1);
+  Nanos moved{0};
+  while (moved < 2s && w.a.routes.routes.begin()->second.ToString() != RailRoute(kHostB, other, kHostA)) {
+    w.Run(1ms);
+    moved += 1ms;
+  }
+  CHECK(w.a.service->monitor().State(gray) == fabric::PathState::kDown);
+  CHECK(w.a.service->monitor().State({home, "b", 0}) == fabric::PathState::kUp);
+  REQUIRE(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, other, kHostA));
+  // Path 1 is an idle path (not the pin): detected by the rotation within WorstCaseDetectionIdle.
+  CHECK(moved <= fabric::WorstCaseDetectionIdle(w.a.options.fabric) + 20ms);
+  w.net.CutPath(kHostA, home, 1, false);
+  w.Run(4s);
+  CHECK(w.a.service->monitor().State(gray) == fabric::PathState::kUp);
+  CHECK(w.a.routes.routes.begin()->second.ToString() == RailRoute(kHostB, home, kHostA));
 }
 
 TEST_CASE("a stalled node (both agents frozen 60 ms) counts the stall and no miss: its timeouts restart",

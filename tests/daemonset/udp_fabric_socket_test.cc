@@ -4,11 +4,15 @@
 // and each datagram keeps its kernel receive time.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "lockstep/agent/fabric_probe.h"
 #include "lockstep/agent/net/udp_fabric_socket.h"
@@ -95,6 +99,72 @@ TEST_CASE("an urgent datagram to the one port ends the prober's sleep at once, a
   auto again = UdpFabricSocket::Open("127.0.0.1", s.port(), clock);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().message.find("in use by another lockstep agent") != std::string::npos);
+}
+
+TEST_CASE("each path index leaves from its own source port: port + i on a fixed port, a free one on port 0",
+          "[daemonset][udp]") {
+  const Clock& clock = SystemClock::Instance();
+  const int lo = static_cast<int>(::if_nametoindex("lo"));
+  REQUIRE(lo > 0);
+  // A plain receiver that sees each datagram's source port.
+  const int rx = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(rx >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(kLoopback);
+  REQUIRE(::bind(rx, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(rx, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  const int rx_port = ntohs(at.sin_port);
+  timeval wait{1, 0};
+  REQUIRE(::setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
+  auto source_ports = [&](UdpFabricSocket& s, const std::vector<int>& paths) {
+    const std::vector<uint8_t> bytes{9};
+    std::vector<FabricSend> sends;
+    for (int p : paths) {
+      sends.push_back(
+          {.bytes = bytes, .dest = kLoopback, .port = rx_port, .ifindex = lo, .source = kLoopback, .path = p});
+    }
+    REQUIRE(s.SendBatch(sends) == 0);
+    std::multiset<int> ports;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      sockaddr_in from{};
+      socklen_t from_len = sizeof from;
+      uint8_t buf[8];
+      REQUIRE(::recvfrom(rx, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &from_len) == 1);
+      ports.insert(ntohs(from.sin_port));
+    }
+    for (const FabricSend& send : sends) CHECK(send.sent);
+    return ports;
+  };
+
+  // Port 0: every path a socket of its own on a free port.
+  auto free = UdpFabricSocket::Open("127.0.0.1", 0, clock, 3);
+  REQUIRE(free.ok());
+  UdpFabricSocket& f = **free;
+  const std::set<int> distinct{f.SourcePort(0), f.SourcePort(1), f.SourcePort(2)};
+  CHECK(distinct.size() == 3);
+  CHECK(f.SourcePort(0) == f.port());
+  // Interleaved paths, one batch: each leaves from its path's port.
+  CHECK(source_ports(f, {0, 1, 2, 1, 0, 2, 2}) == std::multiset<int>{f.SourcePort(0), f.SourcePort(0), f.SourcePort(1),
+                                                                     f.SourcePort(1), f.SourcePort(2), f.SourcePort(2),
+                                                                     f.SourcePort(2)});
+
+  // A fixed port: path i > 0 sends from port + i (urgent probes share the port).
+  const int base = f.port() + 100 <= 65000 ? f.port() + 100 : 20000;
+  auto fixed = UdpFabricSocket::Open("127.0.0.1", base, clock, 3);
+  if (fixed.ok()) {  // the range may be taken on a busy machine
+    UdpFabricSocket& x = **fixed;
+    CHECK(x.SourcePort(0) == base);
+    CHECK(x.SourcePort(1) == base + 1);
+    CHECK(x.SourcePort(2) == base + 2);
+    CHECK(source_ports(x, {2, 1, 0}) == std::multiset<int>{base, base + 1, base + 2});
+    // A second agent on the same range is refused, naming the setting.
+    auto again = UdpFabricSocket::Open("127.0.0.1", base, clock, 3);
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().message.find("pathsPerRail") != std::string::npos);
+  }
+  ::close(rx);
 }
 
 TEST_CASE("every read keeps each datagram's arrival interface and receive time, batch after batch", "[daemonset][udp]") {

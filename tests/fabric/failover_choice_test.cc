@@ -23,9 +23,9 @@ TEST_CASE("with home pins a healthy peer goes home, and back home only once ever
   REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, std::nullopt, home) == R(1));
   REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kSuspect)}, std::nullopt, home) == R(1));
   REQUIRE_FALSE(ChoosePin({C(0, S::kUnknown), C(1, S::kUnknown)}, std::nullopt, home));  // no verdict yet
-  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kDown)}, R(1), home) == R(0));               // home failed
-  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kRecovering)}, R(0), home) == R(0));         // not re-admitted
-  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, R(0), home) == R(1));                 // re-admitted: reused
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kDown)}, R(1), home) == R(0));                // home failed
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kRecovering)}, R(0), home) == R(0));          // not re-admitted
+  REQUIRE(ChoosePin({C(0, S::kUp), C(1, S::kUp)}, R(0), home) == R(1));                  // re-admitted: reused
 }
 
 TEST_CASE("HomePath is a stable spread of pairs over the paths, the same from both ends", "[fabric]") {
@@ -105,6 +105,77 @@ TEST_CASE("PlanRoutes diffs the new pins against the current ones", "[fabric]") 
   RoutePlan homes = PlanRoutes(peers, plan.pins, true, true);
   REQUIRE(homes.pins.at("b") == *HomePath("", "b", peers.at("b")));
   REQUIRE(homes.actions == std::vector<RouteAction>{PinPeer{"b", *HomePath("", "b", peers.at("b"))}});
+}
+
+// Several paths per rail: rail r through fabric path i (a spine, by its
+// probes' UDP source port).
+PathKey P(int rail, int index) { return {rail, "b", index}; }
+PathChoice C(int rail, int index, S s, std::optional<Nanos> delay = std::nullopt) { return {P(rail, index), s, delay}; }
+
+TEST_CASE("one of a rail's paths down moves the peer off that rail: the kernel may hash a flow onto it", "[fabric]") {
+  // fabric-gray: the peer is home on rail 1; its flow hashes onto rail 1's
+  // path 1 (one spine), which drops everything; path 0 (the other spine) is up.
+  const std::vector<PathChoice> gray = {C(0, 0, S::kUp), C(0, 1, S::kUp), C(1, 0, S::kUp), C(1, 1, S::kDown)};
+  REQUIRE(ChoosePin(gray, P(1, 0), P(1, 0)) == P(0, 0));
+  REQUIRE(ChoosePin(gray, std::nullopt) == P(0, 0));  // without home pins too
+  // Unpinned (home) again only once every path of every rail delivers.
+  std::vector<PathChoice> recovering = gray;
+  recovering[3].state = S::kRecovering;
+  REQUIRE(ChoosePin(recovering, P(0, 0), P(1, 0)) == P(0, 0));
+  std::vector<PathChoice> healed = gray;
+  healed[3].state = S::kUp;
+  REQUIRE(ChoosePin(healed, P(0, 0), P(1, 0)) == P(1, 0));
+  // A pin naming another path of the same rail is that rail: kept while it delivers.
+  REQUIRE(ChoosePin(gray, P(0, 1)) == P(0, 1));
+}
+
+TEST_CASE("a rail whose paths all deliver beats a partly failed one, which beats a dead one", "[fabric]") {
+  // Rail 0 partly failed, rail 1 all up (slower), rail 2 dead: rail 1.
+  REQUIRE(ChoosePin({C(0, 0, S::kUp, 1us), C(0, 1, S::kDown), C(1, 0, S::kUp, 90us), C(1, 1, S::kSuspect, 80us),
+                     C(2, 0, S::kDown), C(2, 1, S::kDown)},
+                    P(2, 0)) == P(1, 0));
+  // No rail whose paths all deliver: a partly failed rail is the last
+  // resort (some of the peer's flows get through), not a dead one.
+  REQUIRE(ChoosePin({C(0, 0, S::kDown), C(0, 1, S::kDown), C(1, 0, S::kUp), C(1, 1, S::kDown)}, P(0, 0)) == P(1, 0));
+  // Delays: a rail is as slow as its slowest path.
+  REQUIRE(ChoosePin({C(0, 0, S::kDown), C(1, 0, S::kUp, 10us), C(1, 1, S::kUp, 90us), C(2, 0, S::kUp, 50us),
+                     C(2, 1, S::kUp, 40us)},
+                    std::nullopt) == P(2, 0));
+}
+
+TEST_CASE("RailChoices folds each rail's paths into its worst", "[fabric]") {
+  const auto rails = RailChoices({C(1, 1, S::kUp, 7us), C(0, 0, S::kUp), C(0, 1, S::kSuspect, 3us), C(1, 0, S::kUp),
+                                  C(2, 0, S::kDown), C(2, 1, S::kUnknown), C(3, 0, S::kUnknown), C(3, 1, S::kUp)});
+  REQUIRE(rails.size() == 4);
+  REQUIRE(rails[0].path == P(0, 0));
+  REQUIRE(rails[0].state == S::kSuspect);
+  REQUIRE(rails[0].delay == 3us);
+  REQUIRE(rails[1].path == P(1, 0));
+  REQUIRE(rails[1].state == S::kUp);
+  REQUIRE(rails[1].delay == 7us);
+  REQUIRE(rails[2].state == S::kDown);  // no path delivers
+  REQUIRE(rails[3].state == S::kUnknown);
+  // One path per rail: the paths themselves.
+  const std::vector<PathChoice> one = {C(0, S::kDown), C(1, S::kUp, 4us)};
+  const auto same = RailChoices(one);
+  REQUIRE(same.size() == 2);
+  REQUIRE(same[0].path == one[0].path);
+  REQUIRE(same[0].state == S::kDown);
+  REQUIRE(same[1].delay == 4us);
+}
+
+TEST_CASE("HomePath picks a rail whatever the paths per rail, the same from both ends", "[fabric]") {
+  for (int i = 0; i < 32; ++i) {
+    const std::string peer = "node-" + std::to_string(i);
+    std::vector<PathChoice> one = {{{0, peer, 0}, S::kUp, {}}, {{1, peer, 0}, S::kUp, {}}};
+    std::vector<PathChoice> four;
+    for (int rail = 0; rail < 2; ++rail) {
+      for (int index = 0; index < 4; ++index) four.push_back({{rail, peer, index}, S::kUp, {}});
+    }
+    const auto home = HomePath("self", peer, one);
+    REQUIRE(HomePath("self", peer, four) == home);
+    REQUIRE(home->index == 0);
+  }
 }
 
 }  // namespace

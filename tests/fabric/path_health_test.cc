@@ -156,7 +156,9 @@ TEST_CASE("a miss asks for an urgent probe, and urgent misses confirm the fault 
   REQUIRE(d.h.Stats(At(30ms)).misses == 4);
 }
 
-TEST_CASE("an answered urgent probe clears the suspicion, paths never up get no urgent probes", "[fabric]") {
+TEST_CASE("an answered urgent probe stops the urgent probes but clears nothing: the next regular reply does, "
+          "paths never up get no urgent probes",
+          "[fabric]") {
   Driver d;
   d.Probe(At(0ms), true);
   d.h.OnProbeSent(++d.seq, At(10ms));  // lost
@@ -164,15 +166,58 @@ TEST_CASE("an answered urgent probe clears the suspicion, paths never up get no 
   REQUIRE(d.h.TakeUrgent());
   d.h.OnProbeSent(++d.seq, At(20ms), true);
   d.Keep(d.h.OnReply({d.seq, At(20ms) + 100us, std::nullopt}));
-  REQUIRE(d.h.state() == PathState::kUp);
+  // The urgent probe took another 5-tuple (the peer's urgent port): it does
+  // not vouch for the path's own probes.
+  REQUIRE(d.h.state() == PathState::kSuspect);
   REQUIRE_FALSE(d.h.TakeUrgent());
+  REQUIRE(d.h.consecutive_misses() == 1);
+  d.Probe(At(30ms), true);  // the path's own probe gets through: a random loss, cleared
+  REQUIRE(d.h.state() == PathState::kUp);
   REQUIRE(d.h.consecutive_misses() == 0);
+  // The same through acks: an ack of the urgent probe alone clears nothing,
+  // one that also acks a regular probe does.
+  d.h.OnProbeSent(++d.seq, At(40ms));  // lost
+  d.Keep(d.h.Tick(At(50ms)));
+  REQUIRE(d.h.TakeUrgent());
+  d.h.OnProbeSent(++d.seq, At(50ms), true);
+  AckField urgent_ack;
+  urgent_ack.seq = static_cast<uint32_t>(d.seq);
+  d.Keep(d.h.OnAck(urgent_ack, At(50ms) + 100us));
+  REQUIRE(d.h.state() == PathState::kSuspect);
+  d.h.OnProbeSent(++d.seq, At(60ms));
+  AckField both;  // the regular probe and the urgent one before it
+  both.seq = static_cast<uint32_t>(d.seq);
+  both.bitmap = 1;
+  d.Keep(d.h.OnAck(both, At(60ms) + 100us));
+  REQUIRE(d.h.state() == PathState::kUp);
 
   Driver never;
   never.h.OnProbeSent(++never.seq, At(0ms));
   never.Keep(never.h.Tick(At(10ms)));
   REQUIRE(never.h.consecutive_misses() == 1);
   REQUIRE_FALSE(never.h.TakeUrgent());  // unknown: nothing to confirm
+}
+
+TEST_CASE("a path whose own probes are black-holed goes down though its urgent probes get through (another 5-tuple)",
+          "[fabric]") {
+  // Several paths per rail: a path is its probes' 5-tuple, and its urgent
+  // probes (to the peer's urgent port) may hash onto another spine.
+  Driver d;
+  d.Probe(At(0ms), true);
+  Time t = At(10ms);
+  for (int regular = 1; regular <= 3; ++regular) {
+    d.h.OnProbeSent(++d.seq, t);  // lost
+    d.Keep(d.h.Tick(t + 10ms));
+    if (regular < 3) {
+      REQUIRE(d.h.state() == PathState::kSuspect);
+      REQUIRE(d.h.TakeUrgent());
+      d.h.OnProbeSent(++d.seq, t + 10ms, true);
+      d.Keep(d.h.OnReply({d.seq, t + 10ms + 100us, std::nullopt}));  // answered
+    }
+    t += 10ms;
+  }
+  REQUIRE(d.h.state() == PathState::kDown);
+  REQUIRE(d.seen.back().at == At(40ms));  // the 3rd regular probe's timeout
 }
 
 // Takes the path down at `t` (3 lost probes) and returns when it went down.

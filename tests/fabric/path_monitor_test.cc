@@ -541,6 +541,9 @@ TEST_CASE("paths are numbered in key order, SetPaths renumbers them and keeps wh
   REQUIRE(m.TakeUrgent() == std::vector<PathId>{c0_id});
   m.OnProbeSent(c0_id, 3, At(31ms), true);
   (void)m.OnAck(c0_id, {3, 0, std::nullopt, 0ms}, At(32ms));
+  REQUIRE(m.State(c0) == PathState::kSuspect);  // an urgent ack alone clears nothing (path_health.h)
+  m.OnProbeSent(c0_id, 4, At(40ms));
+  (void)m.OnAck(c0_id, {4, 0, std::nullopt, 0ms}, At(41ms));
   REQUIRE(m.State(c0) == PathState::kUp);
   REQUIRE(m.State({0, "a", 0}) == PathState::kUnknown);
 }

@@ -29,6 +29,7 @@ Result<FabricServiceOptions> MakeFabricServiceOptions(const AgentConfig& config,
   o.fabric = *fabric;
   o.latency = fabric::LatencySlaOptionsFromConfig(config);
   o.peer_port = config.fabric.port;
+  o.paths_per_rail = config.fabric.paths_per_rail;
   o.seed = seed;
   o.await_peers = discovered_peers;
   return o;

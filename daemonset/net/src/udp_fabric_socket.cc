@@ -143,7 +143,20 @@ int BoundPort(int fd) {
 }  // namespace
 
 Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string& bind_address, int port,
-                                                               const Clock& clock) {
+                                                               const Clock& clock, int paths) {
+  // The paths' send-only sockets first: a fixed port range that is taken
+  // fails before the regular pair is bound.
+  std::vector<OwnedFd> path_fds;
+  for (int i = 1; i < paths; ++i) {
+    const int path_port = port == 0 ? 0 : port + i;
+    if (path_port > 65535) return InvalidArgument("fabric probe socket: fabric.port + pathsPerRail is above 65535");
+    auto fd = OpenOne(bind_address, path_port, false);
+    if (!fd.ok()) {
+      return Unavailable(fd.error().message + " (path " + std::to_string(i) +
+                         "'s source port: fabric.port + i; lower fabric.pathsPerRail or move fabric.port)");
+    }
+    path_fds.push_back(std::move(*fd));
+  }
   // Port 0 (tests): a port the kernel finds free, then locked and bound as a
   // pair; another test may take it in between: a few tries.
   for (int attempt = 0;; ++attempt) {
@@ -160,6 +173,7 @@ Result<std::unique_ptr<UdpFabricSocket>> UdpFabricSocket::Open(const std::string
     if (steered.ok()) {
       auto s = std::unique_ptr<UdpFabricSocket>(new UdpFabricSocket(fd->release(), urgent->release(), want, clock));
       s->lock_fd_ = lock->release();
+      for (OwnedFd& p : path_fds) s->path_fds_.push_back(p.release());
       return s;
     }
     if (port != 0 || attempt >= 20) return steered.error();
@@ -170,6 +184,17 @@ UdpFabricSocket::~UdpFabricSocket() {
   ::close(fd_);
   ::close(urgent_fd_);
   ::close(lock_fd_);
+  for (int fd : path_fds_) ::close(fd);
+}
+
+size_t UdpFabricSocket::SocketOf(int path) const {
+  if (path <= 0 || path_fds_.empty()) return 0;
+  return 1 + static_cast<size_t>(path - 1) % path_fds_.size();
+}
+
+int UdpFabricSocket::SourcePort(int path) const {
+  const size_t s = SocketOf(path);
+  return s == 0 ? port_ : BoundPort(path_fds_[s - 1]);
 }
 
 Status UdpFabricSocket::SendVia(std::span<const uint8_t> bytes, uint32_t dest, int port, int ifindex,
@@ -187,27 +212,34 @@ Status UdpFabricSocket::SendVia(std::span<const uint8_t> bytes, uint32_t dest, i
 size_t UdpFabricSocket::SendBatch(std::span<FabricSend> sends) {
   std::array<SendSlot, kBatch> slots;
   std::array<mmsghdr, kBatch> msgs;
+  std::array<size_t, kBatch> which;  // slot -> index in sends
   size_t failed = 0;
-  for (size_t base = 0; base < sends.size(); base += kBatch) {
-    const size_t n = std::min(kBatch, sends.size() - base);
-    for (size_t i = 0; i < n; ++i) {
-      const FabricSend& s = sends[base + i];
-      Fill(slots[i], msgs[i], s.bytes, s.dest, s.port, s.ifindex, s.source);
-    }
-    // sendmmsg stops at the first datagram the kernel refuses (say, a rail
-    // without a route): that one is marked failed and the rest go on.
-    size_t done = 0;
-    while (done < n) {
-      const int got = ::sendmmsg(fd_, &msgs[done], static_cast<unsigned>(n - done), 0);
-      if (got <= 0) {
-        if (got < 0 && errno == EINTR) continue;
-        sends[base + done].sent = false;
-        ++failed;
-        ++done;
-        continue;
+  // One sendmmsg per socket (path index) and kBatch datagrams.
+  for (size_t sock = 0; sock <= path_fds_.size(); ++sock) {
+    const int fd = sock == 0 ? fd_ : path_fds_[sock - 1];
+    for (size_t next = 0; next < sends.size();) {
+      size_t n = 0;
+      for (; next < sends.size() && n < kBatch; ++next) {
+        const FabricSend& s = sends[next];
+        if (SocketOf(s.path) != sock) continue;
+        Fill(slots[n], msgs[n], s.bytes, s.dest, s.port, s.ifindex, s.source);
+        which[n++] = next;
       }
-      for (int i = 0; i < got; ++i) sends[base + done + static_cast<size_t>(i)].sent = true;
-      done += static_cast<size_t>(got);
+      // sendmmsg stops at the first datagram the kernel refuses (say, a rail
+      // without a route): that one is marked failed and the rest go on.
+      size_t done = 0;
+      while (done < n) {
+        const int got = ::sendmmsg(fd, &msgs[done], static_cast<unsigned>(n - done), 0);
+        if (got <= 0) {
+          if (got < 0 && errno == EINTR) continue;
+          sends[which[done]].sent = false;
+          ++failed;
+          ++done;
+          continue;
+        }
+        for (int i = 0; i < got; ++i) sends[which[done + static_cast<size_t>(i)]].sent = true;
+        done += static_cast<size_t>(got);
+      }
     }
   }
   return failed;

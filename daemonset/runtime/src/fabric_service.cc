@@ -132,7 +132,8 @@ Status FabricService::Adopt(MonoTime now) {
 void FabricService::WatchPeers(const std::vector<std::string>& names, MonoTime now) {
   for (fabric::PathId id = 0; id < probed_.size(); ++id) seqs_[monitor_.Key(id)] = probed_[id].seq;
   Apply(monitor_.SetPaths(names.empty() ? std::vector<fabric::PathKey>{}
-                                        : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names),
+                                        : fabric::EnumeratePaths(static_cast<int>(options_.setup.rails.size()), names,
+                                                                 std::max(1, options_.paths_per_rail)),
                           now));
   // SetPaths renumbered the paths: index what the hot path needs by id.
   probed_.assign(monitor_.size(), Probed{});
@@ -271,7 +272,8 @@ void FabricService::SendDue(MonoTime now, std::optional<int64_t> fabric_now) {
     out_.sends.push_back({.dest = peer->host_address,
                           .port = options_.peer_port,
                           .ifindex = rail.ifindex,
-                          .source = options_.setup.host_address});
+                          .source = options_.setup.host_address,
+                          .path = path.index});
     out_.rail.push_back(path.rail);
     out_.peer.push_back(peer);
     out_.probes.push_back({id, seq, is_urgent});

@@ -74,6 +74,9 @@ struct AgentConfig {
     std::string host_interface = kFabricHostInterface;
     std::string host_address;
     int port = kFabricProbePort;  // UDP path probes; 0 = pick a free port (tests)
+    // Paths probed per (rail, peer), each from its own UDP source port
+    // (kFabricPathsPerRail): port + 1 + i for path i > 0.
+    int paths_per_rail = kFabricPathsPerRail;
     bool operator==(const Fabric&) const = default;
   } fabric;
   // GPU health (agent.yaml `gpu:`, the FabricPolicy's spec.gpu): the mode,

@@ -12,6 +12,16 @@ inline constexpr int kProbePort = 7311;    // UDP probe port (FabricPolicy spec.
 inline constexpr int kHealthPort = 9610;   // /healthz, /readyz, /metrics (agent.yaml healthAddr)
 inline constexpr int kTimeApiPort = 9611;  // fabric-time API on loopback (agent.yaml timeApiAddr)
 inline constexpr int kFabricProbePort = 7312;  // UDP path probes, one per rail x peer (agent.yaml fabric.port)
+// Fabric paths probed per (rail, peer) (agent.yaml fabric.pathsPerRail): path
+// i > 0 leaves from UDP source port fabric.port + 1 + i, so the fabric's ECMP
+// hash (the 5-tuple) spreads them over its spines. A peer's traffic on a rail
+// hashes onto one of those paths, so a fault on one spine is seen only by a
+// probe that hashes onto it: with S spines and K paths, a given spine is
+// probed with probability 1 - (1 - 1/S)^K, 94% at 2 spines and 4 paths
+// (both spines: 1 - 2^(1-K), 88%). Paths beyond the pinned one ride the idle
+// rotation (probe.idlePathIntervalMs), so they cost idle probes only.
+inline constexpr int kFabricPathsPerRail = 4;
+inline constexpr int kMaxFabricPathsPerRail = 16;
 inline constexpr char kFabricHostInterface[] = "host0";  // where the host address lives (fabric.hostInterface)
 inline constexpr char kHealthHost[] = "0.0.0.0";
 inline constexpr char kTimeApiHost[] = "127.0.0.1";

@@ -12,6 +12,16 @@
 // repaired path is reused). While no path delivers at all the pin stays
 // where it is (ECMP would be no better). So every route change follows a
 // state change.
+//
+// Several paths per rail (PathKey.index: the same rail through different
+// spines, each probed with its own UDP source port): a pin moves a peer's
+// traffic to a rail, and the fabric hashes each of its flows onto one of
+// the rail's paths, so a rail counts as one choice, as bad as its worst
+// path (RailChoices): a rail with any path down or recovering is failed
+// (the kernel may hash a flow onto that path), a last resort like a
+// recovering path while another of its paths delivers, and down when none
+// does. A peer moves to a rail whose paths all deliver. A pin names the
+// rail's lowest path (index 0 when every rail has it).
 // Nothing here knows Linux routing: a pin is a path, the actuator decides
 // what that means (a /32 route on rail r, an RDMA queue pair, ...).
 // Pure functions; thread-safe.
@@ -49,12 +59,20 @@ struct PathChoice {
   std::optional<Nanos> delay;  // recent one-way delay (PathHealth::RankingDelay); nullopt ranks last
 };
 
-// A peer's home path: one of `paths` chosen by a stable hash (FNV-1a) of the
-// unordered pair {self, peer}, so pairs spread over the rails, both ends of a
-// pair pick the same rail, and every run, and every restart, picks the same.
+// One choice per (peer, rail) of `paths` (see "Several paths per rail"
+// above), in key order: keyed by its lowest PathKey; up when every path is
+// up, suspect when every one delivers and one is suspect, unknown when none
+// failed and one has no verdict yet, recovering when one is down or
+// recovering and another delivers (or recovers), down when none does; its
+// delay is the highest of its paths'. With one path per rail: `paths`, sorted.
+std::vector<PathChoice> RailChoices(const std::vector<PathChoice>& paths);
+
+// A peer's home path: the rail (RailChoices) of one of `paths`, chosen by a
+// stable hash (FNV-1a) of the unordered pair {self, peer}, so pairs spread
+// over the rails, both ends of a pair pick the same rail whatever their
+// paths per rail, and every run, and every restart, picks the same.
 // nullopt when `paths` is empty.
-std::optional<PathKey> HomePath(const std::string& self, const std::string& peer,
-                                const std::vector<PathChoice>& paths);
+std::optional<PathKey> HomePath(const std::string& self, const std::string& peer, const std::vector<PathChoice>& paths);
 
 // The pin for one peer given its paths and its current pin (nullopt:
 // unpinned). `home`: where the peer goes while every path delivers (nullopt:

@@ -15,6 +15,14 @@
 // peer acknowledges it on arrival, and it times out after urgent_timeout
 // instead of reply_timeout, so the N misses that make a path down come
 // within milliseconds of the first (options.h, WorstCaseDetection).
+// An urgent probe can confirm a fault but not clear one: it goes to the
+// peer's urgent port, another 5-tuple than the path's own probes, which the
+// fabric's ECMP hash may send over another spine. An ack of urgent probes
+// alone stops the urgent probes of that miss and changes nothing else (the
+// path stays suspect, its misses in a row stand); only an ack of a regular
+// probe delivers. So a path whose own 5-tuple is black-holed goes down after
+// N regular probes missed in a row (they are fast while it is suspect)
+// whatever its urgent probes meet.
 //
 // A flap is a transition into down from a state that delivered (up, suspect,
 // recovering); each flap raises the hold-down level by one, each
@@ -140,6 +148,7 @@ class PathHealth {
     uint64_t seq;
     Time sent;
     Time deadline;  // a miss at this time without an ack
+    bool urgent = false;
   };
   struct Sample {
     Time at;

@@ -33,7 +33,12 @@ struct FabricSend {
   int port = 0;
   int ifindex = 0;
   uint32_t source = 0;  // host order
-  bool sent = false;    // out: the kernel took it
+  // The fabric path index (fabric::PathKey.index): the adapter sends path i
+  // from its own UDP source port (UdpFabricSocket: port() + i for i > 0),
+  // so each path is its own 5-tuple for the fabric's ECMP hash. Urgent
+  // probes of a path leave from its port too; ack-only packets use path 0.
+  int path = 0;
+  bool sent = false;  // out: the kernel took it
 };
 
 struct FabricDatagram {

@@ -103,7 +103,13 @@ struct FabricServiceOptions {
   FabricSetup setup;
   fabric::FabricOptions fabric;
   int peer_port = 0;  // every peer's fabric probe port (fabric.port is the same on every host)
-  uint64_t seed = 1;  // probe jitter
+  // Paths probed per (rail, peer) (agent.yaml fabric.pathsPerRail): path i's
+  // probes carry FabricSend.path = i, which the socket sends from that
+  // path's own UDP source port, so the fabric's ECMP hash spreads the paths
+  // over its spines. The route choice treats a rail as its worst path
+  // (fabric::RailChoices).
+  int paths_per_rail = 1;
+  uint64_t seed = 1;                                                    // probe jitter
   std::chrono::nanoseconds reconcile_every = std::chrono::seconds(30);  // level-based route repair
   // Kubernetes mode: setup.peers starts empty and SetPeers() provides them;
   // the start-up route adoption waits for the first peer set.
