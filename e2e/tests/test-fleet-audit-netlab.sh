@@ -26,6 +26,7 @@ LAB=${LAB:0:10}
 OUT=$STATE/fleet-audit-netlab
 rm -rf "$OUT" && mkdir -p "$OUT"
 HOSTS=${AUDIT_HOSTS:-4}  # e2e/bench/audit.sh sets more
+PPR=4  # fabric.pathsPerRail (the agent's default): paths per rail and peer
 ((HOSTS >= 4)) || fail "AUDIT_HOSTS must be at least 4"
 PIDS=()
 
@@ -82,6 +83,7 @@ healthAddr: 127.0.0.1:9610
 timeApiAddr: 127.0.0.1:9611
 fabric:
   rails: [rail0, rail1]
+  pathsPerRail: $PPR
 peers:
 $peers
 YAML
@@ -93,7 +95,7 @@ status() { ip netns exec "$(ns "$1")" "$AGENT" fabric status --addr 127.0.0.1:96
 all_paths_up() {
   local h
   for h in $(seq 0 $((HOSTS - 1))); do
-    status "$h" | jq -e --argjson n $(((HOSTS - 1) * 2)) '[.paths[].state] | length == $n and all(. == "up" or . == "suspect")' >/dev/null || return 1
+    status "$h" | jq -e --argjson n $(((HOSTS - 1) * 2 * PPR)) '[.paths[].state] | length == $n and all(. == "up" or . == "suspect")' >/dev/null || return 1
   done
 }
 wait_for "every agent's fabric status answers" 30 status 0
@@ -121,7 +123,7 @@ jq -s '[.[] | .node as $n | .paths[] | select(.rtt_p99_ns != null)
         | select(.rail != 0 or ($n != "h1" and .peer != "h1"))
         | {node: $n, rail, peer, rtt_p99_ns, rtt_samples}]' "$OUT"/status-h*.json >"$OUT/rtt.json"
 RTT_MAX_US=$(jq '[.[].rtt_p99_ns] | max / 1000 | floor' "$OUT/rtt.json")
-jq -e --argjson n $((HOSTS * (HOSTS - 1) * 2 - (HOSTS - 1) * 2)) 'length == $n' "$OUT/rtt.json" >/dev/null ||
+jq -e --argjson n $(((HOSTS * (HOSTS - 1) * 2 - (HOSTS - 1) * 2) * PPR)) 'length == $n' "$OUT/rtt.json" >/dev/null ||
   fail "paths without round trips: $(jq -c . "$OUT/rtt.json")"
 jq -e 'all(.rtt_p99_ns < 5000000)' "$OUT/rtt.json" >/dev/null ||
   fail "round trips of healthy paths include held acks: $(jq -c '[.[] | select(.rtt_p99_ns >= 5000000)]' "$OUT/rtt.json")"

@@ -40,6 +40,7 @@ trap cleanup EXIT
 "$NETLAB" up --name "$LAB" --hosts $HOSTS --rails 2 --layout rail >"$OUT/netlab.log" 2>&1 || fail "netlab up failed: $(cat "$OUT/netlab.log")"
 TOPO=$(tail -n 1 "$OUT/netlab.log")
 [[ -f $TOPO ]] || TOPO=/run/netlab/$LAB/topology.json
+PPR=4  # fabric.pathsPerRail (the agent's default): paths per rail and peer
 ns() { echo "$LAB-h$1"; }
 addr() { jq -r ".hosts[$1].addr" "$TOPO"; }
 rail0() { jq -r ".hosts[$1].rails[0].ip" "$TOPO"; }
@@ -57,6 +58,7 @@ healthAddr: 127.0.0.1:9610
 timeApiAddr: 127.0.0.1:9611
 fabric:
   rails: [rail0, rail1]
+  pathsPerRail: $PPR
 peers:
 $peers
 YAML
@@ -69,7 +71,7 @@ nccl() { ip netns exec "$(ns "$1")" curl -sf http://127.0.0.1:9611/nccl; }
 all_paths_up() {
   local h
   for h in $(seq 0 $((HOSTS - 1))); do
-    status "$h" | jq -e '[.paths[].state] | length == 2 and all(. == "up")' >/dev/null || return 1
+    status "$h" | jq -e --argjson n $((2 * PPR)) '[.paths[].state] | length == $n and all(. == "up")' >/dev/null || return 1
   done
 }
 wait_for "every agent's fabric status answers" 30 status 0
@@ -96,7 +98,7 @@ HPID=$!
 PIDS+=($HPID)
 job_running() { nccl 0 | jq -e '.jobs[] | select(.job == "e2e-ring" and .connections >= 2)'; }
 wait_for "the job's connections at h0's agent" 30 job_running
-grep -q "node agent at $OUT/h0.sock: 2 paths, 2 rails" "$OUT/harness.log" || fail "rank 0 did not find its agent: $(head -5 "$OUT/harness.log")"
+grep -q "node agent at $OUT/h0.sock: $((2 * PPR)) paths, 2 rails" "$OUT/harness.log" || fail "rank 0 did not find its agent: $(head -5 "$OUT/harness.log")"
 wait_for "the ring iterating" 60 iterating "$OUT/timeline"
 
 "$NETLAB" link --name "$LAB" h1r0 down --silent >>"$OUT/netlab.log" 2>&1

@@ -56,9 +56,10 @@ LatencyDecisions LatencySla::Judge(Time now, bool clock_locked, const std::vecto
       if (!st.breached && above) {
         st.breached = true;
         LatencyBreach b{.path = s.path, .owd_p99 = *s.owd_p99, .sla = sla, .samples = s.samples};
-        if (!st.last_event || now - *st.last_event >= options_.event_gap) {
+        auto last = last_event_.find({s.path.peer, s.path.rail});
+        if (last == last_event_.end() || now - last->second >= options_.event_gap) {
           b.notify = true;
-          st.last_event = now;
+          last_event_[{s.path.peer, s.path.rail}] = now;
         }
         d.breaches.push_back(b);
       } else if (st.breached && below_clear) {
@@ -70,6 +71,12 @@ LatencyDecisions LatencySla::Judge(Time now, bool clock_locked, const std::vecto
     d.paths.push_back(p);
   }
   state_ = std::move(next);
+  // A (peer, rail) with no path left (the peer went away) forgets its Event.
+  std::erase_if(last_event_, [&](const auto& e) {
+    return std::none_of(paths.begin(), paths.end(), [&](const LatencySample& s) {
+      return s.path.peer == e.first.first && s.path.rail == e.first.second;
+    });
+  });
 
   LatencySummary& sum = d.summary;
   for (const PathLatency& p : d.paths) {

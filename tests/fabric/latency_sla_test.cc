@@ -129,6 +129,25 @@ TEST_CASE("latency SLA: at most one Event per path per 10 minutes", "[fabric]") 
   REQUIRE(d.breaches[0].notify);
 }
 
+TEST_CASE("latency SLA: the ECMP paths of one rail to one peer share one Event", "[fabric]") {
+  LatencySla sla(Sla100us());
+  const PathKey a1{0, "node-a", 1}, a2{0, "node-a", 2};
+  // Three paths of (node-a, rail 0) breach at once: three breaches, one Event.
+  LatencyDecisions d = sla.Judge(At(1s), true, {Sample(kA, 200us), Sample(a1, 300us), Sample(a2, 250us)});
+  REQUIRE(d.breaches.size() == 3);
+  CHECK(std::count_if(d.breaches.begin(), d.breaches.end(), [](const LatencyBreach& b) { return b.notify; }) == 1);
+  // Another rail of the same peer has its own Event.
+  d = sla.Judge(At(2s), true, {Sample(kA, 200us), Sample(a1, 300us), Sample(a2, 250us), Sample(kB, 200us)});
+  REQUIRE(d.breaches.size() == 1);
+  CHECK(d.breaches[0].path == kB);
+  CHECK(d.breaches[0].notify);
+  // The peer gone, then back: its rail's Event budget starts again.
+  sla.Judge(At(3s), true, {Sample(kC, 50us)});
+  d = sla.Judge(At(4s), true, {Sample(a1, 300us)});
+  REQUIRE(d.breaches.size() == 1);
+  CHECK(d.breaches[0].notify);
+}
+
 TEST_CASE("latency SLA: a path that is not judged loses its breach and starts again within", "[fabric]") {
   LatencySla sla(Sla100us());
   REQUIRE(sla.Judge(At(1s), true, {Sample(kA, 200us)}).breaches.size() == 1);

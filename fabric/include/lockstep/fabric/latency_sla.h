@@ -34,7 +34,7 @@ struct LatencySlaOptions {
   std::map<int, Nanos> per_rail;               // by rail index: overrides all_rails
   int min_samples = 50;                        // delays in the stats window before judging
   double clear_ratio = 0.9;                    // a breach clears below this fraction of the SLA
-  Nanos event_gap = std::chrono::minutes(10);  // at most one Event per path per this long
+  Nanos event_gap = std::chrono::minutes(10);  // at most one Event per (peer, rail) per this long
 };
 
 // The SLA in force on `rail`: its override, else all_rails, else none.
@@ -102,10 +102,13 @@ class LatencySla {
  private:
   struct State {
     bool breached = false;
-    std::optional<Time> last_event;
   };
   LatencySlaOptions options_;
   std::map<PathKey, State> state_;
+  // The last Event per (peer, rail): the paths of one rail to one peer
+  // (fabric.pathsPerRail ECMP paths) share it, so a rail's breach is one
+  // Event, not one per path.
+  std::map<std::pair<std::string, int>, Time> last_event_;
 };
 
 }  // namespace lockstep::fabric
