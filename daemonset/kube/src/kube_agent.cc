@@ -37,17 +37,28 @@ FabricSnapshot FabricSnapshotOf(const FabricHealthView& view, const std::string&
                .worst_rail = l.worst_rail,
                .worst_p99_ns = l.worst_p99.count(),
                .worst_sla_ns = l.worst_sla.count()};
-  f.congestion = {.judged = view.congestion.judged, .links = view.congestion.links, .bad_paths = view.congestion.bad_paths};
+  f.congestion = {
+      .judged = view.congestion.judged, .links = view.congestion.links, .bad_paths = view.congestion.bad_paths};
   if (view.last_flap) f.last_flap_time = kube::FormatRfc3339(*view.last_flap);
   return f;
 }
 
-void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health,
-                     const std::string& node_name, const FabricFlapAlert& alert) {
-  kube::Json involved = health ? *health
-                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
-                                            {"kind", "FabricHealth"},
-                                            {"metadata", {{"name", node_name}}}};
+namespace {
+
+// The Events' involved object: our FabricHealth as last read, or a minimal
+// reference to FabricHealth/<node> before the first read.
+kube::Json InvolvedHealth(const std::optional<kube::Json>& health, const std::string& node_name) {
+  return health ? *health
+                : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
+                             {"kind", "FabricHealth"},
+                             {"metadata", {{"name", node_name}}}};
+}
+
+}  // namespace
+
+void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json>& health, const std::string& node_name,
+                     const FabricFlapAlert& alert) {
+  const kube::Json involved = InvolvedHealth(health, node_name);
   events.Warning(involved, kFlapAlertReason,
                  "fabric rail " + alert.rail + " of node " + node_name + " flapped " +
                      std::to_string(alert.flaps_last_hour) + " times in the last hour, above the policy's " +
@@ -57,10 +68,7 @@ void RecordFlapAlert(kube::EventRecorder& events, const std::optional<kube::Json
 
 void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::Json>& health,
                          const std::string& node_name, const FabricLatencyBreach& b) {
-  kube::Json involved = health ? *health
-                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
-                                            {"kind", "FabricHealth"},
-                                            {"metadata", {{"name", node_name}}}};
+  const kube::Json involved = InvolvedHealth(health, node_name);
   auto us = [](Nanos d) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f us", std::chrono::duration<double, std::micro>(d).count());
@@ -74,10 +82,7 @@ void RecordLatencyBreach(kube::EventRecorder& events, const std::optional<kube::
 
 void RecordCongestion(kube::EventRecorder& events, const std::optional<kube::Json>& health,
                       const std::string& node_name, const CongestionFinding& f) {
-  kube::Json involved = health ? *health
-                               : kube::Json{{"apiVersion", "lockstep.dev/v1alpha1"},
-                                            {"kind", "FabricHealth"},
-                                            {"metadata", {{"name", node_name}}}};
+  const kube::Json involved = InvolvedHealth(health, node_name);
   if (f.kind == CongestionFinding::Kind::kLinkCongested) {
     std::string links;
     for (const std::string& l : f.links) links += (links.empty() ? "" : ", ") + l;
@@ -103,15 +108,14 @@ KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service
       gpu_(std::move(gpu)),
       discovery_(std::make_unique<PeerDiscovery>(
           api, clock,
-          PeerDiscoveryOptions{
-              .directory = {.self = options_.node_name,
-                            .policy = options_.policy,
-                            .probe_port = options_.policy_probe_port,
-                            .node_address_fallback = options_.node_address_fallback,
-                            .stale_after = StaleAfter(options_.report_interval, options_.heartbeat)},
-              .peers_per_node = options_.peers_per_node,
-              .seed = options_.seed,
-              .informer_seed = options_.seed},
+          PeerDiscoveryOptions{.directory = {.self = options_.node_name,
+                                             .policy = options_.policy,
+                                             .probe_port = options_.policy_probe_port,
+                                             .node_address_fallback = options_.node_address_fallback,
+                                             .stale_after = StaleAfter(options_.report_interval, options_.heartbeat)},
+                               .peers_per_node = options_.peers_per_node,
+                               .seed = options_.seed,
+                               .informer_seed = options_.seed},
           [this](const PeerSet& set) {
             if (service_) service_->SetPeers(set.selected, set.known);
             if (fabric_) {
@@ -120,14 +124,16 @@ KubeAgent::KubeAgent(kube::KubeApi& api, Clock& clock, ClockSyncService* service
             }
           },
           registry)),
-      reporter_(api, clock, [this] { return Snapshot(); },
-                ReporterOptions{.node_name = options_.node_name,
-                                .interval = options_.report_interval,
-                                .heartbeat = options_.heartbeat,
-                                .seed = options_.seed},
-                registry),
+      reporter_(
+          api, clock, [this] { return Snapshot(); },
+          ReporterOptions{.node_name = options_.node_name,
+                          .interval = options_.report_interval,
+                          .heartbeat = options_.heartbeat,
+                          .seed = options_.seed},
+          registry),
       events_(api, clock,
-              kube::EventRecorderOptions{.component = "lockstep-agent", .host = options_.node_name, .registry = &registry}) {
+              kube::EventRecorderOptions{
+                  .component = "lockstep-agent", .host = options_.node_name, .registry = &registry}) {
   if (!options_.advertise_address.empty()) {
     advertise_ = options_.advertise_address;
   } else if (options_.bind_address != "0.0.0.0") {
@@ -178,7 +184,8 @@ AgentReport KubeAgent::Snapshot() {
   r.clock.has_model = s.model.valid;
   r.clock.offset_ns = std::llround(s.reading.offset_ns);
   r.clock.drift_ppb = s.model.valid ? std::llround(s.model.drift * 1e9) : 0;
-  if (s.reading.error_bound_ns != std::numeric_limits<int64_t>::max()) r.clock.error_bound_ns = s.reading.error_bound_ns;
+  if (s.reading.error_bound_ns != std::numeric_limits<int64_t>::max())
+    r.clock.error_bound_ns = s.reading.error_bound_ns;
   r.clock.peers = s.estimate.peers;
   return r;
 }
